@@ -1,0 +1,266 @@
+package dtq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// ClientConfig configures a Client. The zero value of every field selects
+// the default given in its comment (the defaults of SPEC §13).
+type ClientConfig struct {
+	// KeyPrefix starts every Redis key. Default "dtq".
+	KeyPrefix string
+	// MaxQueueDepth is the live-task limit per queue. Default 10000.
+	MaxQueueDepth int64
+	// MaxPayloadBytes limits a payload's compact JSON. Default 262144.
+	MaxPayloadBytes int
+	// MaxAttempts caps a task's max_attempts. Default 10.
+	MaxAttempts int
+	// TaskTimeout is the default attempt timeout. Default 30s.
+	TaskTimeout time.Duration
+	// IdempotencyTTL is how long an idempotency record lives. Default 24h.
+	IdempotencyTTL time.Duration
+	// EventsMaxLen caps each queue's event stream (approximately). Default 100000.
+	EventsMaxLen int64
+	// RecentMaxLen caps each queue's listing index. Default 100000.
+	RecentMaxLen int64
+	// TaskTypes, when set, is the list of accepted task types; others are
+	// refused with ErrUnknownTaskType. Default: any type.
+	TaskTypes []string
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+}
+
+func (c *ClientConfig) withDefaults() ClientConfig {
+	var out ClientConfig
+	if c != nil {
+		out = *c
+	}
+	if out.KeyPrefix == "" {
+		out.KeyPrefix = "dtq"
+	}
+	if out.MaxQueueDepth == 0 {
+		out.MaxQueueDepth = 10000
+	}
+	if out.MaxPayloadBytes == 0 {
+		out.MaxPayloadBytes = 262144
+	}
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = 10
+	}
+	if out.TaskTimeout == 0 {
+		out.TaskTimeout = 30 * time.Second
+	}
+	if out.IdempotencyTTL == 0 {
+		out.IdempotencyTTL = 24 * time.Hour
+	}
+	if out.EventsMaxLen == 0 {
+		out.EventsMaxLen = 100000
+	}
+	if out.RecentMaxLen == 0 {
+		out.RecentMaxLen = 100000
+	}
+	if out.Clock == nil {
+		out.Clock = time.Now
+	}
+	return out
+}
+
+// Client submits tasks. It is safe for concurrent use; concurrent Submit
+// calls to one queue are merged into one Redis script call while an earlier
+// call is in flight, which raises throughput without adding latency.
+type Client struct {
+	rdb *rdb.RDB
+	cfg ClientConfig
+	lim limits
+
+	batchers sync.Map // queue -> *batcher
+}
+
+// NewClient returns a Client that stores tasks through rdb.
+func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
+	if c == nil {
+		return nil, errors.New("dtq: NewClient needs a Redis client")
+	}
+	conf := cfg.withDefaults()
+	if conf.MaxAttempts < 1 || conf.MaxPayloadBytes < 1 || conf.MaxQueueDepth < 1 {
+		return nil, errors.New("dtq: ClientConfig limits must be positive")
+	}
+	lim := limits{maxAttempts: conf.MaxAttempts, defaultTimeout: conf.TaskTimeout, maxPayloadBytes: conf.MaxPayloadBytes}
+	if len(conf.TaskTypes) > 0 {
+		lim.taskTypes = make(map[string]bool, len(conf.TaskTypes))
+		for _, t := range conf.TaskTypes {
+			lim.taskTypes[t] = true
+		}
+	}
+	return &Client{rdb: rdb.New(c, conf.KeyPrefix), cfg: conf, lim: lim}, nil
+}
+
+// SubmitResult is the outcome of a successful submission.
+type SubmitResult struct {
+	// TaskID is the id of the task created, or of the task a duplicate
+	// submission mapped to.
+	TaskID string
+	// Duplicate is true when the idempotency key replayed an earlier task.
+	Duplicate bool
+	// Task is the task as stored.
+	Task *dtqtype.TaskInfo
+}
+
+// Submit validates s and creates its task, atomically with its idempotency
+// record, stream or schedule entry, indexes and TASK_QUEUED/TASK_PENDING
+// event. Errors: *ValidationError (ErrInvalidTask, ErrUnknownTaskType,
+// ErrPayloadTooLarge), *QueueFullError (ErrQueueFull),
+// *IdempotencyConflictError (ErrIdempotencyInProgress,
+// ErrIdempotencyKeyMismatch), or a Redis error.
+func (c *Client) Submit(ctx context.Context, s Submission) (*SubmitResult, error) {
+	now := c.cfg.Clock()
+	n, err := normalize(&s, &c.lim, now)
+	if err != nil {
+		return nil, err
+	}
+	nt, err := c.newTask(ctx, n, now)
+	if err != nil {
+		return nil, err
+	}
+	b := c.batcher(n.queue)
+	return b.submit(ctx, &pendingSubmit{n: n, task: nt, done: make(chan submitOutcome, 1)})
+}
+
+// BatchItem is one entry of SubmitBatch's answer.
+type BatchItem struct {
+	Result *SubmitResult // set when Err is nil
+	Err    error
+}
+
+// maxScriptTasks bounds the tasks one ingest script call creates, so that no
+// single call blocks Redis for long.
+const maxScriptTasks = 256
+
+// SubmitBatch submits many tasks; each is validated and deduplicated on its
+// own and the answers come back in order. Tasks of one queue are written with
+// few script calls. The error is non-nil only when nothing could be tried.
+func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]BatchItem, error) {
+	now := c.cfg.Clock()
+	items := make([]BatchItem, len(subs))
+	byQueue := map[string][]int{}
+	ns := make([]*normalized, len(subs))
+	ts := make([]rdb.NewTask, len(subs))
+	for i := range subs {
+		n, err := normalize(&subs[i], &c.lim, now)
+		if err != nil {
+			items[i].Err = err
+			continue
+		}
+		nt, err := c.newTask(ctx, n, now)
+		if err != nil {
+			items[i].Err = err
+			continue
+		}
+		ns[i], ts[i] = n, nt
+		byQueue[n.queue] = append(byQueue[n.queue], i)
+	}
+	for queue, idx := range byQueue {
+		for start := 0; start < len(idx); start += maxScriptTasks {
+			chunk := idx[start:min(start+maxScriptTasks, len(idx))]
+			tasks := make([]rdb.NewTask, len(chunk))
+			for j, i := range chunk {
+				tasks[j] = ts[i]
+			}
+			res, err := c.rdb.Ingest(ctx, queue, now, c.ingestOptions(), tasks)
+			for j, i := range chunk {
+				if err != nil {
+					items[i].Err = err
+					continue
+				}
+				items[i].Result, items[i].Err = c.outcome(ctx, ns[i], &tasks[j], now, res[j])
+			}
+		}
+	}
+	return items, nil
+}
+
+func (c *Client) ingestOptions() rdb.IngestOptions {
+	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.cfg.EventsMaxLen, RecentCap: c.cfg.RecentMaxLen}
+}
+
+func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb.NewTask, error) {
+	num, err := c.rdb.QueueNumber(ctx, n.queue)
+	if err != nil {
+		return rdb.NewTask{}, fmt.Errorf("dtq: register queue %q: %w", n.queue, err)
+	}
+	ttl := int64(c.cfg.IdempotencyTTL / time.Second)
+	if wait := n.availableAt - now.UnixMilli(); wait > 0 {
+		ttl += (wait + 999) / 1000 // a delayed task keeps its record until it has run
+	}
+	return rdb.NewTask{
+		ID: rdb.NewTaskID(num, now), Type: n.typ, Payload: n.payload, Priority: n.priority,
+		MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, IdempotencyKey: n.key,
+		AvailableAt: n.availableAt, ExpiresAt: n.expiresAt, Metadata: n.metadata,
+		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(),
+	}, nil
+}
+
+// outcome turns one ingest reply into the caller's answer.
+func (c *Client) outcome(ctx context.Context, n *normalized, t *rdb.NewTask, now time.Time, r rdb.IngestResult) (*SubmitResult, error) {
+	switch r.Outcome {
+	case rdb.Created:
+		return &SubmitResult{TaskID: t.ID, Task: createdInfo(n, t, r.Status)}, nil
+	case rdb.Duplicate:
+		return &SubmitResult{TaskID: r.TaskID, Duplicate: true, Task: r.Task}, nil
+	case rdb.InProgress:
+		return nil, &IdempotencyConflictError{Queue: n.queue, Key: n.key, TaskID: r.TaskID, err: ErrIdempotencyInProgress}
+	case rdb.Mismatch:
+		return nil, &IdempotencyConflictError{Queue: n.queue, Key: n.key, TaskID: r.TaskID, err: ErrIdempotencyKeyMismatch}
+	case rdb.QueueFull:
+		return nil, &QueueFullError{Queue: n.queue, Depth: r.Depth, Limit: c.cfg.MaxQueueDepth,
+			RetryAfter: c.retryAfter(ctx, n.queue, r.Depth, now)}
+	}
+	return nil, fmt.Errorf("dtq: unexpected ingest outcome %d", r.Outcome)
+}
+
+// retryAfter estimates when a full queue will have room, from the tasks it
+// finished in the last minute; 1s..60s.
+func (c *Client) retryAfter(ctx context.Context, queue string, depth int64, now time.Time) time.Duration {
+	perMin, err := c.rdb.RecentCompletions(ctx, queue, now)
+	if err != nil || perMin <= 0 {
+		return 60 * time.Second
+	}
+	over := float64(depth-c.cfg.MaxQueueDepth+1) / (float64(perMin) / 60)
+	secs := math.Ceil(over)
+	return time.Duration(min(60, max(1, secs))) * time.Second
+}
+
+func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.TaskInfo {
+	info := &dtqtype.TaskInfo{
+		ID: t.ID, Queue: n.queue, Type: n.typ, Payload: n.payload, Priority: n.priority,
+		MaxAttempts: n.maxAttempts, Attempt: 1, TimeoutMS: n.timeoutMS, Status: st,
+		CreatedAt:   dtqtype.MillisTime(t.CreatedAt),
+		AvailableAt: dtqtype.MillisTime(n.availableAt),
+		ExpiresAt:   dtqtype.MillisTime(n.expiresAt),
+		Metadata:    n.metadata,
+		Attempts:    []dtqtype.AttemptRecord{},
+	}
+	if n.key != "" {
+		k := n.key
+		info.IdempotencyKey = &k
+	}
+	return info
+}
+
+func (c *Client) batcher(queue string) *batcher {
+	if b, ok := c.batchers.Load(queue); ok {
+		return b.(*batcher)
+	}
+	b, _ := c.batchers.LoadOrStore(queue, &batcher{c: c, queue: queue})
+	return b.(*batcher)
+}

@@ -1,0 +1,117 @@
+package dtq
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// ErrInvalidJSON is wrapped by DecodeSubmission when the body is not a JSON
+// object at all (HTTP 400 INVALID_REQUEST rather than INVALID_TASK).
+var ErrInvalidJSON = fmt.Errorf("dtq: request body is not a JSON object")
+
+// DecodeSubmission parses the JSON form of a submission (the body of POST
+// /api/v1/tasks). Explicit values outside a field's range are errors even
+// where the Go zero value would mean "default" (e.g. "timeout_ms": 0); unknown
+// fields are errors so a misspelt option is never silently ignored.
+func DecodeSubmission(data []byte) (Submission, error) {
+	var s Submission
+	data = bytes.TrimSpace(data)
+	if d := jsonDepth(data); d > MaxJSONDepth {
+		return s, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
+	}
+	var m map[string]json.RawMessage
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
+		return s, fmt.Errorf("%w: expected an object like {\"task_type\": \"echo\", \"payload\": {}}", ErrInvalidJSON)
+	}
+	return submissionFromFields(m)
+}
+
+func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
+	var s Submission
+	for field, raw := range m {
+		if string(raw) == "null" && field != "payload" && field != "metadata" {
+			continue
+		}
+		var err error
+		switch field {
+		case "task_type":
+			s.Type, err = jsonString(field, raw)
+		case "queue":
+			s.Queue, err = jsonString(field, raw)
+			if err == nil && s.Queue == "" {
+				err = invalid(field, "must not be empty")
+			}
+		case "idempotency_key":
+			s.IdempotencyKey, err = jsonString(field, raw)
+			if err == nil && s.IdempotencyKey == "" {
+				err = invalid(field, "must be 1..255 characters")
+			}
+		case "payload":
+			s.Payload = raw
+		case "metadata":
+			s.Metadata = raw
+		case "priority":
+			var p int64
+			p, err = jsonInt(field, raw, 0, 9)
+			s.Priority = Priority(int(p))
+		case "max_attempts":
+			var v int64
+			v, err = jsonInt(field, raw, 1, math.MaxInt32)
+			s.MaxAttempts = int(v)
+		case "timeout_ms":
+			var v int64
+			v, err = jsonInt(field, raw, 1, MaxTimeout.Milliseconds())
+			s.Timeout = time.Duration(v) * time.Millisecond
+		case "delay_ms":
+			var v int64
+			v, err = jsonInt(field, raw, 0, MaxDelay.Milliseconds())
+			s.Delay = time.Duration(v) * time.Millisecond
+		case "ttl_seconds":
+			var v int64
+			v, err = jsonInt(field, raw, 1, math.MaxInt32)
+			s.TTL = time.Duration(v) * time.Second
+		case "run_at":
+			s.RunAt, err = jsonTime(field, raw)
+		case "expires_at":
+			s.ExpiresAt, err = jsonTime(field, raw)
+		default:
+			err = invalid(field, "is not a known field")
+		}
+		if err != nil {
+			return Submission{}, err
+		}
+	}
+	return s, nil
+}
+
+func jsonString(field string, raw json.RawMessage) (string, error) {
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", invalid(field, "must be a string")
+	}
+	return v, nil
+}
+
+func jsonInt(field string, raw json.RawMessage, lo, hi int64) (int64, error) {
+	v, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || v < lo || v > hi {
+		return 0, invalid(field, "must be an integer between %d and %d", lo, hi)
+	}
+	return v, nil
+}
+
+func jsonTime(field string, raw json.RawMessage) (time.Time, error) {
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return time.Time{}, invalid(field, "must be an RFC 3339 time string like 2026-01-02T15:04:05.000Z")
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, invalid(field, "must be an RFC 3339 time string like 2026-01-02T15:04:05.000Z")
+	}
+	return t, nil
+}

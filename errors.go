@@ -1,0 +1,80 @@
+package dtq
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is; the typed errors below carry
+// the details and unwrap to these.
+var (
+	// ErrInvalidTask: a submission failed validation (see *ValidationError).
+	ErrInvalidTask = errors.New("dtq: invalid task")
+	// ErrUnknownTaskType: the task type is not registered.
+	ErrUnknownTaskType = errors.New("dtq: unknown task type")
+	// ErrPayloadTooLarge: the payload exceeds the configured limit.
+	ErrPayloadTooLarge = errors.New("dtq: payload too large")
+	// ErrQueueFull: the queue holds MaxQueueDepth live tasks (see *QueueFullError).
+	ErrQueueFull = errors.New("dtq: queue full")
+	// ErrIdempotencyInProgress: the idempotency key belongs to a task that is
+	// still being processed (see *IdempotencyConflictError).
+	ErrIdempotencyInProgress = errors.New("dtq: idempotency key in progress")
+	// ErrIdempotencyKeyMismatch: the idempotency key was used with a different
+	// request (see *IdempotencyConflictError).
+	ErrIdempotencyKeyMismatch = errors.New("dtq: idempotency key reused with a different request")
+	// ErrTaskNotFound: no task has that id (or its retention passed).
+	ErrTaskNotFound = errors.New("dtq: task not found")
+	// ErrLeaseLost: a worker lost its lease on a task and may not finalize it.
+	ErrLeaseLost = errors.New("dtq: lease lost")
+	// ErrOperationInProgress: IdempotentOperation found the key's operation
+	// running elsewhere; try again later.
+	ErrOperationInProgress = errors.New("dtq: operation in progress")
+)
+
+// ValidationError reports one invalid submission field.
+type ValidationError struct {
+	Field   string // JSON name of the field, e.g. "priority"
+	Message string // what is wrong and what is accepted
+	kind    error  // ErrInvalidTask, ErrUnknownTaskType or ErrPayloadTooLarge
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// Unwrap returns the sentinel the error belongs to.
+func (e *ValidationError) Unwrap() error { return e.kind }
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...), kind: ErrInvalidTask}
+}
+
+// QueueFullError is returned when a queue is at its depth limit.
+type QueueFullError struct {
+	Queue      string
+	Depth      int64
+	Limit      int64
+	RetryAfter time.Duration // a hint computed from the queue's recent drain rate
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("dtq: queue %q is full (%d of %d tasks)", e.Queue, e.Depth, e.Limit)
+}
+
+// Unwrap returns ErrQueueFull.
+func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
+
+// IdempotencyConflictError is returned when an idempotency key belongs to a
+// task that is still in progress, or was used with a different request.
+type IdempotencyConflictError struct {
+	Queue  string
+	Key    string
+	TaskID string // the task the key belongs to
+	err    error
+}
+
+func (e *IdempotencyConflictError) Error() string {
+	return fmt.Sprintf("%v: key %q belongs to task %s", e.err, e.Key, e.TaskID)
+}
+
+// Unwrap returns ErrIdempotencyInProgress or ErrIdempotencyKeyMismatch.
+func (e *IdempotencyConflictError) Unwrap() error { return e.err }

@@ -1,0 +1,122 @@
+package dtq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// InspectorConfig configures an Inspector.
+type InspectorConfig struct {
+	// KeyPrefix starts every Redis key. Default "dtq".
+	KeyPrefix string
+}
+
+// Inspector reads tasks and queues. It never changes state; it is safe for
+// concurrent use.
+type Inspector struct {
+	rdb *rdb.RDB
+}
+
+// NewInspector returns an Inspector reading through c.
+func NewInspector(c redis.UniversalClient, cfg *InspectorConfig) (*Inspector, error) {
+	if c == nil {
+		return nil, errors.New("dtq: NewInspector needs a Redis client")
+	}
+	prefix := "dtq"
+	if cfg != nil && cfg.KeyPrefix != "" {
+		prefix = cfg.KeyPrefix
+	}
+	return &Inspector{rdb: rdb.New(c, prefix)}, nil
+}
+
+// GetTask returns the task with its result and attempt history, or
+// ErrTaskNotFound.
+func (i *Inspector) GetTask(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
+	t, err := i.rdb.GetTask(ctx, id)
+	if errors.Is(err, rdb.ErrNotFound) {
+		return nil, ErrTaskNotFound
+	}
+	return t, err
+}
+
+// WaitTask returns the task once it is terminal, or as it is when wait
+// passes or ctx ends (whichever is first). It polls the task's status, backing
+// off from 10ms to 250ms, so a quick task answers quickly.
+func (i *Inspector) WaitTask(ctx context.Context, id string, wait time.Duration) (*dtqtype.TaskInfo, error) {
+	t, err := i.GetTask(ctx, id)
+	if err != nil || t.Status.Terminal() || wait <= 0 {
+		return t, err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	interval := 10 * time.Millisecond
+	for {
+		tick := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return t, nil
+		case <-deadline.C:
+			tick.Stop()
+			return i.GetTask(ctx, id)
+		case <-tick.C:
+		}
+		st, err := i.rdb.TaskStatus(ctx, t.Queue, id)
+		if err != nil {
+			return nil, err
+		}
+		if st == "" || st.Terminal() {
+			return i.GetTask(ctx, id)
+		}
+		interval = min(interval*2, 250*time.Millisecond)
+	}
+}
+
+// ListOptions filter and page ListTasks.
+type ListOptions struct {
+	Queue  string         // "" = every queue
+	Status dtqtype.Status // "" = any
+	Type   string         // "" = any
+	Limit  int            // 1..1000; 0 = 50
+	Cursor string         // from the previous page's next cursor
+}
+
+// ListTasks returns tasks newest first and the cursor of the next page (""
+// when there is none). A filtered page may be short while more remain.
+func (i *Inspector) ListTasks(ctx context.Context, o ListOptions) ([]*dtqtype.TaskInfo, string, error) {
+	if o.Limit == 0 {
+		o.Limit = 50
+	}
+	if o.Limit < 1 || o.Limit > 1000 {
+		return nil, "", invalid("limit", "must be between 1 and 1000")
+	}
+	if o.Queue != "" && !ValidQueueName(o.Queue) {
+		return nil, "", invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	if o.Status != "" && !o.Status.Valid() {
+		return nil, "", invalid("status", "must be one of %v", dtqtype.Statuses)
+	}
+	if o.Cursor != "" {
+		if _, ok := rdb.ParseTaskID(o.Cursor); !ok {
+			return nil, "", invalid("cursor", "is not a cursor this API returned")
+		}
+	}
+	items, next, err := i.rdb.ListTasks(ctx, rdb.ListFilter{Queue: o.Queue, Status: o.Status, Type: o.Type, Limit: o.Limit, Cursor: o.Cursor})
+	if err != nil {
+		return nil, "", fmt.Errorf("dtq: list tasks: %w", err)
+	}
+	return items, next, nil
+}
+
+// Ready reports whether Redis answers, holds dtq's scripts (loading them if
+// needed) and runs with maxmemory-policy noeviction.
+func (i *Inspector) Ready(ctx context.Context) error {
+	return i.rdb.Ready(ctx)
+}

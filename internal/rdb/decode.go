@@ -1,0 +1,78 @@
+package rdb
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+func sortStrings(s []string) { slices.Sort(s) }
+
+func atoi64(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// decodeTask turns a task hash (see docs/redis-keys.md) into a TaskInfo.
+// result is the result key's value, nil when absent.
+func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.TaskInfo {
+	t := &dtqtype.TaskInfo{
+		ID:               id,
+		Queue:            queue,
+		Type:             h["type"],
+		Payload:          json.RawMessage(orDefault(h["payload"], "{}")),
+		Priority:         int(atoi64(h["priority"])),
+		MaxAttempts:      int(atoi64(h["max_attempts"])),
+		Attempt:          int(atoi64(h["attempt"])),
+		TimeoutMS:        atoi64(h["timeout_ms"]),
+		Status:           dtqtype.Status(h["status"]),
+		CreatedAt:        dtqtype.MillisTime(atoi64(h["created_at"])),
+		AvailableAt:      dtqtype.MillisTime(atoi64(h["available_at"])),
+		ExpiresAt:        dtqtype.MillisTime(atoi64(h["expires_at"])),
+		Metadata:         json.RawMessage(orDefault(h["metadata"], "{}")),
+		CancelRequested:  h["cancel_requested"] == "1",
+		ResultTruncated:  h["result_truncated"] == "1",
+		PreviousAttempts: int(atoi64(h["previous_attempts"])),
+		Attempts:         []dtqtype.AttemptRecord{},
+	}
+	if k, ok := h["idem_key"]; ok {
+		t.IdempotencyKey = &k
+	}
+	e := &t.Execution
+	e.StartedAt = dtqtype.MillisTime(atoi64(h["started_at"]))
+	e.FinishedAt = dtqtype.MillisTime(atoi64(h["finished_at"]))
+	if !e.StartedAt.IsZero() && !e.FinishedAt.IsZero() {
+		d := e.FinishedAt.Sub(e.StartedAt.Time).Milliseconds()
+		e.DurationMS = &d
+	}
+	e.WorkerID = h["worker_id"]
+	e.ErrorClass = h["error_class"]
+	e.ErrorMessage = h["error_message"]
+	if v, ok := h["retryable"]; ok {
+		b := v == "1"
+		e.Retryable = &b
+	}
+	if v, ok := h["retry_delay_ms"]; ok {
+		d := atoi64(v)
+		e.RetryDelayMS = &d
+	}
+	if v := h["attempts"]; v != "" {
+		_ = json.Unmarshal([]byte(v), &t.Attempts)
+	}
+	switch {
+	case result != nil:
+		t.Result = json.RawMessage(*result)
+	case h["has_result"] == "1":
+		t.ResultExpired = true
+	}
+	return t
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,139 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// NewTask is a validated task ready to be written by Ingest.
+type NewTask struct {
+	ID             string
+	Type           string
+	Payload        []byte // compact JSON object, stored as sent
+	Priority       int
+	MaxAttempts    int
+	TimeoutMS      int64
+	IdempotencyKey string // "" = none
+	AvailableAt    int64  // epoch ms; after now = pending
+	ExpiresAt      int64  // epoch ms; 0 = none
+	Metadata       []byte // JSON object; nil = {}
+	Fingerprint    string
+	IdemTTL        int64 // seconds the idempotency record lives
+	CreatedAt      int64 // epoch ms
+}
+
+// IngestOutcome says what Ingest did with one task.
+type IngestOutcome int
+
+// Ingest outcomes.
+const (
+	Created IngestOutcome = iota
+	Duplicate
+	InProgress
+	Mismatch
+	QueueFull
+)
+
+// IngestResult is Ingest's answer for one task.
+type IngestResult struct {
+	Outcome IngestOutcome
+	TaskID  string            // the new task, or the task the key belongs to
+	Status  dtqtype.Status    // Created: pending or queued
+	Depth   int64             // QueueFull: the depth that refused it
+	Task    *dtqtype.TaskInfo // Duplicate: the stored task
+}
+
+// IngestOptions are the queue limits Ingest enforces.
+type IngestOptions struct {
+	MaxDepth     int64
+	EventsMaxLen int64
+	RecentCap    int64
+}
+
+const ingestFixedKeys = 5 + NumBands
+
+// Ingest creates tasks of one queue with one script call. Each task is
+// checked and written on its own: one task's refusal does not affect others.
+func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask) ([]IngestResult, error) {
+	k := r.keys
+	keys := make([]string, 0, ingestFixedKeys+2*len(tasks))
+	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
+	for b := 0; b < NumBands; b++ {
+		keys = append(keys, k.Stream(queue, b))
+	}
+	args := make([]any, 0, 7+13*len(tasks))
+	args = append(args, now.UnixMilli(), opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
+		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks))
+	for i := range tasks {
+		t := &tasks[i]
+		tk := k.Task(queue, t.ID)
+		ik := tk
+		if t.IdempotencyKey != "" {
+			ik = k.Idempotency(queue, t.IdempotencyKey)
+		}
+		keys = append(keys, tk, ik)
+		exp := ""
+		if t.ExpiresAt > 0 {
+			exp = strconv.FormatInt(t.ExpiresAt, 10)
+		}
+		meta := t.Metadata
+		if string(meta) == "{}" {
+			meta = nil
+		}
+		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
+			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt)
+	}
+	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(reply) != len(tasks) {
+		return nil, fmt.Errorf("rdb: ingest returned %d replies for %d tasks", len(reply), len(tasks))
+	}
+	out := make([]IngestResult, len(tasks))
+	for i, item := range reply {
+		parts, _ := item.([]any)
+		if len(parts) < 2 {
+			return nil, fmt.Errorf("rdb: malformed ingest reply %v", item)
+		}
+		code, _ := parts[0].(string)
+		val, _ := parts[1].(string)
+		switch code {
+		case "created":
+			st, _ := parts[2].(string)
+			out[i] = IngestResult{Outcome: Created, TaskID: val, Status: dtqtype.Status(st)}
+		case "duplicate":
+			var res *string
+			if s, ok := parts[3].(string); ok {
+				res = &s
+			}
+			info := decodeTask(queue, val, flatToMap(parts[2]), res)
+			out[i] = IngestResult{Outcome: Duplicate, TaskID: val, Task: info}
+		case "in_progress":
+			out[i] = IngestResult{Outcome: InProgress, TaskID: val}
+		case "mismatch":
+			out[i] = IngestResult{Outcome: Mismatch, TaskID: val}
+		case "full":
+			d, _ := strconv.ParseInt(val, 10, 64)
+			out[i] = IngestResult{Outcome: QueueFull, Depth: d}
+		default:
+			return nil, fmt.Errorf("rdb: unknown ingest reply %q", code)
+		}
+	}
+	return out, nil
+}
+
+func flatToMap(v any) map[string]string {
+	arr, _ := v.([]any)
+	m := make(map[string]string, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		k, _ := arr[i].(string)
+		s, _ := arr[i+1].(string)
+		m[k] = s
+	}
+	return m
+}

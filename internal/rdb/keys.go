@@ -1,0 +1,110 @@
+package rdb
+
+import "strconv"
+
+// NumBands is the number of priority bands (streams) per queue: p0 … p9.
+const NumBands = 10
+
+// Keys builds every Redis key name dtq uses. It is the only place key names
+// are spelled out. Every per-queue key carries the queue as a Cluster hash tag
+// ({queue}) so that one script touches one slot; global keys carry no tag.
+type Keys struct {
+	prefix string
+}
+
+// NewKeys returns a key builder for prefix (DTQ_KEY_PREFIX, e.g. "dtq").
+func NewKeys(prefix string) Keys { return Keys{prefix: prefix} }
+
+// Prefix returns the key prefix.
+func (k Keys) Prefix() string { return k.prefix }
+
+func (k Keys) q(kind, queue string) string {
+	return k.prefix + ":" + kind + ":{" + queue + "}"
+}
+
+// Stream is the ready stream of one priority band (0..9) of queue.
+func (k Keys) Stream(queue string, band int) string {
+	return k.q("stream", queue) + ":p" + strconv.Itoa(band)
+}
+
+// Streams returns the ten band streams of queue, highest priority (p9) first.
+func (k Keys) Streams(queue string) []string {
+	out := make([]string, NumBands)
+	for i := range out {
+		out[i] = k.Stream(queue, NumBands-1-i)
+	}
+	return out
+}
+
+// TaskPrefix is the same-slot prefix of every task hash of queue; scripts
+// that learn task ids append the id to it.
+func (k Keys) TaskPrefix(queue string) string { return k.q("task", queue) + ":" }
+
+// Task is the hash holding one task.
+func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
+
+// ResultPrefix is the same-slot prefix of result keys of queue.
+func (k Keys) ResultPrefix(queue string) string { return k.q("result", queue) + ":" }
+
+// Result holds a succeeded task's result JSON (TTL DTQ_RESULT_RETENTION_S).
+func (k Keys) Result(queue, id string) string { return k.ResultPrefix(queue) + id }
+
+// IdempotencyPrefix is the same-slot prefix of idempotency records of queue.
+func (k Keys) IdempotencyPrefix(queue string) string { return k.q("idempotency", queue) + ":" }
+
+// Idempotency is the submission idempotency record for (queue, key).
+func (k Keys) Idempotency(queue, key string) string { return k.IdempotencyPrefix(queue) + key }
+
+// Schedule is the ZSET of pending and retrying tasks by due time (epoch ms).
+func (k Keys) Schedule(queue string) string { return k.q("schedule", queue) }
+
+// Lease is the ZSET of running tasks by lease deadline (epoch ms).
+func (k Keys) Lease(queue string) string { return k.q("lease", queue) }
+
+// Expiry is the ZSET of not-yet-started tasks by expires_at (epoch ms).
+func (k Keys) Expiry(queue string) string { return k.q("expiry", queue) }
+
+// Depth is the exact counter of non-terminal tasks in queue.
+func (k Keys) Depth(queue string) string { return k.q("depth", queue) }
+
+// Recent is the capped index of task ids of queue, for listing newest first.
+func (k Keys) Recent(queue string) string { return k.q("recent", queue) }
+
+// DLQ is the dead-letter index of queue (ZSET task id → failed_at).
+func (k Keys) DLQ(queue string) string { return k.q("dlq", queue) }
+
+// Events is the capped lifecycle event stream of queue.
+func (k Keys) Events(queue string) string { return k.q("events", queue) }
+
+// Paused exists while queue is paused.
+func (k Keys) Paused(queue string) string { return k.q("paused", queue) }
+
+// StatsPrefix is the same-slot prefix of the per-minute counters of queue.
+func (k Keys) StatsPrefix(queue string) string { return k.q("stats", queue) + ":" }
+
+// Stats holds the per-minute counters of queue for minute (epoch minutes).
+func (k Keys) Stats(queue string, minute int64) string {
+	return k.StatsPrefix(queue) + strconv.FormatInt(minute, 10)
+}
+
+// CancelChannel is the pub/sub channel on which cancel requests for running
+// tasks of queue are announced.
+func (k Keys) CancelChannel(queue string) string { return k.q("cancel", queue) }
+
+// Queues is the global queue registry hash (name → number, #number → name).
+func (k Keys) Queues() string { return k.prefix + ":queues" }
+
+// Workers is the global ZSET of worker ids by last heartbeat (epoch ms).
+func (k Keys) Workers() string { return k.prefix + ":workers" }
+
+// Worker is the heartbeat record of one worker.
+func (k Keys) Worker(id string) string { return k.prefix + ":worker:" + id }
+
+// Audit is the capped audit stream.
+func (k Keys) Audit() string { return k.prefix + ":audit" }
+
+// SysEvents is the stream of worker events.
+func (k Keys) SysEvents() string { return k.prefix + ":events:_sys" }
+
+// Operation is the key of a handler-level IdempotentOperation.
+func (k Keys) Operation(key string) string { return k.prefix + ":op:" + key }

@@ -1,0 +1,125 @@
+-- ingest: create one or more tasks of one queue, atomically per task.
+--
+-- For each task, in order: idempotency check (stale -> mismatch -> in progress
+-- -> replay), depth gate, idempotency claim, task hash, stream entry (or
+-- schedule entry when delayed), expiry index, recent index, depth counter,
+-- TASK_QUEUED / TASK_PENDING event. Every check for a task runs before its
+-- first write. A replay writes nothing.
+--
+-- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
+-- KEYS[3]  expiry ZSET              KEYS[4]  recent index ZSET
+-- KEYS[5]  event stream             KEYS[6..15] band streams p0..p9
+-- then per task i (base = 16 + 2*(i-1)):
+-- KEYS[base]   task hash            KEYS[base+1] idempotency record (the task
+--                                   hash key again when the task has no key)
+--
+-- ARGV[1] now (epoch ms)            ARGV[2] max depth
+-- ARGV[3] events maxlen             ARGV[4] recent index cap
+-- ARGV[5] task key prefix           ARGV[6] result key prefix
+-- ARGV[7] number of tasks
+-- then per task i (base = 8 + 13*(i-1)): id, type, payload, priority,
+-- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
+-- expires_at ("" = none), metadata ("" = {}), fingerprint, record TTL (s),
+-- created_at
+--
+-- Returns one reply per task:
+--   {"created", id, status}
+--   {"duplicate", id, {task hash as flat array}, result or false}
+--   {"in_progress", id}
+--   {"mismatch", id}
+--   {"full", depth}
+
+local now = ARGV[1]
+local max_depth = tonumber(ARGV[2])
+local events_maxlen = ARGV[3]
+local recent_cap = tonumber(ARGV[4])
+local task_prefix = ARGV[5]
+local result_prefix = ARGV[6]
+local n = tonumber(ARGV[7])
+
+local replies = {}
+local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
+
+for i = 1, n do
+  local kb = 16 + 2 * (i - 1)
+  local ab = 8 + 13 * (i - 1)
+  local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
+  local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
+  local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
+  local ikey, available_at, expires_at = ARGV[ab + 6], ARGV[ab + 7], ARGV[ab + 8]
+  local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
+  local created_at = ARGV[ab + 12]
+
+  local reply = nil
+  if ikey ~= '' then
+    local raw = redis.call('GET', idem_key)
+    if raw then
+      local ok, rec = pcall(cjson.decode, raw)
+      local owner = ok and type(rec) == 'table' and rec.task_id
+      -- A record whose task hash is gone (retention) or that cannot be read is
+      -- stale: it is replaced below and the submission is new work.
+      if owner and redis.call('EXISTS', task_prefix .. owner) == 1 then
+        if rec.fingerprint ~= fingerprint then
+          reply = {'mismatch', owner}
+        elseif rec.state == 'processing' then
+          reply = {'in_progress', owner}
+        else
+          local res = redis.call('GET', result_prefix .. owner)
+          reply = {'duplicate', owner, redis.call('HGETALL', task_prefix .. owner), res}
+        end
+      end
+    end
+  end
+
+  if reply == nil and depth >= max_depth then
+    reply = {'full', tostring(depth)}
+  end
+
+  if reply == nil then
+    if ikey ~= '' then
+      redis.call('SET', idem_key, cjson.encode({
+        task_id = id, state = 'processing',
+        updated_at = tonumber(now), fingerprint = fingerprint,
+      }), 'EX', idem_ttl)
+    end
+
+    local delayed = tonumber(available_at) > tonumber(now)
+    local status = delayed and 'pending' or 'queued'
+    local fields = {
+      'type', ttype, 'payload', payload, 'priority', priority,
+      'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms,
+      'status', status, 'created_at', created_at, 'available_at', available_at,
+    }
+    if ikey ~= '' then table.insert(fields, 'idem_key'); table.insert(fields, ikey) end
+    if expires_at ~= '' then table.insert(fields, 'expires_at'); table.insert(fields, expires_at) end
+    if metadata ~= '' then table.insert(fields, 'metadata'); table.insert(fields, metadata) end
+    redis.call('HSET', task_key, unpack(fields))
+
+    if delayed then
+      redis.call('ZADD', KEYS[2], available_at, id)
+    else
+      local sid = redis.call('XADD', KEYS[6 + tonumber(priority)], '*', 't', id, 'a', '1')
+      redis.call('HSET', task_key, 'stream_id', sid)
+    end
+    if expires_at ~= '' then
+      redis.call('ZADD', KEYS[3], expires_at, id)
+    end
+
+    redis.call('ZADD', KEYS[4], 0, id)
+    if redis.call('ZCARD', KEYS[4]) > recent_cap then
+      redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(recent_cap + 1))
+    end
+
+    depth = depth + 1
+    redis.call('SET', KEYS[1], depth)
+
+    local ev = {'type', delayed and 'TASK_PENDING' or 'TASK_QUEUED', 'task_id', id,
+      'task_type', ttype, 'attempt', '1', 'ts', now}
+    redis.call('XADD', KEYS[5], 'MAXLEN', '~', events_maxlen, '*', unpack(ev))
+
+    reply = {'created', id, status}
+  end
+  replies[i] = reply
+end
+
+return replies

@@ -1,0 +1,183 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// ErrNotFound means the task (or its queue) does not exist.
+var ErrNotFound = errors.New("not found")
+
+// GetTask reads one task with its result. The queue comes from the id.
+func (r *RDB) GetTask(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
+	num, ok := ParseTaskID(id)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	queue, err := r.QueueName(ctx, num)
+	if err != nil {
+		return nil, err
+	}
+	if queue == "" {
+		return nil, ErrNotFound
+	}
+	pipe := r.c.Pipeline()
+	h := pipe.HGetAll(ctx, r.keys.Task(queue, id))
+	res := pipe.Get(ctx, r.keys.Result(queue, id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	if len(h.Val()) == 0 {
+		return nil, ErrNotFound
+	}
+	var result *string
+	if s, err := res.Result(); err == nil {
+		result = &s
+	}
+	return decodeTask(queue, id, h.Val(), result), nil
+}
+
+// TaskStatus reads only the status of a task ("" when it does not exist).
+func (r *RDB) TaskStatus(ctx context.Context, queue, id string) (dtqtype.Status, error) {
+	s, err := r.c.HGet(ctx, r.keys.Task(queue, id), "status").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return dtqtype.Status(s), err
+}
+
+// ListFilter selects tasks for ListTasks.
+type ListFilter struct {
+	Queue  string         // "" = every queue
+	Status dtqtype.Status // "" = any
+	Type   string         // "" = any
+	Limit  int            // page size
+	Cursor string         // exclusive: only ids older than this one
+}
+
+// maxExamined bounds how many index entries one filtered page looks at, so a
+// rare filter answers a short page quickly instead of scanning everything.
+const maxExamined = 1000
+
+// ListTasks returns tasks newest first, and the cursor of the next page ("" at
+// the end). A filtered page may be shorter than Limit while more remain.
+func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo, string, error) {
+	queues := []string{f.Queue}
+	if f.Queue == "" {
+		var err error
+		if queues, err = r.Queues(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	filtered := f.Status != "" || f.Type != ""
+	scan := f.Limit
+	if filtered {
+		scan = maxExamined
+	}
+	start := "+"
+	if f.Cursor != "" {
+		start = "(" + f.Cursor
+	}
+
+	// Newest ids of each queue below the cursor, merged by id (ids sort by time).
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(queues))
+	for i, q := range queues {
+		cmds[i] = pipe.ZRevRangeByLex(ctx, r.keys.Recent(q), &redis.ZRangeBy{Max: start, Min: "-", Count: int64(scan + 1)})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", err
+	}
+	type cand struct{ id, queue string }
+	var cands []cand
+	for i, c := range cmds {
+		for _, id := range c.Val() {
+			cands = append(cands, cand{id, queues[i]})
+		}
+	}
+	sort.Slice(cands, func(a, b int) bool { return cands[a].id > cands[b].id })
+	more := len(cands) > scan
+	if more {
+		cands = cands[:scan]
+	}
+
+	next := ""
+	if filtered && len(cands) > 0 {
+		// Cheap pass on status and type before reading whole hashes.
+		pipe = r.c.Pipeline()
+		hm := make([]*redis.SliceCmd, len(cands))
+		for i, c := range cands {
+			hm[i] = pipe.HMGet(ctx, r.keys.Task(c.queue, c.id), "status", "type")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, "", err
+		}
+		var kept []cand
+		last := len(cands) - 1
+		for i, c := range cands {
+			v := hm[i].Val()
+			st, _ := v[0].(string)
+			ty, _ := v[1].(string)
+			if st != "" && (f.Status == "" || st == string(f.Status)) && (f.Type == "" || ty == f.Type) {
+				kept = append(kept, c)
+				if len(kept) == f.Limit {
+					last = i
+					break
+				}
+			}
+		}
+		if more || last < len(cands)-1 {
+			next = cands[last].id // resume after the last entry looked at
+		}
+		cands = kept
+	} else if more && len(cands) > 0 {
+		next = cands[len(cands)-1].id
+	}
+
+	pipe = r.c.Pipeline()
+	hs := make([]*redis.MapStringStringCmd, len(cands))
+	rs := make([]*redis.StringCmd, len(cands))
+	for i, c := range cands {
+		hs[i] = pipe.HGetAll(ctx, r.keys.Task(c.queue, c.id))
+		rs[i] = pipe.Get(ctx, r.keys.Result(c.queue, c.id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", err
+	}
+	out := make([]*dtqtype.TaskInfo, 0, len(cands))
+	for i, c := range cands {
+		if len(hs[i].Val()) == 0 {
+			continue // retention removed it; the index trims lazily
+		}
+		var res *string
+		if s, err := rs[i].Result(); err == nil {
+			res = &s
+		}
+		out = append(out, decodeTask(c.queue, c.id, hs[i].Val(), res))
+	}
+	return out, next, nil
+}
+
+// RecentCompletions returns how many tasks of queue finished (succeeded,
+// failed or dead-lettered) in the last full minute, from the per-minute
+// counters the finalize scripts keep.
+func (r *RDB) RecentCompletions(ctx context.Context, queue string, now time.Time) (int64, error) {
+	minute := now.Unix()/60 - 1
+	v, err := r.c.HMGet(ctx, r.keys.Stats(queue, minute), "succeeded", "failed", "dead_lettered").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, x := range v {
+		if s, ok := x.(string); ok {
+			total += atoi64(s)
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,201 @@
+// Package redistest starts private redis-server processes for tests. Tests
+// never touch a Redis someone else uses: each package gets its own server on
+// a free loopback port, and each test its own key prefix on it.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is a redis-server child process.
+type Server struct {
+	Addr string
+	dir  string
+	port int
+	bin  string
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Start launches redis-server (from PATH) on a free loopback port with its
+// data in a temporary directory. Extra args are passed to redis-server.
+func Start(extra ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: redis-server not found on PATH (install it, e.g. apt-get install -y redis-server): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "dtq-redistest-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, port: port, bin: bin}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--dir", dir, "--save", "", "--appendonly", "no",
+			"--maxmemory-policy", "noeviction", "--daemonize", "no",
+			"--logfile", filepath.Join(dir, "redis.log"),
+		}, extra...)
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command(s.bin, s.args...)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.cmd = cmd
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redistest: redis-server exited at start: %s", log)
+		default:
+		}
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		err := c.Ping(context.Background()).Err()
+		c.Close()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return fmt.Errorf("redistest: redis-server on %s did not answer within 10s", s.Addr)
+}
+
+// Kill stops the server abruptly (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		for i := 0; i < 500; i++ {
+			c, err := net.DialTimeout("tcp", s.Addr, 50*time.Millisecond)
+			if err != nil {
+				break
+			}
+			c.Close()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// Restart starts the server again on the same port after Kill.
+func (s *Server) Restart() error { return s.start() }
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	s.Kill()
+	os.RemoveAll(s.dir)
+}
+
+// URL returns the redis:// URL of the server.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Client returns a new client of the server, closed when t ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var (
+	shared   *Server
+	sharedMu sync.Mutex
+	seq      atomic.Int64
+)
+
+// Main runs a test package's tests with a shared private server and stops it
+// afterwards. Call it from TestMain: os.Exit(redistest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	sharedMu.Lock()
+	if shared != nil {
+		shared.Stop()
+		shared = nil
+	}
+	sharedMu.Unlock()
+	return code
+}
+
+// Shared returns the package's shared server, starting it on first use.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil {
+		s, err := Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = s
+	}
+	return shared
+}
+
+// Setup is what a storage test needs: a client of the shared server and a
+// key prefix no other test uses.
+type Setup struct {
+	Server *Server
+	Client *redis.Client
+	Prefix string
+}
+
+// New returns a client of the shared server and a key prefix that no other
+// test of the process uses, so tests can run in parallel on one server.
+func New(t testing.TB) *Setup {
+	t.Helper()
+	s := Shared(t)
+	c := s.Client(t)
+	return &Setup{Server: s, Client: c, Prefix: fmt.Sprintf("t%d", seq.Add(1))}
+}
+
+// Keys returns every key under prefix (SCAN, for assertions in tests).
+func Keys(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
+	var out []string
+	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		out = append(out, iter.Val())
+	}
+	return out, iter.Err()
+}

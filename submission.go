@@ -1,0 +1,338 @@
+package dtq
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Submission describes a task to submit. Zero values select the defaults.
+type Submission struct {
+	// Queue is the queue name, ^[a-z0-9][a-z0-9_-]{0,63}$. Default "default".
+	Queue string
+	// Type is the task type, 1..128 characters of [A-Za-z0-9_.:-]. Required.
+	Type string
+	// Payload is a JSON object: a json.RawMessage or []byte holding one, or
+	// any value that marshals to one (a struct or a map). nil means {}.
+	Payload any
+	// Priority is 0..9, 9 highest. nil means 5.
+	Priority *int
+	// MaxAttempts is 1..the configured cap. 0 means min(5, cap).
+	MaxAttempts int
+	// Timeout bounds one attempt, 1ms..1h. 0 means the configured default.
+	Timeout time.Duration
+	// Delay postpones the task, 0..365 days. Ignored when RunAt is set.
+	Delay time.Duration
+	// RunAt is the earliest start time. Zero means now + Delay.
+	RunAt time.Time
+	// ExpiresAt is the deadline to start; a task not started by then expires.
+	ExpiresAt time.Time
+	// TTL is an expiry relative to creation, used when ExpiresAt is zero.
+	TTL time.Duration
+	// Metadata is a JSON object of at most 4 KiB, shown but never executed.
+	// metadata.ttl_seconds is an expiry used when ExpiresAt and TTL are unset.
+	Metadata any
+	// IdempotencyKey maps duplicate submissions to one task: 1..255 printable
+	// ASCII characters, scoped to the queue. An RFC 8941 quoted string is
+	// unquoted.
+	IdempotencyKey string
+}
+
+// Priority returns a pointer to p, for Submission.Priority.
+func Priority(p int) *int { return &p }
+
+// Validation limits.
+const (
+	DefaultQueue       = "default"
+	DefaultPriority    = 5
+	MaxTimeout         = time.Hour
+	MaxDelay           = 365 * 24 * time.Hour
+	MaxMetadataBytes   = 4096
+	MaxJSONDepth       = 64
+	MaxIdempotencyKey  = 255
+	maxTypeLen         = 128
+	defaultMaxAttempts = 5
+)
+
+var (
+	queueRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	typeRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+)
+
+// ValidQueueName reports whether name is an acceptable queue name.
+func ValidQueueName(name string) bool { return queueRe.MatchString(name) }
+
+// limits are the configured bounds a submission is validated against.
+type limits struct {
+	maxAttempts     int
+	defaultTimeout  time.Duration
+	maxPayloadBytes int
+	taskTypes       map[string]bool // nil = any type
+}
+
+// normalized is a valid submission with every default applied.
+type normalized struct {
+	queue        string
+	typ          string
+	payload      []byte
+	priority     int
+	maxAttempts  int
+	timeoutMS    int64
+	availableAt  int64 // epoch ms
+	delayMS      int64
+	runAt        int64 // epoch ms, 0 = not given
+	expiresAt    int64 // epoch ms, 0 = none
+	expiresGiven bool
+	ttlSeconds   int64 // as given, 0 = not given
+	metadata     []byte
+	key          string
+	fingerprint  string
+}
+
+// normalize validates s and applies defaults. It is the one validation
+// function behind both the Go client and the HTTP API. now is creation time.
+func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
+	n := &normalized{queue: s.Queue, typ: s.Type}
+	if n.queue == "" {
+		n.queue = DefaultQueue
+	}
+	if !queueRe.MatchString(n.queue) {
+		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$ (lowercase letters, digits, '_' and '-')")
+	}
+	if n.typ == "" {
+		return nil, invalid("task_type", "is required")
+	}
+	if !typeRe.MatchString(n.typ) {
+		return nil, invalid("task_type", "must be 1..128 characters of A-Z a-z 0-9 _ . : -")
+	}
+	if lim.taskTypes != nil && !lim.taskTypes[n.typ] {
+		return nil, &ValidationError{Field: "task_type", Message: fmt.Sprintf("%q is not a registered task type", n.typ), kind: ErrUnknownTaskType}
+	}
+
+	var err error
+	if n.payload, err = objectJSON("payload", s.Payload); err != nil {
+		return nil, err
+	}
+	if len(n.payload) > lim.maxPayloadBytes {
+		return nil, &ValidationError{Field: "payload", kind: ErrPayloadTooLarge,
+			Message: fmt.Sprintf("is %d bytes; the limit is %d bytes", len(n.payload), lim.maxPayloadBytes)}
+	}
+	if n.metadata, err = objectJSON("metadata", s.Metadata); err != nil {
+		return nil, err
+	}
+	if len(n.metadata) > MaxMetadataBytes {
+		return nil, invalid("metadata", "is %d bytes; the limit is %d bytes", len(n.metadata), MaxMetadataBytes)
+	}
+
+	n.priority = DefaultPriority
+	if s.Priority != nil {
+		if *s.Priority < 0 || *s.Priority > 9 {
+			return nil, invalid("priority", "must be between 0 and 9 (9 is highest)")
+		}
+		n.priority = *s.Priority
+	}
+	n.maxAttempts = min(defaultMaxAttempts, lim.maxAttempts)
+	if s.MaxAttempts != 0 {
+		if s.MaxAttempts < 1 || s.MaxAttempts > lim.maxAttempts {
+			return nil, invalid("max_attempts", "must be between 1 and %d", lim.maxAttempts)
+		}
+		n.maxAttempts = s.MaxAttempts
+	}
+	n.timeoutMS = lim.defaultTimeout.Milliseconds()
+	if s.Timeout != 0 {
+		if s.Timeout < time.Millisecond || s.Timeout > MaxTimeout {
+			return nil, invalid("timeout_ms", "must be between 1 and 3600000 milliseconds")
+		}
+		n.timeoutMS = s.Timeout.Milliseconds()
+	}
+
+	created := now.UnixMilli()
+	switch {
+	case !s.RunAt.IsZero():
+		n.runAt = s.RunAt.UnixMilli()
+		if n.runAt-created > MaxDelay.Milliseconds() {
+			return nil, invalid("run_at", "must be at most 365 days ahead")
+		}
+		n.availableAt = max(n.runAt, created)
+	default:
+		if s.Delay < 0 || s.Delay > MaxDelay {
+			return nil, invalid("delay_ms", "must be between 0 and 31536000000 (365 days)")
+		}
+		n.delayMS = s.Delay.Milliseconds()
+		n.availableAt = created + n.delayMS
+	}
+
+	switch {
+	case !s.ExpiresAt.IsZero():
+		n.expiresAt = s.ExpiresAt.UnixMilli()
+		n.expiresGiven = true
+	case s.TTL != 0:
+		if s.TTL < time.Second || s.TTL%time.Second != 0 {
+			return nil, invalid("ttl_seconds", "must be a positive whole number of seconds")
+		}
+		n.ttlSeconds = int64(s.TTL / time.Second)
+		n.expiresAt = created + s.TTL.Milliseconds()
+	default:
+		if ttl, ok, err := metadataTTL(n.metadata); err != nil {
+			return nil, err
+		} else if ok {
+			n.expiresAt = created + ttl*1000
+		}
+	}
+	if n.expiresAt != 0 && n.expiresAt <= n.availableAt {
+		field := "expires_at"
+		if !n.expiresGiven {
+			field = "ttl_seconds"
+		}
+		return nil, invalid(field, "the expiry must be after the time the task becomes available")
+	}
+
+	if s.IdempotencyKey != "" {
+		if n.key, err = NormalizeIdempotencyKey(s.IdempotencyKey); err != nil {
+			return nil, err
+		}
+	}
+	n.fingerprint = n.computeFingerprint()
+	return n, nil
+}
+
+// NormalizeIdempotencyKey unquotes an RFC 8941 quoted string and checks the
+// key is 1..255 printable ASCII characters.
+func NormalizeIdempotencyKey(k string) (string, error) {
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		var b strings.Builder
+		in := k[1 : len(k)-1]
+		for i := 0; i < len(in); i++ {
+			c := in[i]
+			if c == '\\' && i+1 < len(in) && (in[i+1] == '"' || in[i+1] == '\\') {
+				i++
+				c = in[i]
+			} else if c == '"' || c == '\\' {
+				return "", invalid("idempotency_key", "is not a valid quoted string")
+			}
+			b.WriteByte(c)
+		}
+		k = b.String()
+	}
+	if len(k) < 1 || len(k) > MaxIdempotencyKey {
+		return "", invalid("idempotency_key", "must be 1..255 characters")
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", invalid("idempotency_key", "must be printable ASCII (0x20..0x7e)")
+		}
+	}
+	return k, nil
+}
+
+// objectJSON returns v as compact JSON, which must be an object.
+func objectJSON(field string, v any) ([]byte, error) {
+	var raw []byte
+	switch p := v.(type) {
+	case nil:
+		return []byte("{}"), nil
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, invalid(field, "cannot be encoded as JSON: %v", err)
+		}
+		raw = b
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return []byte("{}"), nil
+	}
+	if raw[0] != '{' {
+		return nil, invalid(field, "must be a JSON object")
+	}
+	if d := jsonDepth(raw); d > MaxJSONDepth {
+		return nil, invalid(field, "nests %d levels deep; the limit is %d", d, MaxJSONDepth)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, invalid(field, "is not valid JSON: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// jsonDepth returns the deepest nesting of objects and arrays in raw.
+func jsonDepth(raw []byte) int {
+	depth, deepest, inStr, esc := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+func metadataTTL(meta []byte) (int64, bool, error) {
+	if !bytes.Contains(meta, []byte(`"ttl_seconds"`)) {
+		return 0, false, nil
+	}
+	var m struct {
+		TTL *json.Number `json:"ttl_seconds"`
+	}
+	d := json.NewDecoder(bytes.NewReader(meta))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil || m.TTL == nil {
+		return 0, false, invalid("metadata.ttl_seconds", "must be a positive whole number of seconds")
+	}
+	ttl, err := strconv.ParseInt(m.TTL.String(), 10, 64)
+	if err != nil || ttl < 1 || ttl > math.MaxInt32 {
+		return 0, false, invalid("metadata.ttl_seconds", "must be a positive whole number of seconds")
+	}
+	return ttl, true, nil
+}
+
+// computeFingerprint hashes the canonical JSON of the fields that define the
+// work: metadata is excluded; the payload is re-encoded with sorted keys and
+// numbers kept exactly as written.
+func (n *normalized) computeFingerprint() string {
+	d := json.NewDecoder(bytes.NewReader(n.payload))
+	d.UseNumber()
+	var payload any
+	_ = d.Decode(&payload) // valid JSON: checked by objectJSON
+	canon := map[string]any{
+		"task_type":    n.typ,
+		"payload":      payload,
+		"priority":     n.priority,
+		"max_attempts": n.maxAttempts,
+		"timeout_ms":   n.timeoutMS,
+	}
+	if n.runAt != 0 {
+		canon["run_at"] = n.runAt
+	} else {
+		canon["delay_ms"] = n.delayMS
+	}
+	if n.expiresGiven {
+		canon["expires_at"] = n.expiresAt
+	} else if n.ttlSeconds != 0 {
+		canon["ttl_seconds"] = n.ttlSeconds
+	}
+	b, _ := json.Marshal(canon) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
