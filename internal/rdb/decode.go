@@ -58,8 +58,26 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		d := atoi64(v)
 		e.RetryDelayMS = &d
 	}
-	if v := h["attempts"]; v != "" {
-		_ = json.Unmarshal([]byte(v), &t.Attempts)
+	if v := h["attempts"]; v != "" && v != "{}" { // cjson encodes an empty list as {}
+		var raw []struct {
+			Attempt      int    `json:"attempt"`
+			WorkerID     string `json:"worker_id"`
+			StartedAt    int64  `json:"started_at"`
+			FinishedAt   int64  `json:"finished_at"`
+			DurationMS   int64  `json:"duration_ms"`
+			Outcome      string `json:"outcome"`
+			ErrorClass   string `json:"error_class"`
+			ErrorMessage string `json:"error_message"`
+		}
+		if json.Unmarshal([]byte(v), &raw) == nil {
+			for _, a := range raw {
+				t.Attempts = append(t.Attempts, dtqtype.AttemptRecord{
+					Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: dtqtype.MillisTime(a.StartedAt),
+					FinishedAt: dtqtype.MillisTime(a.FinishedAt), DurationMS: a.DurationMS, Outcome: a.Outcome,
+					ErrorClass: a.ErrorClass, ErrorMessage: a.ErrorMessage,
+				})
+			}
+		}
 	}
 	switch {
 	case result != nil:

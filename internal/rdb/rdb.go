@@ -25,13 +25,20 @@ func loadScripts() map[string]*redis.Script {
 	if err != nil {
 		panic(err)
 	}
+	lib, err := luaFS.ReadFile("lua/_lib.lua")
+	if err != nil {
+		panic(err)
+	}
 	m := make(map[string]*redis.Script, len(entries))
 	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "_") {
+			continue // shared helpers, prepended to every script
+		}
 		src, err := luaFS.ReadFile("lua/" + e.Name())
 		if err != nil {
 			panic(err)
 		}
-		m[strings.TrimSuffix(e.Name(), ".lua")] = redis.NewScript(string(src))
+		m[strings.TrimSuffix(e.Name(), ".lua")] = redis.NewScript(string(lib) + "\n" + string(src))
 	}
 	return m
 }

@@ -1,0 +1,158 @@
+-- _lib: helpers prepended to every script (never run on its own).
+-- They take every key or key prefix as an argument: no key name is built here
+-- beyond prefix .. id, with prefixes that carry the queue's hash tag.
+
+-- emit appends one lifecycle event to a queue's event stream.
+local function emit(events_key, maxlen, etype, tid, ttype, attempt, now, worker, meta)
+  local ev = {'type', etype, 'task_id', tid, 'task_type', ttype, 'attempt', tostring(attempt), 'ts', tostring(now)}
+  if worker and worker ~= '' then
+    ev[#ev + 1] = 'worker_id'; ev[#ev + 1] = worker
+  end
+  if meta and meta ~= '' then
+    ev[#ev + 1] = 'meta'; ev[#ev + 1] = meta
+  end
+  return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev))
+end
+
+-- idem_set moves a task's idempotency record to state, but only while the
+-- record still belongs to that task (compare-and-set on task_id), keeping
+-- its TTL.
+local function idem_set(idem_prefix, ikey, tid, state, now)
+  if not ikey or ikey == '' then return end
+  local k = idem_prefix .. ikey
+  local raw = redis.call('GET', k)
+  if not raw then return end
+  local ok, rec = pcall(cjson.decode, raw)
+  if not ok or type(rec) ~= 'table' or rec.task_id ~= tid then return end
+  if rec.state == state then return end
+  rec.state = state
+  rec.updated_at = tonumber(now)
+  redis.call('SET', k, cjson.encode(rec), 'KEEPTTL')
+end
+
+-- push_attempt appends one finished attempt to the task's capped history.
+local function push_attempt(task_key, rec, cap)
+  local raw = redis.call('HGET', task_key, 'attempts')
+  local list = {}
+  if raw and raw ~= '' and raw ~= '[]' then
+    local ok, v = pcall(cjson.decode, raw)
+    if ok and type(v) == 'table' then list = v end
+  end
+  list[#list + 1] = rec
+  while #list > cap do table.remove(list, 1) end
+  redis.call('HSET', task_key, 'attempts', cjson.encode(list))
+end
+
+-- stat adds n to a field of a per-minute stats hash (kept two hours).
+local function stat(stats_key, field, n)
+  if stats_key == nil or stats_key == '' then return end
+  redis.call('HINCRBY', stats_key, field, n)
+  redis.call('EXPIRE', stats_key, 7200)
+end
+
+-- expire_task moves a not-yet-started task to expired: removes its stream or
+-- schedule entry and index entries, decrements depth, emits TASK_EXPIRED,
+-- marks its idempotency record failed and starts retention.
+-- streams is a table band -> stream key.
+local function expire_task(c, tid, h)
+  local tk = c.task_prefix .. tid
+  redis.call('HSET', tk, 'status', 'expired', 'finished_at', c.now)
+  if h.stream_id and h.stream_id ~= '' then
+    redis.call('XDEL', c.streams[tonumber(h.priority)], h.stream_id)
+    redis.call('HDEL', tk, 'stream_id')
+  end
+  redis.call('ZREM', c.schedule, tid)
+  redis.call('ZREM', c.expiry, tid)
+  redis.call('DECR', c.depth)
+  emit(c.events, c.events_maxlen, 'TASK_EXPIRED', tid, h.type, h.attempt, c.now, '', '')
+  idem_set(c.idem_prefix, h.idem_key, tid, 'failed', c.now)
+  redis.call('EXPIRE', tk, c.retention)
+end
+
+-- hget_map reads the named fields of a hash into a table.
+local function hget_map(key, fields)
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local m = {}
+  for i, f in ipairs(fields) do
+    if vals[i] then m[f] = vals[i] end
+  end
+  return m
+end
+
+-- log2_bucket names the power-of-two latency bucket of ms for stats fields.
+local function log2_bucket(ms)
+  if ms < 1 then return 0 end
+  return math.floor(math.log(ms) / math.log(2)) + 1
+end
+
+local fence_fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key',
+  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at'}
+
+-- fence returns the task's fields when it is still running under this worker
+-- and attempt, or nil: a worker that lost its lease writes nothing.
+local function fence(task_key, attempt, worker)
+  local h = hget_map(task_key, fence_fields)
+  if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
+    return nil
+  end
+  return h
+end
+
+-- finish_attempt records the end of a running attempt: execution fields,
+-- attempt history, lease removal and the ack+delete of its stream entry.
+local function finish_attempt(f, h, outcome, err_class, err_msg)
+  local started = tonumber(h.started_at or f.now)
+  local dur = math.max(0, f.now - started)
+  redis.call('HSET', f.task_key, 'finished_at', f.now)
+  if err_class ~= '' then
+    redis.call('HSET', f.task_key, 'error_class', err_class, 'error_message', err_msg)
+  else
+    redis.call('HDEL', f.task_key, 'error_class', 'error_message')
+  end
+  push_attempt(f.task_key, {attempt = tonumber(h.attempt), worker_id = h.worker_id, started_at = started,
+    finished_at = f.now, duration_ms = dur, outcome = outcome, error_class = err_class,
+    error_message = err_msg}, f.attempts_cap)
+  return dur
+end
+
+-- release_entry acks and deletes the task's stream entry and drops its lease.
+local function release_entry(f, h)
+  if h.stream_id and h.stream_id ~= '' then
+    redis.call('XACK', f.stream, f.group, h.stream_id)
+    redis.call('XDEL', f.stream, h.stream_id)
+    redis.call('HDEL', f.task_key, 'stream_id')
+  end
+  redis.call('ZREM', f.lease, f.tid)
+end
+
+-- bury ends a running task for good: dead_lettered with a DLQ index entry
+-- (capped; the oldest leave the index and start retention), or failed with a
+-- retention TTL when the DLQ is off. Then its event, idempotency record
+-- (failed), entry release, depth -1 and stats. f carries keys and settings.
+local function bury(f, h, err_class, err_msg, retryable)
+  local status = f.dlq and 'dead_lettered' or 'failed'
+  local dur = finish_attempt(f, h, status, err_class, err_msg)
+  redis.call('HSET', f.task_key, 'status', status, 'retryable', retryable)
+  redis.call('HDEL', f.task_key, 'retry_delay_ms')
+  emit(f.events, f.events_maxlen, f.dlq and 'TASK_DEAD_LETTERED' or 'TASK_FAILED', f.tid, h.type, h.attempt,
+    f.now, h.worker_id, cjson.encode({error_class = err_class, attempts_made = tonumber(h.attempt)}))
+  if f.dlq then
+    redis.call('HSET', f.task_key, 'failed_at', f.now)
+    redis.call('ZADD', f.dlq_key, f.now, f.tid)
+    local over = redis.call('ZCARD', f.dlq_key) - f.dlq_maxlen
+    if over > 0 then
+      local dropped = redis.call('ZPOPMIN', f.dlq_key, over)
+      for i = 1, #dropped, 2 do
+        redis.call('EXPIRE', f.task_prefix .. dropped[i], f.retention)
+      end
+    end
+  else
+    redis.call('EXPIRE', f.task_key, f.retention)
+  end
+  idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
+  release_entry(f, h)
+  redis.call('DECR', f.depth)
+  stat(f.stats, f.dlq and 'dead_lettered' or 'failed', 1)
+  stat(f.stats, 'run_ms_sum', dur)
+  stat(f.stats, 'run_b' .. log2_bucket(dur), 1)
+end

@@ -1,0 +1,109 @@
+-- claim: deliver up to N ready tasks of one queue to a worker, highest
+-- priority band first, and move each queued -> running in the same call.
+--
+-- Entries are read with XREADGROUP inside the script, band by band, asking
+-- each band only for the slots still free, so nothing is over-delivered.
+-- Per entry: a task whose hash is gone or terminal is acked and dropped; an
+-- entry that is not the task's current entry is absorbed
+-- (TASK_DUPLICATE_ABSORBED); an overdue task expires (TASK_EXPIRED); else
+-- the task starts: status running, lease, TASK_STARTED.
+--
+-- KEYS[1] lease ZSET        KEYS[2] expiry ZSET      KEYS[3] schedule ZSET
+-- KEYS[4] event stream      KEYS[5] depth counter    KEYS[6] paused flag
+-- KEYS[7] stats hash (current minute)
+-- KEYS[8..17] band streams p0..p9
+--
+-- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
+-- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
+-- ARGV[7] idempotency key prefix  ARGV[8] events maxlen   ARGV[9] retention (s)
+--
+-- Returns {state, tasks, last_ids}:
+--   state "paused" (nothing read), "ok", or "nogroup" (a band had no group)
+--   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
+--          idem_key, created_at, cancel_requested, metadata, priority}
+--   last_ids: when no entry at all was read, the group's last-delivered id
+--          of each band p9..p0 (to block on with XREAD); else empty.
+
+local now = tonumber(ARGV[1])
+local worker, group = ARGV[2], ARGV[3]
+local remaining = tonumber(ARGV[4])
+local lease_until = now + tonumber(ARGV[5])
+
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  return {'paused', {}, {}}
+end
+
+local streams = {}
+for b = 0, 9 do streams[b] = KEYS[8 + b] end
+local c = {
+  now = now, task_prefix = ARGV[6], idem_prefix = ARGV[7], events = KEYS[4],
+  events_maxlen = ARGV[8], retention = ARGV[9], streams = streams,
+  schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5],
+}
+local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
+  'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata'}
+
+local tasks, read, state = {}, 0, 'ok'
+for b = 9, 0, -1 do
+  if remaining <= 0 then break end
+  local res = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', remaining, 'STREAMS', streams[b], '>')
+  if type(res) == 'table' and res.err then
+    state = 'nogroup'
+  elseif res then
+    for _, entry in ipairs(res[1][2]) do
+      read = read + 1
+      local eid, ef = entry[1], entry[2]
+      local tid = ef[2]
+      local tk = c.task_prefix .. tid
+      local h = hget_map(tk, fields)
+      local st = h.status
+      local drop = true
+      if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
+          or st == 'cancelled' or st == 'expired' then
+        -- gone or finished: nothing to run
+      elseif st ~= 'queued' or h.stream_id ~= eid then
+        emit(c.events, c.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now, worker,
+          cjson.encode({entry_id = eid, status = st}))
+      elseif h.expires_at and tonumber(h.expires_at) <= now then
+        redis.call('XACK', streams[b], group, eid)
+        expire_task(c, tid, h)
+      else
+        drop = false
+        redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now)
+        redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+        redis.call('ZADD', KEYS[1], lease_until, tid)
+        redis.call('ZREM', KEYS[2], tid)
+        emit(c.events, c.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now, worker, '')
+        local wait = math.max(0, now - tonumber(h.created_at or now))
+        stat(KEYS[7], 'started', 1)
+        stat(KEYS[7], 'wait_ms_sum', wait)
+        stat(KEYS[7], 'wait_b' .. (wait < 1 and 0 or math.floor(math.log(wait) / math.log(2)) + 1), 1)
+        tasks[#tasks + 1] = {tid, h.attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
+          h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
+        remaining = remaining - 1
+      end
+      if drop then
+        redis.call('XACK', streams[b], group, eid)
+        redis.call('XDEL', streams[b], eid)
+      end
+    end
+  end
+end
+
+local last_ids = {}
+if read == 0 and state == 'ok' then
+  for b = 9, 0, -1 do
+    local id = '0-0'
+    local groups = redis.call('XINFO', 'GROUPS', streams[b])
+    for _, g in ipairs(groups) do
+      local name, last = nil, nil
+      for i = 1, #g, 2 do
+        if g[i] == 'name' then name = g[i + 1] end
+        if g[i] == 'last-delivered-id' then last = g[i + 1] end
+      end
+      if name == group and last then id = last end
+    end
+    last_ids[#last_ids + 1] = id
+  end
+end
+return {state, tasks, last_ids}

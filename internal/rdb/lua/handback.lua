@@ -1,0 +1,22 @@
+-- handback: return a running task to its queue at the drain deadline, with
+-- the same attempt, so a peer starts it at once. Fenced on status running +
+-- attempt + worker. The old stream entry is acked and deleted and a new one
+-- added; TASK_QUEUED {reason: handback}.
+--
+-- KEYS[1] task hash  KEYS[2] lease ZSET  KEYS[3] event stream  KEYS[4] band stream
+-- ARGV[1] now (ms)   ARGV[2] task id     ARGV[3] attempt       ARGV[4] worker id
+-- ARGV[5] group      ARGV[6] events maxlen  ARGV[7] attempts history cap
+--
+-- Returns "ok" or "lease_lost".
+
+local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
+  tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[7])}
+local h = fence(KEYS[1], ARGV[3], ARGV[4])
+if not h then return 'lease_lost' end
+finish_attempt(f, h, 'handback', 'Shutdown', 'worker stopped before the task finished')
+release_entry(f, h)
+local sid = redis.call('XADD', KEYS[4], '*', 't', f.tid, 'a', h.attempt)
+redis.call('HSET', KEYS[1], 'status', 'queued', 'stream_id', sid)
+redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at')
+emit(KEYS[3], ARGV[6], 'TASK_QUEUED', f.tid, h.type, h.attempt, f.now, ARGV[4], cjson.encode({reason = 'handback'}))
+return 'ok'

@@ -1,0 +1,47 @@
+-- promote: move due pending and retrying tasks into their band streams.
+-- pending -> queued (TASK_QUEUED); retrying -> queued with attempt +1
+-- (TASK_RETRIED); an overdue task expires instead (TASK_EXPIRED). Entries are
+-- removed from the schedule in the same call, so any number of workers may
+-- run this at once without enqueueing a task twice.
+--
+-- KEYS[1] schedule ZSET  KEYS[2] expiry ZSET  KEYS[3] event stream
+-- KEYS[4] depth counter  KEYS[5..14] band streams p0..p9
+--
+-- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
+-- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] retention (s)
+--
+-- Returns {moved, next_due} where next_due is the earliest remaining due time
+-- (ms), or -1 when the schedule is empty.
+
+local now = tonumber(ARGV[1])
+local streams = {}
+for b = 0, 9 do streams[b] = KEYS[5 + b] end
+local c = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
+  events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[1],
+  expiry = KEYS[2], depth = KEYS[4]}
+
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local moved = 0
+for _, tid in ipairs(due) do
+  redis.call('ZREM', KEYS[1], tid)
+  local tk = c.task_prefix .. tid
+  local h = hget_map(tk, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id'})
+  if h.status == 'pending' or h.status == 'retrying' then
+    moved = moved + 1
+    if h.expires_at and tonumber(h.expires_at) <= now then
+      expire_task(c, tid, h)
+    else
+      local attempt = tonumber(h.attempt)
+      local etype = 'TASK_QUEUED'
+      if h.status == 'retrying' then
+        attempt = attempt + 1
+        etype = 'TASK_RETRIED'
+      end
+      local sid = redis.call('XADD', streams[tonumber(h.priority)], '*', 't', tid, 'a', attempt)
+      redis.call('HSET', tk, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
+      emit(c.events, c.events_maxlen, etype, tid, h.type, attempt, now, '', '')
+    end
+  end
+end
+local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {moved, nxt[2] and tonumber(nxt[2]) or -1}

@@ -1,0 +1,38 @@
+-- retry: finalize a running attempt that failed retryably with attempts left.
+-- Fenced on status running + attempt + worker. In order: task hash
+-- (retrying; attempt unchanged — it grows at promotion) -> TASK_RETRY_SCHEDULED
+-- -> schedule entry at now + delay (and expiry index again if the task has a
+-- deadline) -> idempotency record stays processing -> XACK+XDEL, lease
+-- removal; stats.
+--
+-- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
+-- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)
+-- KEYS[7] schedule ZSET  KEYS[8] expiry ZSET
+--
+-- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
+-- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
+-- ARGV[8] task retention (s)  ARGV[9] attempts history cap
+-- ARGV[10] retry delay (ms)  ARGV[11] error class  ARGV[12] error message
+--
+-- Returns "ok" or "lease_lost".
+
+local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
+  tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[9])}
+local h = fence(KEYS[1], ARGV[3], ARGV[4])
+if not h then return 'lease_lost' end
+
+local delay = tonumber(ARGV[10])
+local due = f.now + delay
+local dur = finish_attempt(f, h, 'retry', ARGV[11], ARGV[12])
+redis.call('HSET', KEYS[1], 'status', 'retrying', 'retryable', '1', 'retry_delay_ms', delay, 'available_at', due)
+emit(KEYS[3], ARGV[7], 'TASK_RETRY_SCHEDULED', f.tid, h.type, h.attempt, f.now, ARGV[4],
+  cjson.encode({retry_delay_ms = delay, next_attempt = tonumber(h.attempt) + 1, error_class = ARGV[11]}))
+redis.call('ZADD', KEYS[7], due, f.tid)
+if h.expires_at and h.expires_at ~= '' then
+  redis.call('ZADD', KEYS[8], h.expires_at, f.tid)
+end
+release_entry(f, h)
+stat(KEYS[6], 'retried', 1)
+stat(KEYS[6], 'run_ms_sum', dur)
+stat(KEYS[6], 'run_b' .. log2_bucket(dur), 1)
+return 'ok'

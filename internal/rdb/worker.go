@@ -1,0 +1,377 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Group is the consumer group every worker of a queue reads through.
+const Group = "workers"
+
+// AttemptsCap bounds the attempt history kept in a task hash.
+const AttemptsCap = 20
+
+// WorkerSettings are the limits the worker-side scripts apply.
+type WorkerSettings struct {
+	WorkerID        string
+	Lease           time.Duration // DTQ_VISIBILITY_TIMEOUT_S
+	EventsMaxLen    int64
+	TaskRetention   time.Duration
+	ResultRetention time.Duration
+	DLQEnabled      bool
+	DLQMaxLen       int64
+}
+
+// ErrLeaseLost is returned by a finalize whose fence refused it: the task is
+// no longer running under this worker and attempt.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ErrNotCancelled is returned by FinishCancelled when no cancel was requested.
+var ErrNotCancelled = errors.New("no cancel requested")
+
+// ClaimedTask is a task a worker now runs.
+type ClaimedTask struct {
+	Queue           string
+	ID              string
+	Attempt         int
+	Type            string
+	Payload         []byte
+	TimeoutMS       int64
+	MaxAttempts     int
+	IdempotencyKey  string
+	CreatedAt       int64
+	CancelRequested bool
+	Metadata        []byte
+	Priority        int
+}
+
+// EnsureGroups creates the consumer group on every band stream of queue
+// (creating the streams), ignoring groups that exist. Workers call it once
+// per queue at start and again when a script reports a missing group.
+func (r *RDB) EnsureGroups(ctx context.Context, queue string) error {
+	for b := 0; b < NumBands; b++ {
+		err := r.c.XGroupCreateMkStream(ctx, r.keys.Stream(queue, b), Group, "0").Err()
+		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+			return fmt.Errorf("create group on %s: %w", r.keys.Stream(queue, b), err)
+		}
+	}
+	return nil
+}
+
+func (r *RDB) bandStreams(queue string) []string {
+	out := make([]string, NumBands)
+	for b := range out {
+		out[b] = r.keys.Stream(queue, b)
+	}
+	return out
+}
+
+func minuteOf(now time.Time) int64 { return now.Unix() / 60 }
+
+// ClaimResult is what Claim found.
+type ClaimResult struct {
+	Tasks   []ClaimedTask
+	Paused  bool
+	NoGroup bool
+	// LastIDs, set when nothing was read, are the group's last-delivered ids
+	// of bands p9..p0: WaitReady blocks until an entry newer than them exists.
+	LastIDs []string
+}
+
+// Claim delivers up to max ready tasks of queue to the worker, highest
+// priority first, moving each to running under a lease.
+func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max int, now time.Time) (*ClaimResult, error) {
+	k := r.keys
+	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
+		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second)).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 3 {
+		return nil, fmt.Errorf("rdb: malformed claim reply")
+	}
+	state, _ := v[0].(string)
+	res := &ClaimResult{Paused: state == "paused", NoGroup: state == "nogroup"}
+	res.Tasks = decodeClaimed(queue, v[1])
+	for _, id := range asSlice(v[2]) {
+		s, _ := id.(string)
+		res.LastIDs = append(res.LastIDs, s)
+	}
+	return res, nil
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func decodeClaimed(queue string, v any) []ClaimedTask {
+	var out []ClaimedTask
+	for _, item := range asSlice(v) {
+		f := asSlice(item)
+		if len(f) < 11 {
+			continue
+		}
+		str := func(i int) string { s, _ := f[i].(string); return s }
+		out = append(out, ClaimedTask{
+			Queue: queue, ID: str(0), Attempt: int(atoi64(str(1))), Type: str(2),
+			Payload: []byte(str(3)), TimeoutMS: atoi64(str(4)), MaxAttempts: int(atoi64(str(5))),
+			IdempotencyKey: str(6), CreatedAt: atoi64(str(7)), CancelRequested: str(8) == "1",
+			Metadata: []byte(str(9)), Priority: int(atoi64(str(10))),
+		})
+	}
+	return out
+}
+
+// WaitReady blocks until an entry newer than lastIDs (bands p9..p0) exists
+// in any band of queue, or block passes. It reads without a group, so it
+// delivers nothing: the claim script that follows does the delivery.
+func (r *RDB) WaitReady(ctx context.Context, queue string, lastIDs []string, block time.Duration) error {
+	if len(lastIDs) != NumBands {
+		return nil
+	}
+	streams := make([]string, 0, 2*NumBands)
+	for b := NumBands - 1; b >= 0; b-- {
+		streams = append(streams, r.keys.Stream(queue, b))
+	}
+	streams = append(streams, lastIDs...)
+	err := r.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+// FinishArgs identify the attempt a finalize applies to.
+type FinishArgs struct {
+	Queue    string
+	ID       string
+	Attempt  int
+	Priority int
+	Now      time.Time
+}
+
+func (r *RDB) finishKeys(a *FinishArgs) []string {
+	k := r.keys
+	return []string{k.Task(a.Queue, a.ID), k.Lease(a.Queue), k.Events(a.Queue),
+		k.Stream(a.Queue, a.Priority), k.Depth(a.Queue), k.Stats(a.Queue, minuteOf(a.Now))}
+}
+
+func (r *RDB) finishArgs(a *FinishArgs, s *WorkerSettings) []any {
+	return []any{a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
+		r.keys.IdempotencyPrefix(a.Queue), s.EventsMaxLen, int64(s.TaskRetention / time.Second), AttemptsCap}
+}
+
+func fenced(v string, err error) error {
+	if err != nil {
+		return err
+	}
+	switch v {
+	case "ok":
+		return nil
+	case "lease_lost":
+		return ErrLeaseLost
+	case "not_requested":
+		return ErrNotCancelled
+	}
+	return fmt.Errorf("rdb: unexpected finalize reply %q", v)
+}
+
+// FinishSucceeded records success with result (nil = none); truncated marks
+// a result that was too large to keep.
+func (r *RDB) FinishSucceeded(ctx context.Context, a *FinishArgs, s *WorkerSettings, result []byte, truncated bool) error {
+	keys := append(r.finishKeys(a), r.keys.Result(a.Queue, a.ID))
+	trunc := "0"
+	if truncated {
+		trunc = "1"
+	}
+	args := append(r.finishArgs(a, s), result, trunc, int64(s.ResultRetention/time.Second))
+	return fenced(r.run(ctx, "succeed", keys, args...).Text())
+}
+
+// FinishRetry schedules another attempt after delay.
+func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
+	keys := append(r.finishKeys(a), r.keys.Schedule(a.Queue), r.keys.Expiry(a.Queue))
+	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg)
+	return fenced(r.run(ctx, "retry", keys, args...).Text())
+}
+
+// FinishDead ends the task for good: dead-lettered, or failed when the DLQ
+// is off.
+func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, class, msg string, retryable bool) error {
+	keys := append(r.finishKeys(a), r.keys.DLQ(a.Queue))
+	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
+		r.keys.TaskPrefix(a.Queue), boolArg(retryable))
+	return fenced(r.run(ctx, "dead", keys, args...).Text())
+}
+
+// FinishCancelled ends a task whose handler stopped after a cancel request.
+// ErrNotCancelled means no request was recorded.
+func (r *RDB) FinishCancelled(ctx context.Context, a *FinishArgs, s *WorkerSettings, msg string) error {
+	args := append(r.finishArgs(a, s), msg)
+	return fenced(r.run(ctx, "cancelled", r.finishKeys(a), args...).Text())
+}
+
+// HandBack returns a running task to its queue with the same attempt.
+func (r *RDB) HandBack(ctx context.Context, a *FinishArgs, s *WorkerSettings) error {
+	k := r.keys
+	keys := []string{k.Task(a.Queue, a.ID), k.Lease(a.Queue), k.Events(a.Queue), k.Stream(a.Queue, a.Priority)}
+	return fenced(r.run(ctx, "handback", keys, a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
+		s.EventsMaxLen, AttemptsCap).Text())
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// LeaseRef names one held lease.
+type LeaseRef struct {
+	ID      string
+	Attempt int
+}
+
+// RenewStatus is the outcome of renewing one lease.
+type RenewStatus int
+
+// Renewal outcomes.
+const (
+	Renewed RenewStatus = iota
+	LeaseLost
+	CancelRequested
+)
+
+// RenewLeases extends the worker's leases on queue, fenced per task.
+func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, now time.Time, refs []LeaseRef) ([]RenewStatus, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, r.keys.TaskPrefix(queue)}
+	for _, l := range refs {
+		args = append(args, l.ID, l.Attempt)
+	}
+	v, err := r.run(ctx, "renew", []string{r.keys.Lease(queue)}, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RenewStatus, len(v))
+	for i, c := range v {
+		out[i] = RenewStatus(c)
+	}
+	return out, nil
+}
+
+// Reclaim takes over up to room tasks of queue whose lease expired, and
+// dead-letters those with no attempts left.
+func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room int, now time.Time) ([]ClaimedTask, error) {
+	k := r.keys
+	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.DLQ(queue),
+		k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	v, err := r.run(ctx, "reclaim", keys, now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), room, s.EventsMaxLen,
+		int64(s.TaskRetention/time.Second), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen).Slice()
+	if err != nil {
+		return nil, err
+	}
+	return decodeClaimed(queue, v), nil
+}
+
+// MaxPerCall bounds the tasks promotion and the expiry sweep handle per call.
+const MaxPerCall = 500
+
+// Promote moves due pending/retrying tasks of queue to their streams. It
+// returns how many it handled and the next due time (zero when none).
+func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (int, time.Time, error) {
+	k := r.keys
+	keys := append([]string{k.Schedule(queue), k.Expiry(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
+	return r.countAndNext(r.run(ctx, "promote", keys, now.UnixMilli(), k.TaskPrefix(queue),
+		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, int64(s.TaskRetention/time.Second)))
+}
+
+// SweepExpired expires overdue pending/queued/retrying tasks of queue. It
+// returns how many expired and the next deadline (zero when none).
+func (r *RDB) SweepExpired(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (int, time.Time, error) {
+	k := r.keys
+	keys := append([]string{k.Expiry(queue), k.Schedule(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
+	return r.countAndNext(r.run(ctx, "sweep_expired", keys, now.UnixMilli(), k.TaskPrefix(queue),
+		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, int64(s.TaskRetention/time.Second)))
+}
+
+func (r *RDB) countAndNext(cmd *redis.Cmd) (int, time.Time, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	if len(v) != 2 {
+		return 0, time.Time{}, fmt.Errorf("rdb: malformed reply %v", v)
+	}
+	var next time.Time
+	if v[1] >= 0 {
+		next = time.UnixMilli(v[1])
+	}
+	return int(v[0]), next, nil
+}
+
+// ErrDuplicateWorker is returned when a live worker already uses the id.
+var ErrDuplicateWorker = errors.New("a live worker already uses this id")
+
+// ErrWorkerReplaced is returned when another process took over the id.
+var ErrWorkerReplaced = errors.New("worker id taken over by another process")
+
+// WorkerStart registers the worker's heartbeat record; fields are pairs.
+func (r *RDB) WorkerStart(ctx context.Context, id string, now time.Time, staleAfter time.Duration, eventsMaxLen int64, fields []any) error {
+	k := r.keys
+	args := append([]any{now.UnixMilli(), id, staleAfter.Milliseconds(), eventsMaxLen}, fields...)
+	v, err := r.run(ctx, "worker_start", []string{k.Worker(id), k.Workers(), k.SysEvents()}, args...).Text()
+	if err != nil {
+		return err
+	}
+	if v == "duplicate" {
+		return ErrDuplicateWorker
+	}
+	return nil
+}
+
+// WorkerBeat refreshes the heartbeat record, fenced on instance.
+func (r *RDB) WorkerBeat(ctx context.Context, id, instance string, now time.Time, eventsMaxLen int64, fields []any) error {
+	k := r.keys
+	args := append([]any{now.UnixMilli(), id, instance, eventsMaxLen}, fields...)
+	v, err := r.run(ctx, "worker_beat", []string{k.Worker(id), k.Workers(), k.SysEvents()}, args...).Text()
+	if err != nil {
+		return err
+	}
+	if v == "replaced" {
+		return ErrWorkerReplaced
+	}
+	return nil
+}
+
+// OpClaim starts an IdempotentOperation: done (with the stored result),
+// busy, or claimed for lease.
+func (r *RDB) OpClaim(ctx context.Context, key, token string, lease time.Duration) (state string, result string, err error) {
+	v, err := r.run(ctx, "op_claim", []string{r.keys.Operation(key)}, token, lease.Milliseconds()).Slice()
+	if err != nil {
+		return "", "", err
+	}
+	state, _ = v[0].(string)
+	if len(v) > 1 {
+		result, _ = v[1].(string)
+	}
+	return state, result, nil
+}
+
+// OpFinish ends or extends an operation claim: mode done|extend|release.
+func (r *RDB) OpFinish(ctx context.Context, key, token, mode string, ttl time.Duration, result []byte) (bool, error) {
+	n, err := r.run(ctx, "op_finish", []string{r.keys.Operation(key)}, token, mode, ttl.Milliseconds(), result).Int64()
+	return n == 1, err
+}
+

@@ -1,0 +1,107 @@
+package dtq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+type prefixKey struct{}
+
+// withWorkerPrefix records the worker's key prefix in a handler's context so
+// IdempotentOperation keys land under it.
+func withWorkerPrefix(ctx context.Context, prefix string) context.Context {
+	return context.WithValue(ctx, prefixKey{}, prefix)
+}
+
+// operationLease is how long an IdempotentOperation claim lives while fn
+// runs; it is renewed every third of that, so a crashed caller blocks the
+// key for at most this long.
+const operationLease = 30 * time.Second
+
+// IdempotentOperation runs fn successfully at most once per key within ttl,
+// across every process sharing Redis. The first caller runs fn; once fn
+// succeeds its result is stored for ttl and later callers get
+// executed=false with that result. A caller arriving while fn runs elsewhere
+// gets ErrOperationInProgress (try again later, e.g. by returning the error
+// from a handler so the task is retried).
+//
+// While fn runs the claim is a short lease (30s, renewed), so a crash frees
+// the key quickly; if fn fails the claim is released so a retry can run it
+// again. fn may have partly acted before failing: make its side effects safe
+// to repeat, or check for them, when that matters. Results must marshal to
+// JSON. Keys live at <prefix>:op:<key>, where the prefix is the worker's
+// KeyPrefix inside a dtq handler and "dtq" elsewhere.
+func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, key string, ttl time.Duration, fn func(ctx context.Context) (T, error)) (executed bool, result T, err error) {
+	if key == "" || ttl <= 0 {
+		return false, result, errors.New("dtq: IdempotentOperation needs a key and a positive ttl")
+	}
+	prefix, _ := ctx.Value(prefixKey{}).(string)
+	if prefix == "" {
+		prefix = "dtq"
+	}
+	r := rdb.New(c, prefix)
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	lease := min(operationLease, ttl)
+
+	state, stored, err := r.OpClaim(ctx, key, token, lease)
+	if err != nil {
+		return false, result, fmt.Errorf("dtq: claim operation %q: %w", key, err)
+	}
+	switch state {
+	case "done":
+		if stored != "" {
+			if err := json.Unmarshal([]byte(stored), &result); err != nil {
+				return false, result, fmt.Errorf("dtq: decode stored result of %q: %w", key, err)
+			}
+		}
+		return false, result, nil
+	case "busy":
+		return false, result, ErrOperationInProgress
+	}
+
+	// Keep the lease alive while fn runs.
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_, _ = r.OpFinish(context.WithoutCancel(ctx), key, token, "extend", lease, nil)
+			}
+		}
+	}()
+	result, err = fn(ctx)
+	close(stop)
+	<-renewed
+
+	bg := context.WithoutCancel(ctx)
+	if err != nil {
+		_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
+		return true, result, err
+	}
+	body, merr := json.Marshal(result)
+	if merr != nil {
+		_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
+		return true, result, fmt.Errorf("dtq: encode result of %q: %w", key, merr)
+	}
+	if _, err := r.OpFinish(bg, key, token, "done", ttl, body); err != nil {
+		return true, result, fmt.Errorf("dtq: store result of %q: %w", key, err)
+	}
+	return true, result, nil
+}

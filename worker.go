@@ -1,0 +1,398 @@
+package dtq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/internal/maintenance"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// Version is dtq's version, reported in worker heartbeats.
+const Version = "0.1.0-dev"
+
+// ErrWorkerIDInUse is returned by Run when a live worker already uses the
+// configured WorkerID.
+var ErrWorkerIDInUse = errors.New("dtq: worker id already used by a live worker")
+
+// WorkerConfig configures a Worker. The zero value of every field selects
+// the default given in its comment.
+type WorkerConfig struct {
+	// KeyPrefix starts every Redis key. Default "dtq".
+	KeyPrefix string
+	// Queues maps the queues served to their weights; under contention,
+	// freed slots go to queues in proportion to weight. Default {"default": 1}.
+	Queues map[string]int
+	// StrictOrder, when set, serves queues in this order instead: a queue
+	// gets slots only while no queue listed before it is waiting for one.
+	StrictOrder []string
+	// Concurrency bounds the handlers running at once. Default 16.
+	Concurrency int
+	// WorkerID names the worker (consumer name, heartbeat record). Default
+	// hostname-pid-random. Run refuses an id a live worker already uses.
+	WorkerID string
+	// VisibilityTimeout is the lease length. Default 30s.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often leases are renewed and the heartbeat
+	// record refreshed; at most VisibilityTimeout/3. Default 5s.
+	HeartbeatInterval time.Duration
+	// RetryBaseDelay and RetryMaxDelay shape the backoff. Defaults 1s, 60s.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// RetryJitter spreads retries by ±jitter·delay, 0..1. Default 0.2;
+	// negative means none.
+	RetryJitter float64
+	// TaskRetention is how long a finished task is kept. Default 7 days.
+	TaskRetention time.Duration
+	// ResultRetention is how long a result is kept. Default 1h.
+	ResultRetention time.Duration
+	// ResultMaxBytes: a larger result is dropped and flagged truncated.
+	// Default 8192.
+	ResultMaxBytes int
+	// DisableDLQ makes exhausted and permanent failures end as failed
+	// instead of dead_lettered. Default false (DLQ on).
+	DisableDLQ bool
+	// DLQMaxLen caps each queue's dead-letter index. Default 10000.
+	DLQMaxLen int64
+	// EventsMaxLen caps each queue's event stream. Default 100000.
+	EventsMaxLen int64
+	// DrainTimeout is how long Run waits for running handlers at shutdown
+	// before handing their tasks back. Default 30s.
+	DrainTimeout time.Duration
+	// Logger receives one line per task outcome. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the worker's Prometheus metrics. Default: a
+	// private registry (see Worker.Gatherer).
+	Registerer prometheus.Registerer
+	// Clock returns the current time for leases, due times and expiry.
+	// Default time.Now.
+	Clock func() time.Time
+}
+
+func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
+	var o WorkerConfig
+	if c != nil {
+		o = *c
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "dtq"
+	}
+	if len(o.Queues) == 0 {
+		o.Queues = map[string]int{DefaultQueue: 1}
+		if len(o.StrictOrder) > 0 {
+			o.Queues = map[string]int{}
+			for _, q := range o.StrictOrder {
+				o.Queues[q] = 1
+			}
+		}
+	}
+	for q, wt := range o.Queues {
+		if !ValidQueueName(q) {
+			return o, fmt.Errorf("dtq: invalid queue name %q", q)
+		}
+		if wt < 0 {
+			return o, fmt.Errorf("dtq: queue %q has a negative weight", q)
+		}
+	}
+	for _, q := range o.StrictOrder {
+		if _, ok := o.Queues[q]; !ok {
+			return o, fmt.Errorf("dtq: StrictOrder names queue %q that Queues does not", q)
+		}
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.Concurrency < 1 {
+		return o, errors.New("dtq: Concurrency must be positive")
+	}
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		o.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	def(&o.VisibilityTimeout, 30*time.Second)
+	def(&o.HeartbeatInterval, 5*time.Second)
+	if o.HeartbeatInterval > o.VisibilityTimeout/3 {
+		return o, fmt.Errorf("dtq: HeartbeatInterval %v must be at most VisibilityTimeout/3 (%v)", o.HeartbeatInterval, o.VisibilityTimeout/3)
+	}
+	def(&o.RetryBaseDelay, time.Second)
+	def(&o.RetryMaxDelay, 60*time.Second)
+	if o.RetryMaxDelay < o.RetryBaseDelay {
+		return o, errors.New("dtq: RetryMaxDelay must be at least RetryBaseDelay")
+	}
+	switch {
+	case o.RetryJitter == 0:
+		o.RetryJitter = 0.2
+	case o.RetryJitter < 0:
+		o.RetryJitter = 0
+	case o.RetryJitter > 1:
+		return o, errors.New("dtq: RetryJitter must be between 0 and 1")
+	}
+	def(&o.TaskRetention, 7*24*time.Hour)
+	def(&o.ResultRetention, time.Hour)
+	if o.ResultMaxBytes == 0 {
+		o.ResultMaxBytes = 8192
+	}
+	if o.DLQMaxLen == 0 {
+		o.DLQMaxLen = 10000
+	}
+	if o.EventsMaxLen == 0 {
+		o.EventsMaxLen = 100000
+	}
+	def(&o.DrainTimeout, 30*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return o, nil
+}
+
+// Worker fetches and executes tasks. Register handlers with Handle,
+// HandleFunc or Use before calling Run.
+type Worker struct {
+	*ServeMux
+
+	rdb      *rdb.RDB
+	cfg      WorkerConfig
+	settings rdb.WorkerSettings
+	slots    *slots
+	metrics  *workerMetrics
+	instance string
+	started  time.Time
+
+	mu       sync.Mutex
+	inflight map[string]*running
+	handlers sync.WaitGroup
+	draining atomic.Bool
+
+	processed, failed, retried atomic.Int64
+}
+
+// running is one handler in flight.
+type running struct {
+	task   *Task
+	ct     rdb.ClaimedTask
+	cancel context.CancelCauseFunc
+	// cancelRequested is set when a cancel request arrived for the task.
+	cancelRequested atomic.Bool
+}
+
+// Causes with which a handler's context is cancelled.
+var (
+	errTimeout         = errors.New("dtq: task timed out")
+	errCancelRequested = errors.New("dtq: task cancel requested")
+	errShutdown        = errors.New("dtq: worker shut down before the task finished")
+)
+
+// NewWorker returns a Worker reading through c. It validates cfg.
+func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
+	if c == nil {
+		return nil, errors.New("dtq: NewWorker needs a Redis client")
+	}
+	conf, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	order := conf.StrictOrder
+	if len(order) == 0 {
+		for q := range conf.Queues {
+			order = append(order, q)
+		}
+		sort.Strings(order)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	w := &Worker{
+		ServeMux: NewServeMux(),
+		rdb:      rdb.New(c, conf.KeyPrefix),
+		cfg:      conf,
+		slots:    newSlots(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
+		metrics:  newWorkerMetrics(conf.Registerer),
+		instance: hex.EncodeToString(b[:]),
+		inflight: map[string]*running{},
+	}
+	w.settings = rdb.WorkerSettings{
+		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
+		TaskRetention: conf.TaskRetention, ResultRetention: conf.ResultRetention,
+		DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
+	}
+	return w, nil
+}
+
+// ID returns the worker id.
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// Gatherer returns the registry holding the worker's metrics when
+// WorkerConfig.Registerer was nil, else nil.
+func (w *Worker) Gatherer() prometheus.Gatherer { return w.metrics.gatherer }
+
+func (w *Worker) queues() []string {
+	out := make([]string, 0, len(w.cfg.Queues))
+	for q := range w.cfg.Queues {
+		out = append(out, q)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Run executes tasks until ctx is cancelled, then drains: it stops fetching,
+// waits up to DrainTimeout for running handlers, then cancels the rest and
+// hands their tasks back to their queues (same attempt) so peers start them
+// at once. It returns shortly after the drain deadline in any case. It fails
+// at start with ErrWorkerIDInUse when a live worker uses the same id.
+func (w *Worker) Run(ctx context.Context) error {
+	bg := context.WithoutCancel(ctx)
+	if err := w.rdb.LoadScripts(ctx); err != nil {
+		return fmt.Errorf("dtq: load scripts: %w", err)
+	}
+	for _, q := range w.queues() {
+		if err := w.rdb.EnsureGroups(ctx, q); err != nil {
+			return fmt.Errorf("dtq: %w", err)
+		}
+	}
+	w.started = w.cfg.Clock()
+	err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record("starting"))
+	if errors.Is(err, rdb.ErrDuplicateWorker) {
+		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
+	}
+	if err != nil {
+		return fmt.Errorf("dtq: register worker: %w", err)
+	}
+
+	// hardCtx ends handlers at the drain deadline; loopCtx ends the loops
+	// that keep running through the drain (heartbeats, cancel listener).
+	hardCtx, hardStop := context.WithCancel(bg)
+	defer hardStop()
+	loopCtx, loopStop := context.WithCancel(bg)
+	var loops sync.WaitGroup
+	spawn := func(c context.Context, f func(context.Context)) {
+		loops.Add(1)
+		go func() { defer loops.Done(); f(c) }()
+	}
+	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger}
+	var fetchers sync.WaitGroup
+	for _, q := range w.queues() {
+		fetchers.Add(1)
+		go func() { defer fetchers.Done(); w.fetchLoop(ctx, hardCtx, q) }()
+		spawn(ctx, func(c context.Context) { w.reclaimLoop(c, hardCtx, q) })
+		spawn(ctx, func(c context.Context) { maintenance.RunPromoter(c, mcfg, q) })
+		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
+	}
+	spawn(loopCtx, w.heartbeatLoop)
+	spawn(loopCtx, w.cancelListener)
+	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "queues", w.queues(), "concurrency", w.cfg.Concurrency)
+
+	<-ctx.Done()
+	w.draining.Store(true)
+	fetchers.Wait()
+	w.drain(bg, hardStop)
+	loopStop()
+	loops.Wait()
+	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.cfg.Clock(), w.cfg.EventsMaxLen, w.record("stopped"))
+	w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
+	return nil
+}
+
+// drainGrace is how long Run waits for cancelled handlers after the drain
+// deadline before returning anyway.
+const drainGrace = 2 * time.Second
+
+func (w *Worker) drain(ctx context.Context, hardStop context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { w.handlers.Wait(); close(done) }()
+	t := time.NewTimer(w.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	// Deadline: hand every unfinished task back so peers start it now, then
+	// cancel its handler. The handler's own finalize is fenced out.
+	w.mu.Lock()
+	left := make([]*running, 0, len(w.inflight))
+	for _, r := range w.inflight {
+		left = append(left, r)
+	}
+	w.mu.Unlock()
+	for _, r := range left {
+		err := w.rdb.HandBack(ctx, w.finishArgs(r), &w.settings)
+		if err != nil && !errors.Is(err, rdb.ErrLeaseLost) {
+			w.cfg.Logger.Error("hand back failed", "task_id", r.ct.ID, "queue", r.ct.Queue, "err", err)
+		} else if err == nil {
+			w.cfg.Logger.Info("task handed back at drain deadline", "task_id", r.ct.ID, "queue", r.ct.Queue, "attempt", r.ct.Attempt)
+		}
+		r.cancel(errShutdown)
+	}
+	hardStop()
+	g := time.NewTimer(drainGrace)
+	defer g.Stop()
+	select {
+	case <-done:
+	case <-g.C:
+		w.cfg.Logger.Warn("handlers still running after the drain grace; returning anyway", "count", len(left))
+	}
+}
+
+func (w *Worker) finishArgs(r *running) *rdb.FinishArgs {
+	return &rdb.FinishArgs{Queue: r.ct.Queue, ID: r.ct.ID, Attempt: r.ct.Attempt, Priority: r.ct.Priority, Now: w.cfg.Clock()}
+}
+
+// record is the worker's heartbeat record as field/value pairs.
+func (w *Worker) record(status string) []any {
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.inflight))
+	for id := range w.inflight {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	sort.Strings(ids)
+	host, _ := os.Hostname()
+	queues := make([]string, 0, len(w.cfg.Queues))
+	for _, q := range w.queues() {
+		queues = append(queues, fmt.Sprintf("%s:%d", q, w.cfg.Queues[q]))
+	}
+	return []any{
+		"id", w.cfg.WorkerID, "instance", w.instance, "hostname", host, "pid", os.Getpid(),
+		"version", Version, "queues", toJSON(queues), "concurrency", w.cfg.Concurrency,
+		"heartbeat_interval_ms", w.cfg.HeartbeatInterval.Milliseconds(),
+		"started_at", w.started.UnixMilli(), "status", status, "in_flight", toJSON(ids),
+		"processed", w.processed.Load(), "failed", w.failed.Load(), "retried", w.retried.Load(),
+	}
+}
+
+func (w *Worker) status() string {
+	switch {
+	case w.draining.Load():
+		return "draining"
+	case w.inflightCount() > 0:
+		return "busy"
+	}
+	return "ready"
+}
+
+func (w *Worker) inflightCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inflight)
+}
