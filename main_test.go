@@ -10,6 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(childModeEnv); mode != "" {
+		os.Exit(runChildWorker(mode))
+	}
 	code := redistest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
