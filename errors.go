@@ -78,3 +78,34 @@ func (e *IdempotencyConflictError) Error() string {
 
 // Unwrap returns ErrIdempotencyInProgress or ErrIdempotencyKeyMismatch.
 func (e *IdempotencyConflictError) Unwrap() error { return e.err }
+
+// Admin and read errors.
+var (
+	// ErrTaskTerminal: the task already finished (see *TaskStateError).
+	ErrTaskTerminal = errors.New("dtq: task is in a terminal state")
+	// ErrTaskConflict: the task's state does not allow the action (see
+	// *TaskStateError).
+	ErrTaskConflict = errors.New("dtq: task state does not allow this action")
+	// ErrQueueNotFound: no task was ever submitted to the queue.
+	ErrQueueNotFound = errors.New("dtq: queue not found")
+	// ErrWorkerNotFound: no worker with that id heartbeated in the last 24h.
+	ErrWorkerNotFound = errors.New("dtq: worker not found")
+	// ErrDLQEntryNotFound: the task is not in its queue's dead-letter queue.
+	ErrDLQEntryNotFound = errors.New("dtq: dead-letter entry not found")
+	// ErrInvalidCursor: a list cursor was not one the API returned.
+	ErrInvalidCursor = errors.New("dtq: invalid cursor")
+)
+
+// TaskStateError reports an action refused because of the task's status.
+type TaskStateError struct {
+	TaskID string
+	Status string
+	err    error
+}
+
+func (e *TaskStateError) Error() string {
+	return fmt.Sprintf("%v: task %s is %s", e.err, e.TaskID, e.Status)
+}
+
+// Unwrap returns ErrTaskTerminal or ErrTaskConflict.
+func (e *TaskStateError) Unwrap() error { return e.err }

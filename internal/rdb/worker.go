@@ -374,4 +374,3 @@ func (r *RDB) OpFinish(ctx context.Context, key, token, mode string, ttl time.Du
 	n, err := r.run(ctx, "op_finish", []string{r.keys.Operation(key)}, token, mode, ttl.Milliseconds(), result).Int64()
 	return n == 1, err
 }
-

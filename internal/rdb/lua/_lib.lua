@@ -156,3 +156,76 @@ local function bury(f, h, err_class, err_msg, retryable)
   stat(f.stats, 'run_ms_sum', dur)
   stat(f.stats, 'run_b' .. log2_bucket(dur), 1)
 end
+
+-- enqueue_due moves a pending or retrying task into its band stream:
+-- pending -> queued (TASK_QUEUED); retrying -> queued with attempt +1
+-- (TASK_RETRIED). The caller has removed its schedule entry.
+local function enqueue_due(c, tid, h)
+  local attempt = tonumber(h.attempt)
+  local etype = 'TASK_QUEUED'
+  if h.status == 'retrying' then
+    attempt = attempt + 1
+    etype = 'TASK_RETRIED'
+  end
+  local sid = redis.call('XADD', c.streams[tonumber(h.priority)], '*', 't', tid, 'a', attempt)
+  redis.call('HSET', c.task_prefix .. tid, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
+  emit(c.events, c.events_maxlen, etype, tid, h.type, attempt, c.now, '', '')
+end
+
+-- dlq_requeue_one puts a dead-lettered (or, when allowed, failed) task back
+-- in its queue: attempt 1, previous_attempts +1, TASK_QUEUED {reason:
+-- requeue}, depth +1, and its idempotency record back to processing with a
+-- fresh TTL (re-created if it expired; left alone if another task owns it).
+-- c: now, task_prefix, idem_prefix, dlq, events, events_maxlen, depth,
+-- streams, idem_ttl, allow_failed. Returns "requeued", "conflict" or
+-- "not_found".
+local function dlq_requeue_one(c, tid)
+  local tk = c.task_prefix .. tid
+  local h = hget_map(tk, {'status', 'priority', 'type', 'idem_key', 'fingerprint', 'previous_attempts'})
+  if not h.status then return 'not_found' end
+  if h.status ~= 'dead_lettered' and not (h.status == 'failed' and c.allow_failed) then
+    return 'conflict'
+  end
+  redis.call('ZREM', c.dlq, tid)
+  redis.call('PERSIST', tk)
+  local sid = redis.call('XADD', c.streams[tonumber(h.priority)], '*', 't', tid, 'a', 1)
+  redis.call('HSET', tk, 'status', 'queued', 'attempt', 1, 'stream_id', sid, 'available_at', c.now,
+    'previous_attempts', tonumber(h.previous_attempts or '0') + 1)
+  redis.call('HDEL', tk, 'finished_at', 'failed_at', 'cancel_requested', 'worker_id', 'started_at',
+    'retryable', 'retry_delay_ms', 'error_class', 'error_message')
+  redis.call('INCR', c.depth)
+  emit(c.events, c.events_maxlen, 'TASK_QUEUED', tid, h.type, 1, c.now, '', cjson.encode({reason = 'requeue'}))
+  if h.idem_key and h.idem_key ~= '' then
+    local k = c.idem_prefix .. h.idem_key
+    local raw = redis.call('GET', k)
+    local rec = nil
+    if raw then
+      local ok, v = pcall(cjson.decode, raw)
+      if ok and type(v) == 'table' then rec = v end
+    end
+    if rec == nil or rec.task_id == tid then
+      redis.call('SET', k, cjson.encode({task_id = tid, state = 'processing', updated_at = c.now,
+        fingerprint = (rec and rec.fingerprint) or h.fingerprint or ''}), 'EX', c.idem_ttl)
+    end
+  end
+  return 'requeued'
+end
+
+-- dlq_discard_one removes a task from the DLQ index: it stays
+-- dead_lettered with metadata.discarded = true and its retention starts.
+-- Returns "discarded" or "not_found".
+local function dlq_discard_one(c, tid)
+  if not redis.call('ZSCORE', c.dlq, tid) then return 'not_found' end
+  local tk = c.task_prefix .. tid
+  redis.call('ZREM', c.dlq, tid)
+  local meta = {}
+  local raw = redis.call('HGET', tk, 'metadata')
+  if raw and raw ~= '' then
+    local ok, v = pcall(cjson.decode, raw)
+    if ok and type(v) == 'table' then meta = v end
+  end
+  meta.discarded = true
+  redis.call('HSET', tk, 'metadata', cjson.encode(meta))
+  redis.call('EXPIRE', tk, c.retention)
+  return 'discarded'
+end

@@ -90,7 +90,11 @@ for i = 1, n do
       'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms,
       'status', status, 'created_at', created_at, 'available_at', available_at,
     }
-    if ikey ~= '' then table.insert(fields, 'idem_key'); table.insert(fields, ikey) end
+    if ikey ~= '' then
+      -- kept so that a DLQ requeue can re-create an expired record
+      table.insert(fields, 'idem_key'); table.insert(fields, ikey)
+      table.insert(fields, 'fingerprint'); table.insert(fields, fingerprint)
+    end
     if expires_at ~= '' then table.insert(fields, 'expires_at'); table.insert(fields, expires_at) end
     if metadata ~= '' then table.insert(fields, 'metadata'); table.insert(fields, metadata) end
     redis.call('HSET', task_key, unpack(fields))

@@ -31,15 +31,7 @@ for _, tid in ipairs(due) do
     if h.expires_at and tonumber(h.expires_at) <= now then
       expire_task(c, tid, h)
     else
-      local attempt = tonumber(h.attempt)
-      local etype = 'TASK_QUEUED'
-      if h.status == 'retrying' then
-        attempt = attempt + 1
-        etype = 'TASK_RETRIED'
-      end
-      local sid = redis.call('XADD', streams[tonumber(h.priority)], '*', 't', tid, 'a', attempt)
-      redis.call('HSET', tk, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
-      emit(c.events, c.events_maxlen, etype, tid, h.type, attempt, now, '', '')
+      enqueue_due(c, tid, h)
     end
   end
 end

@@ -1,0 +1,369 @@
+package dtq
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// AdminConfig configures an Admin. Zero values select the defaults noted.
+type AdminConfig struct {
+	// KeyPrefix starts every Redis key. Default "dtq".
+	KeyPrefix string
+	// EventsMaxLen caps each queue's event stream. Default 100000.
+	EventsMaxLen int64
+	// TaskRetention is how long finished tasks are kept. Default 7 days.
+	TaskRetention time.Duration
+	// IdempotencyTTL is the fresh TTL a DLQ requeue gives the task's
+	// idempotency record. Default 24h.
+	IdempotencyTTL time.Duration
+	// DisableDLQ mirrors the workers' setting: when set, failed tasks may be
+	// requeued by id.
+	DisableDLQ bool
+	// AuditMaxLen caps the audit stream. Default 100000.
+	AuditMaxLen int64
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+}
+
+// Admin performs operator actions: cancel, run-now, delete, queue
+// pause/resume/purge/recount and dead-letter requeue/discard. Every action is
+// one atomic script per task (bulk actions: per batch of at most 500). It is
+// safe for concurrent use.
+type Admin struct {
+	rdb *rdb.RDB
+	s   rdb.AdminSettings
+	clk func() time.Time
+}
+
+// NewAdmin returns an Admin acting through c.
+func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
+	if c == nil {
+		return nil, errors.New("dtq: NewAdmin needs a Redis client")
+	}
+	var o AdminConfig
+	if cfg != nil {
+		o = *cfg
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "dtq"
+	}
+	if o.EventsMaxLen == 0 {
+		o.EventsMaxLen = 100000
+	}
+	if o.TaskRetention == 0 {
+		o.TaskRetention = 7 * 24 * time.Hour
+	}
+	if o.IdempotencyTTL == 0 {
+		o.IdempotencyTTL = 24 * time.Hour
+	}
+	if o.AuditMaxLen == 0 {
+		o.AuditMaxLen = 100000
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return &Admin{rdb: rdb.New(c, o.KeyPrefix), clk: o.Clock, s: rdb.AdminSettings{
+		EventsMaxLen: o.EventsMaxLen, TaskRetention: o.TaskRetention, IdempotencyTTL: o.IdempotencyTTL,
+		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
+	}}, nil
+}
+
+// queueOf finds a task's queue from its id.
+func (a *Admin) queueOf(ctx context.Context, id string) (string, error) {
+	num, ok := rdb.ParseTaskID(id)
+	if !ok {
+		return "", ErrTaskNotFound
+	}
+	q, err := a.rdb.QueueName(ctx, num)
+	if err != nil {
+		return "", err
+	}
+	if q == "" {
+		return "", ErrTaskNotFound
+	}
+	return q, nil
+}
+
+func stateErr(id, outcome, status string) error {
+	switch outcome {
+	case rdb.OutcomeNotFound:
+		return ErrTaskNotFound
+	case rdb.OutcomeTerminal:
+		return &TaskStateError{TaskID: id, Status: status, err: ErrTaskTerminal}
+	case rdb.OutcomeConflict:
+		return &TaskStateError{TaskID: id, Status: status, err: ErrTaskConflict}
+	}
+	return nil
+}
+
+// CancelResult says what CancelTask did.
+type CancelResult struct {
+	Task *dtqtype.TaskInfo
+	// Requested is true when the task was running: the cancel was requested
+	// and its worker stops the handler (the task ends cancelled, or succeeded
+	// if the handler finished anyway).
+	Requested bool
+}
+
+// CancelTask cancels a pending, queued or retrying task at once, or
+// requests the cancel of a running one. Repeating a cancel is harmless,
+// also once the task is cancelled; any other finished task gives
+// *TaskStateError (ErrTaskTerminal).
+func (a *Admin) CancelTask(ctx context.Context, id, reason string) (*CancelResult, error) {
+	q, err := a.queueOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if reason == "" {
+		reason = "cancelled by request"
+	}
+	out, st, err := a.rdb.CancelTask(ctx, q, id, &a.s, a.clk(), reason)
+	if err != nil {
+		return nil, err
+	}
+	if out == rdb.OutcomeTerminal && st == string(dtqtype.StatusCancelled) {
+		out = "already_cancelled" // cancelling twice is not an error
+	}
+	if err := stateErr(id, out, st); err != nil {
+		return nil, err
+	}
+	t, err := a.rdb.GetTask(ctx, id)
+	if err != nil {
+		return nil, mapNotFound(err, ErrTaskNotFound)
+	}
+	return &CancelResult{Task: t, Requested: out == "requested" || out == "already_requested"}, nil
+}
+
+func mapNotFound(err, to error) error {
+	if errors.Is(err, rdb.ErrNotFound) {
+		return to
+	}
+	return err
+}
+
+// RunNow makes a pending or retrying task due now. Other states give
+// *TaskStateError (ErrTaskTerminal or ErrTaskConflict).
+func (a *Admin) RunNow(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
+	q, err := a.queueOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out, st, err := a.rdb.RunNow(ctx, q, id, &a.s, a.clk())
+	if err != nil {
+		return nil, err
+	}
+	if err := stateErr(id, out, st); err != nil {
+		return nil, err
+	}
+	t, err := a.rdb.GetTask(ctx, id)
+	return t, mapNotFound(err, ErrTaskNotFound)
+}
+
+// DeleteTask removes a finished task. A live task gives *TaskStateError
+// (ErrTaskConflict): cancel it first.
+func (a *Admin) DeleteTask(ctx context.Context, id string) error {
+	q, err := a.queueOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	out, st, err := a.rdb.DeleteTask(ctx, q, id)
+	if err != nil {
+		return err
+	}
+	return stateErr(id, out, st)
+}
+
+func (a *Admin) knownQueue(ctx context.Context, q string) error {
+	if !ValidQueueName(q) {
+		return invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	ok, err := a.rdb.QueueExists(ctx, q)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrQueueNotFound
+	}
+	return nil
+}
+
+// PurgeQueue cancels every ready (queued) task of queue and returns how
+// many. Delayed, retrying and running tasks are left alone.
+func (a *Admin) PurgeQueue(ctx context.Context, queue string) (int64, error) {
+	if err := a.knownQueue(ctx, queue); err != nil {
+		return 0, err
+	}
+	return a.rdb.PurgeQueue(ctx, queue, &a.s, a.clk())
+}
+
+// PauseQueue stops delivery from queue (any valid name, even one not used
+// yet). It reports whether the queue was running before.
+func (a *Admin) PauseQueue(ctx context.Context, queue, actor string) (bool, error) {
+	if !ValidQueueName(queue) {
+		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	return a.rdb.SetPaused(ctx, queue, true, &a.s, a.clk(), actor)
+}
+
+// ResumeQueue restarts delivery from queue. It reports whether the queue was
+// paused before.
+func (a *Admin) ResumeQueue(ctx context.Context, queue, actor string) (bool, error) {
+	if !ValidQueueName(queue) {
+		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	return a.rdb.SetPaused(ctx, queue, false, &a.s, a.clk(), actor)
+}
+
+// RecountQueue recomputes queue's depth counter from its streams, leases and
+// schedule, repairing drift after manual edits. It returns the old and new
+// depth.
+func (a *Admin) RecountQueue(ctx context.Context, queue string) (int64, int64, error) {
+	if err := a.knownQueue(ctx, queue); err != nil {
+		return 0, 0, err
+	}
+	return a.rdb.Recount(ctx, queue)
+}
+
+// RequeueDLQ puts a dead-lettered task back in its queue: attempt 1,
+// previous_attempts +1, idempotency record processing again with a fresh
+// TTL. When the DLQ is off, failed tasks may be requeued the same way.
+func (a *Admin) RequeueDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
+	q, err := a.queueOf(ctx, id)
+	if err != nil {
+		return nil, mapDLQ(err)
+	}
+	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.s, a.clk())
+	if err != nil {
+		return nil, err
+	}
+	if out != "requeued" {
+		return nil, ErrDLQEntryNotFound
+	}
+	t, err := a.rdb.GetTask(ctx, id)
+	return t, mapNotFound(err, ErrTaskNotFound)
+}
+
+func mapDLQ(err error) error {
+	if errors.Is(err, ErrTaskNotFound) {
+		return ErrDLQEntryNotFound
+	}
+	return err
+}
+
+// DiscardDLQ removes a task from the DLQ: it stays dead_lettered with
+// metadata.discarded = true and its retention starts.
+func (a *Admin) DiscardDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
+	q, err := a.queueOf(ctx, id)
+	if err != nil {
+		return nil, mapDLQ(err)
+	}
+	out, err := a.rdb.DLQDiscard(ctx, q, id, &a.s, a.clk())
+	if err != nil {
+		return nil, err
+	}
+	if out != "discarded" {
+		return nil, ErrDLQEntryNotFound
+	}
+	t, err := a.rdb.GetTask(ctx, id)
+	return t, mapNotFound(err, ErrTaskNotFound)
+}
+
+// DLQFilter selects dead-letter entries (and pages through them).
+type DLQFilter struct {
+	Queue      string // "" = every queue
+	Type       string // "" = any
+	ErrorClass string // "" = any
+	Limit      int    // list page size, 1..1000; 0 = 50
+	Cursor     string // from a previous answer
+}
+
+// bulkBudget bounds the script calls one bulk request makes before it
+// answers with a cursor to continue from.
+const bulkBudget = 20
+
+type bulkCursor struct {
+	Queue  int   `json:"q"`
+	Offset int64 `json:"o"`
+}
+
+// RequeueDLQMatching requeues the dead-letter entries matching f, at most
+// 500 per script call and about 10000 per call of this method; continue
+// with the returned cursor until it is nil.
+func (a *Admin) RequeueDLQMatching(ctx context.Context, f DLQFilter) (*dtqtype.BulkResult, error) {
+	return a.bulk(ctx, "requeue", f)
+}
+
+// PurgeDLQMatching discards the dead-letter entries matching f (see
+// DiscardDLQ), like RequeueDLQMatching.
+func (a *Admin) PurgeDLQMatching(ctx context.Context, f DLQFilter) (*dtqtype.BulkResult, error) {
+	return a.bulk(ctx, "discard", f)
+}
+
+func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.BulkResult, error) {
+	queues := []string{f.Queue}
+	if f.Queue == "" {
+		var err error
+		if queues, err = a.rdb.Queues(ctx); err != nil {
+			return nil, err
+		}
+	} else if !ValidQueueName(f.Queue) {
+		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	var cur bulkCursor
+	if f.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Queue < 0 || cur.Queue > len(queues) || cur.Offset < 0 {
+			return nil, ErrInvalidCursor
+		}
+	}
+	res := &dtqtype.BulkResult{}
+	for calls := 0; cur.Queue < len(queues); calls++ {
+		if calls == bulkBudget {
+			raw, _ := json.Marshal(cur)
+			next := base64.RawURLEncoding.EncodeToString(raw)
+			res.NextCursor = &next
+			return res, nil
+		}
+		r, err := a.rdb.DLQBulk(ctx, queues[cur.Queue], action, cur.Offset, f.Type, f.ErrorClass, &a.s, a.clk())
+		if err != nil {
+			return res, fmt.Errorf("dtq: bulk %s: %w", action, err)
+		}
+		res.Matched += r.Matched
+		res.Processed += r.Processed
+		if r.Next < 0 {
+			cur = bulkCursor{Queue: cur.Queue + 1}
+		} else {
+			cur.Offset = r.Next
+		}
+	}
+	return res, nil
+}
+
+// AuditRecord is one destructive action for the audit stream.
+type AuditRecord struct {
+	Actor     string // the API key's name
+	Role      string
+	Action    string // e.g. "task.cancel", "dlq.requeue"
+	Target    string // a task id, queue name or filter
+	RequestID string
+	Detail    string // optional, short
+}
+
+// Audit appends rec to the audit stream.
+func (a *Admin) Audit(ctx context.Context, rec AuditRecord) error {
+	fields := []any{"ts", a.clk().UnixMilli(), "actor", rec.Actor, "role", rec.Role, "action", rec.Action,
+		"target", rec.Target, "request_id", rec.RequestID}
+	if rec.Detail != "" {
+		fields = append(fields, "detail", rec.Detail)
+	}
+	return a.rdb.AppendAudit(ctx, a.s.AuditMaxLen, fields)
+}

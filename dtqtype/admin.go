@@ -1,0 +1,84 @@
+package dtqtype
+
+// QueueInfo is a queue's state as the admin API shows it.
+type QueueInfo struct {
+	Name        string           `json:"queue"`
+	Depth       int64            `json:"depth"`
+	Ready       map[string]int64 `json:"ready"` // per band, "p9" … "p0"
+	ReadyTotal  int64            `json:"ready_total"`
+	Running     int64            `json:"running"`
+	Pending     int64            `json:"pending"` // delivered, unacked
+	Scheduled   int64            `json:"scheduled"`
+	Paused      bool             `json:"paused"`
+	DLQ         int64            `json:"dlq"`
+	LiveWorkers int              `json:"live_workers"`
+	Throughput  Throughput       `json:"throughput"`
+}
+
+// Throughput summarizes a queue's last few minutes.
+type Throughput struct {
+	WindowMinutes int     `json:"window_minutes"`
+	Succeeded     int64   `json:"succeeded"`
+	Failed        int64   `json:"failed"` // failed + dead_lettered
+	Retried       int64   `json:"retried"`
+	PerMinute     float64 `json:"per_minute"` // finished tasks per minute
+}
+
+// WorkerInfo is a worker's heartbeat record.
+type WorkerInfo struct {
+	ID                  string   `json:"worker_id"`
+	Hostname            string   `json:"hostname"`
+	PID                 int      `json:"pid"`
+	Version             string   `json:"version"`
+	Queues              []string `json:"queues"`
+	Concurrency         int      `json:"concurrency"`
+	HeartbeatIntervalMS int64    `json:"heartbeat_interval_ms"`
+	StartedAt           Time     `json:"started_at"`
+	LastHeartbeat       Time     `json:"last_heartbeat"`
+	Status              string   `json:"status"`
+	Live                bool     `json:"live"`
+	InFlight            []string `json:"in_flight"`
+	Processed           int64    `json:"processed"`
+	Failed              int64    `json:"failed"`
+	Retried             int64    `json:"retried"`
+}
+
+// DLQEntry is a dead-lettered task with the time it was dead-lettered.
+type DLQEntry struct {
+	*TaskInfo
+	FailedAt Time `json:"failed_at"`
+}
+
+// AuditEntry is one destructive admin action.
+type AuditEntry struct {
+	ID        string `json:"id"`
+	TS        Time   `json:"ts"`
+	Actor     string `json:"actor"`
+	Role      string `json:"role"`
+	Action    string `json:"action"`
+	Target    string `json:"target"`
+	RequestID string `json:"request_id"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// MinuteStats are one queue-minute's counters, written by the scripts.
+type MinuteStats struct {
+	Minute       Time             `json:"minute"`
+	Succeeded    int64            `json:"succeeded"`
+	Failed       int64            `json:"failed"`
+	DeadLettered int64            `json:"dead_lettered"`
+	Retried      int64            `json:"retried"`
+	Cancelled    int64            `json:"cancelled"`
+	Started      int64            `json:"started"`
+	WaitMSSum    int64            `json:"wait_ms_sum"`
+	RunMSSum     int64            `json:"run_ms_sum"`
+	WaitBuckets  map[string]int64 `json:"wait_buckets"` // "le_<ms>" -> count, powers of two
+	RunBuckets   map[string]int64 `json:"run_buckets"`
+}
+
+// BulkResult answers a bulk DLQ action.
+type BulkResult struct {
+	Matched    int64   `json:"matched"`
+	Processed  int64   `json:"processed"`
+	NextCursor *string `json:"next_cursor"`
+}

@@ -1,0 +1,158 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AdminSettings are the limits the admin scripts apply.
+type AdminSettings struct {
+	EventsMaxLen   int64
+	TaskRetention  time.Duration
+	IdempotencyTTL time.Duration
+	DLQEnabled     bool
+	AuditMaxLen    int64
+}
+
+// Admin outcomes shared by several scripts.
+const (
+	OutcomeNotFound = "not_found"
+	OutcomeTerminal = "terminal"
+	OutcomeConflict = "conflict"
+)
+
+// CancelTask cancels a task (see cancel.lua). It returns the outcome and,
+// for "terminal" or "conflict", the task's status.
+func (r *RDB) CancelTask(ctx context.Context, queue, id string, s *AdminSettings, now time.Time, reason string) (string, string, error) {
+	k := r.keys
+	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Expiry(queue), k.Events(queue),
+		k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	_, cluster := r.c.(*redis.ClusterClient)
+	v, err := r.run(ctx, "cancel", keys, now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
+		int64(s.TaskRetention/time.Second), k.CancelChannel(queue), boolArg(cluster), reason).StringSlice()
+	return outcome(v, err)
+}
+
+func outcome(v []string, err error) (string, string, error) {
+	if err != nil {
+		return "", "", err
+	}
+	if len(v) == 0 {
+		return "", "", fmt.Errorf("rdb: empty reply")
+	}
+	if len(v) > 1 {
+		return v[0], v[1], nil
+	}
+	return v[0], "", nil
+}
+
+// RunNow makes a pending or retrying task due now.
+func (r *RDB) RunNow(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, string, error) {
+	k := r.keys
+	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Events(queue)}, r.bandStreams(queue)...)
+	v, err := r.run(ctx, "run_now", keys, now.UnixMilli(), id, k.TaskPrefix(queue), s.EventsMaxLen).StringSlice()
+	return outcome(v, err)
+}
+
+// DeleteTask removes a terminal task.
+func (r *RDB) DeleteTask(ctx context.Context, queue, id string) (string, string, error) {
+	k := r.keys
+	v, err := r.run(ctx, "delete_task", []string{k.Task(queue, id), k.Result(queue, id), k.Recent(queue), k.DLQ(queue)}, id).StringSlice()
+	return outcome(v, err)
+}
+
+// PurgeQueue cancels every ready (queued, undelivered) task of queue, 500
+// stream entries per script call. It returns how many it cancelled.
+func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, now time.Time) (int64, error) {
+	k := r.keys
+	var total int64
+	for b := NumBands - 1; b >= 0; b-- {
+		start := "-"
+		for {
+			v, err := r.run(ctx, "purge_band", []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue)},
+				now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen,
+				int64(s.TaskRetention/time.Second)).Slice()
+			if err != nil {
+				return total, err
+			}
+			n, _ := v[0].(int64)
+			total += n
+			start, _ = v[1].(string)
+			if start == "" {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// SetPaused pauses or resumes queue; it reports whether the state changed.
+func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminSettings, now time.Time, actor string) (bool, error) {
+	mode := "resume"
+	if pause {
+		mode = "pause"
+	}
+	n, err := r.run(ctx, "pause", []string{r.keys.Paused(queue), r.keys.Events(queue)}, now.UnixMilli(), mode, s.EventsMaxLen, actor).Int64()
+	return n == 1, err
+}
+
+// Recount recomputes queue's depth counter; it returns the old and new value.
+func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
+	k := r.keys
+	keys := append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...)
+	v, err := r.run(ctx, "recount", keys, Group).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
+}
+
+func (r *RDB) dlqKeys(queue string) []string {
+	k := r.keys
+	return append([]string{k.DLQ(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
+}
+
+// DLQRequeue requeues one dead-lettered task ("requeued", "conflict" or
+// "not_found"). When the DLQ is off, failed tasks may be requeued too.
+func (r *RDB) DLQRequeue(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, error) {
+	return r.dlqOne(ctx, queue, id, "requeue", s, now)
+}
+
+// DLQDiscard removes one task from the DLQ index ("discarded" or "not_found").
+func (r *RDB) DLQDiscard(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, error) {
+	return r.dlqOne(ctx, queue, id, "discard", s, now)
+}
+
+func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSettings, now time.Time) (string, error) {
+	k := r.keys
+	return r.run(ctx, "dlq_one", r.dlqKeys(queue), now.UnixMilli(), action, id, k.TaskPrefix(queue),
+		k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second),
+		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled)).Text()
+}
+
+// DLQBulkResult is the answer of one bulk DLQ call.
+type DLQBulkResult struct {
+	Matched, Processed int64
+	Next               int64 // offset to continue from; -1 when done
+}
+
+// DLQBulk requeues or discards the DLQ entries of queue matching the
+// filters, examining at most MaxPerCall entries from offset.
+func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, taskType, errorClass string, s *AdminSettings, now time.Time) (DLQBulkResult, error) {
+	k := r.keys
+	v, err := r.run(ctx, "dlq_bulk", r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second),
+		int64(s.IdempotencyTTL/time.Second)).Int64Slice()
+	if err != nil {
+		return DLQBulkResult{}, err
+	}
+	return DLQBulkResult{Matched: v[0], Processed: v[1], Next: v[2]}, nil
+}
+
+// AppendAudit appends one entry (field/value pairs) to the audit stream.
+func (r *RDB) AppendAudit(ctx context.Context, maxLen int64, fields []any) error {
+	return r.run(ctx, "audit", []string{r.keys.Audit()}, append([]any{maxLen}, fields...)...).Err()
+}

@@ -1,0 +1,48 @@
+-- cancel: cancel a task by request. pending / queued / retrying -> cancelled
+-- at once (stream or schedule entry removed, depth -1, TASK_CANCELLED,
+-- idempotency record failed, retention starts). running -> the
+-- cancel_requested flag is set, TASK_CANCEL_REQUESTED is emitted and the task
+-- id is published on the queue's cancel channel; the worker stops the handler
+-- and finalizes (cancelled on error, succeeded if it finished anyway). Atomic
+-- against claim: a task is either still queued here (and cancelled) or already
+-- running (and flagged).
+--
+-- KEYS[1] task hash   KEYS[2] schedule ZSET  KEYS[3] expiry ZSET
+-- KEYS[4] event stream  KEYS[5] depth counter  KEYS[6] stats hash (minute)
+-- KEYS[7..16] band streams p0..p9
+--
+-- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] idempotency key prefix
+-- ARGV[4] events maxlen  ARGV[5] retention (s)  ARGV[6] cancel channel
+-- ARGV[7] "1" to publish with SPUBLISH (Redis Cluster)  ARGV[8] reason
+--
+-- Returns {"cancelled"} | {"requested"} | {"already_requested"} |
+-- {"terminal", status} | {"not_found"}.
+
+local now, tid = tonumber(ARGV[1]), ARGV[2]
+local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id'})
+local st = h.status
+if not st then return {'not_found'} end
+if st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired' then
+  return {'terminal', st}
+end
+if st == 'running' then
+  if h.cancel_requested == '1' then return {'already_requested'} end
+  redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+  emit(KEYS[4], ARGV[4], 'TASK_CANCEL_REQUESTED', tid, h.type, h.attempt, now, h.worker_id, cjson.encode({reason = ARGV[8]}))
+  redis.call(ARGV[7] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[6], tid)
+  return {'requested'}
+end
+-- pending, queued or retrying
+if h.stream_id and h.stream_id ~= '' then
+  redis.call('XDEL', KEYS[7 + tonumber(h.priority)], h.stream_id)
+  redis.call('HDEL', KEYS[1], 'stream_id')
+end
+redis.call('ZREM', KEYS[2], tid)
+redis.call('ZREM', KEYS[3], tid)
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now, 'cancel_requested', '1')
+redis.call('DECR', KEYS[5])
+emit(KEYS[4], ARGV[4], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = ARGV[8], previous_status = st}))
+idem_set(ARGV[3], h.idem_key, tid, 'failed', now)
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+stat(KEYS[6], 'cancelled', 1)
+return {'cancelled'}

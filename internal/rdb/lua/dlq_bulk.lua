@@ -1,0 +1,39 @@
+-- dlq_bulk: requeue or discard the DLQ entries matching a filter, newest
+-- first, examining at most N entries per call. Entries acted on leave the
+-- index, so the cursor is the number of entries kept in place before the
+-- next unexamined one.
+--
+-- KEYS[1] DLQ index  KEYS[2] event stream  KEYS[3] depth counter
+-- KEYS[4..13] band streams p0..p9
+-- ARGV[1] now (ms)  ARGV[2] "requeue" | "discard"  ARGV[3] offset
+-- ARGV[4] max entries (<= 500)  ARGV[5] task type filter ("" = any)
+-- ARGV[6] error class filter ("" = any)  ARGV[7] task key prefix
+-- ARGV[8] idempotency key prefix  ARGV[9] events maxlen  ARGV[10] retention (s)
+-- ARGV[11] idempotency TTL (s)
+--
+-- Returns {matched, processed, next offset or -1 when done}.
+
+local streams = {}
+for b = 0, 9 do streams[b] = KEYS[4 + b] end
+local c = {now = tonumber(ARGV[1]), task_prefix = ARGV[7], idem_prefix = ARGV[8], dlq = KEYS[1],
+  events = KEYS[2], events_maxlen = ARGV[9], depth = KEYS[3], streams = streams,
+  retention = ARGV[10], idem_ttl = ARGV[11], allow_failed = false}
+local offset, max = tonumber(ARGV[3]), tonumber(ARGV[4])
+local ids = redis.call('ZREVRANGE', KEYS[1], offset, offset + max - 1)
+local matched, processed, kept = 0, 0, 0
+for _, tid in ipairs(ids) do
+  local h = hget_map(c.task_prefix .. tid, {'type', 'error_class'})
+  local match = (ARGV[5] == '' or h.type == ARGV[5]) and (ARGV[6] == '' or h.error_class == ARGV[6])
+  local done = false
+  if match then
+    matched = matched + 1
+    local r
+    if ARGV[2] == 'requeue' then r = dlq_requeue_one(c, tid) else r = dlq_discard_one(c, tid) end
+    done = (r == 'requeued' or r == 'discarded')
+    if done then processed = processed + 1 end
+  end
+  if not done and redis.call('ZSCORE', KEYS[1], tid) then kept = kept + 1 end
+end
+local nxt = offset + kept
+if #ids < max then nxt = -1 end
+return {matched, processed, nxt}

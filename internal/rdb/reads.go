@@ -1,0 +1,335 @@
+package rdb
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// QueueStats is a queue's state, computed from counters and structure sizes
+// (never by scanning tasks).
+type QueueStats struct {
+	Name      string
+	Depth     int64           // live tasks (the depth gate's counter)
+	Ready     [NumBands]int64 // queued and undelivered, per band p0..p9
+	Running   int64           // delivered and leased
+	Pending   int64           // delivered, unacked stream entries
+	Scheduled int64           // pending (delayed) and retrying
+	Paused    bool
+	DLQ       int64
+	Minutes   []MinuteStats // the last few minutes, oldest first
+}
+
+// MinuteStats are the per-minute counters the scripts keep.
+type MinuteStats struct {
+	Minute int64            // epoch minutes
+	Counts map[string]int64 // succeeded, failed, retried, dead_lettered, cancelled, started, wait_ms_sum, run_ms_sum, wait_b<k>, run_b<k>
+}
+
+// QueueExists reports whether queue is in the registry.
+func (r *RDB) QueueExists(ctx context.Context, queue string) (bool, error) {
+	return r.c.HExists(ctx, r.keys.Queues(), queue).Result()
+}
+
+// GetQueueStats reads one queue's stats with one pipeline, including the
+// per-minute counters of the last minutes (up to now).
+func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, minutes int) (*QueueStats, error) {
+	k := r.keys
+	pipe := r.c.Pipeline()
+	xlen := make([]*redis.IntCmd, NumBands)
+	xpend := make([]*redis.XPendingCmd, NumBands)
+	for b := 0; b < NumBands; b++ {
+		xlen[b] = pipe.XLen(ctx, k.Stream(queue, b))
+		xpend[b] = pipe.XPending(ctx, k.Stream(queue, b), Group)
+	}
+	depth := pipe.Get(ctx, k.Depth(queue))
+	lease := pipe.ZCard(ctx, k.Lease(queue))
+	sched := pipe.ZCard(ctx, k.Schedule(queue))
+	paused := pipe.Exists(ctx, k.Paused(queue))
+	dlq := pipe.ZCard(ctx, k.DLQ(queue))
+	first := minuteOf(now) - int64(minutes) + 1
+	mins := make([]*redis.MapStringStringCmd, minutes)
+	for i := range mins {
+		mins[i] = pipe.HGetAll(ctx, k.Stats(queue, first+int64(i)))
+	}
+	_, _ = pipe.Exec(ctx) // per-command errors are checked below
+	qs := &QueueStats{Name: queue}
+	for b := 0; b < NumBands; b++ {
+		n := xlen[b].Val()
+		if p, err := xpend[b].Result(); err == nil {
+			n -= p.Count
+			qs.Pending += p.Count
+		}
+		qs.Ready[b] = max(n, 0)
+	}
+	if err := depth.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	qs.Depth, _ = strconv.ParseInt(depth.Val(), 10, 64)
+	qs.Running, qs.Scheduled, qs.Paused, qs.DLQ = lease.Val(), sched.Val(), paused.Val() == 1, dlq.Val()
+	if err := lease.Err(); err != nil {
+		return nil, err
+	}
+	for i, m := range mins {
+		ms := MinuteStats{Minute: first + int64(i), Counts: map[string]int64{}}
+		for f, v := range m.Val() {
+			ms.Counts[f] = atoi64(v)
+		}
+		qs.Minutes = append(qs.Minutes, ms)
+	}
+	return qs, nil
+}
+
+// MinuteRange reads the per-minute counters of queue for [from, to] (epoch
+// minutes), oldest first.
+func (r *RDB) MinuteRange(ctx context.Context, queue string, from, to int64) ([]MinuteStats, error) {
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, 0, to-from+1)
+	for m := from; m <= to; m++ {
+		cmds = append(cmds, pipe.HGetAll(ctx, r.keys.Stats(queue, m)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]MinuteStats, len(cmds))
+	for i, c := range cmds {
+		out[i] = MinuteStats{Minute: from + int64(i), Counts: map[string]int64{}}
+		for f, v := range c.Val() {
+			out[i].Counts[f] = atoi64(v)
+		}
+	}
+	return out, nil
+}
+
+// WorkerInfo is a worker's heartbeat record.
+type WorkerInfo struct {
+	ID            string
+	Fields        map[string]string
+	LastHeartbeat time.Time
+}
+
+// ListWorkers returns the workers seen in the last 24 hours, most recent
+// heartbeat first.
+func (r *RDB) ListWorkers(ctx context.Context) ([]WorkerInfo, error) {
+	ids, err := r.c.ZRevRangeWithScores(ctx, r.keys.Workers(), 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, z := range ids {
+		cmds[i] = pipe.HGetAll(ctx, r.keys.Worker(z.Member.(string)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]WorkerInfo, 0, len(ids))
+	for i, z := range ids {
+		f := cmds[i].Val()
+		if len(f) == 0 {
+			continue
+		}
+		out = append(out, WorkerInfo{ID: z.Member.(string), Fields: f, LastHeartbeat: time.UnixMilli(atoi64(f["last_heartbeat"]))})
+	}
+	return out, nil
+}
+
+// GetWorker returns one worker's record, or ErrNotFound.
+func (r *RDB) GetWorker(ctx context.Context, id string) (*WorkerInfo, error) {
+	f, err := r.c.HGetAll(ctx, r.keys.Worker(id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	if len(f) == 0 {
+		return nil, ErrNotFound
+	}
+	return &WorkerInfo{ID: id, Fields: f, LastHeartbeat: time.UnixMilli(atoi64(f["last_heartbeat"]))}, nil
+}
+
+// DLQFilter selects DLQ entries.
+type DLQFilter struct {
+	Queue      string // "" = every queue
+	Type       string
+	ErrorClass string
+	Limit      int
+	Cursor     string // opaque, from a previous page
+}
+
+// DLQEntry is one dead-lettered task.
+type DLQEntry struct {
+	Task     *dtqtype.TaskInfo
+	FailedAt time.Time
+}
+
+// ListDLQ returns DLQ entries newest first across the selected queues, and
+// the cursor of the next page ("" at the end). A filtered page may be short.
+func (r *RDB) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, string, error) {
+	queues := []string{f.Queue}
+	if f.Queue == "" {
+		var err error
+		if queues, err = r.Queues(ctx); err != nil {
+			return nil, "", err
+		}
+	}
+	offsets := map[string]int64{}
+	if f.Cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || json.Unmarshal(raw, &offsets) != nil {
+			return nil, "", ErrBadCursor
+		}
+	}
+	scan := int64(f.Limit)
+	if f.Type != "" || f.ErrorClass != "" {
+		scan = maxExamined
+	}
+	type cand struct {
+		queue, id string
+		at        float64
+		rank      int64 // position in its queue's index
+	}
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, len(queues))
+	for i, q := range queues {
+		off := offsets[q]
+		if off < 0 {
+			continue
+		}
+		cmds[i] = pipe.ZRevRangeWithScores(ctx, r.keys.DLQ(q), off, off+scan-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", err
+	}
+	var all []cand
+	for i, q := range queues {
+		if cmds[i] == nil {
+			continue
+		}
+		for j, z := range cmds[i].Val() {
+			all = append(all, cand{queue: q, id: z.Member.(string), at: z.Score, rank: offsets[q] + int64(j)})
+		}
+	}
+	sort.Slice(all, func(a, b int) bool {
+		if all[a].at != all[b].at {
+			return all[a].at > all[b].at
+		}
+		if all[a].queue != all[b].queue {
+			return all[a].queue < all[b].queue
+		}
+		return all[a].id > all[b].id
+	})
+	// Read the hashes and keep the matching ones until the page is full.
+	pipe = r.c.Pipeline()
+	hs := make([]*redis.MapStringStringCmd, len(all))
+	for i, c := range all {
+		hs[i] = pipe.HGetAll(ctx, r.keys.Task(c.queue, c.id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", err
+	}
+	var out []DLQEntry
+	consumed := len(all)
+	for i, c := range all {
+		h := hs[i].Val()
+		if len(h) == 0 || (f.Type != "" && h["type"] != f.Type) || (f.ErrorClass != "" && h["error_class"] != f.ErrorClass) {
+			continue
+		}
+		out = append(out, DLQEntry{Task: decodeTask(c.queue, c.id, h, nil), FailedAt: time.UnixMilli(int64(c.at))})
+		if len(out) == f.Limit {
+			consumed = i + 1
+			break
+		}
+	}
+	// Advance each queue past what this page consumed.
+	next := map[string]int64{}
+	more := false
+	for _, q := range queues {
+		next[q] = offsets[q]
+	}
+	for _, c := range all[:consumed] {
+		next[c.queue] = c.rank + 1
+	}
+	for i, q := range queues {
+		if next[q] < 0 {
+			continue
+		}
+		got := int64(0)
+		if cmds[i] != nil {
+			got = int64(len(cmds[i].Val()))
+		}
+		if got < scan && next[q] == offsets[q]+got {
+			next[q] = -1 // this queue is exhausted
+		} else {
+			more = true
+		}
+	}
+	if !more {
+		return out, "", nil
+	}
+	raw, _ := json.Marshal(next)
+	return out, base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// ErrBadCursor means a cursor was not one this API returned.
+var ErrBadCursor = errors.New("bad cursor")
+
+// GetDLQEntry returns one DLQ entry, or ErrNotFound when the task is not in
+// its queue's DLQ index.
+func (r *RDB) GetDLQEntry(ctx context.Context, id string) (*DLQEntry, error) {
+	t, err := r.GetTask(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	score, err := r.c.ZScore(ctx, r.keys.DLQ(t.Queue), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &DLQEntry{Task: t, FailedAt: time.UnixMilli(int64(score))}, nil
+}
+
+// AuditEntry is one audit stream entry.
+type AuditEntry struct {
+	ID     string
+	Fields map[string]string
+}
+
+// ListAudit returns audit entries newest first, starting before cursor (an
+// entry id; "" = newest).
+func (r *RDB) ListAudit(ctx context.Context, limit int, cursor string) ([]AuditEntry, string, error) {
+	start := "+"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	msgs, err := r.c.XRevRangeN(ctx, r.keys.Audit(), start, "-", int64(limit+1)).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "Invalid stream ID") {
+			return nil, "", ErrBadCursor
+		}
+		return nil, "", err
+	}
+	next := ""
+	if len(msgs) > limit {
+		msgs = msgs[:limit]
+		next = msgs[limit-1].ID
+	}
+	out := make([]AuditEntry, len(msgs))
+	for i, m := range msgs {
+		f := make(map[string]string, len(m.Values))
+		for k, v := range m.Values {
+			f[k], _ = v.(string)
+		}
+		out[i] = AuditEntry{ID: m.ID, Fields: f}
+	}
+	return out, next, nil
+}
