@@ -195,6 +195,9 @@ func (c *Client) ingestOptions() rdb.IngestOptions {
 
 func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb.NewTask, error) {
 	num, err := c.rdb.QueueNumber(ctx, n.queue)
+	if errors.Is(err, rdb.ErrQueueRegistryFull) {
+		return rdb.NewTask{}, invalid("queue", "is a new queue, but all 65535 queue numbers are in use")
+	}
 	if err != nil {
 		return rdb.NewTask{}, fmt.Errorf("dtq: register queue %q: %w", n.queue, err)
 	}

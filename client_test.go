@@ -30,6 +30,7 @@ type bundle struct {
 func setup(t *testing.T, mod func(*dtq.ClientConfig)) *bundle {
 	t.Helper()
 	s := redistest.New(t)
+	redistest.CheckSlots(t, s.Client, rdb.HashSlot) // every script call must stay in one Cluster slot
 	cfg := &dtq.ClientConfig{KeyPrefix: s.Prefix}
 	if mod != nil {
 		mod(cfg)

@@ -20,7 +20,10 @@ var ErrInvalidJSON = fmt.Errorf("dtq: request body is not a JSON object")
 func DecodeSubmission(data []byte) (Submission, error) {
 	var s Submission
 	data = bytes.TrimSpace(data)
-	if d := jsonDepth(data); d > MaxJSONDepth {
+	// The body adds one level around payload and metadata, whose own depth
+	// is checked per field so the error can name the field; one more level of
+	// slack lets that per-field check report a payload just over the limit.
+	if d := jsonDepth(data); d > MaxJSONDepth+2 {
 		return s, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
 	}
 	var m map[string]json.RawMessage

@@ -308,7 +308,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.drain(bg, hardStop)
 	loopStop()
 	loops.Wait()
-	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.cfg.Clock(), w.cfg.EventsMaxLen, w.record("stopped"))
+	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.cfg.Clock(), w.cfg.EventsMaxLen, true, w.record("stopped"))
 	w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 	return nil
 }

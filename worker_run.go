@@ -298,7 +298,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			}
 		}
 	}
-	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.cfg.EventsMaxLen, w.record(w.status())); err != nil && ctx.Err() == nil {
+	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.cfg.EventsMaxLen, false, w.record(w.status())); err != nil && ctx.Err() == nil {
 		w.cfg.Logger.Warn("heartbeat failed", "worker_id", w.cfg.WorkerID, "err", err)
 	}
 }

@@ -1,51 +1,160 @@
 // Package httpapi serves dtq's HTTP API under /api/v1, plus /health and
 // /ready. It goes through the public library (dtq.Client, dtq.Inspector)
 // and never around it into storage.
+//
+// Every response carries X-Request-ID; every error is the JSON envelope
+// {"code", "message", "details", "request_id"} with a SPEC §11 code. Routes
+// live in one table (routes) that also drives authorization, so adding an
+// endpoint is one line there plus its handler.
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/dtq-io/dtq"
 )
 
-// Role is an API key's role; each includes the ones before it.
-type Role int
-
-// Roles, weakest first.
-const (
-	RoleReader Role = iota + 1
-	RoleProducer
-	RoleAdmin
-)
-
-// APIKey is one configured key (DTQ_API_KEYS entry role:name:secret).
-type APIKey struct {
-	Role   Role
-	Name   string
-	Secret string
-}
-
 // Config configures the HTTP API.
 type Config struct {
-	Client          *dtq.Client
-	Inspector       *dtq.Inspector
-	Keys            []APIKey // empty = open mode (no auth)
-	MaxPayloadBytes int      // DTQ_MAX_PAYLOAD_BYTES; bounds the body size
-	Logger          *slog.Logger
+	// Client submits tasks. Required.
+	Client *dtq.Client
+	// Inspector reads tasks and checks readiness. Required.
+	Inspector *dtq.Inspector
+	// Keys are the accepted API keys; empty = open mode (no auth).
+	Keys []APIKey
+	// MaxPayloadBytes is DTQ_MAX_PAYLOAD_BYTES; it bounds the size of a
+	// submission body (2 × this + 64 KiB). It should equal the Client's
+	// limit. Default 262144.
+	MaxPayloadBytes int
+	// Logger receives one line per request and every unexpected error.
+	// Default: discard.
+	Logger *slog.Logger
 }
 
-// Server is the HTTP API handler.
+// DefaultMaxPayloadBytes is the payload limit used when
+// Config.MaxPayloadBytes is zero (SPEC §13).
+const DefaultMaxPayloadBytes = 262144
+
+// Body limits (SPEC §3): a single submission may carry its payload twice
+// over (escaping) plus the other fields; a batch is capped at 16 MiB.
+const (
+	bodySlack         = 64 << 10
+	maxBatchBodyBytes = 16 << 20
+	maxBatchTasks     = 1000
+)
+
+// Server is the HTTP API handler. It is safe for concurrent use.
 type Server struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg     Config
+	log     *slog.Logger
+	keys    []keyEntry
+	maxBody int64
+	routes  []route
+	mux     *http.ServeMux
 }
 
-// New returns the API handler.
+// route is one endpoint: method and Go 1.22 ServeMux path pattern, the
+// weakest role that may call it (0 = open to everyone) and its handler.
+type route struct {
+	method  string
+	pattern string
+	role    Role
+	handler http.HandlerFunc
+}
+
+// New returns the API handler. It fails when Client or Inspector is missing,
+// MaxPayloadBytes is negative, or a key is invalid (unknown role, empty name
+// or secret, a secret used twice).
 func New(cfg Config) (*Server, error) {
-	return &Server{cfg: cfg, mux: http.NewServeMux()}, nil
+	if cfg.Client == nil || cfg.Inspector == nil {
+		return nil, errors.New("httpapi: Config needs a Client and an Inspector")
+	}
+	if cfg.MaxPayloadBytes < 0 {
+		return nil, fmt.Errorf("httpapi: MaxPayloadBytes must not be negative, got %d", cfg.MaxPayloadBytes)
+	}
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if err := validateKeys(cfg.Keys); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		keys:    hashKeys(cfg.Keys),
+		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
+		mux:     http.NewServeMux(),
+	}
+	s.routes = s.routeTable()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.handler))
+	}
+	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// routeTable lists every endpoint. The OpenAPI document must describe each
+// one (a test checks it).
+func (s *Server) routeTable() []route {
+	return []route{
+		{http.MethodGet, "/health", 0, s.health},
+		{http.MethodGet, "/ready", 0, s.ready},
+		{http.MethodGet, "/api/v1/openapi.json", 0, s.openAPI},
+
+		{http.MethodPost, "/api/v1/tasks", RoleProducer, s.submitTask},
+		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch},
+		{http.MethodGet, "/api/v1/tasks", RoleReader, s.listTasks},
+		{http.MethodGet, "/api/v1/tasks/{id}", RoleReader, s.getTask},
+	}
+}
+
+// OpenMode reports whether the server runs without API keys, so that the
+// caller can warn about it at start.
+func (s *Server) OpenMode() bool { return len(s.keys) == 0 }
+
+// ServeHTTP implements http.Handler: request id, panic recovery and the
+// request log line around the route's handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, r) }
+
+// dispatch hands r to its route, answering unknown paths (404) and wrong
+// methods (405, with Allow) with the error envelope instead of the mux's
+// plain text.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// The mux's own fallback tells 404 from 405 and computes Allow.
+	probe := &headerProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		s.writeAPIError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: codeInvalidRequest,
+			message: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, probe.header.Get("Allow"))})
+		return
+	}
+	s.writeAPIError(w, r, &apiError{status: http.StatusNotFound, code: codeInvalidRequest,
+		message: "no such endpoint; see /api/v1/openapi.json"})
+}
+
+// headerProbe records what the mux's fallback handler would answer.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header { return p.header }
+
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+
+func (p *headerProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}

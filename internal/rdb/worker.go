@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -327,32 +328,51 @@ var ErrDuplicateWorker = errors.New("a live worker already uses this id")
 // ErrWorkerReplaced is returned when another process took over the id.
 var ErrWorkerReplaced = errors.New("worker id taken over by another process")
 
-// WorkerStart registers the worker's heartbeat record; fields are pairs.
+// WorkerStart registers the worker's heartbeat record (fields are pairs),
+// then indexes it in the workers ZSET and emits WORKER_STARTED. The record
+// script touches only the worker's hash (one Cluster slot); the index and the
+// event follow as plain commands.
 func (r *RDB) WorkerStart(ctx context.Context, id string, now time.Time, staleAfter time.Duration, eventsMaxLen int64, fields []any) error {
-	k := r.keys
-	args := append([]any{now.UnixMilli(), id, staleAfter.Milliseconds(), eventsMaxLen}, fields...)
-	v, err := r.run(ctx, "worker_start", []string{k.Worker(id), k.Workers(), k.SysEvents()}, args...).Text()
+	args := append([]any{now.UnixMilli(), staleAfter.Milliseconds()}, fields...)
+	v, err := r.run(ctx, "worker_start", []string{r.keys.Worker(id)}, args...).Text()
 	if err != nil {
 		return err
 	}
 	if v == "duplicate" {
 		return ErrDuplicateWorker
 	}
-	return nil
+	return r.indexWorker(ctx, id, now, eventsMaxLen, "WORKER_STARTED")
 }
 
-// WorkerBeat refreshes the heartbeat record, fenced on instance.
-func (r *RDB) WorkerBeat(ctx context.Context, id, instance string, now time.Time, eventsMaxLen int64, fields []any) error {
+func (r *RDB) indexWorker(ctx context.Context, id string, now time.Time, eventsMaxLen int64, event string) error {
 	k := r.keys
-	args := append([]any{now.UnixMilli(), id, instance, eventsMaxLen}, fields...)
-	v, err := r.run(ctx, "worker_beat", []string{k.Worker(id), k.Workers(), k.SysEvents()}, args...).Text()
+	pipe := r.c.Pipeline()
+	pipe.ZAdd(ctx, k.Workers(), redis.Z{Score: float64(now.UnixMilli()), Member: id})
+	pipe.ZRemRangeByScore(ctx, k.Workers(), "-inf", strconv.FormatInt(now.Add(-24*time.Hour).UnixMilli(), 10))
+	if event != "" {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: k.SysEvents(), MaxLen: eventsMaxLen, Approx: true,
+			Values: []any{"type", event, "worker_id", id, "ts", now.UnixMilli()}})
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// WorkerBeat refreshes the heartbeat record, fenced on instance, and the
+// workers index; stopped emits WORKER_STOPPED.
+func (r *RDB) WorkerBeat(ctx context.Context, id, instance string, now time.Time, eventsMaxLen int64, stopped bool, fields []any) error {
+	args := append([]any{now.UnixMilli(), instance}, fields...)
+	v, err := r.run(ctx, "worker_beat", []string{r.keys.Worker(id)}, args...).Text()
 	if err != nil {
 		return err
 	}
 	if v == "replaced" {
 		return ErrWorkerReplaced
 	}
-	return nil
+	event := ""
+	if stopped {
+		event = "WORKER_STOPPED"
+	}
+	return r.indexWorker(ctx, id, now, eventsMaxLen, event)
 }
 
 // OpClaim starts an IdempotentOperation: done (with the stored result),

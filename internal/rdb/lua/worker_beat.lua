@@ -1,28 +1,17 @@
--- worker_beat: refresh a worker's heartbeat record (and, with status
--- "stopped", mark it stopped with WORKER_STOPPED). Fenced on the instance
+-- worker_beat: refresh a worker's heartbeat record, fenced on the instance
 -- token written at start, so a worker whose id was taken over by a new
--- process does not overwrite it. Global keys only.
+-- process does not overwrite it. Touches only the worker's own hash.
 --
--- KEYS[1] worker hash  KEYS[2] workers ZSET  KEYS[3] system event stream
--- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] instance token
--- ARGV[4] events maxlen  ARGV[5..] field, value pairs (including status)
+-- KEYS[1] worker hash
+-- ARGV[1] now (ms)  ARGV[2] instance token  ARGV[3..] field, value pairs
 --
 -- Returns "ok" or "replaced".
 
-local now = tonumber(ARGV[1])
-if redis.call('HGET', KEYS[1], 'instance') ~= ARGV[3] then
+if redis.call('HGET', KEYS[1], 'instance') ~= ARGV[2] then
   return 'replaced'
 end
-local fields, stopped = {}, false
-for i = 5, #ARGV, 2 do
-  fields[#fields + 1] = ARGV[i]
-  fields[#fields + 1] = ARGV[i + 1]
-  if ARGV[i] == 'status' and ARGV[i + 1] == 'stopped' then stopped = true end
-end
-redis.call('HSET', KEYS[1], 'last_heartbeat', now, unpack(fields))
+local fields = {}
+for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], 'last_heartbeat', ARGV[1], unpack(fields))
 redis.call('EXPIRE', KEYS[1], 86400)
-redis.call('ZADD', KEYS[2], now, ARGV[2])
-if stopped then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', 'type', 'WORKER_STOPPED', 'worker_id', ARGV[2], 'ts', now)
-end
 return 'ok'

@@ -1,0 +1,219 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq"
+)
+
+// Error codes (SPEC §11).
+const (
+	codeInvalidRequest   = "INVALID_REQUEST"
+	codeInvalidTask      = "INVALID_TASK"
+	codeUnknownTaskType  = "UNKNOWN_TASK_TYPE"
+	codeUnauthorized     = "UNAUTHORIZED"
+	codeForbidden        = "FORBIDDEN"
+	codeTaskNotFound     = "TASK_NOT_FOUND"
+	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
+	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
+	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
+	codeQueueFull        = "QUEUE_FULL"
+	codeInternal         = "INTERNAL_ERROR"
+	codeRedisUnavailable = "REDIS_UNAVAILABLE"
+)
+
+// errorBody is the error envelope, top-level and per batch item.
+type errorBody struct {
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	Details   map[string]any `json:"details"`
+	RequestID string         `json:"request_id"`
+}
+
+// apiError is an error answer before it is written.
+type apiError struct {
+	status     int
+	code       string
+	message    string
+	details    map[string]any
+	retryAfter int // seconds; set for QUEUE_FULL
+}
+
+func (e *apiError) body(requestID string) *errorBody {
+	d := e.details
+	if d == nil {
+		d = map[string]any{}
+	}
+	return &errorBody{Code: e.code, Message: e.message, Details: d, RequestID: requestID}
+}
+
+func internalError() *apiError {
+	return &apiError{status: http.StatusInternalServerError, code: codeInternal,
+		message: "an internal error occurred; the server log has the details under this request id"}
+}
+
+// requestError is a malformed request: a bad query parameter, header or
+// body framing (400 INVALID_REQUEST, details.field when one is to blame).
+type requestError struct {
+	status  int // 0 = 400
+	field   string
+	message string
+}
+
+func (e *requestError) Error() string { return e.message }
+
+func badRequest(field, format string, args ...any) *requestError {
+	return &requestError{field: field, message: fmt.Sprintf(format, args...)}
+}
+
+// classify maps err to its answer, or nil when err is unexpected (a bug or an
+// unknown failure), which becomes a logged 500.
+func classify(err error) *apiError {
+	var (
+		re  *requestError
+		tb  *http.MaxBytesError
+		ve  *dtq.ValidationError
+		qf  *dtq.QueueFullError
+		ic  *dtq.IdempotencyConflictError
+		msg = strings.TrimPrefix(err.Error(), "dtq: ")
+	)
+	switch {
+	case errors.As(err, &re):
+		e := &apiError{status: re.status, code: codeInvalidRequest, message: re.message}
+		if e.status == 0 {
+			e.status = http.StatusBadRequest
+		}
+		if re.field != "" {
+			e.details = map[string]any{"field": re.field}
+		}
+		return e
+	case errors.As(err, &tb):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
+			message: fmt.Sprintf("the request body exceeds %d bytes", tb.Limit),
+			details: map[string]any{"limit_bytes": tb.Limit}}
+	case errors.Is(err, dtq.ErrInvalidJSON):
+		return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, message: msg}
+	case errors.As(err, &ve):
+		e := &apiError{status: http.StatusBadRequest, code: codeInvalidTask, message: msg,
+			details: map[string]any{"field": ve.Field}}
+		switch {
+		case errors.Is(err, dtq.ErrUnknownTaskType):
+			e.code = codeUnknownTaskType
+		case errors.Is(err, dtq.ErrPayloadTooLarge):
+			e.status, e.code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
+		}
+		return e
+	case errors.As(err, &qf):
+		return &apiError{status: http.StatusTooManyRequests, code: codeQueueFull,
+			message:    fmt.Sprintf("queue %q is full (%d of %d live tasks); retry later", qf.Queue, qf.Depth, qf.Limit),
+			details:    map[string]any{"queue": qf.Queue, "depth": qf.Depth, "limit": qf.Limit},
+			retryAfter: max(1, int(math.Ceil(qf.RetryAfter.Seconds())))}
+	case errors.As(err, &ic):
+		e := &apiError{status: http.StatusConflict, code: codeIdemInProgress,
+			message: "a task with this idempotency key is still in progress; retry later to get its outcome",
+			details: map[string]any{"task_id": ic.TaskID}}
+		if errors.Is(err, dtq.ErrIdempotencyKeyMismatch) {
+			e.status, e.code = http.StatusUnprocessableEntity, codeIdemKeyMismatch
+			e.message = "this idempotency key was used with a different request; use a new key for different work"
+		}
+		return e
+	case errors.Is(err, dtq.ErrTaskNotFound):
+		return &apiError{status: http.StatusNotFound, code: codeTaskNotFound, message: "no task has this id (or its retention has passed)"}
+	case redisUnavailable(err):
+		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
+			message: "Redis is unavailable; retry later"}
+	}
+	return nil
+}
+
+// redisUnavailable reports whether err means Redis could not serve the
+// request for now: no connection, a timeout, or a server that is loading,
+// read-only, out of memory or failing over.
+func redisUnavailable(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
+		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
+		redis.IsTryAgainError(err), redis.IsMasterDownError(err), redis.IsMaxClientsError(err),
+		redis.IsOOMError(err), redis.IsNoReplicasError(err):
+		return true
+	}
+	return false
+}
+
+// writeError answers err, logging it when it is unexpected (the body then
+// says nothing about it) or a Redis outage.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := classify(err)
+	switch {
+	case e == nil:
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", RequestIDFromContext(r.Context()),
+			"method", clean(r.Method), "path", clean(r.URL.Path), "err", clean(err.Error()))
+		e = internalError()
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		// The client went away; nobody reads this answer.
+		s.log.DebugContext(r.Context(), "request abandoned by the client", "request_id", RequestIDFromContext(r.Context()))
+	case e.status == http.StatusServiceUnavailable:
+		s.log.WarnContext(r.Context(), "redis unavailable", "request_id", RequestIDFromContext(r.Context()),
+			"method", clean(r.Method), "path", clean(r.URL.Path), "err", clean(err.Error()))
+	}
+	s.writeAPIError(w, r, e)
+}
+
+// itemError is writeError for one batch item: the envelope and its status.
+func (s *Server) itemError(r *http.Request, index int, err error) (int, *errorBody) {
+	e := classify(err)
+	if e == nil {
+		s.log.ErrorContext(r.Context(), "batch item failed", "request_id", RequestIDFromContext(r.Context()),
+			"index", index, "err", clean(err.Error()))
+		e = internalError()
+	}
+	if e.retryAfter > 0 {
+		e.details["retry_after_s"] = e.retryAfter // no per-item header to carry it
+	}
+	return e.status, e.body(RequestIDFromContext(r.Context()))
+}
+
+func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	id := RequestIDFromContext(r.Context())
+	if id == "" {
+		id = w.Header().Get("X-Request-ID")
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	s.writeJSON(w, r, e.status, e.body(id))
+}
+
+// writeJSON writes v as the whole response.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "encode response", "request_id", RequestIDFromContext(r.Context()), "err", clean(err.Error()))
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(internalError().body(RequestIDFromContext(r.Context())))
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

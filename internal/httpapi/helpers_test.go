@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+// testPayloadLimit keeps bodies in tests small: the single-body cap is
+// 2 × this + 64 KiB.
+const testPayloadLimit = 4096
+
+// options tune setup.
+type options struct {
+	client func(*dtq.ClientConfig) // adjusts the client config
+	keys   []APIKey
+}
+
+// bundle is what an API test needs: the server behind a real listener, a
+// Redis client to look at (and arrange) state, and the captured log.
+type bundle struct {
+	ctx    context.Context
+	rc     *redis.Client
+	prefix string
+	keys   rdb.Keys
+	api    *Server
+	srv    *httptest.Server
+	logs   *syncBuffer
+}
+
+func setup(t testing.TB, o options) *bundle {
+	t.Helper()
+	s := redistest.New(t)
+	cfg := &dtq.ClientConfig{KeyPrefix: s.Prefix, MaxPayloadBytes: testPayloadLimit}
+	if o.client != nil {
+		o.client(cfg)
+	}
+	c, err := dtq.NewClient(s.Client, cfg)
+	require.NoError(t, err)
+	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	api, err := New(Config{Client: c, Inspector: in, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix), api: api, srv: srv, logs: logs}
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; hdr is name, value pairs. A body is sent as JSON
+// unless hdr sets Content-Type.
+func (b *bundle) do(t testing.TB, method, path, body string, hdr ...string) *response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(b.ctx, method, b.srv.URL+path, rd)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := b.srv.Client().Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return &response{status: res.StatusCode, header: res.Header, body: data}
+}
+
+func (b *bundle) post(t testing.TB, body string, hdr ...string) *response {
+	t.Helper()
+	return b.do(t, http.MethodPost, "/api/v1/tasks", body, hdr...)
+}
+
+// task decodes a task answer.
+func (r *response) task(t testing.TB) taskJSON {
+	t.Helper()
+	var v taskJSON
+	require.NoError(t, json.Unmarshal(r.body, &v), string(r.body))
+	return v
+}
+
+// taskJSON is the part of a task answer tests look at.
+type taskJSON struct {
+	TaskID         string          `json:"task_id"`
+	Queue          string          `json:"queue"`
+	TaskType       string          `json:"task_type"`
+	Status         string          `json:"status"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	Payload        json.RawMessage `json:"payload"`
+	Duplicate      *bool           `json:"duplicate"`
+}
+
+// errBody decodes an error envelope and checks its invariants: details is
+// an object and request_id matches the X-Request-ID header.
+func (r *response) errBody(t testing.TB) errorBody {
+	t.Helper()
+	var raw map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(r.body, &raw), string(r.body))
+	require.ElementsMatch(t, []string{"code", "message", "details", "request_id"}, keysOf(raw), string(r.body))
+	require.True(t, bytes.HasPrefix(bytes.TrimSpace(raw["details"]), []byte("{")), "details must be an object: %s", r.body)
+	var e errorBody
+	require.NoError(t, json.Unmarshal(r.body, &e))
+	require.NotEmpty(t, e.RequestID)
+	require.Equal(t, r.header.Get("X-Request-ID"), e.RequestID)
+	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+	return e
+}
+
+// requireError checks status, code and (when field is not "") details.field.
+func (r *response) requireError(t testing.TB, status int, code, field string) errorBody {
+	t.Helper()
+	require.Equal(t, status, r.status, string(r.body))
+	e := r.errBody(t)
+	require.Equal(t, code, e.Code, string(r.body))
+	if field != "" {
+		require.Equal(t, field, e.Details["field"], string(r.body))
+	}
+	return e
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// keyCount is the number of Redis keys under the test's prefix.
+func (b *bundle) keyCount(t testing.TB) int {
+	t.Helper()
+	ks, err := redistest.Keys(b.ctx, b.rc, b.prefix)
+	require.NoError(t, err)
+	return len(ks)
+}
+
+// record reads an idempotency record.
+func (b *bundle) record(t testing.TB, queue, key string) map[string]any {
+	t.Helper()
+	raw, err := b.rc.Get(b.ctx, b.keys.Idempotency(queue, key)).Result()
+	require.NoError(t, err)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(raw), &rec))
+	return rec
+}
+
+// finish marks a task finished the way a worker would for the idempotency
+// record (state completed or failed, TTL kept) and its hash status; workers
+// do not exist in this package's tests.
+func (b *bundle) finish(t testing.TB, queue, key, taskID, state, status string) {
+	t.Helper()
+	rec := b.record(t, queue, key)
+	require.Equal(t, taskID, rec["task_id"])
+	rec["state"] = state
+	enc, err := json.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, b.rc.Set(b.ctx, b.keys.Idempotency(queue, key), enc, redis.KeepTTL).Err())
+	require.NoError(t, b.rc.HSet(b.ctx, b.keys.Task(queue, taskID), "status", status).Err())
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{keys: testKeys})
+	res := b.do(t, http.MethodGet, "/api/v1/openapi.json", "") // open: no key needed
+	require.Equal(t, http.StatusOK, res.status)
+	require.Equal(t, "application/json", res.header.Get("Content-Type"))
+
+	var doc struct {
+		OpenAPI    string                                `json:"openapi"`
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			SecuritySchemes map[string]json.RawMessage `json:"securitySchemes"`
+			Schemas         map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &doc))
+	require.Equal(t, "3.1.0", doc.OpenAPI)
+	require.Contains(t, doc.Components.SecuritySchemes, "bearerAuth")
+	require.Contains(t, doc.Components.SecuritySchemes, "apiKeyHeader")
+	for _, s := range []string{"Task", "Error", "ErrorCode", "SubmitRequest", "BatchRequest", "BatchResponse", "TaskList"} {
+		require.Contains(t, doc.Components.Schemas, s)
+	}
+
+	served := map[string]bool{}
+	for _, rt := range b.api.routes {
+		ops, ok := doc.Paths[rt.pattern]
+		require.True(t, ok, "openapi.json lacks path %s", rt.pattern)
+		require.Contains(t, ops, strings.ToLower(rt.method), "openapi.json lacks %s %s", rt.method, rt.pattern)
+		served[strings.ToLower(rt.method)+" "+rt.pattern] = true
+	}
+	// Nothing documented that the mux does not serve.
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			require.True(t, served[method+" "+path], "openapi.json documents %s %s, which is not served", method, path)
+		}
+	}
+
+	// The document lists every error code the package answers with.
+	var codes struct {
+		Enum []string `json:"enum"`
+	}
+	require.NoError(t, json.Unmarshal(doc.Components.Schemas["ErrorCode"], &codes))
+	src, err := os.ReadFile("errors.go")
+	require.NoError(t, err)
+	for _, m := range regexp.MustCompile(`code\w+\s+= "([A-Z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		require.True(t, slices.Contains(codes.Enum, m[1]), "ErrorCode enum lacks %s", m[1])
+	}
+}

@@ -1,0 +1,310 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// maxWait bounds GET /api/v1/tasks/{id}?wait=.
+const maxWait = 60 * time.Second
+
+// taskResponse is a submission's answer: the task plus whether it replayed
+// an earlier submission.
+type taskResponse struct {
+	*dtqtype.TaskInfo
+	Duplicate bool `json:"duplicate"`
+}
+
+// submitTask is POST /api/v1/tasks (SPEC §3, §4).
+func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
+	if err := requireJSON(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key, hasKey, err := idempotencyHeader(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, s.maxBody)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sub, err := dtq.DecodeSubmission(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if hasKey {
+		sub.IdempotencyKey = key // the header wins over the body
+	}
+	res, err := s.cfg.Client.Submit(r.Context(), sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusAccepted
+	if res.Duplicate {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Location", "/api/v1/tasks/"+res.TaskID)
+	s.writeJSON(w, r, status, taskResponse{TaskInfo: res.Task, Duplicate: res.Duplicate})
+}
+
+// batchItem is one entry of POST /api/v1/tasks/batch's answer.
+type batchItem struct {
+	Index      int               `json:"index"`
+	HTTPStatus int               `json:"http_status"`
+	Duplicate  bool              `json:"duplicate"`
+	Task       *dtqtype.TaskInfo `json:"task,omitempty"`
+	Error      *errorBody        `json:"error,omitempty"`
+}
+
+// submitBatch is POST /api/v1/tasks/batch: each item is decoded, validated
+// and deduplicated on its own; the answer is 200 with one result per item,
+// in order.
+func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
+	if err := requireJSON(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(r.Header.Values("Idempotency-Key")) > 0 {
+		s.writeError(w, r, badRequest("Idempotency-Key",
+			"a batch takes an idempotency_key inside each task, not the Idempotency-Key header"))
+		return
+	}
+	body, err := readBody(w, r, maxBatchBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	raws, err := decodeBatch(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+
+	items := make([]batchItem, len(raws))
+	subs := make([]dtq.Submission, 0, len(raws))
+	at := make([]int, 0, len(raws)) // subs[j] is item at[j]
+	for i, raw := range raws {
+		items[i].Index = i
+		sub, err := dtq.DecodeSubmission(raw)
+		if err != nil {
+			items[i].HTTPStatus, items[i].Error = s.itemError(r, i, err)
+			continue
+		}
+		subs = append(subs, sub)
+		at = append(at, i)
+	}
+	if len(subs) > 0 {
+		results, err := s.cfg.Client.SubmitBatch(r.Context(), subs)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for j, res := range results {
+			it := &items[at[j]]
+			if res.Err != nil {
+				it.HTTPStatus, it.Error = s.itemError(r, it.Index, res.Err)
+				continue
+			}
+			it.HTTPStatus, it.Duplicate, it.Task = http.StatusAccepted, res.Result.Duplicate, res.Result.Task
+			if res.Result.Duplicate {
+				it.HTTPStatus = http.StatusOK
+			}
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
+}
+
+// decodeBatch returns the raw tasks of a batch body {"tasks": [...]}.
+func decodeBatch(body []byte) ([]json.RawMessage, error) {
+	body = bytes.TrimSpace(body)
+	var top map[string]json.RawMessage
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &top) != nil {
+		return nil, badRequest("", `the body must be a JSON object like {"tasks": [{"task_type": "echo"}]}`)
+	}
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		if k != "tasks" {
+			return nil, badRequest(k, `is not a known field; the body is {"tasks": [...]}`)
+		}
+	}
+	raw, ok := top["tasks"]
+	if !ok {
+		return nil, badRequest("tasks", "is required")
+	}
+	var tasks []json.RawMessage
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &tasks) != nil {
+		return nil, badRequest("tasks", "must be an array of task objects")
+	}
+	if len(tasks) < 1 || len(tasks) > maxBatchTasks {
+		return nil, badRequest("tasks", "must hold 1..%d tasks, got %d", maxBatchTasks, len(tasks))
+	}
+	return tasks, nil
+}
+
+// getTask is GET /api/v1/tasks/{id}[?wait=].
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r, "wait")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	wait, err := parseWait(q.Get("wait"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	var t *dtqtype.TaskInfo
+	if wait > 0 {
+		t, err = s.cfg.Inspector.WaitTask(r.Context(), id, wait)
+	} else {
+		t, err = s.cfg.Inspector.GetTask(r.Context(), id)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, t)
+}
+
+// parseWait reads ?wait=: a Go duration ("30s") or bare seconds ("1.5"),
+// 0..60s; "" = no wait.
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	bad := badRequest("wait", "must be a duration like 30s or a number of seconds, between 0 and 60s")
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || math.IsNaN(f) || f < 0 || f > maxWait.Seconds() {
+			return 0, bad
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 || d > maxWait {
+		return 0, bad
+	}
+	return d, nil
+}
+
+// listTasks is GET /api/v1/tasks?queue=&status=&type=&limit=&cursor=.
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r, "queue", "status", "type", "limit", "cursor")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opt := dtq.ListOptions{Queue: q.Get("queue"), Status: dtqtype.Status(q.Get("status")), Type: q.Get("type"), Cursor: q.Get("cursor")}
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, badRequest("limit", "must be an integer between 1 and 1000"))
+			return
+		}
+		opt.Limit = n
+	}
+	items, next, err := s.cfg.Inspector.ListTasks(r.Context(), opt)
+	var ve *dtq.ValidationError
+	if errors.As(err, &ve) {
+		err = badRequest(ve.Field, "%s", ve.Message) // a query error, not a task's
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []*dtqtype.TaskInfo{}
+	}
+	var cursor *string
+	if next != "" {
+		cursor = &next
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items, "next_cursor": cursor})
+}
+
+// parseQuery parses r's query string, refusing unknown parameters and
+// repeated ones so that a misspelt filter is never silently ignored.
+func parseQuery(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("", "the query string is malformed")
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(allowed, k) {
+			if len(allowed) == 0 {
+				return nil, badRequest(k, "is not a known query parameter; this endpoint takes none")
+			}
+			return nil, badRequest(k, "is not a known query parameter; accepted: %s", strings.Join(allowed, ", "))
+		}
+		if len(q[k]) > 1 {
+			return nil, badRequest(k, "is given more than once")
+		}
+	}
+	return q, nil
+}
+
+// requireJSON refuses bodies not declared as JSON. Besides catching
+// mistakes, it means a browser page cannot post to the API with a "simple"
+// cross-site request (form or text/plain), which matters in open mode.
+func requireJSON(r *http.Request) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &requestError{status: http.StatusUnsupportedMediaType, field: "Content-Type",
+			message: "the body must be JSON sent with Content-Type: application/json"}
+	}
+	return nil
+}
+
+// idempotencyHeader returns the Idempotency-Key header as sent (the client
+// unquotes and checks it, once), and whether there was one.
+func idempotencyHeader(r *http.Request) (string, bool, error) {
+	v := r.Header.Values("Idempotency-Key")
+	switch len(v) {
+	case 0:
+		return "", false, nil
+	case 1:
+		if _, err := dtq.NormalizeIdempotencyKey(v[0]); err != nil {
+			return "", false, err
+		}
+		return v[0], true, nil
+	}
+	return "", false, badRequest("Idempotency-Key", "is given more than once")
+}
+
+// readBody reads at most limit bytes of r's body; more is a
+// *http.MaxBytesError (413).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tb *http.MaxBytesError
+	if errors.As(err, &tb) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, badRequest("", "the request body could not be read")
+	}
+	return b, nil
+}
