@@ -1,36 +1,79 @@
 package dtq
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"net/http"
+	"time"
 
-// workerMetrics are a worker's Prometheus metrics. Labels never carry task
-// ids or payloads.
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dtq-io/dtq/internal/metrics"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// workerMetrics records a worker's Prometheus metrics.
 type workerMetrics struct {
-	gatherer   prometheus.Gatherer
-	startedC   *prometheus.CounterVec
-	finishedC  *prometheus.CounterVec
-	leaseLostC *prometheus.CounterVec
+	gatherer prometheus.Gatherer
+	m        *metrics.Worker
 }
 
 func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
-	m := &workerMetrics{
-		startedC: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dtq_worker_tasks_started_total", Help: "Attempts started by this worker.",
-		}, []string{"queue"}),
-		finishedC: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dtq_worker_tasks_finished_total", Help: "Attempts finalized by this worker, by outcome.",
-		}, []string{"queue", "outcome"}),
-		leaseLostC: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dtq_lease_lost_total", Help: "Attempts whose lease was lost, so their outcome was discarded.",
-		}, []string{"queue"}),
-	}
+	wm := &workerMetrics{}
 	if reg == nil {
 		r := prometheus.NewRegistry()
-		m.gatherer, reg = r, r
+		r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		wm.gatherer, reg = r, r
 	}
-	reg.MustRegister(m.startedC, m.finishedC, m.leaseLostC)
-	return m
+	wm.m = metrics.NewWorker(reg)
+	return wm
 }
 
-func (m *workerMetrics) started(q string)           { m.startedC.WithLabelValues(q).Inc() }
-func (m *workerMetrics) finished(q, outcome string) { m.finishedC.WithLabelValues(q, outcome).Inc() }
-func (m *workerMetrics) leaseLost(q string)         { m.leaseLostC.WithLabelValues(q).Inc() }
+func (w *workerMetrics) started(ct *rdb.ClaimedTask, now time.Time) {
+	w.m.Started.WithLabelValues(ct.Queue, ct.Type).Inc()
+	w.m.Inflight.Inc()
+	if ct.Attempt == 1 {
+		w.m.Wait.WithLabelValues(ct.Queue).Observe(max(0, now.Sub(time.UnixMilli(ct.CreatedAt)).Seconds()))
+	}
+}
+
+// finished records one attempt's outcome: succeeded, retrying,
+// dead_lettered, failed, cancelled or lease_lost.
+func (w *workerMetrics) finished(ct *rdb.ClaimedTask, outcome string, took time.Duration, retryDelay time.Duration, now time.Time) {
+	q, t := ct.Queue, ct.Type
+	w.m.Inflight.Dec()
+	w.m.Execution.WithLabelValues(q, t).Observe(took.Seconds())
+	result := map[string]string{"succeeded": "success", "retrying": "retry", "dead_lettered": "failure",
+		"failed": "failure", "cancelled": "cancelled", "lease_lost": "lease_lost"}[outcome]
+	if result == "" {
+		result = "error"
+	}
+	w.m.Attempts.WithLabelValues(q, t, result).Inc()
+	switch outcome {
+	case "lease_lost":
+		w.m.LeaseLost.WithLabelValues(q).Inc()
+		return
+	case "retrying":
+		w.m.Retried.WithLabelValues(q, t).Inc()
+		w.m.RetryDelay.WithLabelValues(q).Observe(retryDelay.Seconds())
+		return
+	case "succeeded":
+		w.m.Succeeded.WithLabelValues(q, t).Inc()
+	case "dead_lettered":
+		w.m.DeadLettered.WithLabelValues(q, t).Inc()
+	case "failed":
+		w.m.Failed.WithLabelValues(q, t).Inc()
+	case "", "handback", "error":
+		return
+	}
+	w.m.Completed.WithLabelValues(q, t, outcome).Inc()
+	w.m.EndToEnd.WithLabelValues(q, t).Observe(max(0, now.Sub(time.UnixMilli(ct.CreatedAt)).Seconds()))
+}
+
+// MetricsHandler serves the worker's metrics in the Prometheus text format
+// (when WorkerConfig.Registerer was nil; otherwise serve your registry).
+func (w *Worker) MetricsHandler() http.Handler {
+	if w.metrics.gatherer == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(w.metrics.gatherer, promhttp.HandlerOpts{})
+}

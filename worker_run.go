@@ -105,7 +105,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) {
 	w.mu.Lock()
 	w.inflight[ct.ID] = r
 	w.mu.Unlock()
-	w.metrics.started(ct.Queue)
+	w.metrics.started(&ct, time.Now())
 	if ct.CancelRequested {
 		r.cancelRequested.Store(true)
 		cancel(errCancelRequested)
@@ -145,17 +145,19 @@ func (w *Worker) finish(r *running, res any, herr error, panicked bool, cause er
 
 	if errors.Is(cause, ErrLeaseLost) {
 		// Another worker owns the task now: write nothing.
-		w.metrics.leaseLost(ct.Queue)
+		w.metrics.finished(ct, "lease_lost", took, 0, time.Now())
 		log.Warn("task lease lost; result discarded")
 		return
 	}
 	var err error
+	var delay time.Duration
 	outcome := ""
 	switch {
 	case herr == nil:
 		err = w.finishSuccess(ctx, a, res, log)
 		outcome = "succeeded"
 	case errors.Is(cause, errShutdown):
+		w.metrics.finished(ct, "handback", took, 0, time.Now())
 		return // handed back at the drain deadline
 	case panicked:
 		outcome, err = w.bury(ctx, a, "Panic", herr, false)
@@ -178,7 +180,7 @@ func (w *Worker) finish(r *running, res any, herr error, panicked bool, cause er
 		case ct.Attempt >= ct.MaxAttempts:
 			outcome, err = w.bury(ctx, a, class, herr, true)
 		default:
-			delay := backoff(ct.Attempt, w.cfg.RetryBaseDelay, w.cfg.RetryMaxDelay, w.cfg.RetryJitter, rand.Float64())
+			delay = backoff(ct.Attempt, w.cfg.RetryBaseDelay, w.cfg.RetryMaxDelay, w.cfg.RetryJitter, rand.Float64())
 			if errors.As(herr, &ra) {
 				delay = max(ra.d, 0)
 			}
@@ -192,12 +194,13 @@ func (w *Worker) finish(r *running, res any, herr error, panicked bool, cause er
 	}
 	switch {
 	case errors.Is(err, rdb.ErrLeaseLost):
-		w.metrics.leaseLost(ct.Queue)
+		w.metrics.finished(ct, "lease_lost", took, 0, time.Now())
 		log.Warn("task lease lost before finalize; nothing written", "outcome", outcome)
 	case err != nil:
+		w.metrics.finished(ct, "error", took, 0, time.Now())
 		log.Error("finalize failed", "outcome", outcome, "err", err)
 	default:
-		w.metrics.finished(ct.Queue, outcome)
+		w.metrics.finished(ct, outcome, took, delay, time.Now())
 		if outcome == "succeeded" || outcome == "cancelled" {
 			log.Info("task " + outcome)
 		}

@@ -1,0 +1,79 @@
+// Package metrics defines dtq's Prometheus metrics in one place, so the API
+// and the workers export the same names. Labels are queue, task_type and a
+// small outcome vocabulary — never task ids or payloads.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DurationBuckets span sub-millisecond to ten minutes (seconds).
+var DurationBuckets = prometheus.ExponentialBucketsRange(0.0005, 600, 22)
+
+// Worker holds the metrics a worker process exports.
+type Worker struct {
+	Started      *prometheus.CounterVec   // queue, task_type
+	Succeeded    *prometheus.CounterVec   // queue, task_type
+	Failed       *prometheus.CounterVec   // queue, task_type (failed with the DLQ off)
+	Retried      *prometheus.CounterVec   // queue, task_type
+	DeadLettered *prometheus.CounterVec   // queue, task_type
+	Completed    *prometheus.CounterVec   // queue, task_type, status
+	Attempts     *prometheus.CounterVec   // queue, task_type, result
+	LeaseLost    *prometheus.CounterVec   // queue
+	Inflight     prometheus.Gauge         // handlers running in this worker
+	Wait         *prometheus.HistogramVec // queue: created -> started
+	Execution    *prometheus.HistogramVec // queue, task_type: one attempt
+	EndToEnd     *prometheus.HistogramVec // queue, task_type: created -> finished
+	RetryDelay   *prometheus.HistogramVec // queue
+}
+
+// NewWorker creates the worker metrics and registers them with reg.
+func NewWorker(reg prometheus.Registerer) *Worker {
+	qt := []string{"queue", "task_type"}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: DurationBuckets}, labels)
+	}
+	m := &Worker{
+		Started:      counter("dtq_tasks_started_total", "Attempts started.", qt...),
+		Succeeded:    counter("dtq_tasks_succeeded_total", "Tasks that succeeded.", qt...),
+		Failed:       counter("dtq_tasks_failed_total", "Tasks that ended failed (DLQ off).", qt...),
+		Retried:      counter("dtq_tasks_retried_total", "Attempts that failed and were scheduled for retry.", qt...),
+		DeadLettered: counter("dtq_tasks_dead_lettered_total", "Tasks moved to the dead-letter queue.", qt...),
+		Completed:    counter("dtq_tasks_completed_total", "Tasks that reached a terminal status, by status.", "queue", "task_type", "status"),
+		Attempts:     counter("dtq_task_attempts_total", "Finished attempts by result (success, retry, failure, cancelled, lease_lost).", "queue", "task_type", "result"),
+		LeaseLost:    counter("dtq_lease_lost_total", "Attempts whose lease was lost; their outcome was discarded.", "queue"),
+		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dtq_worker_inflight",
+			Help: "Handlers running in this worker."}),
+		Wait:       hist("dtq_task_wait_seconds", "Time from creation to start of an attempt.", "queue"),
+		Execution:  hist("dtq_task_execution_seconds", "Duration of one attempt.", qt...),
+		EndToEnd:   hist("dtq_task_end_to_end_seconds", "Time from creation to the terminal status.", qt...),
+		RetryDelay: hist("dtq_task_retry_delay_seconds", "Backoff chosen for retries.", "queue"),
+	}
+	reg.MustRegister(m.Started, m.Succeeded, m.Failed, m.Retried, m.DeadLettered, m.Completed, m.Attempts,
+		m.LeaseLost, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay)
+	return m
+}
+
+// API holds the metrics an API process exports besides the queue gauges.
+type API struct {
+	Submitted *prometheus.CounterVec   // queue
+	Rejected  *prometheus.CounterVec   // reason
+	Requests  *prometheus.HistogramVec // route, code
+}
+
+// NewAPI creates the API metrics and registers them with reg.
+func NewAPI(reg prometheus.Registerer) *API {
+	m := &API{
+		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dtq_tasks_submitted_total",
+			Help: "Tasks created by submissions (replays not counted)."}, []string{"queue"}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dtq_tasks_rejected_total",
+			Help: "Submissions refused, by reason (invalid, too_large, unknown_type, queue_full, in_progress, key_mismatch)."}, []string{"reason"}),
+		Requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dtq_http_request_duration_seconds",
+			Help: "HTTP API request durations.", Buckets: DurationBuckets}, []string{"route", "code"}),
+	}
+	reg.MustRegister(m.Submitted, m.Rejected, m.Requests)
+	return m
+}
