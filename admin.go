@@ -56,6 +56,9 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = "dtq"
 	}
+	if err := checkPrefix(o.KeyPrefix); err != nil {
+		return nil, err
+	}
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000
 	}

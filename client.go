@@ -95,6 +95,12 @@ func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
 	if conf.MaxAttempts < 1 || conf.MaxPayloadBytes < 1 || conf.MaxQueueDepth < 1 {
 		return nil, errors.New("dtq: ClientConfig limits must be positive")
 	}
+	if conf.IdempotencyTTL < time.Second {
+		return nil, errors.New("dtq: ClientConfig.IdempotencyTTL must be at least 1s")
+	}
+	if err := checkPrefix(conf.KeyPrefix); err != nil {
+		return nil, err
+	}
 	lim := limits{maxAttempts: conf.MaxAttempts, defaultTimeout: conf.TaskTimeout, maxPayloadBytes: conf.MaxPayloadBytes}
 	if len(conf.TaskTypes) > 0 {
 		lim.taskTypes = make(map[string]bool, len(conf.TaskTypes))

@@ -82,7 +82,11 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 		case "expires_at":
 			s.ExpiresAt, err = jsonTime(field, raw)
 		default:
-			err = invalid(field, "is not a known field")
+			name := field
+			if name == "" {
+				name = "(empty name)"
+			}
+			err = invalid(name, "is not a known field")
 		}
 		if err != nil {
 			return Submission{}, err

@@ -177,3 +177,18 @@ type classedError struct {
 func (e *classedError) Error() string      { return e.err.Error() }
 func (e *classedError) Unwrap() error      { return e.err }
 func (e *classedError) ErrorClass() string { return e.class }
+
+// RetryDelay reports the delay requested with RetryAfter anywhere in err's
+// chain.
+func RetryDelay(err error) (time.Duration, bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.d, true
+	}
+	return 0, false
+}
+
+// ErrorClass returns the error_class a worker records for err: an explicit
+// ErrorClass() string method wins, else the error's type name ("Error" for
+// the standard library's anonymous errors).
+func ErrorClass(err error) string { return errorClass(err) }

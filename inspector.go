@@ -33,6 +33,9 @@ func NewInspector(c redis.UniversalClient, cfg *InspectorConfig) (*Inspector, er
 	if cfg != nil && cfg.KeyPrefix != "" {
 		prefix = cfg.KeyPrefix
 	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
 	return &Inspector{rdb: rdb.New(c, prefix)}, nil
 }
 

@@ -70,7 +70,7 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 		return false, result, ErrOperationInProgress
 	}
 
-	// Keep the lease alive while fn runs.
+	// Keep the lease alive while fn runs; stop renewing however fn ends.
 	stop := make(chan struct{})
 	renewed := make(chan struct{})
 	go func() {
@@ -86,11 +86,19 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 			}
 		}
 	}()
-	result, err = fn(ctx)
-	close(stop)
-	<-renewed
-
 	bg := context.WithoutCancel(ctx)
+	finished := false
+	defer func() {
+		close(stop)
+		<-renewed
+		if !finished {
+			// fn panicked: free the key for a retry, then let the panic go on.
+			_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
+		}
+	}()
+	result, err = fn(ctx)
+	finished = true
+
 	if err != nil {
 		_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
 		return true, result, err
@@ -100,8 +108,14 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 		_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
 		return true, result, fmt.Errorf("dtq: encode result of %q: %w", key, merr)
 	}
-	if _, err := r.OpFinish(bg, key, token, "done", ttl, body); err != nil {
+	ours, err := r.OpFinish(bg, key, token, "done", ttl, body)
+	if err != nil {
 		return true, result, fmt.Errorf("dtq: store result of %q: %w", key, err)
+	}
+	if !ours {
+		// Our lease ran out while fn ran and another caller may have taken
+		// the key: fn did run, but its result could not be recorded.
+		return true, result, fmt.Errorf("dtq: operation %q outlived its lease; result not stored", key)
 	}
 	return true, result, nil
 }

@@ -69,6 +69,16 @@ var (
 // ValidQueueName reports whether name is an acceptable queue name.
 func ValidQueueName(name string) bool { return queueRe.MatchString(name) }
 
+var prefixRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// checkPrefix validates a KeyPrefix: braces would break the {queue} hash tag.
+func checkPrefix(p string) error {
+	if !prefixRe.MatchString(p) {
+		return fmt.Errorf("dtq: KeyPrefix %q must be 1..64 characters of A-Z a-z 0-9 _ . : -", p)
+	}
+	return nil
+}
+
 // limits are the configured bounds a submission is validated against.
 type limits struct {
 	maxAttempts     int
@@ -169,10 +179,12 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 		n.availableAt = created + n.delayMS
 	}
 
+	expiryField := "ttl_seconds"
 	switch {
 	case !s.ExpiresAt.IsZero():
 		n.expiresAt = s.ExpiresAt.UnixMilli()
 		n.expiresGiven = true
+		expiryField = "expires_at"
 	case s.TTL != 0:
 		if s.TTL < time.Second || s.TTL%time.Second != 0 {
 			return nil, invalid("ttl_seconds", "must be a positive whole number of seconds")
@@ -184,14 +196,11 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 			return nil, err
 		} else if ok {
 			n.expiresAt = created + ttl*1000
+			expiryField = "metadata.ttl_seconds"
 		}
 	}
-	if n.expiresAt != 0 && n.expiresAt <= n.availableAt {
-		field := "expires_at"
-		if !n.expiresGiven {
-			field = "ttl_seconds"
-		}
-		return nil, invalid(field, "the expiry must be after the time the task becomes available")
+	if (n.expiresGiven || n.expiresAt != 0) && n.expiresAt <= n.availableAt {
+		return nil, invalid(expiryField, "the expiry must be after the time the task becomes available")
 	}
 
 	if s.IdempotencyKey != "" {
@@ -289,18 +298,15 @@ func jsonDepth(raw []byte) int {
 }
 
 func metadataTTL(meta []byte) (int64, bool, error) {
-	if !bytes.Contains(meta, []byte(`"ttl_seconds"`)) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(meta, &m); err != nil {
+		return 0, false, nil // objectJSON already vouched for it
+	}
+	raw, ok := m["ttl_seconds"]
+	if !ok || string(raw) == "null" {
 		return 0, false, nil
 	}
-	var m struct {
-		TTL *json.Number `json:"ttl_seconds"`
-	}
-	d := json.NewDecoder(bytes.NewReader(meta))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil || m.TTL == nil {
-		return 0, false, invalid("metadata.ttl_seconds", "must be a positive whole number of seconds")
-	}
-	ttl, err := strconv.ParseInt(m.TTL.String(), 10, 64)
+	ttl, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil || ttl < 1 || ttl > math.MaxInt32 {
 		return 0, false, invalid("metadata.ttl_seconds", "must be a positive whole number of seconds")
 	}

@@ -94,6 +94,9 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = "dtq"
 	}
+	if err := checkPrefix(o.KeyPrefix); err != nil {
+		return o, err
+	}
 	if len(o.Queues) == 0 {
 		o.Queues = map[string]int{DefaultQueue: 1}
 		if len(o.StrictOrder) > 0 {

@@ -1,0 +1,31 @@
+# dtq's single entry point: `make help` lists the targets.
+
+GO      ?= go
+BIN     ?= bin/dtq
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/dtq-io/dtq/internal/cli.version=$(VERSION)
+
+.DEFAULT_GOAL := help
+.PHONY: help dev test race bench lint build
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-7s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+dev: ## Run the all-in-one local setup (go run ./cmd/dtq dev)
+	$(GO) run ./cmd/dtq dev
+
+test: ## Run every test with the race detector (needs redis-server on PATH)
+	$(GO) test -race -count=1 ./...
+
+race: ## Run every test with the race detector, three times over
+	$(GO) test -race -count=3 ./...
+
+bench: ## Run the benchmarks
+	$(GO) test -run=^$$ -bench=. -benchmem ./...
+
+lint: ## Check formatting (gofmt) and run go vet
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+build: ## Build bin/dtq
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dtq

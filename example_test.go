@@ -1,0 +1,158 @@
+package dtq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+// exampleRedis starts a private redis-server for an example and returns a
+// client of it and a function that stops both. A program would instead
+// connect to its own Redis: redis.NewClient(&redis.Options{Addr: …}).
+func exampleRedis() (*redis.Client, func()) {
+	srv, err := redistest.Start()
+	if err != nil {
+		panic(err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	return rc, func() {
+		rc.Close()
+		srv.Stop()
+	}
+}
+
+// An idempotency key maps repeated submissions of the same work to one task.
+// While the task is live, a repeat is told the key is in progress; once the
+// task has finished, a repeat replays it; a key reused for other work is a
+// mismatch.
+func ExampleClient_Submit_idempotencyKey() {
+	rc, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	client, err := dtq.NewClient(rc, nil)
+	if err != nil {
+		panic(err)
+	}
+	sub := dtq.Submission{
+		Queue:          "emails",
+		Type:           "send_receipt",
+		Payload:        map[string]any{"order_id": 42},
+		IdempotencyKey: "receipt-42",
+	}
+	first, err := client.Submit(ctx, sub)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("first:", first.Task.Status, "duplicate:", first.Duplicate)
+
+	// No worker has run it yet: the key is in progress.
+	_, err = client.Submit(ctx, sub)
+	var conflict *dtq.IdempotencyConflictError
+	if errors.As(err, &conflict) && errors.Is(err, dtq.ErrIdempotencyInProgress) {
+		fmt.Println("again: in progress, same task:", conflict.TaskID == first.TaskID)
+	}
+
+	// A worker runs the task.
+	worker, err := dtq.NewWorker(rc, &dtq.WorkerConfig{
+		Queues: map[string]int{"emails": 1},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	worker.HandleFunc("send_receipt", func(ctx context.Context, t *dtq.Task) (any, error) {
+		return map[string]string{"receipt": "r-42"}, nil
+	})
+	runCtx, stopWorker := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(runCtx) }()
+	insp, err := dtq.NewInspector(rc, nil)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := insp.WaitTask(ctx, first.TaskID, 30*time.Second); err != nil {
+		panic(err)
+	}
+	stopWorker()
+	if err := <-done; err != nil {
+		panic(err)
+	}
+
+	// Now the same submission replays the finished task and its result.
+	replay, err := client.Submit(ctx, sub)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("replay:", replay.Task.Status, "duplicate:", replay.Duplicate,
+		"same task:", replay.TaskID == first.TaskID, "result:", string(replay.Task.Result))
+
+	// The same key for different work is refused.
+	sub.Payload = map[string]any{"order_id": 43}
+	_, err = client.Submit(ctx, sub)
+	fmt.Println("other work:", errors.Is(err, dtq.ErrIdempotencyKeyMismatch))
+
+	// Output:
+	// first: queued duplicate: false
+	// again: in progress, same task: true
+	// replay: succeeded duplicate: true same task: true result: {"receipt":"r-42"}
+	// other work: true
+}
+
+func ExampleNormalizeIdempotencyKey() {
+	for _, k := range []string{`order-42`, `"order-42"`, `"say \"hi\""`, ``, "tab\tkey"} {
+		norm, err := dtq.NormalizeIdempotencyKey(k)
+		if err != nil {
+			fmt.Printf("%-14q error: %v\n", k, err)
+			continue
+		}
+		fmt.Printf("%-14q -> %q\n", k, norm)
+	}
+	// Output:
+	// "order-42"     -> "order-42"
+	// "\"order-42\"" -> "order-42"
+	// "\"say \\\"hi\\\"\"" -> "say \"hi\""
+	// ""             error: idempotency_key: must be 1..255 characters
+	// "tab\tkey"     error: idempotency_key: must be printable ASCII (0x20..0x7e)
+}
+
+func ExampleValidQueueName() {
+	for _, q := range []string{"default", "emails-eu_1", "Emails", "-low", "a{b}"} {
+		fmt.Println(q, dtq.ValidQueueName(q))
+	}
+	// Output:
+	// default true
+	// emails-eu_1 true
+	// Emails false
+	// -low false
+	// a{b} false
+}
+
+func ExampleDecodeSubmission() {
+	body := []byte(`{"task_type": "resize_image", "queue": "media", "payload": {"w": 640},
+		"priority": 8, "delay_ms": 1500, "idempotency_key": "\"img-7\""}`)
+	s, err := dtq.DecodeSubmission(body)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s.Type, s.Queue, *s.Priority, s.Delay, s.IdempotencyKey)
+
+	_, err = dtq.DecodeSubmission([]byte(`{"task_type": "resize_image", "priority": 12}`))
+	var ve *dtq.ValidationError
+	fmt.Println(errors.As(err, &ve), ve.Field, errors.Is(err, dtq.ErrInvalidTask))
+
+	_, err = dtq.DecodeSubmission([]byte(`[1, 2, 3]`))
+	fmt.Println(errors.Is(err, dtq.ErrInvalidJSON))
+	// Output:
+	// resize_image media 8 1.5s "img-7"
+	// true priority true
+	// true
+}

@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/config"
+	"github.com/dtq-io/dtq/internal/httpapi"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// HTTP server limits. There is no WriteTimeout: long-polls (?wait=) and the
+// event feed legitimately hold a response open.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 1 << 20
+
+	// shutdownGrace is how long in-flight requests may finish on their own
+	// before their contexts are cancelled, which ends long-polls and streams.
+	shutdownGrace = time.Second
+	// shutdownTimeout bounds the whole HTTP shutdown.
+	shutdownTimeout = 10 * time.Second
+	// redisCheckTimeout bounds the start-up check that Redis answers.
+	redisCheckTimeout = 5 * time.Second
+)
+
+func newAPICmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "Serve the HTTP API, the event feed and the dashboard",
+		Long: "Serve the HTTP API under /api/v1 with /health, /ready and /metrics.\n" +
+			"The API server is stateless and never runs handlers; run any number of them.\n" +
+			"Without DTQ_API_KEYS or DTQ_API_KEY it runs in open mode (no authentication).",
+		Args: cobra.NoArgs,
+	}
+	config.RegisterFlags(cmd.Flags())
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(cmd, e)
+		if err != nil {
+			return err
+		}
+		log := cfg.NewLogger(e.stderr)
+		rc, err := config.NewRedisClient(cfg.RedisURL)
+		if err != nil {
+			return usageError(err)
+		}
+		defer rc.Close()
+		return runAPI(cmd.Context(), e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: config.RedactURL(cfg.RedisURL)})
+	})
+	return cmd
+}
+
+// apiParams is what runAPI serves with.
+type apiParams struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	redis     redis.UniversalClient
+	redisName string // for messages: a redacted URL or a description
+	// announce, when set, is called with the API's base URL once it listens.
+	announce func(url string)
+}
+
+// runAPI checks Redis, loads the scripts and serves the HTTP API on
+// cfg.APIAddr until ctx ends, then shuts down gracefully.
+func runAPI(ctx context.Context, e *env, p *apiParams) error {
+	cfg, log := p.cfg, p.log
+	checkCtx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	if err := p.redis.Ping(checkCtx).Err(); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("cannot reach Redis at %s: %w", p.redisName, err)
+	}
+	if err := rdb.New(p.redis, cfg.KeyPrefix).LoadScripts(checkCtx); err != nil {
+		return fmt.Errorf("cannot load dtq's scripts into Redis at %s: %w", p.redisName, err)
+	}
+
+	client, err := dtq.NewClient(p.redis, cfg.ClientConfig())
+	if err != nil {
+		return err
+	}
+	inspector, err := dtq.NewInspector(p.redis, cfg.InspectorConfig())
+	if err != nil {
+		return err
+	}
+	if err := inspector.Ready(checkCtx); err != nil {
+		log.Warn("Redis is not ready for dtq; /ready will report it", "redis", p.redisName, "err", err)
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Client:          client,
+		Inspector:       inspector,
+		Keys:            cfg.Keys(),
+		MaxPayloadBytes: cfg.MaxPayloadBytes,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w", cfg.APIAddr, err)
+	}
+	addr := ln.Addr().String()
+	if len(cfg.Keys()) == 0 {
+		if isLoopback(ln.Addr()) {
+			log.Warn("the API is unauthenticated (open mode): anyone who can reach " + addr + " may submit and cancel tasks; set DTQ_API_KEYS to require keys")
+		} else {
+			log.Warn("THE API IS UNAUTHENTICATED AND LISTENS ON A NON-LOOPBACK ADDRESS: anyone on the network may submit, cancel and delete tasks; set DTQ_API_KEYS, or bind 127.0.0.1",
+				"addr", addr)
+		}
+	}
+	log.Info("API listening", "addr", addr, "redis", p.redisName, "key_prefix", cfg.KeyPrefix)
+	if e.onListen != nil {
+		e.onListen(addr)
+	}
+	if p.announce != nil {
+		p.announce(baseURL(ln.Addr()))
+	}
+	return serveHTTP(ctx, ln, api, log)
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts down: new connections
+// are refused at once, in-flight requests get shutdownGrace to finish before
+// their contexts are cancelled, and everything is closed after
+// shutdownTimeout.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("HTTP server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("API shutting down")
+	grace := time.AfterFunc(shutdownGrace, cancelRequests)
+	defer grace.Stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("HTTP shutdown: %w", err), srv.Close())
+	}
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// baseURL is the http:// URL of a listener; an unspecified address
+// (0.0.0.0, ::) is shown as 127.0.0.1, which reaches it from this machine.
+func baseURL(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "http://" + a.String() + "/"
+	}
+	host := ta.IP.String()
+	if ta.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(ta.Port)) + "/"
+}

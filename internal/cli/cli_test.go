@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+// TestDevSmoke runs `dtq dev` on each Redis backend and walks through a
+// submission, its in-flight replay and a read.
+func TestDevSmoke(t *testing.T) {
+	t.Parallel()
+	shared := redistest.Shared(t)
+	tests := []struct {
+		name     string
+		args     []string
+		vars     map[string]string
+		describe string
+	}{
+		{name: "private redis-server", args: []string{"--redis=server"}, describe: "private redis-server, data in "},
+		{name: "in-process memory", args: []string{"--redis=memory"}, describe: "in-process miniredis, memory only"},
+		{name: "DTQ_REDIS_URL", vars: map[string]string{"DTQ_REDIS_URL": shared.URL(), "DTQ_KEY_PREFIX": "devsmoke"},
+			describe: shared.URL()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dataDir := filepath.Join(t.TempDir(), ".dtq")
+			args := append([]string{"dev", "--api-addr=127.0.0.1:0", "--data-dir=" + dataDir}, tt.args...)
+			r := startCmd(t, tt.vars, args...)
+			r.waitHealthy(t)
+
+			line := regexp.MustCompile(`^dtq dev: API and dashboard at (http://127\.0\.0\.1:\d+/) \(redis: (.*)\)\n$`).FindStringSubmatch(r.stdout.String())
+			require.NotNil(t, line, "startup line: %q", r.stdout.String())
+			require.Equal(t, r.base+"/", line[1])
+			require.Contains(t, line[2], tt.describe)
+
+			body := `{"task_type": "echo", "payload": {"hello": "world"}}`
+			key := map[string]string{"Idempotency-Key": "smoke-1"}
+			status, _, created := r.do(t, http.MethodPost, "/api/v1/tasks", key, body)
+			require.Equal(t, http.StatusAccepted, status, "%v", created)
+			require.Equal(t, false, created["duplicate"])
+			id, _ := created["task_id"].(string)
+			require.Len(t, id, 32)
+
+			// No worker has run it yet, so a replay finds it in flight.
+			status, _, conflict := r.do(t, http.MethodPost, "/api/v1/tasks", key, body)
+			require.Equal(t, http.StatusConflict, status, "%v", conflict)
+			require.Equal(t, "IDEMPOTENCY_IN_PROGRESS", conflict["code"])
+			require.Equal(t, id, conflict["details"].(map[string]any)["task_id"])
+
+			status, _, got := r.do(t, http.MethodGet, "/api/v1/tasks/"+id, nil, "")
+			require.Equal(t, http.StatusOK, status, "%v", got)
+			require.Equal(t, id, got["task_id"])
+			require.Equal(t, "echo", got["task_type"])
+			require.Equal(t, "queued", got["status"])
+			require.Equal(t, "smoke-1", got["idempotency_key"])
+
+			status, _, unknown := r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "not_an_example"}`)
+			require.Equal(t, http.StatusBadRequest, status)
+			require.Equal(t, "UNKNOWN_TASK_TYPE", unknown["code"])
+
+			status, _, ready := r.do(t, http.MethodGet, "/ready", nil, "")
+			require.Equal(t, http.StatusOK, status, "/ready: %v", ready)
+
+			require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+			if strings.Contains(tt.describe, "redis-server") {
+				_, err := os.Stat(filepath.Join(dataDir, "appendonlydir"))
+				require.NoError(t, err, "the AOF lives in the data directory")
+			} else {
+				_, err := os.Stat(dataDir)
+				require.True(t, os.IsNotExist(err), "only the private redis-server writes a data directory")
+			}
+		})
+	}
+}
+
+func TestAPIServes(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	r := startCmd(t, map[string]string{"DTQ_REDIS_URL": srv.URL(), "DTQ_KEY_PREFIX": "apiserves", "DTQ_TASK_TYPES": "resize"},
+		"api", "--api-addr", "127.0.0.1:0")
+	r.waitHealthy(t)
+	require.Contains(t, r.stderr.String(), "open mode")
+
+	status, _, created := r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "resize", "queue": "images"}`)
+	require.Equal(t, http.StatusAccepted, status, "%v", created)
+	status, _, _ = r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "echo"}`)
+	require.Equal(t, http.StatusBadRequest, status, "DTQ_TASK_TYPES limits the types")
+	require.Equal(t, 0, r.stop(t))
+	require.Contains(t, r.stderr.String(), "API shutting down")
+}
+
+func TestAPIKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	r := startCmd(t, map[string]string{"DTQ_REDIS_URL": srv.URL(), "DTQ_KEY_PREFIX": "apikeys",
+		"DTQ_API_KEYS": "reader:dash:read-secret", "DTQ_API_KEY": "legacy-secret"}, "api", "--api-addr=127.0.0.1:0")
+	r.waitHealthy(t)
+	require.NotContains(t, r.stderr.String(), "open mode")
+	require.NotContains(t, r.stderr.String(), "secret")
+
+	body := `{"task_type": "echo"}`
+	status, _, _ := r.do(t, http.MethodPost, "/api/v1/tasks", nil, body)
+	require.Equal(t, http.StatusUnauthorized, status)
+	status, _, _ = r.do(t, http.MethodPost, "/api/v1/tasks", map[string]string{"Authorization": "Bearer read-secret"}, body)
+	require.Equal(t, http.StatusForbidden, status)
+	status, _, _ = r.do(t, http.MethodPost, "/api/v1/tasks", map[string]string{"Authorization": "Bearer legacy-secret"}, body)
+	require.Equal(t, http.StatusAccepted, status)
+}
+
+func TestAPIWarnsLoudlyOnOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	r := startCmd(t, map[string]string{"DTQ_REDIS_URL": srv.URL(), "DTQ_KEY_PREFIX": "apiopen"}, "api", "--api-addr=0.0.0.0:0")
+	require.Contains(t, r.stderr.String(), "UNAUTHENTICATED AND LISTENS ON A NON-LOOPBACK ADDRESS")
+	require.Equal(t, 0, r.stop(t))
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vars map[string]string
+		args []string
+		want string // the whole stderr
+	}{
+		{"bad env value", map[string]string{"DTQ_MAX_QUEUE_DEPTH": "abc"}, []string{"api"},
+			`dtq: DTQ_MAX_QUEUE_DEPTH="abc": must be an integer between 1 and 100000000 (flag --max-queue-depth)` + "\n"},
+		{"bad flag value", nil, []string{"api", "--log-level=loud"},
+			`dtq: --log-level="loud": must be one of debug, info, warn, error (DTQ_LOG_LEVEL)` + "\n"},
+		{"cross-field rule", map[string]string{"DTQ_HEARTBEAT_INTERVAL_S": "20"}, []string{"dev"},
+			`dtq: DTQ_HEARTBEAT_INTERVAL_S="20": must be at most a third of DTQ_VISIBILITY_TIMEOUT_S (30), so at most 10 (flag --heartbeat-interval-s)` + "\n"},
+		{"bad queues", map[string]string{"DTQ_QUEUES": "a:0"}, []string{"dev"}, "DTQ_QUEUES"},
+		{"bad redis url", map[string]string{"DTQ_REDIS_URL": "redis://u:hunter2@h:x/0"}, []string{"api"}, "DTQ_REDIS_URL"},
+		{"bad dev backend", nil, []string{"dev", "--redis=disk"}, `dtq: --redis="disk": must be auto, server or memory` + "\n"},
+		{"unknown flag", nil, []string{"api", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
+		{"stray argument", nil, []string{"api", "extra"}, `unknown command "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCmd(t, tt.vars, tt.args...)
+			require.Equal(t, 2, code, stderr)
+			require.Empty(t, stdout)
+			require.True(t, strings.HasPrefix(stderr, "dtq: "), stderr)
+			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			require.NotContains(t, stderr, "hunter2")
+			if strings.HasSuffix(tt.want, "\n") {
+				require.Equal(t, tt.want, stderr)
+			} else {
+				require.Contains(t, stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestAPIFailures(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	srv := redistest.Shared(t)
+
+	code, _, stderr := runCmd(t, map[string]string{"DTQ_REDIS_URL": "redis://127.0.0.1:1/0"}, "api")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "dtq: cannot reach Redis at redis://127.0.0.1:1/0")
+
+	code, _, stderr = runCmd(t, map[string]string{"DTQ_REDIS_URL": srv.URL(), "DTQ_KEY_PREFIX": "apifail"},
+		"api", "--api-addr", busy.Addr().String())
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, fmt.Sprintf("dtq: cannot listen on %s (DTQ_API_ADDR)", busy.Addr()))
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runCmd(t, nil, "version")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `^dtq \S+ \(go.*\)\n$`, stdout)
+
+	code, stdout, _ = runCmd(t, nil, "--version")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `^dtq \S+\n$`, stdout)
+
+	code, stdout, _ = runCmd(t, nil, "--help")
+	require.Equal(t, 0, code)
+	for _, sub := range []string{"api", "dev", "version", "completion"} {
+		require.Contains(t, stdout, "\n  "+sub+" ")
+	}
+
+	code, stdout, _ = runCmd(t, nil, "api", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "--max-queue-depth")
+	require.Contains(t, stdout, "DTQ_MAX_QUEUE_DEPTH")
+	require.Contains(t, stdout, "-q, --queues")
+
+	code, stdout, _ = runCmd(t, nil, "dev", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "--redis string")
+	require.Contains(t, stdout, "--data-dir string")
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		code, stdout, stderr := runCmd(t, nil, "completion", shell)
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "dtq", shell)
+	}
+}
+
+func TestDevTaskTypes(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"echo", "sleep", "fibonacci", "flaky", "always_fail", "counter_task", "send_receipt"}, devTaskTypes(nil))
+	require.Equal(t, append(append([]string{}, exampleTaskTypes...), "resize"), devTaskTypes([]string{"echo", "resize"}))
+}
+
+func TestBaseURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, "http://127.0.0.1:8080/"},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 80}, "http://127.0.0.1:80/"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 80}, "http://127.0.0.1:80/"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "http://[::1]:9/"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, baseURL(tt.addr))
+	}
+}

@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/dtq-io/dtq/examples"
+	"github.com/dtq-io/dtq/internal/config"
+	"github.com/dtq-io/dtq/internal/devredis"
+)
+
+// exampleTaskTypes are the task types of the example handlers (SPEC §6)
+// that `dtq dev` runs; the API refuses any other with UNKNOWN_TASK_TYPE.
+var exampleTaskTypes = examples.Types
+
+// Values of dev's --redis flag.
+const (
+	redisAuto   = "auto"   // DTQ_REDIS_URL if set, else server if installed, else memory
+	redisServer = "server" // a private redis-server in --data-dir
+	redisMemory = "memory" // an in-process miniredis
+)
+
+// backendStopTimeout bounds how long dev waits for its Redis to stop.
+const backendStopTimeout = 15 * time.Second
+
+func newDevCmd(e *env) *cobra.Command {
+	var redisMode, dataDir string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the API, a worker and the dashboard in one process for local use",
+		Long: "Run the API, a worker with the example handlers and the dashboard in one process.\n\n" +
+			"With DTQ_REDIS_URL set it uses that Redis. Otherwise it starts a private\n" +
+			"redis-server from PATH with its data and AOF in --data-dir (./.dtq), or, when\n" +
+			"redis-server is not installed, an in-process Redis that keeps data in memory only.",
+		Args: cobra.NoArgs,
+	}
+	config.RegisterFlags(cmd.Flags())
+	cmd.Flags().StringVar(&redisMode, "redis", redisAuto, "Redis backend: auto, server (private redis-server) or memory (in-process, nothing kept)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".dtq", "directory of the private redis-server's data and AOF")
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(cmd, e)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains([]string{redisAuto, redisServer, redisMemory}, redisMode) {
+			return usageError(fmt.Errorf("--redis=%q: must be auto, server or memory", redisMode))
+		}
+		cfg.TaskTypes = devTaskTypes(cfg.TaskTypes)
+		return runDev(cmd.Context(), e, cfg, redisMode, dataDir)
+	})
+	return cmd
+}
+
+// devTaskTypes is the example types plus any the user configured (for
+// handlers of their own, run by their own worker on the same Redis).
+func devTaskTypes(configured []string) []string {
+	out := slices.Clone(exampleTaskTypes)
+	for _, t := range configured {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir string) error {
+	log := cfg.NewLogger(e.stderr)
+
+	url, describe := "", ""
+	switch {
+	case redisMode == redisAuto && cfg.IsSet("REDIS_URL"):
+		url, describe = cfg.RedisURL, config.RedactURL(cfg.RedisURL)
+	default:
+		backend, err := startDevRedis(ctx, redisMode, dataDir, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), backendStopTimeout)
+			defer cancel()
+			if err := backend.Stop(stopCtx); err != nil {
+				log.Error("stopping the development Redis", "err", err)
+			}
+		}()
+		url, describe = backend.URL(), backend.Describe()
+	}
+	opts, err := config.ParseRedisURL(url)
+	if err != nil {
+		return usageError(err)
+	}
+	rc := opts.NewClient()
+	defer rc.Close()
+
+	d := &devRuntime{cfg: cfg, log: log, redis: rc}
+	services := []service{
+		func(ctx context.Context) error {
+			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe,
+				announce: func(url string) {
+					fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", url, describe)
+				}})
+		},
+	}
+	services = append(services, devWorkers(d)...)
+	return runServices(ctx, services...)
+}
+
+// devRuntime is what dev's services share.
+type devRuntime struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	redis redis.UniversalClient
+}
+
+// devWorkers returns the services dev runs next to the API. This is the hook
+// for the worker with the example handlers (examples.Register): it goes
+// here, built from d.cfg (queues, concurrency, timeouts) and d.redis, and
+// runs until ctx ends.
+func devWorkers(d *devRuntime) []service {
+	return nil
+}
+
+func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) (devredis.Backend, error) {
+	if mode == redisAuto {
+		mode = redisMemory
+		if _, err := exec.LookPath("redis-server"); err == nil {
+			mode = redisServer
+		}
+	}
+	if mode == redisMemory {
+		m, err := devredis.StartMemory()
+		if err != nil {
+			return nil, err
+		}
+		log.Warn("using an in-process Redis: data is kept in memory only and lost on exit; install redis-server to keep it")
+		return m, nil
+	}
+	s, err := devredis.StartServer(ctx, dataDir)
+	if errors.Is(err, devredis.ErrNoRedisServer) {
+		return nil, fmt.Errorf("--redis=server: redis-server is not on PATH (install it, e.g. apt-get install redis-server, or use --redis=memory)")
+	}
+	return s, err
+}
+
+// service is a part of a process that runs until ctx ends.
+type service func(ctx context.Context) error
+
+// runServices runs every service until ctx ends or one of them fails; a
+// failure stops the others. It returns when all have returned, with the
+// first failure.
+func runServices(ctx context.Context, services ...service) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	for _, s := range services {
+		wg.Go(func() {
+			if err := s(ctx); err != nil {
+				once.Do(func() { firstErr = err })
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}

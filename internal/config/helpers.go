@@ -1,0 +1,52 @@
+package config
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/dtq-io/dtq"
+)
+
+// ClientConfig returns the dtq.ClientConfig the configuration describes,
+// with TaskTypes from DTQ_TASK_TYPES (nil = any type).
+func (c *Config) ClientConfig() *dtq.ClientConfig {
+	return &dtq.ClientConfig{
+		KeyPrefix:       c.KeyPrefix,
+		MaxQueueDepth:   c.MaxQueueDepth,
+		MaxPayloadBytes: c.MaxPayloadBytes,
+		MaxAttempts:     c.MaxAttempts,
+		TaskTimeout:     c.TaskTimeout,
+		IdempotencyTTL:  c.IdempotencyTTL,
+		EventsMaxLen:    c.EventsMaxLen,
+		TaskTypes:       append([]string(nil), c.TaskTypes...),
+	}
+}
+
+// InspectorConfig returns the dtq.InspectorConfig the configuration describes.
+func (c *Config) InspectorConfig() *dtq.InspectorConfig {
+	return &dtq.InspectorConfig{KeyPrefix: c.KeyPrefix}
+}
+
+// Level returns DTQ_LOG_LEVEL as a slog.Level.
+func (c *Config) Level() slog.Level {
+	switch c.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// NewLogger returns a logger writing to w: text lines, or JSON lines when
+// DTQ_LOG_JSON is set, at DTQ_LOG_LEVEL. Both handlers quote or escape
+// control characters, so a logged value cannot forge a line.
+func (c *Config) NewLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.Level()}
+	if c.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,256 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := redistest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// testRDB is what an ingest test needs.
+type testRDB struct {
+	ctx  context.Context
+	r    *RDB
+	c    *redis.Client
+	keys Keys
+	now  time.Time
+	opt  IngestOptions
+}
+
+func newTestRDB(t *testing.T) *testRDB {
+	t.Helper()
+	s := redistest.New(t)
+	redistest.CheckSlots(t, s.Client, HashSlot)
+	r := New(s.Client, s.Prefix)
+	return &testRDB{
+		ctx: context.Background(), r: r, c: s.Client, keys: r.Keys(),
+		now: time.Now(), opt: IngestOptions{MaxDepth: 100, EventsMaxLen: 1000, RecentCap: 1000},
+	}
+}
+
+// testTask returns a valid queued task; key "" means no idempotency key.
+func testTask(queueNum uint16, now time.Time, key string) NewTask {
+	return NewTask{
+		ID: NewTaskID(queueNum, now), Type: "echo", Payload: []byte(`{"n":1}`), Priority: 5,
+		MaxAttempts: 5, TimeoutMS: 30000, IdempotencyKey: key, AvailableAt: now.UnixMilli(),
+		Metadata: []byte("{}"), Fingerprint: "fp-" + key, IdemTTL: 3600, CreatedAt: now.UnixMilli(),
+	}
+}
+
+func (b *testRDB) task(t *testing.T, queue, key string) NewTask {
+	t.Helper()
+	num, err := b.r.QueueNumber(b.ctx, queue)
+	require.NoError(t, err)
+	return testTask(num, b.now, key)
+}
+
+func (b *testRDB) ingest(t *testing.T, queue string, tasks ...NewTask) []IngestResult {
+	t.Helper()
+	res, err := b.r.Ingest(b.ctx, queue, b.now, b.opt, tasks)
+	require.NoError(t, err)
+	require.Len(t, res, len(tasks))
+	return res
+}
+
+func TestIngestQueuedTask(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	nt := b.task(t, "q", "")
+	nt.Priority = 7
+	nt.Metadata = []byte(`{"trace":"x"}`)
+	res := b.ingest(t, "q", nt)
+	require.Equal(t, IngestResult{Outcome: Created, TaskID: nt.ID, Status: dtqtype.StatusQueued}, res[0])
+
+	h, err := b.c.HGetAll(b.ctx, b.keys.Task("q", nt.ID)).Result()
+	require.NoError(t, err)
+	entries, err := b.c.XRange(b.ctx, b.keys.Stream("q", 7), "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, map[string]any{"t": nt.ID, "a": "1"}, entries[0].Values)
+	ms := strconv.FormatInt(b.now.UnixMilli(), 10)
+	require.Equal(t, map[string]string{
+		"type": "echo", "payload": `{"n":1}`, "priority": "7", "max_attempts": "5", "attempt": "1",
+		"timeout_ms": "30000", "status": "queued", "created_at": ms, "available_at": ms,
+		"metadata": `{"trace":"x"}`, "stream_id": entries[0].ID,
+	}, h)
+	require.Equal(t, time.Duration(-1), b.c.TTL(b.ctx, b.keys.Task("q", nt.ID)).Val())
+
+	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
+	require.Equal(t, []string{nt.ID}, b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
+	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Schedule("q")).Val())
+	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Expiry("q")).Val())
+	evs, err := b.c.XRange(b.ctx, b.keys.Events("q"), "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.Equal(t, map[string]any{"type": "TASK_QUEUED", "task_id": nt.ID, "task_type": "echo", "attempt": "1", "ts": ms}, evs[0].Values)
+}
+
+func TestIngestDelayedExpiringKeyedTask(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	nt := b.task(t, "q", "order-7")
+	nt.AvailableAt = b.now.Add(time.Minute).UnixMilli()
+	nt.ExpiresAt = b.now.Add(time.Hour).UnixMilli()
+	res := b.ingest(t, "q", nt)
+	require.Equal(t, dtqtype.StatusPending, res[0].Status)
+
+	h := b.c.HGetAll(b.ctx, b.keys.Task("q", nt.ID)).Val()
+	require.Equal(t, "pending", h["status"])
+	require.Equal(t, "order-7", h["idem_key"])
+	require.Equal(t, "fp-order-7", h["fingerprint"], "kept so a DLQ requeue can re-create the record")
+	require.Equal(t, strconv.FormatInt(nt.ExpiresAt, 10), h["expires_at"])
+	require.NotContains(t, h, "stream_id")
+	require.NotContains(t, h, "metadata", "an empty metadata object is not stored")
+	for band := range NumBands {
+		require.Zero(t, b.c.XLen(b.ctx, b.keys.Stream("q", band)).Val())
+	}
+	require.Equal(t, float64(nt.AvailableAt), b.c.ZScore(b.ctx, b.keys.Schedule("q"), nt.ID).Val())
+	require.Equal(t, float64(nt.ExpiresAt), b.c.ZScore(b.ctx, b.keys.Expiry("q"), nt.ID).Val())
+	require.Equal(t, "TASK_PENDING", b.c.XRange(b.ctx, b.keys.Events("q"), "-", "+").Val()[0].Values["type"])
+
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.c.Get(b.ctx, b.keys.Idempotency("q", "order-7")).Val()), &rec))
+	require.Equal(t, map[string]any{"task_id": nt.ID, "state": "processing", "updated_at": float64(b.now.UnixMilli()), "fingerprint": "fp-order-7"}, rec)
+	ttl := b.c.TTL(b.ctx, b.keys.Idempotency("q", "order-7")).Val()
+	require.InDelta(t, float64(time.Hour), float64(ttl), float64(2*time.Second))
+}
+
+func TestIngestBatchChecksEachTaskOnItsOwn(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	b.opt.MaxDepth = 3
+	first := b.task(t, "q", "a")
+	again := b.task(t, "q", "a")
+	other := b.task(t, "q", "a")
+	other.Fingerprint = "different"
+	plain := b.task(t, "q", "")
+	keyed := b.task(t, "q", "b")
+	over := b.task(t, "q", "")
+	overKeyed := b.task(t, "q", "c")
+	res := b.ingest(t, "q", first, again, other, plain, keyed, over, overKeyed)
+	require.Equal(t, []IngestOutcome{Created, InProgress, Mismatch, Created, Created, QueueFull, QueueFull}, outcomes(res))
+	require.Equal(t, first.ID, res[1].TaskID)
+	require.Equal(t, first.ID, res[2].TaskID)
+	require.EqualValues(t, 3, res[5].Depth)
+
+	// Refused tasks wrote nothing.
+	for _, nt := range []NewTask{again, other, over, overKeyed} {
+		require.Zero(t, b.c.Exists(b.ctx, b.keys.Task("q", nt.ID)).Val())
+	}
+	require.Zero(t, b.c.Exists(b.ctx, b.keys.Idempotency("q", "c")).Val())
+	require.Equal(t, "3", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
+	require.EqualValues(t, 3, b.c.XLen(b.ctx, b.keys.Events("q")).Val())
+	require.EqualValues(t, 3, b.c.ZCard(b.ctx, b.keys.Recent("q")).Val())
+}
+
+func TestIngestReplayOfFinishedTask(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	nt := b.task(t, "q", "k")
+	b.ingest(t, "q", nt)
+	require.NoError(t, b.c.HSet(b.ctx, b.keys.Task("q", nt.ID), "status", "succeeded").Err())
+	require.NoError(t, b.c.Set(b.ctx, b.keys.Result("q", nt.ID), `{"sent":true}`, time.Hour).Err())
+	markRecord(t, b.r, "q", "k", "completed")
+	events := b.c.XLen(b.ctx, b.keys.Events("q")).Val()
+
+	res := b.ingest(t, "q", b.task(t, "q", "k"))
+	require.Equal(t, Duplicate, res[0].Outcome)
+	require.Equal(t, nt.ID, res[0].TaskID)
+	info := res[0].Task
+	require.Equal(t, nt.ID, info.ID)
+	require.Equal(t, "q", info.Queue)
+	require.Equal(t, dtqtype.StatusSucceeded, info.Status)
+	require.JSONEq(t, `{"sent":true}`, string(info.Result))
+	require.NotNil(t, info.IdempotencyKey)
+	require.Equal(t, "k", *info.IdempotencyKey)
+	require.Equal(t, events, b.c.XLen(b.ctx, b.keys.Events("q")).Val())
+	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
+
+	// Without its result key the replay says the result expired.
+	require.NoError(t, b.c.HSet(b.ctx, b.keys.Task("q", nt.ID), "has_result", "1").Err())
+	require.NoError(t, b.c.Del(b.ctx, b.keys.Result("q", nt.ID)).Err())
+	res = b.ingest(t, "q", b.task(t, "q", "k"))
+	require.True(t, res[0].Task.ResultExpired)
+	require.Nil(t, res[0].Task.Result)
+}
+
+func TestIngestStaleRecordIsReplaced(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		spoil func(b *testRDB, first NewTask)
+	}{
+		{"task hash gone", func(b *testRDB, first NewTask) {
+			b.c.Del(b.ctx, b.keys.Task("q", first.ID))
+		}},
+		{"record unreadable", func(b *testRDB, first NewTask) {
+			b.c.Set(b.ctx, b.keys.Idempotency("q", "k"), "not json", time.Hour)
+		}},
+		{"record without task id", func(b *testRDB, first NewTask) {
+			b.c.Set(b.ctx, b.keys.Idempotency("q", "k"), `{"state":"completed"}`, time.Hour)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := newTestRDB(t)
+			first := b.task(t, "q", "k")
+			b.ingest(t, "q", first)
+			c.spoil(b, first)
+			next := b.task(t, "q", "k")
+			next.Fingerprint = "changed" // a stale record is no mismatch
+			res := b.ingest(t, "q", next)
+			require.Equal(t, Created, res[0].Outcome)
+			require.Equal(t, next.ID, res[0].TaskID)
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(b.c.Get(b.ctx, b.keys.Idempotency("q", "k")).Val()), &rec))
+			require.Equal(t, next.ID, rec["task_id"])
+			require.Equal(t, "changed", rec["fingerprint"])
+		})
+	}
+}
+
+func TestIngestRecentIndexIsCapped(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	b.opt.RecentCap = 3
+	var ids []string
+	for range 5 {
+		nt := b.task(t, "q", "")
+		ids = append(ids, nt.ID)
+		b.ingest(t, "q", nt)
+	}
+	require.Equal(t, ids[2:], b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val(), "the newest ids stay")
+	require.Equal(t, "5", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
+}
+
+func TestIngestQueuesAreIndependent(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	b.opt.MaxDepth = 1
+	b.ingest(t, "a", b.task(t, "a", "k"))
+	res := b.ingest(t, "b", b.task(t, "b", "k"))
+	require.Equal(t, Created, res[0].Outcome, "depth and keys are per queue")
+	require.Equal(t, QueueFull, b.ingest(t, "a", b.task(t, "a", ""))[0].Outcome)
+	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("b")).Val())
+}

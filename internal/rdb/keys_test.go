@@ -1,0 +1,93 @@
+package rdb
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestKeyNames(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	cases := []struct {
+		name     string
+		got      string
+		want     string
+		perQueue bool
+	}{
+		{"stream p0", k.Stream("emails", 0), "dtq:stream:{emails}:p0", true},
+		{"stream p9", k.Stream("emails", 9), "dtq:stream:{emails}:p9", true},
+		{"task prefix", k.TaskPrefix("emails"), "dtq:task:{emails}:", true},
+		{"task", k.Task("emails", "0190a5c4e2c07000800000000000000a"), "dtq:task:{emails}:0190a5c4e2c07000800000000000000a", true},
+		{"result prefix", k.ResultPrefix("emails"), "dtq:result:{emails}:", true},
+		{"result", k.Result("emails", "abc"), "dtq:result:{emails}:abc", true},
+		{"idempotency prefix", k.IdempotencyPrefix("emails"), "dtq:idempotency:{emails}:", true},
+		{"idempotency", k.Idempotency("emails", "order-42"), "dtq:idempotency:{emails}:order-42", true},
+		{"idempotency with braces in the key", k.Idempotency("emails", "{x}"), "dtq:idempotency:{emails}:{x}", true},
+		{"schedule", k.Schedule("emails"), "dtq:schedule:{emails}", true},
+		{"lease", k.Lease("emails"), "dtq:lease:{emails}", true},
+		{"expiry", k.Expiry("emails"), "dtq:expiry:{emails}", true},
+		{"depth", k.Depth("emails"), "dtq:depth:{emails}", true},
+		{"recent", k.Recent("emails"), "dtq:recent:{emails}", true},
+		{"dlq", k.DLQ("emails"), "dtq:dlq:{emails}", true},
+		{"events", k.Events("emails"), "dtq:events:{emails}", true},
+		{"paused", k.Paused("emails"), "dtq:paused:{emails}", true},
+		{"stats prefix", k.StatsPrefix("emails"), "dtq:stats:{emails}:", true},
+		{"stats", k.Stats("emails", 29000000), "dtq:stats:{emails}:29000000", true},
+		{"cancel channel", k.CancelChannel("emails"), "dtq:cancel:{emails}", true},
+		{"queues", k.Queues(), "dtq:queues", false},
+		{"workers", k.Workers(), "dtq:workers", false},
+		{"worker", k.Worker("host-1"), "dtq:worker:host-1", false},
+		{"audit", k.Audit(), "dtq:audit", false},
+		{"system events", k.SysEvents(), "dtq:events:_sys", false},
+		{"operation", k.Operation("receipt:42"), "dtq:op:receipt:42", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, c.want, c.got)
+			require.True(t, strings.HasPrefix(c.got, k.Prefix()+":"))
+			if c.perQueue {
+				require.Equal(t, HashSlot("{emails}"), HashSlot(c.got), "per-queue keys share the queue's slot")
+			} else {
+				require.NotContains(t, c.got, "{", "global keys carry no hash tag")
+			}
+		})
+	}
+}
+
+func TestKeyPrefixIsUsedEverywhere(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("t42")
+	require.Equal(t, "t42", k.Prefix())
+	for _, key := range []string{
+		k.Stream("q", 3), k.Task("q", "id"), k.Result("q", "id"), k.Idempotency("q", "k"),
+		k.Schedule("q"), k.Lease("q"), k.Expiry("q"), k.Depth("q"), k.Recent("q"), k.DLQ("q"),
+		k.Events("q"), k.Paused("q"), k.Stats("q", 1), k.CancelChannel("q"),
+		k.Queues(), k.Workers(), k.Worker("w"), k.Audit(), k.SysEvents(), k.Operation("o"),
+	} {
+		require.True(t, strings.HasPrefix(key, "t42:"), key)
+	}
+}
+
+func TestStreamsHighestBandFirst(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	got := k.Streams("q")
+	require.Len(t, got, NumBands)
+	for i, s := range got {
+		require.Equal(t, k.Stream("q", NumBands-1-i), s)
+	}
+	require.Equal(t, "dtq:stream:{q}:p9", got[0])
+	require.Equal(t, "dtq:stream:{q}:p0", got[NumBands-1])
+}
+
+func TestKeysOfDifferentQueuesAreSeparate(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	// "a" and "ab" must not share keys even though one name prefixes the other.
+	require.NotEqual(t, k.Depth("a"), k.Depth("ab"))
+	require.False(t, strings.HasPrefix(k.Task("ab", "x"), k.TaskPrefix("a")))
+	require.False(t, strings.HasPrefix(k.Idempotency("ab", "x"), k.IdempotencyPrefix("a")))
+}
