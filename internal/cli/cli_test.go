@@ -35,7 +35,8 @@ func TestDevSmoke(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dataDir := filepath.Join(t.TempDir(), ".dtq")
-			args := append([]string{"dev", "--api-addr=127.0.0.1:0", "--data-dir=" + dataDir}, tt.args...)
+			// A short drain: the sleeping task below is still running at exit.
+			args := append([]string{"dev", "--api-addr=127.0.0.1:0", "--data-dir=" + dataDir, "--drain-timeout-s=1"}, tt.args...)
 			r := startCmd(t, tt.vars, args...)
 			r.waitHealthy(t)
 
@@ -44,7 +45,7 @@ func TestDevSmoke(t *testing.T) {
 			require.Equal(t, r.base+"/", line[1])
 			require.Contains(t, line[2], tt.describe)
 
-			body := `{"task_type": "echo", "payload": {"hello": "world"}}`
+			body := `{"task_type": "sleep", "payload": {"seconds": 30}}`
 			key := map[string]string{"Idempotency-Key": "smoke-1"}
 			status, _, created := r.do(t, http.MethodPost, "/api/v1/tasks", key, body)
 			require.Equal(t, http.StatusAccepted, status, "%v", created)
@@ -52,7 +53,7 @@ func TestDevSmoke(t *testing.T) {
 			id, _ := created["task_id"].(string)
 			require.Len(t, id, 32)
 
-			// No worker has run it yet, so a replay finds it in flight.
+			// The worker is still sleeping on it, so a replay finds it in flight.
 			status, _, conflict := r.do(t, http.MethodPost, "/api/v1/tasks", key, body)
 			require.Equal(t, http.StatusConflict, status, "%v", conflict)
 			require.Equal(t, "IDEMPOTENCY_IN_PROGRESS", conflict["code"])
@@ -61,9 +62,24 @@ func TestDevSmoke(t *testing.T) {
 			status, _, got := r.do(t, http.MethodGet, "/api/v1/tasks/"+id, nil, "")
 			require.Equal(t, http.StatusOK, status, "%v", got)
 			require.Equal(t, id, got["task_id"])
-			require.Equal(t, "echo", got["task_type"])
-			require.Equal(t, "queued", got["status"])
+			require.Equal(t, "sleep", got["task_type"])
+			require.Contains(t, []any{"queued", "running"}, got["status"])
 			require.Equal(t, "smoke-1", got["idempotency_key"])
+
+			// The worker runs an echo to completion; then the key replays it.
+			echo := `{"task_type": "echo", "payload": {"hello": "world"}}`
+			key2 := map[string]string{"Idempotency-Key": "smoke-2"}
+			status, _, created = r.do(t, http.MethodPost, "/api/v1/tasks", key2, echo)
+			require.Equal(t, http.StatusAccepted, status, "%v", created)
+			echoID, _ := created["task_id"].(string)
+			status, _, got = r.do(t, http.MethodGet, "/api/v1/tasks/"+echoID+"?wait=20s", nil, "")
+			require.Equal(t, http.StatusOK, status, "%v", got)
+			require.Equal(t, "succeeded", got["status"], "%v", got)
+			require.Equal(t, map[string]any{"hello": "world"}, got["result"])
+			status, hdr, replay := r.do(t, http.MethodPost, "/api/v1/tasks", key2, echo)
+			require.Equal(t, http.StatusOK, status, "%v", replay)
+			require.Equal(t, true, replay["duplicate"])
+			require.Equal(t, "true", hdr.Get("Idempotent-Replayed"))
 
 			status, _, unknown := r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "not_an_example"}`)
 			require.Equal(t, http.StatusBadRequest, status)

@@ -112,7 +112,11 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 				}})
 		},
 	}
-	services = append(services, devWorkers(d)...)
+	workers, err := devWorkers(d)
+	if err != nil {
+		return err
+	}
+	services = append(services, workers...)
 	return runServices(ctx, services...)
 }
 
@@ -123,12 +127,15 @@ type devRuntime struct {
 	redis redis.UniversalClient
 }
 
-// devWorkers returns the services dev runs next to the API. This is the hook
-// for the worker with the example handlers (examples.Register): it goes
-// here, built from d.cfg (queues, concurrency, timeouts) and d.redis, and
-// runs until ctx ends.
-func devWorkers(d *devRuntime) []service {
-	return nil
+// devWorkers returns the services dev runs next to the API: one worker with
+// the example handlers, configured like `dtq worker` (its metrics are not
+// served separately in dev).
+func devWorkers(d *devRuntime) ([]service, error) {
+	w, err := newExampleWorker(d.cfg, d.redis, false, d.log)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return []service{func(ctx context.Context) error { return runWorker(ctx, w) }}, nil
 }
 
 func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) (devredis.Backend, error) {

@@ -50,3 +50,45 @@ func (c *Config) NewLogger(w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
+
+// WorkerConfig returns the dtq.WorkerConfig the configuration describes;
+// strict serves the queues in their listed order instead of by weight.
+func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
+	wc := &dtq.WorkerConfig{
+		KeyPrefix:         c.KeyPrefix,
+		Queues:            c.QueueWeights(),
+		Concurrency:       c.WorkerConcurrency,
+		WorkerID:          c.WorkerID,
+		VisibilityTimeout: c.VisibilityTimeout,
+		HeartbeatInterval: c.HeartbeatInterval,
+		RetryBaseDelay:    c.RetryBaseDelay,
+		RetryMaxDelay:     c.RetryMaxDelay,
+		RetryJitter:       c.RetryJitter,
+		TaskRetention:     c.TaskRetention,
+		ResultRetention:   c.ResultRetention,
+		ResultMaxBytes:    c.ResultMaxBytes,
+		DisableDLQ:        !c.DLQEnabled,
+		DLQMaxLen:         c.DLQMaxLen,
+		EventsMaxLen:      c.EventsMaxLen,
+		DrainTimeout:      c.DrainTimeout,
+		Logger:            log,
+	}
+	if c.RetryJitter == 0 {
+		wc.RetryJitter = -1 // an explicit 0 means no jitter
+	}
+	if strict {
+		wc.StrictOrder = c.QueueNames()
+	}
+	return wc
+}
+
+// AdminConfig returns the dtq.AdminConfig the configuration describes.
+func (c *Config) AdminConfig() *dtq.AdminConfig {
+	return &dtq.AdminConfig{
+		KeyPrefix:      c.KeyPrefix,
+		EventsMaxLen:   c.EventsMaxLen,
+		TaskRetention:  c.TaskRetention,
+		IdempotencyTTL: c.IdempotencyTTL,
+		DisableDLQ:     !c.DLQEnabled,
+	}
+}

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/examples"
+	"github.com/dtq-io/dtq/internal/config"
+)
+
+func newWorkerCmd(e *env) *cobra.Command {
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker with the example handlers",
+		Long: "Run a worker that executes tasks with the example handlers (echo, sleep,\n" +
+			"fibonacci, flaky, always_fail, counter_task, send_receipt). Your own handlers\n" +
+			"run in your own binary with dtq.NewWorker. SIGTERM/SIGINT drain the worker:\n" +
+			"running tasks get DTQ_DRAIN_TIMEOUT_S to finish, the rest are handed back.\n" +
+			"Only workers serving a queue run or promote its tasks: an unserved queue waits.",
+		Args: cobra.NoArgs,
+	}
+	config.RegisterFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&strict, "strict-queues", false, "serve queues in the listed order instead of sharing slots by weight")
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(cmd, e)
+		if err != nil {
+			return err
+		}
+		log := cfg.NewLogger(e.stderr)
+		rc, err := config.NewRedisClient(cfg.RedisURL)
+		if err != nil {
+			return usageError(err)
+		}
+		defer rc.Close()
+		w, err := newExampleWorker(cfg, rc, strict, log)
+		if err != nil {
+			return usageError(err)
+		}
+		return runServices(cmd.Context(),
+			func(ctx context.Context) error { return runWorker(ctx, w) },
+			func(ctx context.Context) error { return serveWorkerMetrics(ctx, cfg.WorkerMetricsAddr, w, log) })
+	})
+	return cmd
+}
+
+// newExampleWorker builds a worker with the example handlers registered.
+func newExampleWorker(cfg *config.Config, rc redis.UniversalClient, strict bool, log *slog.Logger) (*dtq.Worker, error) {
+	w, err := dtq.NewWorker(rc, cfg.WorkerConfig(strict, log))
+	if err != nil {
+		return nil, err
+	}
+	examples.Register(w.ServeMux, rc, cfg.KeyPrefix)
+	return w, nil
+}
+
+func runWorker(ctx context.Context, w *dtq.Worker) error {
+	if err := w.Run(ctx); err != nil {
+		if errors.Is(err, dtq.ErrWorkerIDInUse) {
+			return usageError(fmt.Errorf("%w (set DTQ_WORKER_ID to another id, or stop the other worker)", err))
+		}
+		return err
+	}
+	return nil
+}
+
+// serveWorkerMetrics serves the worker's /metrics on addr until ctx ends;
+// an empty addr or "off" disables it.
+func serveWorkerMetrics(ctx context.Context, addr string, w *dtq.Worker, log *slog.Logger) error {
+	if addr == "" || addr == "off" {
+		<-ctx.Done()
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("worker metrics listener on %s (DTQ_WORKER_METRICS_ADDR): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", w.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("worker metrics listening", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
