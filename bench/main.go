@@ -1,0 +1,298 @@
+// Command bench is dtq's load generator. It starts a private redis-server
+// (so it never flushes anyone else's data), runs one scenario and prints a
+// table line plus a JSON line with throughput, latency percentiles and Redis
+// cost per task (commands, CPU, memory) read from INFO.
+//
+//	go run . -scenario enqueue -n 50000 -producers 16
+//	go run . -scenario e2e -n 50000 -concurrency 32
+//	go run . -scenario latency -rate 2000 -duration 10s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+type result struct {
+	System       string  `json:"system"`
+	Scenario     string  `json:"scenario"`
+	Tasks        int64   `json:"tasks"`
+	Seconds      float64 `json:"seconds"`
+	PerSecond    float64 `json:"tasks_per_second"`
+	P50ms        float64 `json:"p50_ms,omitempty"`
+	P99ms        float64 `json:"p99_ms,omitempty"`
+	CmdsPerTask  float64 `json:"redis_commands_per_task"`
+	CPUusPerTask float64 `json:"redis_cpu_us_per_task"`
+	BytesPerTask float64 `json:"redis_bytes_per_task,omitempty"`
+	Note         string  `json:"note,omitempty"`
+}
+
+func main() {
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency")
+	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
+	producers := flag.Int("producers", 16, "concurrent producers (enqueue)")
+	concurrency := flag.Int("concurrency", 32, "worker concurrency (e2e, latency)")
+	rate := flag.Int("rate", 2000, "tasks per second (latency)")
+	duration := flag.Duration("duration", 10*time.Second, "run time (latency)")
+	payloadSize := flag.Int("payload", 100, "payload bytes")
+	flag.Parse()
+
+	srv, err := redistest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer srv.Stop()
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 256})
+	defer rc.Close()
+	ctx := context.Background()
+
+	payload := map[string]string{"data": strings.Repeat("x", max(0, *payloadSize-12))}
+	var res result
+	switch *scenario {
+	case "enqueue":
+		res = enqueue(ctx, rc, *n, *producers, payload)
+	case "batch":
+		res = batch(ctx, rc, *n, payload)
+	case "e2e":
+		res = e2e(ctx, rc, *n, *concurrency, payload)
+	case "latency":
+		res = latency(ctx, rc, *rate, *duration, *concurrency)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
+		os.Exit(2)
+	}
+	res.System = "dtq"
+	res.Scenario = *scenario
+	fmt.Printf("%-6s %-8s tasks=%-7d %9.0f tasks/s  p50=%6.2fms p99=%6.2fms  cmds/task=%5.1f  cpu/task=%6.1fµs  bytes/task=%6.0f %s\n",
+		res.System, res.Scenario, res.Tasks, res.PerSecond, res.P50ms, res.P99ms, res.CmdsPerTask, res.CPUusPerTask, res.BytesPerTask, res.Note)
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+}
+
+// redisStats are the INFO counters a run is charged with.
+type redisStats struct {
+	calls  int64
+	cpuSec float64
+	memory int64
+}
+
+func readStats(ctx context.Context, rc *redis.Client) redisStats {
+	var s redisStats
+	info := rc.Info(ctx, "commandstats", "cpu", "memory").Val()
+	for _, line := range strings.Split(info, "\r\n") {
+		switch {
+		case strings.HasPrefix(line, "cmdstat_"):
+			// cmdstat_xadd:calls=10,usec=...
+			_, rest, _ := strings.Cut(line, ":")
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "calls="); ok {
+					c, _ := strconv.ParseInt(v, 10, 64)
+					// Scripts are counted twice (EVALSHA plus the commands inside); count only the inside.
+					if !strings.HasPrefix(line, "cmdstat_evalsha") && !strings.HasPrefix(line, "cmdstat_eval:") &&
+						!strings.HasPrefix(line, "cmdstat_info") {
+						s.calls += c
+					}
+				}
+			}
+		case strings.HasPrefix(line, "used_cpu_sys:"), strings.HasPrefix(line, "used_cpu_user:"):
+			_, v, _ := strings.Cut(line, ":")
+			f, _ := strconv.ParseFloat(v, 64)
+			s.cpuSec += f
+		case strings.HasPrefix(line, "used_memory:"):
+			_, v, _ := strings.Cut(line, ":")
+			s.memory, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return s
+}
+
+func charge(r *result, before, after redisStats, tasks int64) {
+	r.CmdsPerTask = float64(after.calls-before.calls) / float64(tasks)
+	r.CPUusPerTask = (after.cpuSec - before.cpuSec) * 1e6 / float64(tasks)
+}
+
+func newClient(rc *redis.Client) *dtq.Client {
+	c, err := dtq.NewClient(rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload any) result {
+	c := newClient(rc)
+	_, _ = c.Submit(ctx, dtq.Submission{Type: "warmup", Payload: payload}) // register the queue
+	before := readStats(ctx, rc)
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if _, err := c.Submit(ctx, dtq.Submission{Type: "noop", Payload: payload}); err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	after := readStats(ctx, rc)
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
+		Note: fmt.Sprintf("producers=%d", producers)}
+	charge(&r, before, after, int64(n))
+	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
+	return r
+}
+
+func batch(ctx context.Context, rc *redis.Client, n int, payload any) result {
+	c := newClient(rc)
+	before := readStats(ctx, rc)
+	start := time.Now()
+	for done := 0; done < n; done += 1000 {
+		subs := make([]dtq.Submission, min(1000, n-done))
+		for i := range subs {
+			subs[i] = dtq.Submission{Type: "noop", Payload: payload}
+		}
+		items, err := c.SubmitBatch(ctx, subs)
+		if err != nil || items[0].Err != nil {
+			panic(fmt.Sprint(err, items[0].Err))
+		}
+	}
+	el := time.Since(start)
+	after := readStats(ctx, rc)
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(), Note: "SubmitBatch of 1000"}
+	charge(&r, before, after, int64(n))
+	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
+	return r
+}
+
+func newWorker(rc *redis.Client, concurrency int) *dtq.Worker {
+	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	return w
+}
+
+func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any) result {
+	c := newClient(rc)
+	for done := 0; done < n; done += 1000 {
+		subs := make([]dtq.Submission, min(1000, n-done))
+		for i := range subs {
+			subs[i] = dtq.Submission{Type: "noop", Payload: payload}
+		}
+		if _, err := c.SubmitBatch(ctx, subs); err != nil {
+			panic(err)
+		}
+	}
+	var count atomic.Int64
+	w := newWorker(rc, concurrency)
+	allDone := make(chan struct{})
+	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) {
+		if count.Add(1) == int64(n) {
+			close(allDone)
+		}
+		return nil, nil
+	})
+	before := readStats(ctx, rc)
+	start := time.Now()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = w.Run(wctx); close(done) }()
+	<-allDone
+	// The last finalize may still be in flight: wait for the depth to drain.
+	for rc.Get(ctx, "dtq:depth:{default}").Val() != "0" {
+		time.Sleep(time.Millisecond)
+	}
+	el := time.Since(start)
+	after := readStats(ctx, rc)
+	stop()
+	<-done
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
+		Note: fmt.Sprintf("concurrency=%d GOMAXPROCS=%d", concurrency, runtime.GOMAXPROCS(0))}
+	charge(&r, before, after, int64(n))
+	return r
+}
+
+func latency(ctx context.Context, rc *redis.Client, rate int, d time.Duration, concurrency int) result {
+	c := newClient(rc)
+	w := newWorker(rc, concurrency)
+	var mu sync.Mutex
+	var lat []float64
+	w.HandleFunc("stamp", func(ctx context.Context, t *dtq.Task) (any, error) {
+		var p struct{ SentNS int64 }
+		_ = json.Unmarshal(t.Payload, &p)
+		ms := float64(time.Now().UnixNano()-p.SentNS) / 1e6
+		mu.Lock()
+		lat = append(lat, ms)
+		mu.Unlock()
+		return nil, nil
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = w.Run(wctx); close(done) }()
+	_, _ = c.Submit(ctx, dtq.Submission{Type: "stamp", Payload: map[string]int64{"SentNS": time.Now().UnixNano()}})
+	time.Sleep(500 * time.Millisecond) // let the worker reach its blocking read
+
+	before := readStats(ctx, rc)
+	mu.Lock()
+	lat = lat[:0]
+	mu.Unlock()
+	interval := time.Second / time.Duration(rate)
+	total := int(d / interval)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range total {
+		due := start.Add(time.Duration(i) * interval)
+		if s := time.Until(due); s > 0 {
+			time.Sleep(s)
+		}
+		wg.Go(func() {
+			_, err := c.Submit(ctx, dtq.Submission{Type: "stamp", Payload: map[string]int64{"SentNS": time.Now().UnixNano()}})
+			if err != nil {
+				panic(err)
+			}
+		})
+	}
+	wg.Wait()
+	for {
+		mu.Lock()
+		got := len(lat)
+		mu.Unlock()
+		if got >= total {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	el := time.Since(start)
+	after := readStats(ctx, rc)
+	stop()
+	<-done
+	mu.Lock()
+	slices.Sort(lat)
+	p := func(q float64) float64 { return lat[int(math.Min(float64(len(lat)-1), q*float64(len(lat))))] }
+	r := result{Tasks: int64(total), Seconds: el.Seconds(), PerSecond: float64(total) / el.Seconds(),
+		P50ms: p(0.50), P99ms: p(0.99), Note: fmt.Sprintf("open loop at %d/s, submit->handler start", rate)}
+	mu.Unlock()
+	charge(&r, before, after, int64(total))
+	return r
+}
