@@ -2,6 +2,7 @@ package tmpdeps
 
 import (
 	_ "github.com/alicebob/miniredis/v2"
+	_ "github.com/chromedp/chromedp"
 	_ "github.com/coder/websocket"
 	_ "github.com/prometheus/client_golang/prometheus"
 	_ "github.com/redis/go-redis/v9"
