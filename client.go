@@ -138,8 +138,11 @@ func (c *Client) Submit(ctx context.Context, s Submission) (*SubmitResult, error
 	if err != nil {
 		return nil, err
 	}
-	b := c.batcher(n.queue)
-	return b.submit(ctx, &pendingSubmit{n: n, task: nt, done: make(chan submitOutcome, 1)})
+	o, err := c.batcher(n.queue).do(ctx, &pendingSubmit{n: n, task: nt})
+	if err != nil {
+		return nil, err
+	}
+	return o.res, o.err
 }
 
 // BatchItem is one entry of SubmitBatch's answer.
@@ -266,10 +269,10 @@ func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.Task
 	return info
 }
 
-func (c *Client) batcher(queue string) *batcher {
+func (c *Client) batcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
 	if b, ok := c.batchers.Load(queue); ok {
-		return b.(*batcher)
+		return b.(*groupCommit[*pendingSubmit, submitOutcome])
 	}
-	b, _ := c.batchers.LoadOrStore(queue, &batcher{c: c, queue: queue})
-	return b.(*batcher)
+	b, _ := c.batchers.LoadOrStore(queue, c.newSubmitBatcher(queue))
+	return b.(*groupCommit[*pendingSubmit, submitOutcome])
 }

@@ -183,6 +183,8 @@ type Worker struct {
 	instance string
 	started  time.Time
 
+	succeeders sync.Map // queue -> *groupCommit: batched success finalizes
+
 	mu       sync.Mutex
 	inflight map[string]*running
 	handlers sync.WaitGroup

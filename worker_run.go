@@ -217,11 +217,29 @@ func (w *Worker) finishSuccess(ctx context.Context, a *rdb.FinishArgs, res any, 
 	if truncated {
 		body = nil
 	}
-	err = w.rdb.FinishSucceeded(ctx, a, &w.settings, body, truncated)
+	taskErr, err := w.succeeder(a.Queue).do(ctx, rdb.Success{ID: a.ID, Attempt: a.Attempt, Result: body, Truncated: truncated})
+	if err == nil {
+		err = taskErr
+	}
 	if err == nil {
 		w.processed.Add(1)
 	}
 	return err
+}
+
+// succeeder merges concurrent successes of one queue into one finalize
+// script call.
+func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
+	if g, ok := w.succeeders.Load(queue); ok {
+		return g.(*groupCommit[rdb.Success, error])
+	}
+	g, _ := w.succeeders.LoadOrStore(queue, &groupCommit[rdb.Success, error]{
+		max: maxScriptTasks,
+		run: func(batch []rdb.Success) ([]error, error) {
+			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.cfg.Clock(), batch)
+		},
+	})
+	return g.(*groupCommit[rdb.Success, error])
 }
 
 func (w *Worker) bury(ctx context.Context, a *rdb.FinishArgs, class string, herr error, retryable bool) (string, error) {

@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,17 @@ func main() {
 	rate := flag.Int("rate", 2000, "tasks per second (latency)")
 	duration := flag.Duration("duration", 10*time.Second, "run time (latency)")
 	payloadSize := flag.Int("payload", 100, "payload bytes")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 
 	srv, err := redistest.Start()
 	if err != nil {
@@ -79,6 +90,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 		os.Exit(2)
 	}
+	pprof.StopCPUProfile()
 	res.System = "dtq"
 	res.Scenario = *scenario
 	fmt.Printf("%-6s %-8s tasks=%-7d %9.0f tasks/s  p50=%6.2fms p99=%6.2fms  cmds/task=%5.1f  cpu/task=%6.1fµs  bytes/task=%6.0f %s\n",
@@ -225,6 +237,9 @@ func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any)
 	}
 	el := time.Since(start)
 	after := readStats(ctx, rc)
+	if os.Getenv("DTQ_BENCH_CMDSTATS") != "" {
+		fmt.Fprintln(os.Stderr, rc.Info(ctx, "commandstats").Val())
+	}
 	stop()
 	<-done
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),

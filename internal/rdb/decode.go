@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dtq-io/dtq/dtqtype"
 )
@@ -58,27 +59,7 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		d := atoi64(v)
 		e.RetryDelayMS = &d
 	}
-	if v := h["attempts"]; v != "" && v != "{}" { // cjson encodes an empty list as {}
-		var raw []struct {
-			Attempt      int    `json:"attempt"`
-			WorkerID     string `json:"worker_id"`
-			StartedAt    int64  `json:"started_at"`
-			FinishedAt   int64  `json:"finished_at"`
-			DurationMS   int64  `json:"duration_ms"`
-			Outcome      string `json:"outcome"`
-			ErrorClass   string `json:"error_class"`
-			ErrorMessage string `json:"error_message"`
-		}
-		if json.Unmarshal([]byte(v), &raw) == nil {
-			for _, a := range raw {
-				t.Attempts = append(t.Attempts, dtqtype.AttemptRecord{
-					Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: dtqtype.MillisTime(a.StartedAt),
-					FinishedAt: dtqtype.MillisTime(a.FinishedAt), DurationMS: a.DurationMS, Outcome: a.Outcome,
-					ErrorClass: a.ErrorClass, ErrorMessage: a.ErrorMessage,
-				})
-			}
-		}
-	}
+	t.Attempts = decodeHistory(h)
 	switch {
 	case result != nil:
 		t.Result = json.RawMessage(*result)
@@ -93,4 +74,53 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// decodeHistory collects the attempt records (fields h:<requeues>:<attempt>)
+// in the order they happened.
+func decodeHistory(h map[string]string) []dtqtype.AttemptRecord {
+	type keyed struct {
+		prev, attempt int64
+		raw           string
+	}
+	var recs []keyed
+	for f, v := range h {
+		rest, ok := strings.CutPrefix(f, "h:")
+		if !ok {
+			continue
+		}
+		p, a, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		recs = append(recs, keyed{atoi64(p), atoi64(a), v})
+	}
+	slices.SortFunc(recs, func(x, y keyed) int {
+		if x.prev != y.prev {
+			return int(x.prev - y.prev)
+		}
+		return int(x.attempt - y.attempt)
+	})
+	out := make([]dtqtype.AttemptRecord, 0, len(recs))
+	for _, r := range recs {
+		var a struct {
+			Attempt      int    `json:"attempt"`
+			WorkerID     string `json:"worker_id"`
+			StartedAt    int64  `json:"started_at"`
+			FinishedAt   int64  `json:"finished_at"`
+			DurationMS   int64  `json:"duration_ms"`
+			Outcome      string `json:"outcome"`
+			ErrorClass   string `json:"error_class"`
+			ErrorMessage string `json:"error_message"`
+		}
+		if json.Unmarshal([]byte(r.raw), &a) != nil {
+			continue
+		}
+		out = append(out, dtqtype.AttemptRecord{
+			Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: dtqtype.MillisTime(a.StartedAt),
+			FinishedAt: dtqtype.MillisTime(a.FinishedAt), DurationMS: a.DurationMS, Outcome: a.Outcome,
+			ErrorClass: a.ErrorClass, ErrorMessage: a.ErrorMessage,
+		})
+	}
+	return out
 }

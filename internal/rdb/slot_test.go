@@ -226,7 +226,9 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	}
 	got := claim(now)
 	require.NotEmpty(t, got)
-	fenceOK(r.FinishSucceeded(ctx, finish(got[0], now), ws, []byte(`{"ok":true}`), false))
+	errs, err := r.FinishSucceeded(ctx, "emails", ws, now, []Success{{ID: got[0].ID, Attempt: got[0].Attempt, Result: []byte(`{"ok":true}`)}})
+	require.NoError(t, err)
+	fenceOK(errs[0])
 	if len(got) > 1 {
 		fenceOK(r.FinishRetry(ctx, finish(got[1], now), ws, time.Second, "Boom", "try again"))
 	}

@@ -185,16 +185,39 @@ func fenced(v string, err error) error {
 	return fmt.Errorf("rdb: unexpected finalize reply %q", v)
 }
 
-// FinishSucceeded records success with result (nil = none); truncated marks
-// a result that was too large to keep.
-func (r *RDB) FinishSucceeded(ctx context.Context, a *FinishArgs, s *WorkerSettings, result []byte, truncated bool) error {
-	keys := append(r.finishKeys(a), r.keys.Result(a.Queue, a.ID))
-	trunc := "0"
-	if truncated {
-		trunc = "1"
+// Success is one attempt to finalize as succeeded.
+type Success struct {
+	ID        string
+	Attempt   int
+	Result    []byte // JSON, nil = none
+	Truncated bool   // the result was too large to keep
+}
+
+// FinishSucceeded finalizes several succeeded attempts of one queue in one
+// script call. It returns, per task, nil or ErrLeaseLost.
+func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettings, now time.Time, tasks []Success) ([]error, error) {
+	k := r.keys
+	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	args := []any{now.UnixMilli(), s.WorkerID, Group, k.IdempotencyPrefix(queue), s.EventsMaxLen,
+		int64(s.TaskRetention / time.Second), int64(s.ResultRetention / time.Second), AttemptsCap, len(tasks)}
+	for _, t := range tasks {
+		keys = append(keys, k.Task(queue, t.ID), k.Result(queue, t.ID))
+		args = append(args, t.ID, t.Attempt, t.Result, boolArg(t.Truncated))
 	}
-	args := append(r.finishArgs(a, s), result, trunc, int64(s.ResultRetention/time.Second))
-	return fenced(r.run(ctx, "succeed", keys, args...).Text())
+	v, err := r.run(ctx, "succeed", keys, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != len(tasks) {
+		return nil, fmt.Errorf("rdb: succeed returned %d codes for %d tasks", len(v), len(tasks))
+	}
+	out := make([]error, len(v))
+	for i, c := range v {
+		if c == 0 {
+			out[i] = ErrLeaseLost
+		}
+	}
+	return out, nil
 }
 
 // FinishRetry schedules another attempt after delay.

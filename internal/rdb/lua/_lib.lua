@@ -30,24 +30,41 @@ local function idem_set(idem_prefix, ikey, tid, state, now)
   redis.call('SET', k, cjson.encode(rec), 'KEEPTTL')
 end
 
--- push_attempt appends one finished attempt to the task's capped history.
-local function push_attempt(task_key, rec, cap)
-  local raw = redis.call('HGET', task_key, 'attempts')
-  local list = {}
-  if raw and raw ~= '' and raw ~= '[]' then
-    local ok, v = pcall(cjson.decode, raw)
-    if ok and type(v) == 'table' then list = v end
+-- history_field returns the hash field and JSON of one finished attempt.
+-- Each attempt has its own field, h:<requeues>:<attempt>, so recording one
+-- is a plain HSET (no read, no decode); the oldest beyond the cap is deleted.
+local function history_field(h, worker, started, finished, outcome, err_class, err_msg)
+  local prev = h.previous_attempts or '0'
+  local rec = '{"attempt":' .. h.attempt .. ',"worker_id":' .. cjson.encode(worker or '') ..
+    ',"started_at":' .. started .. ',"finished_at":' .. finished .. ',"duration_ms":' ..
+    math.max(0, finished - started) .. ',"outcome":"' .. outcome .. '"'
+  if err_class ~= '' then
+    rec = rec .. ',"error_class":' .. cjson.encode(err_class) .. ',"error_message":' .. cjson.encode(err_msg)
   end
-  list[#list + 1] = rec
-  while #list > cap do table.remove(list, 1) end
-  redis.call('HSET', task_key, 'attempts', cjson.encode(list))
+  return 'h:' .. prev .. ':' .. h.attempt, rec .. '}'
 end
 
--- stat adds n to a field of a per-minute stats hash (kept two hours).
+-- trim_history drops the attempt record that fell out of the capped window.
+local function trim_history(task_key, h, cap)
+  local old = tonumber(h.attempt) - cap
+  if old >= 1 then
+    redis.call('HDEL', task_key, 'h:' .. (h.previous_attempts or '0') .. ':' .. old)
+  end
+end
+
+-- stat adds n to a field of a per-minute stats hash, kept two hours: the
+-- TTL is set by whichever write creates the field, so most calls are one
+-- HINCRBY.
 local function stat(stats_key, field, n)
-  if stats_key == nil or stats_key == '' then return end
-  redis.call('HINCRBY', stats_key, field, n)
-  redis.call('EXPIRE', stats_key, 7200)
+  if stats_key == nil or stats_key == '' or n == 0 then return end
+  if redis.call('HINCRBY', stats_key, field, n) == n then
+    redis.call('EXPIRE', stats_key, 7200)
+  end
+end
+
+-- stats_flush writes counters gathered in a table (field -> n).
+local function stats_flush(stats_key, acc)
+  for field, n in pairs(acc) do stat(stats_key, field, n) end
 end
 
 -- expire_task moves a not-yet-started task to expired: removes its stream or
@@ -86,7 +103,7 @@ local function log2_bucket(ms)
 end
 
 local fence_fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key',
-  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at'}
+  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at', 'previous_attempts'}
 
 -- fence returns the task's fields when it is still running under this worker
 -- and attempt, or nil: a worker that lost its lease writes nothing.
@@ -98,21 +115,21 @@ local function fence(task_key, attempt, worker)
   return h
 end
 
--- finish_attempt records the end of a running attempt: execution fields,
--- attempt history, lease removal and the ack+delete of its stream entry.
-local function finish_attempt(f, h, outcome, err_class, err_msg)
+-- finish_attempt records the end of a running attempt in one HSET: the
+-- given status and extra fields, finished_at, the error of this attempt and
+-- its history record. It returns the attempt's duration.
+local function finish_attempt(f, h, status, outcome, err_class, err_msg, extra)
   local started = tonumber(h.started_at or f.now)
-  local dur = math.max(0, f.now - started)
-  redis.call('HSET', f.task_key, 'finished_at', f.now)
+  local hf, hv = history_field(h, h.worker_id, started, f.now, outcome, err_class, err_msg)
+  local fields = {'status', status, 'finished_at', f.now, hf, hv}
   if err_class ~= '' then
-    redis.call('HSET', f.task_key, 'error_class', err_class, 'error_message', err_msg)
-  else
-    redis.call('HDEL', f.task_key, 'error_class', 'error_message')
+    fields[#fields + 1] = 'error_class'; fields[#fields + 1] = err_class
+    fields[#fields + 1] = 'error_message'; fields[#fields + 1] = err_msg
   end
-  push_attempt(f.task_key, {attempt = tonumber(h.attempt), worker_id = h.worker_id, started_at = started,
-    finished_at = f.now, duration_ms = dur, outcome = outcome, error_class = err_class,
-    error_message = err_msg}, f.attempts_cap)
-  return dur
+  for _, v in ipairs(extra or {}) do fields[#fields + 1] = v end
+  redis.call('HSET', f.task_key, unpack(fields))
+  trim_history(f.task_key, h, f.attempts_cap)
+  return math.max(0, f.now - started)
 end
 
 -- release_entry acks and deletes the task's stream entry and drops its lease.
@@ -120,7 +137,6 @@ local function release_entry(f, h)
   if h.stream_id and h.stream_id ~= '' then
     redis.call('XACK', f.stream, f.group, h.stream_id)
     redis.call('XDEL', f.stream, h.stream_id)
-    redis.call('HDEL', f.task_key, 'stream_id')
   end
   redis.call('ZREM', f.lease, f.tid)
 end
@@ -131,13 +147,13 @@ end
 -- (failed), entry release, depth -1 and stats. f carries keys and settings.
 local function bury(f, h, err_class, err_msg, retryable)
   local status = f.dlq and 'dead_lettered' or 'failed'
-  local dur = finish_attempt(f, h, status, err_class, err_msg)
-  redis.call('HSET', f.task_key, 'status', status, 'retryable', retryable)
-  redis.call('HDEL', f.task_key, 'retry_delay_ms')
+  local extra = {'retryable', retryable}
+  if f.dlq then extra[3] = 'failed_at'; extra[4] = f.now end
+  local dur = finish_attempt(f, h, status, status, err_class, err_msg, extra)
+  redis.call('HDEL', f.task_key, 'retry_delay_ms', 'stream_id')
   emit(f.events, f.events_maxlen, f.dlq and 'TASK_DEAD_LETTERED' or 'TASK_FAILED', f.tid, h.type, h.attempt,
     f.now, h.worker_id, cjson.encode({error_class = err_class, attempts_made = tonumber(h.attempt)}))
   if f.dlq then
-    redis.call('HSET', f.task_key, 'failed_at', f.now)
     redis.call('ZADD', f.dlq_key, f.now, f.tid)
     local over = redis.call('ZCARD', f.dlq_key) - f.dlq_maxlen
     if over > 0 then

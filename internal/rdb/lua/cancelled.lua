@@ -21,8 +21,7 @@ local h = fence(KEYS[1], ARGV[3], ARGV[4])
 if not h then return 'lease_lost' end
 if h.cancel_requested ~= '1' then return 'not_requested' end
 
-local dur = finish_attempt(f, h, 'cancelled', 'Cancelled', ARGV[10])
-redis.call('HSET', KEYS[1], 'status', 'cancelled', 'retryable', '0')
+local dur = finish_attempt(f, h, 'cancelled', 'cancelled', 'Cancelled', ARGV[10], {'retryable', '0'})
 redis.call('EXPIRE', KEYS[1], ARGV[8])
 emit(KEYS[3], ARGV[7], 'TASK_CANCELLED', f.tid, h.type, h.attempt, f.now, ARGV[4],
   cjson.encode({reason = 'cancel requested while running'}))

@@ -41,9 +41,11 @@ local c = {
   schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5],
 }
 local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
-  'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata'}
+  'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',
+  'error_class'}
 
 local tasks, read, state = {}, 0, 'ok'
+local leases, acc = {}, {}
 for b = 9, 0, -1 do
   if remaining <= 0 then break end
   local res = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', remaining, 'STREAMS', streams[b], '>')
@@ -70,14 +72,18 @@ for b = 9, 0, -1 do
       else
         drop = false
         redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now)
-        redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-        redis.call('ZADD', KEYS[1], lease_until, tid)
-        redis.call('ZREM', KEYS[2], tid)
+        if h.error_class then -- a retry: clear the previous attempt's outcome
+          redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+        end
+        leases[#leases + 1] = lease_until
+        leases[#leases + 1] = tid
+        if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
         emit(c.events, c.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now, worker, '')
         local wait = math.max(0, now - tonumber(h.created_at or now))
-        stat(KEYS[7], 'started', 1)
-        stat(KEYS[7], 'wait_ms_sum', wait)
-        stat(KEYS[7], 'wait_b' .. (wait < 1 and 0 or math.floor(math.log(wait) / math.log(2)) + 1), 1)
+        local b = 'wait_b' .. log2_bucket(wait)
+        acc['started'] = (acc['started'] or 0) + 1
+        acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
+        acc[b] = (acc[b] or 0) + 1
         tasks[#tasks + 1] = {tid, h.attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
           h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
         remaining = remaining - 1
@@ -88,6 +94,11 @@ for b = 9, 0, -1 do
       end
     end
   end
+end
+
+if #leases > 0 then
+  redis.call('ZADD', KEYS[1], unpack(leases))
+  stats_flush(KEYS[7], acc)
 end
 
 local last_ids = {}

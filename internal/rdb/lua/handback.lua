@@ -13,10 +13,10 @@ local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber
   tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[7])}
 local h = fence(KEYS[1], ARGV[3], ARGV[4])
 if not h then return 'lease_lost' end
-finish_attempt(f, h, 'handback', 'Shutdown', 'worker stopped before the task finished')
+finish_attempt(f, h, 'queued', 'handback', 'Shutdown', 'worker stopped before the task finished')
 release_entry(f, h)
 local sid = redis.call('XADD', KEYS[4], '*', 't', f.tid, 'a', h.attempt)
-redis.call('HSET', KEYS[1], 'status', 'queued', 'stream_id', sid)
+redis.call('HSET', KEYS[1], 'stream_id', sid)
 redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at')
 emit(KEYS[3], ARGV[6], 'TASK_QUEUED', f.tid, h.type, h.attempt, f.now, ARGV[4], cjson.encode({reason = 'handback'}))
 return 'ok'

@@ -39,6 +39,7 @@ local n = tonumber(ARGV[7])
 
 local replies = {}
 local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
+local recent = {}
 
 for i = 1, n do
   local kb = 16 + 2 * (i - 1)
@@ -97,25 +98,22 @@ for i = 1, n do
     end
     if expires_at ~= '' then table.insert(fields, 'expires_at'); table.insert(fields, expires_at) end
     if metadata ~= '' then table.insert(fields, 'metadata'); table.insert(fields, metadata) end
-    redis.call('HSET', task_key, unpack(fields))
-
+    -- The stream entry id is part of the hash, so the entry is added first;
+    -- inside the script the order cannot be observed.
     if delayed then
       redis.call('ZADD', KEYS[2], available_at, id)
     else
       local sid = redis.call('XADD', KEYS[6 + tonumber(priority)], '*', 't', id, 'a', '1')
-      redis.call('HSET', task_key, 'stream_id', sid)
+      table.insert(fields, 'stream_id'); table.insert(fields, sid)
     end
+    redis.call('HSET', task_key, unpack(fields))
     if expires_at ~= '' then
       redis.call('ZADD', KEYS[3], expires_at, id)
     end
 
-    redis.call('ZADD', KEYS[4], 0, id)
-    if redis.call('ZCARD', KEYS[4]) > recent_cap then
-      redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(recent_cap + 1))
-    end
-
+    recent[#recent + 1] = 0
+    recent[#recent + 1] = id
     depth = depth + 1
-    redis.call('SET', KEYS[1], depth)
 
     local ev = {'type', delayed and 'TASK_PENDING' or 'TASK_QUEUED', 'task_id', id,
       'task_type', ttype, 'attempt', '1', 'ts', now}
@@ -126,4 +124,13 @@ for i = 1, n do
   replies[i] = reply
 end
 
+-- Indexes and the counter once per call: the recent index and depth change
+-- only by the tasks created above.
+if #recent > 0 then
+  redis.call('ZADD', KEYS[4], unpack(recent))
+  if redis.call('ZCARD', KEYS[4]) > recent_cap then
+    redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(recent_cap + 1))
+  end
+  redis.call('SET', KEYS[1], depth)
+end
 return replies

@@ -24,7 +24,8 @@ local out = {}
 for _, tid in ipairs(expired) do
   local tk = ARGV[5] .. tid
   local h = hget_map(tk, {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
-    'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata'})
+    'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
+    'previous_attempts'})
   local f = {task_key = tk, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
     stats = KEYS[5], stream = KEYS[6 + tonumber(h.priority or '0')], now = now, tid = tid, group = ARGV[4],
     idem_prefix = ARGV[6], events_maxlen = ARGV[8], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
@@ -35,7 +36,7 @@ for _, tid in ipairs(expired) do
     bury(f, h, 'WorkerLost', 'the worker running the last attempt stopped renewing its lease', '1')
   elseif room > 0 then
     room = room - 1
-    finish_attempt(f, h, 'lease_lost', 'WorkerLost', 'lease expired')
+    finish_attempt(f, h, 'running', 'lease_lost', 'WorkerLost', 'lease expired')
     local attempt = tonumber(h.attempt) + 1
     redis.call('HSET', tk, 'attempt', attempt, 'worker_id', worker, 'started_at', now)
     redis.call('HDEL', tk, 'finished_at')

@@ -23,8 +23,8 @@ if not h then return 'lease_lost' end
 
 local delay = tonumber(ARGV[10])
 local due = f.now + delay
-local dur = finish_attempt(f, h, 'retry', ARGV[11], ARGV[12])
-redis.call('HSET', KEYS[1], 'status', 'retrying', 'retryable', '1', 'retry_delay_ms', delay, 'available_at', due)
+local dur = finish_attempt(f, h, 'retrying', 'retry', ARGV[11], ARGV[12],
+  {'retryable', '1', 'retry_delay_ms', delay, 'available_at', due})
 emit(KEYS[3], ARGV[7], 'TASK_RETRY_SCHEDULED', f.tid, h.type, h.attempt, f.now, ARGV[4],
   cjson.encode({retry_delay_ms = delay, next_attempt = tonumber(h.attempt) + 1, error_class = ARGV[11]}))
 redis.call('ZADD', KEYS[7], due, f.tid)
@@ -32,6 +32,7 @@ if h.expires_at and h.expires_at ~= '' then
   redis.call('ZADD', KEYS[8], h.expires_at, f.tid)
 end
 release_entry(f, h)
+redis.call('HDEL', KEYS[1], 'stream_id')
 stat(KEYS[6], 'retried', 1)
 stat(KEYS[6], 'run_ms_sum', dur)
 stat(KEYS[6], 'run_b' .. log2_bucket(dur), 1)

@@ -1,41 +1,74 @@
--- succeed: finalize a running attempt whose handler returned a result.
--- Fenced on status running + attempt + worker. In order: task hash
--- (succeeded, retention TTL) -> TASK_SUCCEEDED -> result key -> idempotency
--- record (completed) -> XACK+XDEL, lease removal; depth -1; stats.
+-- succeed: finalize running attempts whose handlers returned, several tasks
+-- of one queue per call. Each task is fenced on status running + attempt +
+-- worker; a task whose fence fails is skipped (its worker lost the lease).
+-- Per task, in order: task hash (succeeded, history, retention TTL) ->
+-- TASK_SUCCEEDED -> result key -> idempotency record (completed). Then for
+-- the whole call: XACK+XDEL of the stream entries, lease removal, depth and
+-- stats.
 --
--- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
--- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)
--- KEYS[7] result key
+-- KEYS[1] lease ZSET  KEYS[2] event stream  KEYS[3] depth counter
+-- KEYS[4] stats hash (minute)  KEYS[5..14] band streams p0..p9
+-- then per task i: KEYS[15 + 2*(i-1)] task hash, KEYS[16 + 2*(i-1)] result key
 --
--- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
--- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
--- ARGV[8] task retention (s)  ARGV[9] attempts history cap
--- ARGV[10] result JSON ("" = none)  ARGV[11] "1" when the result was too large
--- ARGV[12] result retention (s)
+-- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] group
+-- ARGV[4] idempotency key prefix  ARGV[5] events maxlen  ARGV[6] retention (s)
+-- ARGV[7] result retention (s)  ARGV[8] attempts history cap  ARGV[9] tasks
+-- then per task i (base = 10 + 4*(i-1)): task id, attempt, result JSON
+-- ("" = none), "1" when the result was too large to keep
 --
--- Returns "ok" or "lease_lost".
+-- Returns one code per task: 1 finalized, 0 lease lost.
 
-local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
-  tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[9])}
-local h = fence(KEYS[1], ARGV[3], ARGV[4])
-if not h then return 'lease_lost' end
-
-local dur = finish_attempt(f, h, 'succeeded', '', '')
-redis.call('HSET', KEYS[1], 'status', 'succeeded')
-redis.call('EXPIRE', KEYS[1], ARGV[8])
-local meta = {duration_ms = dur}
-if h.cancel_requested == '1' then meta.cancel_requested = true end
-emit(KEYS[3], ARGV[7], 'TASK_SUCCEEDED', f.tid, h.type, h.attempt, f.now, ARGV[4], cjson.encode(meta))
-if ARGV[11] == '1' then
-  redis.call('HSET', KEYS[1], 'result_truncated', '1')
-elseif ARGV[10] ~= '' then
-  redis.call('SET', KEYS[7], ARGV[10], 'EX', ARGV[12])
-  redis.call('HSET', KEYS[1], 'has_result', '1')
+local now, worker, group = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local n = tonumber(ARGV[9])
+local out, acks, leases, done = {}, {}, {}, 0
+local acc = {}
+for i = 1, n do
+  local tk, rk = KEYS[15 + 2 * (i - 1)], KEYS[16 + 2 * (i - 1)]
+  local ab = 10 + 4 * (i - 1)
+  local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
+  local h = fence(tk, attempt, worker)
+  if not h then
+    out[i] = 0
+  else
+    out[i] = 1
+    done = done + 1
+    local started = tonumber(h.started_at or now)
+    local dur = math.max(0, now - started)
+    local hf, hv = history_field(h, worker, started, now, 'succeeded', '', '')
+    local fields = {'status', 'succeeded', 'finished_at', now, hf, hv}
+    if truncated == '1' then
+      fields[#fields + 1] = 'result_truncated'; fields[#fields + 1] = '1'
+    elseif result ~= '' then
+      fields[#fields + 1] = 'has_result'; fields[#fields + 1] = '1'
+    end
+    redis.call('HSET', tk, unpack(fields))
+    trim_history(tk, h, tonumber(ARGV[8]))
+    redis.call('EXPIRE', tk, ARGV[6])
+    local meta = '{"duration_ms":' .. dur .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
+    emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now, worker, meta)
+    if truncated ~= '1' and result ~= '' then
+      redis.call('SET', rk, result, 'EX', ARGV[7])
+    end
+    idem_set(ARGV[4], h.idem_key, tid, 'completed', now)
+    if h.stream_id and h.stream_id ~= '' then
+      local band = tonumber(h.priority)
+      acks[band] = acks[band] or {}
+      table.insert(acks[band], h.stream_id)
+    end
+    leases[#leases + 1] = tid
+    acc['run_ms_sum'] = (acc['run_ms_sum'] or 0) + dur
+    local b = 'run_b' .. log2_bucket(dur)
+    acc[b] = (acc[b] or 0) + 1
+  end
 end
-idem_set(ARGV[6], h.idem_key, f.tid, 'completed', f.now)
-release_entry(f, h)
-redis.call('DECR', KEYS[5])
-stat(KEYS[6], 'succeeded', 1)
-stat(KEYS[6], 'run_ms_sum', dur)
-stat(KEYS[6], 'run_b' .. log2_bucket(dur), 1)
-return 'ok'
+for band, ids in pairs(acks) do
+  redis.call('XACK', KEYS[5 + band], group, unpack(ids))
+  redis.call('XDEL', KEYS[5 + band], unpack(ids))
+end
+if done > 0 then
+  redis.call('ZREM', KEYS[1], unpack(leases))
+  redis.call('DECRBY', KEYS[3], done)
+  acc['succeeded'] = done
+  stats_flush(KEYS[4], acc)
+end
+return out

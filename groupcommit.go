@@ -1,0 +1,89 @@
+package dtq
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// groupCommit merges concurrent calls into batched calls of run: while one
+// run is in flight, new calls wait and the next run takes them all (up to
+// max). Nobody waits on a timer, so a lone call costs one run. A flusher
+// goroutine exists only while calls are pending.
+type groupCommit[I, R any] struct {
+	max int
+	// run handles one batch; it returns one result per item, or an error
+	// that applies to every item.
+	run func(batch []I) ([]R, error)
+
+	mu       sync.Mutex
+	pending  []*gcCall[I, R]
+	flushing bool
+}
+
+type gcCall[I, R any] struct {
+	in   I
+	done chan gcResult[R]
+}
+
+type gcResult[R any] struct {
+	r   R
+	err error
+}
+
+// do adds in to the next batch and waits for its result. If ctx ends before
+// the item is sent it is withdrawn; once sent, its result is awaited, since
+// it is the truth about what was written.
+func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
+	c := &gcCall[I, R]{in: in, done: make(chan gcResult[R], 1)}
+	g.mu.Lock()
+	g.pending = append(g.pending, c)
+	if !g.flushing {
+		g.flushing = true
+		go g.flush()
+	}
+	g.mu.Unlock()
+	select {
+	case res := <-c.done:
+		return res.r, res.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.pending, c); i >= 0 {
+			g.pending = slices.Delete(g.pending, i, i+1)
+			g.mu.Unlock()
+			var zero R
+			return zero, ctx.Err()
+		}
+		g.mu.Unlock()
+		res := <-c.done
+		return res.r, res.err
+	}
+}
+
+func (g *groupCommit[I, R]) flush() {
+	for {
+		g.mu.Lock()
+		if len(g.pending) == 0 {
+			g.flushing = false
+			g.mu.Unlock()
+			return
+		}
+		n := min(len(g.pending), g.max)
+		batch := slices.Clone(g.pending[:n])
+		g.pending = slices.Delete(g.pending, 0, n)
+		g.mu.Unlock()
+
+		items := make([]I, len(batch))
+		for i, c := range batch {
+			items[i] = c.in
+		}
+		rs, err := g.run(items)
+		for i, c := range batch {
+			if err != nil {
+				c.done <- gcResult[R]{err: err}
+			} else {
+				c.done <- gcResult[R]{r: rs[i]}
+			}
+		}
+	}
+}
