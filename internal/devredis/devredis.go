@@ -87,7 +87,7 @@ func startServer(ctx context.Context, bin, dir string, port int) (*Server, error
 	s.cmd = exec.Command(bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec",
-		"--save", "", "--maxmemory-policy", "noeviction",
+		"--save", "", "--maxmemory-policy", "noeviction", "--hash-max-listpack-value", "1024",
 		"--daemonize", "no", "--logfile", logFile)
 	detach(s.cmd)
 	if err := s.cmd.Start(); err != nil {
