@@ -72,7 +72,7 @@ type MinuteStats struct {
 	Started      int64            `json:"started"`
 	WaitMSSum    int64            `json:"wait_ms_sum"`
 	RunMSSum     int64            `json:"run_ms_sum"`
-	WaitBuckets  map[string]int64 `json:"wait_buckets"` // "le_<ms>" -> count, powers of two
+	WaitBuckets  map[string]int64 `json:"wait_buckets"` // "lt_<ms>" -> count: below that power of two ("lt_1ms" = 0 ms)
 	RunBuckets   map[string]int64 `json:"run_buckets"`
 }
 

@@ -98,9 +98,14 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err := inspector.Ready(checkCtx); err != nil {
 		log.Warn("Redis is not ready for dtq; /ready will report it", "redis", p.redisName, "err", err)
 	}
+	admin, err := dtq.NewAdmin(p.redis, cfg.AdminConfig())
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Client:          client,
 		Inspector:       inspector,
+		Admin:           admin,
 		Keys:            cfg.Keys(),
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Logger:          log,

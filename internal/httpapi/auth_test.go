@@ -1,12 +1,18 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 var testKeys = []APIKey{
@@ -15,30 +21,109 @@ var testKeys = []APIKey{
 	{Role: RoleAdmin, Name: "ops", Secret: "admin-secret"},
 }
 
+// sample is one valid request for a route.
 type sample struct {
 	method, path, body string
 	ok                 int // the status when allowed
+	// fresh, when set, makes the path of a request that reaches the
+	// handler: actions that use up their target need a new one each time.
+	fresh func(t *testing.T) string
+}
+
+// missingID is a well-formed task id no task has.
+const missingID = "0190a5c4e2c07000800000000000ffff"
+
+// authFixture is what the samples act on: a worker that dead-letters
+// "doomed" tasks of queue "dlq", and a queue "idle" no worker serves.
+type authFixture struct {
+	b        *bundle
+	taskID   string // queued in "idle"
+	dlqID    string // dead-lettered; no sample touches it
+	workerID string
+}
+
+func newAuthFixture(t *testing.T, b *bundle) *authFixture {
+	t.Helper()
+	w := b.startWorker(t, map[string]int{"dlq": 1}, handlers{
+		"doomed": func(ctx context.Context, task *dtq.Task) (any, error) {
+			return nil, dtq.Permanent(errors.New("doomed"))
+		},
+	})
+	f := &authFixture{b: b, workerID: w.ID()}
+	f.taskID = b.submit(t, dtq.Submission{Type: "echo", Queue: "idle"})
+	f.dlqID = f.deadLettered(t)
+	return f
+}
+
+// deadLettered returns the id of a new task in the dead-letter queue.
+func (f *authFixture) deadLettered(t *testing.T) string {
+	t.Helper()
+	id := f.b.submit(t, dtq.Submission{Type: "doomed", Queue: "dlq"})
+	f.b.waitStatus(t, id, dtqtype.StatusDeadLettered)
+	return id
 }
 
 // samples holds one valid request per route, keyed like the route table.
-func samples(id string) map[string]sample {
+func (f *authFixture) samples() map[string]sample {
+	b := f.b
 	return map[string]sample{
-		"GET /health":              {http.MethodGet, "/health", "", 200},
-		"GET /ready":               {http.MethodGet, "/ready", "", 200},
-		"GET /api/v1/openapi.json": {http.MethodGet, "/api/v1/openapi.json", "", 200},
-		"POST /api/v1/tasks":       {http.MethodPost, "/api/v1/tasks", `{"task_type":"echo"}`, 202},
-		"POST /api/v1/tasks/batch": {http.MethodPost, "/api/v1/tasks/batch", `{"tasks":[{"task_type":"echo"}]}`, 200},
-		"GET /api/v1/tasks":        {http.MethodGet, "/api/v1/tasks", "", 200},
-		"GET /api/v1/tasks/{id}":   {http.MethodGet, "/api/v1/tasks/" + id, "", 200},
+		"GET /health":              {method: http.MethodGet, path: "/health", ok: 200},
+		"GET /ready":               {method: http.MethodGet, path: "/ready", ok: 200},
+		"GET /api/v1/openapi.json": {method: http.MethodGet, path: "/api/v1/openapi.json", ok: 200},
+		"POST /api/v1/tasks":       {method: http.MethodPost, path: "/api/v1/tasks", body: `{"task_type":"echo"}`, ok: 202},
+		"POST /api/v1/tasks/batch": {method: http.MethodPost, path: "/api/v1/tasks/batch", body: `{"tasks":[{"task_type":"echo"}]}`, ok: 200},
+		"GET /api/v1/tasks":        {method: http.MethodGet, path: "/api/v1/tasks", ok: 200},
+		"GET /api/v1/tasks/{id}":   {method: http.MethodGet, path: "/api/v1/tasks/" + f.taskID, ok: 200},
+		"POST /api/v1/tasks/{id}/cancel": {method: http.MethodPost, path: "/api/v1/tasks/" + f.taskID + "/cancel",
+			body: `{"reason":"auth matrix"}`, ok: 202},
+		"POST /api/v1/tasks/{id}/run-now": {method: http.MethodPost, path: "/api/v1/tasks/" + missingID + "/run-now", ok: 200,
+			fresh: func(t *testing.T) string {
+				return "/api/v1/tasks/" + b.submit(t, dtq.Submission{Type: "later", Queue: "idle", Delay: time.Hour}) + "/run-now"
+			}},
+		"DELETE /api/v1/tasks/{id}": {method: http.MethodDelete, path: "/api/v1/tasks/" + missingID, ok: 204,
+			fresh: func(t *testing.T) string {
+				id := b.submit(t, dtq.Submission{Type: "echo", Queue: "idle"})
+				_, err := b.admin.CancelTask(b.ctx, id, "")
+				require.NoError(t, err)
+				return "/api/v1/tasks/" + id
+			}},
+		"GET /api/v1/queues":                  {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
+		"GET /api/v1/queues/{queue}":          {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
+		"POST /api/v1/queues/{queue}/pause":   {method: http.MethodPost, path: "/api/v1/queues/idle/pause", ok: 200},
+		"POST /api/v1/queues/{queue}/resume":  {method: http.MethodPost, path: "/api/v1/queues/idle/resume", ok: 200},
+		"POST /api/v1/queues/{queue}/purge":   {method: http.MethodPost, path: "/api/v1/queues/idle/purge", ok: 200},
+		"POST /api/v1/queues/{queue}/recount": {method: http.MethodPost, path: "/api/v1/queues/idle/recount", ok: 200},
+		"GET /api/v1/dlq":                     {method: http.MethodGet, path: "/api/v1/dlq?queue=dlq", ok: 200},
+		"GET /api/v1/dlq/{task_id}":           {method: http.MethodGet, path: "/api/v1/dlq/" + f.dlqID, ok: 200},
+		"POST /api/v1/dlq/{task_id}/requeue": {method: http.MethodPost, path: "/api/v1/dlq/" + missingID + "/requeue", ok: 200,
+			fresh: func(t *testing.T) string { return "/api/v1/dlq/" + f.deadLettered(t) + "/requeue" }},
+		"POST /api/v1/dlq/{task_id}/discard": {method: http.MethodPost, path: "/api/v1/dlq/" + missingID + "/discard", ok: 200,
+			fresh: func(t *testing.T) string { return "/api/v1/dlq/" + f.deadLettered(t) + "/discard" }},
+		// The bulk samples select a queue with nothing in it, so that they
+		// leave the fixture's entries alone.
+		"POST /api/v1/dlq/requeue": {method: http.MethodPost, path: "/api/v1/dlq/requeue", body: `{"queue":"empty"}`, ok: 200},
+		"POST /api/v1/dlq/purge":   {method: http.MethodPost, path: "/api/v1/dlq/purge?queue=empty", ok: 200},
+		"GET /api/v1/workers":      {method: http.MethodGet, path: "/api/v1/workers", ok: 200},
+		"GET /api/v1/workers/{id}": {method: http.MethodGet, path: "/api/v1/workers/" + f.workerID, ok: 200},
+		"GET /api/v1/stats":        {method: http.MethodGet, path: "/api/v1/stats?window=5m", ok: 200},
+		"GET /api/v1/audit":        {method: http.MethodGet, path: "/api/v1/audit?limit=5", ok: 200},
 	}
+}
+
+// send makes sm's request; allowed says whether it reaches the handler.
+func (sm sample) send(t *testing.T, b *bundle, allowed bool, hdr ...string) *response {
+	t.Helper()
+	path := sm.path
+	if allowed && sm.fresh != nil {
+		path = sm.fresh(t)
+	}
+	return b.do(t, sm.method, path, sm.body, hdr...)
 }
 
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{keys: testKeys})
-	created := b.post(t, `{"task_type":"echo"}`, "Authorization", "Bearer admin-secret")
-	require.Equal(t, http.StatusAccepted, created.status)
-	reqs := samples(created.task(t).TaskID)
+	reqs := newAuthFixture(t, b).samples()
 
 	type cred struct {
 		name   string
@@ -63,10 +148,11 @@ func TestAuthMatrix(t *testing.T) {
 				if c.secret != "" {
 					h = hdr(c.secret)
 				}
-				res := b.do(t, sm.method, sm.path, sm.body, h...)
+				allowed := rt.role == 0 || (c.role != 0 && c.role >= rt.role)
+				res := sm.send(t, b, allowed, h...)
 				where := rt.method + " " + rt.pattern + " with " + c.name + " via " + how
 				switch {
-				case rt.role == 0 || c.role >= rt.role:
+				case allowed:
 					require.Equal(t, sm.ok, res.status, "%s: %s", where, res.body)
 				case c.role == 0:
 					res.requireError(t, http.StatusUnauthorized, codeUnauthorized, "")
@@ -78,6 +164,7 @@ func TestAuthMatrix(t *testing.T) {
 			}
 		}
 	}
+	require.Len(t, reqs, len(b.api.routes), "a sample names a route that does not exist")
 }
 
 func TestAuthRoles(t *testing.T) {
@@ -87,6 +174,16 @@ func TestAuthRoles(t *testing.T) {
 		"GET /health": 0, "GET /ready": 0, "GET /api/v1/openapi.json": 0,
 		"POST /api/v1/tasks": RoleProducer, "POST /api/v1/tasks/batch": RoleProducer,
 		"GET /api/v1/tasks": RoleReader, "GET /api/v1/tasks/{id}": RoleReader,
+		"POST /api/v1/tasks/{id}/cancel": RoleAdmin, "POST /api/v1/tasks/{id}/run-now": RoleAdmin,
+		"DELETE /api/v1/tasks/{id}": RoleAdmin,
+		"GET /api/v1/queues":        RoleReader, "GET /api/v1/queues/{queue}": RoleReader,
+		"POST /api/v1/queues/{queue}/pause": RoleAdmin, "POST /api/v1/queues/{queue}/resume": RoleAdmin,
+		"POST /api/v1/queues/{queue}/purge": RoleAdmin, "POST /api/v1/queues/{queue}/recount": RoleAdmin,
+		"GET /api/v1/dlq": RoleReader, "GET /api/v1/dlq/{task_id}": RoleReader,
+		"POST /api/v1/dlq/{task_id}/requeue": RoleAdmin, "POST /api/v1/dlq/{task_id}/discard": RoleAdmin,
+		"POST /api/v1/dlq/requeue": RoleAdmin, "POST /api/v1/dlq/purge": RoleAdmin,
+		"GET /api/v1/workers": RoleReader, "GET /api/v1/workers/{id}": RoleReader,
+		"GET /api/v1/stats": RoleReader, "GET /api/v1/audit": RoleAdmin,
 	}
 	got := map[string]Role{}
 	for _, rt := range s.routeTable() {
@@ -135,12 +232,11 @@ func TestAuthOpenMode(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	require.True(t, b.api.OpenMode())
-	id := b.post(t, `{"task_type":"echo"}`).task(t).TaskID
-	reqs := samples(id)
+	reqs := newAuthFixture(t, b).samples()
 	for _, rt := range b.api.routes {
 		sm := reqs[rt.method+" "+rt.pattern]
 		for _, h := range [][]string{nil, {"Authorization", "Bearer whatever"}, {"Authorization", "Basic x"}} {
-			res := b.do(t, sm.method, sm.path, sm.body, h...)
+			res := sm.send(t, b, true, h...)
 			require.Equal(t, sm.ok, res.status, "%s %s: %s", rt.method, rt.pattern, res.body)
 		}
 	}
@@ -235,19 +331,23 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{})
 	require.Error(t, err)
 
-	c, in := b.api.cfg.Client, b.api.cfg.Inspector
+	c, in, adm := b.client, b.insp, b.admin
 	for _, cfg := range []Config{
 		{Client: c},
 		{Inspector: in},
-		{Client: c, Inspector: in, MaxPayloadBytes: -1},
-		{Client: c, Inspector: in, Keys: []APIKey{{Role: RoleAdmin, Name: "a", Secret: "dup-TOPSECRET"}, {Role: RoleReader, Name: "b", Secret: "dup-TOPSECRET"}}},
-		{Client: c, Inspector: in, Keys: []APIKey{{Role: 7, Name: "a", Secret: "s"}}},
-		{Client: c, Inspector: in, Keys: []APIKey{AdminKey("")}},
+		{Admin: adm},
+		{Client: c, Inspector: in},
+		{Client: c, Admin: adm},
+		{Inspector: in, Admin: adm},
+		{Client: c, Inspector: in, Admin: adm, MaxPayloadBytes: -1},
+		{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{{Role: RoleAdmin, Name: "a", Secret: "dup-TOPSECRET"}, {Role: RoleReader, Name: "b", Secret: "dup-TOPSECRET"}}},
+		{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{{Role: 7, Name: "a", Secret: "s"}}},
+		{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{AdminKey("")}},
 	} {
 		_, err := New(cfg)
 		require.Error(t, err)
 		require.NotContains(t, err.Error(), "TOPSECRET")
 	}
-	_, err = New(Config{Client: c, Inspector: in, Keys: []APIKey{AdminKey("k")}})
+	_, err = New(Config{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{AdminKey("k")}})
 	require.NoError(t, err)
 }

@@ -26,7 +26,12 @@ const (
 	codeUnauthorized     = "UNAUTHORIZED"
 	codeForbidden        = "FORBIDDEN"
 	codeTaskNotFound     = "TASK_NOT_FOUND"
+	codeDLQNotFound      = "DLQ_ENTRY_NOT_FOUND"
+	codeWorkerNotFound   = "WORKER_NOT_FOUND"
+	codeQueueNotFound    = "QUEUE_NOT_FOUND"
 	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
+	codeTaskTerminal     = "TASK_TERMINAL"
+	codeTaskConflict     = "TASK_CONFLICT"
 	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
 	codeQueueFull        = "QUEUE_FULL"
@@ -87,6 +92,7 @@ func classify(err error) *apiError {
 		ve  *dtq.ValidationError
 		qf  *dtq.QueueFullError
 		ic  *dtq.IdempotencyConflictError
+		se  *dtq.TaskStateError
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
 	)
 	switch {
@@ -129,13 +135,57 @@ func classify(err error) *apiError {
 			e.message = "this idempotency key was used with a different request; use a new key for different work"
 		}
 		return e
+	case errors.As(err, &se):
+		return taskStateError(se, "")
+	case errors.Is(err, dtq.ErrInvalidCursor):
+		return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest,
+			message: "cursor: is not a cursor this API returned; start again without one",
+			details: map[string]any{"field": "cursor"}}
 	case errors.Is(err, dtq.ErrTaskNotFound):
 		return &apiError{status: http.StatusNotFound, code: codeTaskNotFound, message: "no task has this id (or its retention has passed)"}
+	case errors.Is(err, dtq.ErrDLQEntryNotFound):
+		return &apiError{status: http.StatusNotFound, code: codeDLQNotFound,
+			message: "this task is not in the dead-letter queue (no such task, or it was requeued or discarded)"}
+	case errors.Is(err, dtq.ErrWorkerNotFound):
+		return &apiError{status: http.StatusNotFound, code: codeWorkerNotFound,
+			message: "no worker with this id heartbeated in the last 24 hours"}
+	case errors.Is(err, dtq.ErrQueueNotFound):
+		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: "no task was ever submitted to this queue"}
 	case redisUnavailable(err):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis is unavailable; retry later"}
 	}
 	return nil
+}
+
+// taskStateError answers an action refused because of the task's status:
+// 409 TASK_TERMINAL for a finished task, TASK_CONFLICT otherwise. hint says
+// what the action needs ("" = a generic message).
+func taskStateError(se *dtq.TaskStateError, hint string) *apiError {
+	e := &apiError{status: http.StatusConflict, code: codeTaskConflict,
+		details: map[string]any{"task_id": se.TaskID, "status": se.Status}}
+	if errors.Is(se, dtq.ErrTaskTerminal) {
+		e.code = codeTaskTerminal
+	}
+	switch {
+	case hint != "":
+		e.message = fmt.Sprintf("task %s is %s: %s", se.TaskID, se.Status, hint)
+	case e.code == codeTaskTerminal:
+		e.message = fmt.Sprintf("task %s is %s: a finished task does not change any more", se.TaskID, se.Status)
+	default:
+		e.message = fmt.Sprintf("task %s is %s, which does not allow this action", se.TaskID, se.Status)
+	}
+	return e
+}
+
+// queryError turns a library *ValidationError about a query value into 400
+// INVALID_REQUEST (INVALID_TASK is for submissions); other errors pass.
+func queryError(err error) error {
+	var ve *dtq.ValidationError
+	if errors.As(err, &ve) {
+		return badRequest(ve.Field, "%s: %s", ve.Field, ve.Message)
+	}
+	return err
 }
 
 // redisUnavailable reports whether err means Redis could not serve the

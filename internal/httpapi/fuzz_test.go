@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/dtq-io/dtq"
 )
 
 // FuzzSubmit posts arbitrary bodies and headers to POST /api/v1/tasks and
@@ -52,6 +54,62 @@ func FuzzSubmit(f *testing.F) {
 				var e errorBody
 				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.RequestID == "" || e.Details == nil {
 					t.Fatalf("%s answered %d without the envelope: %s", path, rec.Code, rec.Body)
+				}
+			}
+		}
+	})
+}
+
+// FuzzOperatorInput sends arbitrary bodies and query strings to the
+// operator routes that parse them: no client input may produce a 5xx, and
+// every error is the envelope.
+func FuzzOperatorInput(f *testing.F) {
+	for _, seed := range []struct{ body, query, ctype string }{
+		{`{"reason":"dup"}`, "", "application/json"},
+		{`{"queue":"q","type":"t","error_class":"E","cursor":"eyJxIjowLCJvIjowfQ"}`, "", "application/json"},
+		{``, "queue=q&type=t&error_class=E", ""},
+		{`{"reason":"` + strings.Repeat("é", 201) + `"}`, "", "application/json"},
+		{`{"reason":"\u0007"}`, "cursor=eyJxIjo5OX0", "application/json; charset=utf-8"},
+		{`{"queue":7}`, "window=15&limit=2", "application/json"},
+		{`[]`, "cursor=0-0", "application/json"},
+		{`{"x":1}`, "queue=Bad", "text/plain"},
+		{"\xff", "%zz", "application/json"},
+	} {
+		f.Add([]byte(seed.body), seed.query, seed.ctype)
+	}
+	b := setup(f, options{})
+	ids := []string{missingID}
+	for range 2 {
+		res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "echo", Queue: "q"})
+		if err != nil {
+			f.Fatal(err)
+		}
+		ids = append(ids, res.TaskID)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, query, ctype string) {
+		for _, rq := range []struct{ method, path string }{
+			{http.MethodPost, "/api/v1/tasks/" + ids[len(body)%len(ids)] + "/cancel"},
+			{http.MethodPost, "/api/v1/queues/q/pause"},
+			{http.MethodPost, "/api/v1/dlq/requeue"},
+			{http.MethodPost, "/api/v1/dlq/purge"},
+			{http.MethodGet, "/api/v1/dlq"},
+			{http.MethodGet, "/api/v1/stats"},
+			{http.MethodGet, "/api/v1/audit"},
+		} {
+			req := httptest.NewRequest(rq.method, "/", bytes.NewReader(body))
+			req.URL.Path, req.URL.RawQuery = rq.path, query
+			if ctype != "" {
+				req.Header.Set("Content-Type", ctype)
+			}
+			rec := httptest.NewRecorder()
+			b.api.ServeHTTP(rec, req)
+			if rec.Code >= 500 {
+				t.Fatalf("%s %s?%s answered %d: %s", rq.method, rq.path, query, rec.Code, rec.Body)
+			}
+			if rec.Code >= 400 {
+				var e errorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.RequestID == "" || e.Details == nil {
+					t.Fatalf("%s %s answered %d without the envelope: %s", rq.method, rq.path, rec.Code, rec.Body)
 				}
 			}
 		}

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
@@ -31,12 +33,16 @@ type options struct {
 }
 
 // bundle is what an API test needs: the server behind a real listener, a
-// Redis client to look at (and arrange) state, and the captured log.
+// Redis client to look at (and arrange) state, the library objects the
+// server uses, and the captured log.
 type bundle struct {
 	ctx    context.Context
 	rc     *redis.Client
 	prefix string
 	keys   rdb.Keys
+	client *dtq.Client
+	insp   *dtq.Inspector
+	admin  *dtq.Admin
 	api    *Server
 	srv    *httptest.Server
 	logs   *syncBuffer
@@ -53,13 +59,16 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
+	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
+	require.NoError(t, err)
 	logs := &syncBuffer{}
-	api, err := New(Config{Client: c, Inspector: in, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
+	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix), api: api, srv: srv, logs: logs}
+	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),
+		client: c, insp: in, admin: adm, api: api, srv: srv, logs: logs}
 }
 
 // response is a finished HTTP exchange.
@@ -172,8 +181,8 @@ func (b *bundle) record(t testing.TB, queue, key string) map[string]any {
 }
 
 // finish marks a task finished the way a worker would for the idempotency
-// record (state completed or failed, TTL kept) and its hash status; workers
-// do not exist in this package's tests.
+// record (state completed or failed, TTL kept) and its hash status, for
+// tests that need no real worker.
 func (b *bundle) finish(t testing.TB, queue, key, taskID, state, status string) {
 	t.Helper()
 	rec := b.record(t, queue, key)
@@ -201,4 +210,85 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// handlers maps task types to the handlers a test worker runs.
+type handlers map[string]dtq.HandlerFunc
+
+// startWorker runs a real worker on queues with small timings until the
+// test ends, and waits until it is listed among the workers.
+func (b *bundle) startWorker(t *testing.T, queues map[string]int, hs handlers) *dtq.Worker {
+	t.Helper()
+	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: queues, Concurrency: 4,
+		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
+		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
+		DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	for typ, h := range hs {
+		w.Handle(typ, h)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("worker did not stop")
+		}
+	})
+	require.Eventually(t, func() bool {
+		ws, err := b.insp.ListWorkers(b.ctx)
+		require.NoError(t, err)
+		for _, wi := range ws {
+			if wi.ID == w.ID() {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "the worker never heartbeated")
+	return w
+}
+
+// waitStatus polls until the task reaches want.
+func (b *bundle) waitStatus(t *testing.T, id string, want dtqtype.Status) *dtqtype.TaskInfo {
+	t.Helper()
+	var last *dtqtype.TaskInfo
+	require.Eventually(t, func() bool {
+		ti, err := b.insp.GetTask(b.ctx, id)
+		require.NoError(t, err)
+		last = ti
+		return ti.Status == want
+	}, 20*time.Second, 5*time.Millisecond, "task %s never reached %s", id, want)
+	return last
+}
+
+// submit creates a task through the library and returns its id.
+func (b *bundle) submit(t *testing.T, sub dtq.Submission) string {
+	t.Helper()
+	res, err := b.client.Submit(b.ctx, sub)
+	require.NoError(t, err)
+	return res.TaskID
+}
+
+// events lists the types of the task's lifecycle events, in order.
+func (b *bundle) events(t *testing.T, queue, id string) []string {
+	t.Helper()
+	msgs, err := b.rc.XRange(b.ctx, b.keys.Events(queue), "-", "+").Result()
+	require.NoError(t, err)
+	var out []string
+	for _, m := range msgs {
+		if m.Values["task_id"] == id {
+			out = append(out, m.Values["type"].(string))
+		}
+	}
+	return out
+}
+
+// decode unmarshals a success answer into v.
+func (r *response) decode(t testing.TB, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.body, v), string(r.body))
 }

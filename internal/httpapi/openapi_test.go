@@ -25,15 +25,25 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		Components struct {
 			SecuritySchemes map[string]json.RawMessage `json:"securitySchemes"`
 			Schemas         map[string]json.RawMessage `json:"schemas"`
+			Parameters      map[string]json.RawMessage `json:"parameters"`
 		} `json:"components"`
 	}
 	require.NoError(t, json.Unmarshal(res.body, &doc))
 	require.Equal(t, "3.1.0", doc.OpenAPI)
 	require.Contains(t, doc.Components.SecuritySchemes, "bearerAuth")
 	require.Contains(t, doc.Components.SecuritySchemes, "apiKeyHeader")
-	for _, s := range []string{"Task", "Error", "ErrorCode", "SubmitRequest", "BatchRequest", "BatchResponse", "TaskList"} {
+	for _, s := range []string{"Task", "Error", "ErrorCode", "SubmitRequest", "BatchRequest", "BatchResponse", "TaskList",
+		"QueueInfo", "WorkerInfo", "DLQEntry", "AuditEntry", "MinuteStats", "BulkResult"} {
 		require.Contains(t, doc.Components.Schemas, s)
 	}
+
+	var params map[string]struct {
+		Name string `json:"name"`
+		In   string `json:"in"`
+	}
+	raw, err := json.Marshal(doc.Components.Parameters)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &params))
 
 	served := map[string]bool{}
 	for _, rt := range b.api.routes {
@@ -41,6 +51,32 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		require.True(t, ok, "openapi.json lacks path %s", rt.pattern)
 		require.Contains(t, ops, strings.ToLower(rt.method), "openapi.json lacks %s %s", rt.method, rt.pattern)
 		served[strings.ToLower(rt.method)+" "+rt.pattern] = true
+
+		// Every {name} of the pattern is a documented path parameter.
+		var op struct {
+			Parameters []struct {
+				Ref  string `json:"$ref"`
+				Name string `json:"name"`
+				In   string `json:"in"`
+			} `json:"parameters"`
+		}
+		require.NoError(t, json.Unmarshal(ops[strings.ToLower(rt.method)], &op))
+		var inPath []string
+		for _, p := range op.Parameters {
+			if p.Ref != "" {
+				ref := params[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
+				require.NotEmpty(t, ref.Name, "dangling %s", p.Ref)
+				p.Name, p.In = ref.Name, ref.In
+			}
+			if p.In == "path" {
+				inPath = append(inPath, p.Name)
+			}
+		}
+		var want []string
+		for _, m := range regexp.MustCompile(`\{(\w+)\}`).FindAllStringSubmatch(rt.pattern, -1) {
+			want = append(want, m[1])
+		}
+		require.ElementsMatch(t, want, inPath, "path parameters of %s %s", rt.method, rt.pattern)
 	}
 	// Nothing documented that the mux does not serve.
 	for path, ops := range doc.Paths {

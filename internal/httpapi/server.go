@@ -1,11 +1,12 @@
 // Package httpapi serves dtq's HTTP API under /api/v1, plus /health and
-// /ready. It goes through the public library (dtq.Client, dtq.Inspector)
-// and never around it into storage.
+// /ready. It goes through the public library (dtq.Client, dtq.Inspector,
+// dtq.Admin) and never around it into storage.
 //
 // Every response carries X-Request-ID; every error is the JSON envelope
 // {"code", "message", "details", "request_id"} with a SPEC §11 code. Routes
 // live in one table (routes) that also drives authorization, so adding an
-// endpoint is one line there plus its handler.
+// endpoint is one line there plus its handler. Every destructive operator
+// action is written to the audit log (see audit.go).
 package httpapi
 
 import (
@@ -21,8 +22,12 @@ import (
 type Config struct {
 	// Client submits tasks. Required.
 	Client *dtq.Client
-	// Inspector reads tasks and checks readiness. Required.
+	// Inspector reads tasks, queues, workers, the dead-letter queue, stats
+	// and the audit log, and checks readiness. Required.
 	Inspector *dtq.Inspector
+	// Admin performs operator actions (cancel, run-now, delete, queue and
+	// dead-letter operations) and appends them to the audit log. Required.
+	Admin *dtq.Admin
 	// Keys are the accepted API keys; empty = open mode (no auth).
 	Keys []APIKey
 	// MaxPayloadBytes is DTQ_MAX_PAYLOAD_BYTES; it bounds the size of a
@@ -54,6 +59,7 @@ type Server struct {
 	maxBody int64
 	routes  []route
 	mux     *http.ServeMux
+	xorigin *http.CrossOriginProtection
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -65,12 +71,12 @@ type route struct {
 	handler http.HandlerFunc
 }
 
-// New returns the API handler. It fails when Client or Inspector is missing,
-// MaxPayloadBytes is negative, or a key is invalid (unknown role, empty name
-// or secret, a secret used twice).
+// New returns the API handler. It fails when Client, Inspector or Admin is
+// missing, MaxPayloadBytes is negative, or a key is invalid (unknown role,
+// empty name or secret, a secret used twice).
 func New(cfg Config) (*Server, error) {
-	if cfg.Client == nil || cfg.Inspector == nil {
-		return nil, errors.New("httpapi: Config needs a Client and an Inspector")
+	if cfg.Client == nil || cfg.Inspector == nil || cfg.Admin == nil {
+		return nil, errors.New("httpapi: Config needs a Client, an Inspector and an Admin")
 	}
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, fmt.Errorf("httpapi: MaxPayloadBytes must not be negative, got %d", cfg.MaxPayloadBytes)
@@ -90,6 +96,7 @@ func New(cfg Config) (*Server, error) {
 		keys:    hashKeys(cfg.Keys),
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
+		xorigin: http.NewCrossOriginProtection(),
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -110,6 +117,28 @@ func (s *Server) routeTable() []route {
 		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch},
 		{http.MethodGet, "/api/v1/tasks", RoleReader, s.listTasks},
 		{http.MethodGet, "/api/v1/tasks/{id}", RoleReader, s.getTask},
+		{http.MethodPost, "/api/v1/tasks/{id}/cancel", RoleAdmin, s.cancelTask},
+		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow},
+		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask},
+
+		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues},
+		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue},
+		{http.MethodPost, "/api/v1/queues/{queue}/pause", RoleAdmin, s.pauseQueue},
+		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue},
+		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue},
+		{http.MethodPost, "/api/v1/queues/{queue}/recount", RoleAdmin, s.recountQueue},
+
+		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ},
+		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry},
+		{http.MethodPost, "/api/v1/dlq/{task_id}/requeue", RoleAdmin, s.requeueDLQ},
+		{http.MethodPost, "/api/v1/dlq/{task_id}/discard", RoleAdmin, s.discardDLQ},
+		{http.MethodPost, "/api/v1/dlq/requeue", RoleAdmin, s.requeueDLQBulk},
+		{http.MethodPost, "/api/v1/dlq/purge", RoleAdmin, s.purgeDLQBulk},
+
+		{http.MethodGet, "/api/v1/workers", RoleReader, s.listWorkers},
+		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker},
+		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats},
+		{http.MethodGet, "/api/v1/audit", RoleAdmin, s.listAudit},
 	}
 }
 
@@ -127,6 +156,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, 
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
+		// A web page must not make a visitor's browser change state here:
+		// in open mode nothing else would stop a bodyless cross-site POST.
+		if err := s.xorigin.Check(r); err != nil {
+			s.writeAPIError(w, r, &apiError{status: http.StatusForbidden, code: codeForbidden,
+				message: "cross-origin browser requests may not change state; call the API from its own origin or from a non-browser client"})
+			return
+		}
 		s.mux.ServeHTTP(w, r)
 		return
 	}

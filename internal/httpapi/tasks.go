@@ -308,3 +308,31 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	return b, nil
 }
+
+// listPage is a list answer.
+type listPage[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// page makes a list answer; next "" becomes a null cursor.
+func page[T any](items []T, next string) listPage[T] {
+	p := listPage[T]{Items: items}
+	if next != "" {
+		p.NextCursor = &next
+	}
+	return p
+}
+
+// parseLimit reads ?limit= (1..1000); absent = 0, the library's default.
+func parseLimit(q map[string][]string) (int, error) {
+	v, ok := q["limit"]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 1 || n > 1000 {
+		return 0, badRequest("limit", "limit: must be an integer between 1 and 1000")
+	}
+	return n, nil
+}

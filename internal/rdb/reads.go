@@ -309,6 +309,15 @@ type AuditEntry struct {
 func (r *RDB) ListAudit(ctx context.Context, limit int, cursor string) ([]AuditEntry, string, error) {
 	start := "+"
 	if cursor != "" {
+		ms, seq, ok := strings.Cut(cursor, "-")
+		_, e1 := strconv.ParseUint(ms, 10, 64)
+		_, e2 := strconv.ParseUint(seq, 10, 64)
+		if !ok || e1 != nil || e2 != nil {
+			return nil, "", ErrBadCursor
+		}
+		if cursor == "0-0" {
+			return nil, "", nil // nothing is older than the first possible id
+		}
 		start = "(" + cursor
 	}
 	msgs, err := r.c.XRevRangeN(ctx, r.keys.Audit(), start, "-", int64(limit+1)).Result()

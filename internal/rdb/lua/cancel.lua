@@ -39,7 +39,7 @@ if h.stream_id and h.stream_id ~= '' then
 end
 redis.call('ZREM', KEYS[2], tid)
 redis.call('ZREM', KEYS[3], tid)
-redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now, 'cancel_requested', '1')
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now)
 redis.call('DECR', KEYS[5])
 emit(KEYS[4], ARGV[4], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = ARGV[8], previous_status = st}))
 idem_set(ARGV[3], h.idem_key, tid, 'failed', now)

@@ -22,7 +22,7 @@ for _, e in ipairs(entries) do
     redis.call('XDEL', KEYS[1], eid)
     redis.call('HDEL', tk, 'stream_id')
     redis.call('ZREM', KEYS[2], tid)
-    redis.call('HSET', tk, 'status', 'cancelled', 'finished_at', now, 'cancel_requested', '1')
+    redis.call('HSET', tk, 'status', 'cancelled', 'finished_at', now)
     redis.call('DECR', KEYS[4])
     emit(KEYS[3], ARGV[6], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = 'queue purged'}))
     idem_set(ARGV[5], h.idem_key, tid, 'failed', now)

@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// listDLQ is GET /api/v1/dlq?queue=&type=&error_class=&limit=&cursor=:
+// dead-letter entries newest first, with payload and last error.
+func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r, "queue", "type", "error_class", "limit", "cursor")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	limit, err := parseLimit(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	items, next, err := s.cfg.Inspector.ListDLQ(r.Context(), dtq.DLQFilter{Queue: q.Get("queue"), Type: q.Get("type"),
+		ErrorClass: q.Get("error_class"), Limit: limit, Cursor: q.Get("cursor")})
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	if items == nil {
+		items = []*dtqtype.DLQEntry{}
+	}
+	s.writeJSON(w, r, http.StatusOK, page(items, next))
+}
+
+// getDLQEntry is GET /api/v1/dlq/{task_id}.
+func (s *Server) getDLQEntry(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	e, err := s.cfg.Inspector.GetDLQEntry(r.Context(), r.PathValue("task_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, e)
+}
+
+// requeueDLQ is POST /api/v1/dlq/{task_id}/requeue: the task is queued
+// again at attempt 1 and its idempotency record is in progress again.
+func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) {
+	s.dlqOne(w, r, "dlq.requeue", s.cfg.Admin.RequeueDLQ)
+}
+
+// discardDLQ is POST /api/v1/dlq/{task_id}/discard: the entry is removed;
+// the task stays dead_lettered, marked discarded, and its retention starts.
+func (s *Server) discardDLQ(w http.ResponseWriter, r *http.Request) {
+	s.dlqOne(w, r, "dlq.discard", s.cfg.Admin.DiscardDLQ)
+}
+
+func (s *Server) dlqOne(w http.ResponseWriter, r *http.Request, action string,
+	act func(ctx context.Context, id string) (*dtqtype.TaskInfo, error)) {
+	if err := actionInput(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("task_id")
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	t, err := act(ctx, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.audited(r, action, id, "")
+	s.writeJSON(w, r, http.StatusOK, taskBody{Task: t})
+}
+
+// dlqFilter is the filter of a bulk action, from the query string or the
+// body.
+type dlqFilter struct {
+	Queue      string `json:"queue"`
+	Type       string `json:"type"`
+	ErrorClass string `json:"error_class"`
+	Cursor     string `json:"cursor"`
+}
+
+// summary names the filter for the audit log, e.g.
+// "queue=emails type=send_receipt", or "all" when it selects everything.
+func (f *dlqFilter) summary() string {
+	var parts []string
+	for _, kv := range [][2]string{{"queue", f.Queue}, {"type", f.Type}, {"error_class", f.ErrorClass}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
+}
+
+// requeueDLQBulk is POST /api/v1/dlq/requeue.
+func (s *Server) requeueDLQBulk(w http.ResponseWriter, r *http.Request) {
+	s.dlqBulk(w, r, "dlq.requeue_bulk", s.cfg.Admin.RequeueDLQMatching)
+}
+
+// purgeDLQBulk is POST /api/v1/dlq/purge.
+func (s *Server) purgeDLQBulk(w http.ResponseWriter, r *http.Request) {
+	s.dlqBulk(w, r, "dlq.purge_bulk", s.cfg.Admin.PurgeDLQMatching)
+}
+
+// dlqBulk applies act to the dead-letter entries matching the filter given
+// in the query string or in a JSON body (not both), and answers {matched,
+// processed, next_cursor}. A non-null next_cursor means there is more: call
+// again with it.
+func (s *Server) dlqBulk(w http.ResponseWriter, r *http.Request, action string,
+	act func(ctx context.Context, f dtq.DLQFilter) (*dtqtype.BulkResult, error)) {
+	q, err := parseQuery(r, "queue", "type", "error_class", "cursor")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f := dlqFilter{Queue: q.Get("queue"), Type: q.Get("type"), ErrorClass: q.Get("error_class"), Cursor: q.Get("cursor")}
+	var body dlqFilter
+	hasBody, err := decodeActionBody(w, r, &body, `{"queue": "emails", "type": "send_receipt", "error_class": "Timeout"}`)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if hasBody {
+		if len(q) > 0 {
+			s.writeError(w, r, badRequest("", "give the filter in the query string or in the body, not both"))
+			return
+		}
+		f = body
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	res, err := act(ctx, dtq.DLQFilter{Queue: f.Queue, Type: f.Type, ErrorClass: f.ErrorClass, Cursor: f.Cursor})
+	if res != nil && (err == nil || res.Processed > 0) {
+		s.audited(r, action, f.summary(), partial(err, "matched %d, processed %d", res.Matched, res.Processed))
+	}
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, res)
+}

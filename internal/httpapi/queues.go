@@ -1,0 +1,141 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// listQueues is GET /api/v1/queues: every queue ever submitted to, by name.
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	items, err := s.cfg.Inspector.ListQueues(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []*dtqtype.QueueInfo{}
+	}
+	s.writeJSON(w, r, http.StatusOK, page(items, ""))
+}
+
+// getQueue is GET /api/v1/queues/{queue}.
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	qi, err := s.cfg.Inspector.GetQueue(r.Context(), r.PathValue("queue"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, qi)
+}
+
+// pausedBody is the answer of pause and resume.
+type pausedBody struct {
+	Queue   string `json:"queue"`
+	Paused  bool   `json:"paused"`
+	Changed bool   `json:"changed"`
+}
+
+// pauseQueue is POST /api/v1/queues/{queue}/pause.
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, true) }
+
+// resumeQueue is POST /api/v1/queues/{queue}/resume.
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
+
+// setPaused pauses or resumes a queue. Any valid name is accepted, even one
+// not used yet, so that a queue can be paused before its first task.
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, pause bool) {
+	if err := actionInput(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := queueParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	act, action, was := s.cfg.Admin.ResumeQueue, "queue.resume", "running"
+	if pause {
+		act, action, was = s.cfg.Admin.PauseQueue, "queue.pause", "paused"
+	}
+	changed, err := act(ctx, q, actorOf(r).name)
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	detail := ""
+	if !changed {
+		detail = "already " + was
+	}
+	s.audited(r, action, q, detail)
+	s.writeJSON(w, r, http.StatusOK, pausedBody{Queue: q, Paused: pause, Changed: changed})
+}
+
+// queueParam returns the {queue} path value, refusing an invalid name.
+func queueParam(r *http.Request) (string, error) {
+	q := r.PathValue("queue")
+	if !dtq.ValidQueueName(q) {
+		return "", badRequest("queue", "queue: must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	return q, nil
+}
+
+// purgeQueue is POST /api/v1/queues/{queue}/purge: every ready task of the
+// queue is cancelled; delayed, retrying and running ones are left alone.
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) {
+	if err := actionInput(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := queueParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	n, err := s.cfg.Admin.PurgeQueue(ctx, q)
+	if n > 0 || err == nil {
+		s.audited(r, "queue.purge", q, partial(err, "cancelled %d", n))
+	}
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"queue": q, "cancelled": n})
+}
+
+// recountQueue is POST /api/v1/queues/{queue}/recount: the depth counter
+// is recomputed from the queue's structures.
+func (s *Server) recountQueue(w http.ResponseWriter, r *http.Request) {
+	if err := actionInput(w, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := queueParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	old, depth, err := s.cfg.Admin.RecountQueue(ctx, q)
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	s.audited(r, "queue.recount", q, fmt.Sprintf("depth %d -> %d", old, depth))
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"queue": q, "old_depth": old, "depth": depth})
+}
