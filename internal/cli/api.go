@@ -14,6 +14,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/config"
+	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -102,10 +103,15 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err != nil {
 		return err
 	}
+	hub, err := events.NewHub(rdb.New(p.redis, cfg.KeyPrefix), &events.Config{Logger: log})
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Client:          client,
 		Inspector:       inspector,
 		Admin:           admin,
+		Events:          hub,
 		Keys:            cfg.Keys(),
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Logger:          log,
@@ -134,7 +140,15 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if p.announce != nil {
 		p.announce(baseURL(ln.Addr()))
 	}
-	return serveHTTP(ctx, ln, api, log)
+	// The hub stops with ctx, which also ends the open event streams so
+	// the HTTP shutdown is not held up by them.
+	hubCtx, stopHub := context.WithCancel(ctx)
+	defer stopHub()
+	hubDone := make(chan error, 1)
+	go func() { hubDone <- hub.Run(hubCtx) }()
+	err = serveHTTP(ctx, ln, api, log)
+	stopHub()
+	return errors.Join(err, <-hubDone)
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down: new connections

@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,6 +71,18 @@ func TestDevSmoke(t *testing.T) {
 			require.Contains(t, []any{"queued", "running"}, got["status"])
 			require.Equal(t, "smoke-1", got["idempotency_key"])
 
+			// The event feed is mounted: subscribe before the echo is
+			// submitted, then its whole lifecycle must come through.
+			evCtx, cancelEv := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancelEv()
+			req, err := http.NewRequestWithContext(evCtx, http.MethodGet, r.base+"/api/v1/events?queue=default", nil)
+			require.NoError(t, err)
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			require.Equal(t, "text/event-stream", strings.Split(res.Header.Get("Content-Type"), ";")[0])
+
 			// The worker runs an echo to completion; then the key replays it.
 			echo := `{"task_type": "echo", "payload": {"hello": "world"}}`
 			key2 := map[string]string{"Idempotency-Key": "smoke-2"}
@@ -76,6 +93,16 @@ func TestDevSmoke(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, "%v", got)
 			require.Equal(t, "succeeded", got["status"], "%v", got)
 			require.Equal(t, map[string]any{"hello": "world"}, got["result"])
+			sc := bufio.NewScanner(res.Body)
+			var seen []string
+			for sc.Scan() && !slices.Contains(seen, "TASK_SUCCEEDED") {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, echoID) {
+					var env struct{ Type string }
+					require.NoError(t, json.Unmarshal([]byte(data), &env))
+					seen = append(seen, env.Type)
+				}
+			}
+			require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_SUCCEEDED"}, seen)
 			status, hdr, replay := r.do(t, http.MethodPost, "/api/v1/tasks", key2, echo)
 			require.Equal(t, http.StatusOK, status, "%v", replay)
 			require.Equal(t, true, replay["duplicate"])

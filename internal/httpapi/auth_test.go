@@ -70,6 +70,10 @@ func (f *authFixture) samples() map[string]sample {
 		"GET /health":              {method: http.MethodGet, path: "/health", ok: 200},
 		"GET /ready":               {method: http.MethodGet, path: "/ready", ok: 200},
 		"GET /api/v1/openapi.json": {method: http.MethodGet, path: "/api/v1/openapi.json", ok: 200},
+		"GET /metrics":             {method: http.MethodGet, path: "/metrics", ok: 200},
+		// The test server runs without a feed (internal/events tests it).
+		"GET /api/v1/events":       {method: http.MethodGet, path: "/api/v1/events", ok: 503},
+		"GET /ws/events":           {method: http.MethodGet, path: "/ws/events", ok: 503},
 		"POST /api/v1/tasks":       {method: http.MethodPost, path: "/api/v1/tasks", body: `{"task_type":"echo"}`, ok: 202},
 		"POST /api/v1/tasks/batch": {method: http.MethodPost, path: "/api/v1/tasks/batch", body: `{"tasks":[{"task_type":"echo"}]}`, ok: 200},
 		"GET /api/v1/tasks":        {method: http.MethodGet, path: "/api/v1/tasks", ok: 200},
@@ -171,7 +175,8 @@ func TestAuthRoles(t *testing.T) {
 	t.Parallel()
 	s := &Server{}
 	want := map[string]Role{
-		"GET /health": 0, "GET /ready": 0, "GET /api/v1/openapi.json": 0,
+		"GET /health": 0, "GET /ready": 0, "GET /api/v1/openapi.json": 0, "GET /metrics": RoleReader,
+		"GET /api/v1/events": RoleReader, "GET /ws/events": RoleReader,
 		"POST /api/v1/tasks": RoleProducer, "POST /api/v1/tasks/batch": RoleProducer,
 		"GET /api/v1/tasks": RoleReader, "GET /api/v1/tasks/{id}": RoleReader,
 		"POST /api/v1/tasks/{id}/cancel": RoleAdmin, "POST /api/v1/tasks/{id}/run-now": RoleAdmin,

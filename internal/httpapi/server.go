@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dtq-io/dtq"
 )
 
@@ -37,6 +39,12 @@ type Config struct {
 	// Logger receives one line per request and every unexpected error.
 	// Default: discard.
 	Logger *slog.Logger
+	// Events serves the event feed (GET /api/v1/events, /ws/events); nil
+	// answers those routes with 503.
+	Events EventFeed
+	// Registry receives the API's Prometheus metrics, served at /metrics.
+	// Default: a private registry with the Go and process collectors.
+	Registry *prometheus.Registry
 }
 
 // DefaultMaxPayloadBytes is the payload limit used when
@@ -60,6 +68,7 @@ type Server struct {
 	routes  []route
 	mux     *http.ServeMux
 	xorigin *http.CrossOriginProtection
+	metrics *apiMetrics
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -97,6 +106,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
 		xorigin: http.NewCrossOriginProtection(),
+		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector),
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -112,6 +122,7 @@ func (s *Server) routeTable() []route {
 		{http.MethodGet, "/health", 0, s.health},
 		{http.MethodGet, "/ready", 0, s.ready},
 		{http.MethodGet, "/api/v1/openapi.json", 0, s.openAPI},
+		{http.MethodGet, "/metrics", RoleReader, s.metricsPage},
 
 		{http.MethodPost, "/api/v1/tasks", RoleProducer, s.submitTask},
 		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch},
@@ -139,6 +150,9 @@ func (s *Server) routeTable() []route {
 		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker},
 		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats},
 		{http.MethodGet, "/api/v1/audit", RoleAdmin, s.listAudit},
+
+		{http.MethodGet, "/api/v1/events", RoleReader, s.eventsSSE},
+		{http.MethodGet, "/ws/events", RoleReader, s.eventsWS},
 	}
 }
 

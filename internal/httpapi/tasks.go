@@ -54,6 +54,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 		sub.IdempotencyKey = key // the header wins over the body
 	}
 	res, err := s.cfg.Client.Submit(r.Context(), sub)
+	s.metrics.observeSubmit(res, err)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -121,6 +122,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		for j, res := range results {
 			it := &items[at[j]]
+			s.metrics.observeSubmit(res.Result, res.Err)
 			if res.Err != nil {
 				it.HTTPStatus, it.Error = s.itemError(r, it.Index, res.Err)
 				continue

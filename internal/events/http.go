@@ -1,0 +1,101 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Error codes used before a stream starts (the API's error envelope).
+const (
+	codeInvalidRequest = "INVALID_REQUEST"
+	codeUnavailable    = "REDIS_UNAVAILABLE"
+)
+
+// request is a parsed feed request: ?queue=&task_id=&type=&cursor=, with
+// Last-Event-ID taking precedence over ?cursor= (an EventSource reconnects
+// to the same URL and sends its newest position in the header).
+type request struct {
+	filter Filter
+	cursor *Cursor // nil = from now
+}
+
+var queryParams = []string{"queue", "task_id", "type", "cursor"}
+
+func parseRequest(r *http.Request) (*request, *FilterError) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, &FilterError{Message: "the query string is malformed"}
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(queryParams, k) {
+			return nil, &FilterError{Field: k, Message: "is not a known query parameter; accepted: " + strings.Join(queryParams, ", ")}
+		}
+		if len(q[k]) > 1 {
+			return nil, &FilterError{Field: k, Message: "is given more than once"}
+		}
+	}
+	req := &request{filter: Filter{
+		Queues: splitList(q.Get("queue")),
+		TaskID: strings.TrimSpace(q.Get("task_id")),
+		Types:  splitList(q.Get("type")),
+	}}
+	if err := req.filter.Validate(); err != nil {
+		var fe *FilterError
+		errors.As(err, &fe)
+		return nil, fe
+	}
+	field, raw := "cursor", q.Get("cursor")
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		field, raw = "Last-Event-ID", v
+	}
+	if raw = strings.TrimSpace(raw); raw != "" {
+		c, err := ParseCursor(raw)
+		if err != nil {
+			return nil, &FilterError{Field: field, Message: "is not a cursor issued by this feed"}
+		}
+		req.cursor = c
+	}
+	return req, nil
+}
+
+// writeBadRequest answers a bad query or cursor.
+func (h *Hub) writeBadRequest(w http.ResponseWriter, r *http.Request, fe *FilterError) {
+	details := map[string]any{}
+	msg := fe.Message
+	if fe.Field != "" {
+		details["field"] = fe.Field
+		msg = fe.Field + " " + fe.Message
+	}
+	h.cfg.WriteError(w, r, http.StatusBadRequest, codeInvalidRequest, msg, details)
+}
+
+func (h *Hub) writeClosed(w http.ResponseWriter, r *http.Request) {
+	h.cfg.WriteError(w, r, http.StatusServiceUnavailable, codeUnavailable,
+		"the event feed is shutting down; retry later", map[string]any{})
+}
+
+// writeErrorEnvelope is the default Config.WriteError: the API's error
+// envelope, with the request id the API's middleware put on the response
+// (or the client's).
+func writeErrorEnvelope(w http.ResponseWriter, r *http.Request, status int, code, msg string, details map[string]any) {
+	if details == nil {
+		details = map[string]any{}
+	}
+	id := w.Header().Get("X-Request-ID")
+	if id == "" {
+		id = r.Header.Get("X-Request-ID")
+	}
+	b, _ := json.Marshal(map[string]any{"code": code, "message": msg, "details": details, "request_id": id})
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,269 @@
+// Package events serves dtq's event feed: task, queue and worker events
+// read from the Redis event streams and sent to clients over Server-Sent
+// Events (GET /api/v1/events) and WebSocket (GET /ws/events).
+//
+// A Hub runs one reader per queue stream per process and fans the events out
+// to every subscription. Clients resume from an opaque cursor without loss
+// or duplication while the events are retained; a cursor older than the
+// retention gets an explicit reset, never a silent gap.
+package events
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// ErrHubClosed is returned by Subscribe and Subscription.Next once the
+// hub's Run has returned.
+var ErrHubClosed = errors.New("events: hub closed")
+
+// Config configures a Hub. The zero value of every field selects the
+// default in its comment.
+type Config struct {
+	// Logger receives reader outages and recoveries. Default: discard.
+	Logger *slog.Logger
+	// BlockingClient serves the readers' blocking reads, one connection per
+	// queue. Default: when the RDB's client is a *redis.Client, a client of
+	// the hub's own with the same address and credentials (closed when Run
+	// returns); otherwise the RDB's client itself, whose pool must then be
+	// larger than the number of queues plus the API's own traffic.
+	BlockingClient redis.UniversalClient
+	// PollInterval is how often the queue registry is read to find new
+	// queues. Default 1s.
+	PollInterval time.Duration
+	// Block bounds each blocking read, and so how long Run takes to stop.
+	// Default 1s.
+	Block time.Duration
+	// RingSize is how many recent events per queue are kept in memory for
+	// the subscriptions that keep up. Default 1024.
+	RingSize int
+	// BatchSize is how many entries one Redis read returns. Default 256.
+	BatchSize int
+	// KeepAlive is how often an idle SSE stream gets a comment and an idle
+	// WebSocket a ping. Default 15s.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write to a client; a client that does not
+	// read for that long is disconnected. Default 30s.
+	WriteTimeout time.Duration
+	// WriteError writes an error answer before a stream starts (a bad query
+	// is 400 INVALID_REQUEST with details.field). Default: the API's JSON
+	// error envelope with request_id from the X-Request-ID header.
+	WriteError func(w http.ResponseWriter, r *http.Request, status int, code, msg string, details map[string]any)
+	// OriginPatterns are the extra origins allowed to open the WebSocket
+	// (the request's own host always is); see websocket.AcceptOptions.
+	// Default: none.
+	OriginPatterns []string
+}
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.PollInterval <= 0 {
+		out.PollInterval = time.Second
+	}
+	if out.Block <= 0 {
+		out.Block = time.Second
+	}
+	if out.RingSize <= 0 {
+		out.RingSize = 1024
+	}
+	if out.BatchSize <= 0 {
+		out.BatchSize = 256
+	}
+	if out.KeepAlive <= 0 {
+		out.KeepAlive = 15 * time.Second
+	}
+	if out.WriteTimeout <= 0 {
+		out.WriteTimeout = 30 * time.Second
+	}
+	if out.WriteError == nil {
+		out.WriteError = writeErrorEnvelope
+	}
+	return out
+}
+
+// Hub reads the event streams and serves subscriptions. Create it with
+// NewHub and keep Run running while the handlers serve; it is safe for
+// concurrent use.
+type Hub struct {
+	rdb   *rdb.RDB
+	main  redis.UniversalClient
+	block redis.UniversalClient
+	cfg   Config
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	readers map[string]*reader
+	gen     uint64 // bumped when a reader is added
+	subs    map[*Subscription]struct{}
+	done    chan struct{} // closed when Run returns
+
+	clockSkewMS atomic.Int64 // Redis's clock minus ours, in ms
+
+	catchupReads atomic.Int64
+	resets       atomic.Int64
+}
+
+// NewHub returns a hub reading the event streams of r. It starts nothing:
+// call Run.
+func NewHub(r *rdb.RDB, cfg *Config) (*Hub, error) {
+	if r == nil {
+		return nil, errors.New("events: NewHub needs an RDB")
+	}
+	conf := cfg.withDefaults()
+	return &Hub{
+		rdb: r, main: r.Client(), cfg: conf, log: conf.Logger,
+		readers: map[string]*reader{}, subs: map[*Subscription]struct{}{},
+		done: make(chan struct{}),
+	}, nil
+}
+
+// Run reads the event streams until ctx ends: one reader for the worker
+// events, one per queue of the registry, and a poll of the registry every
+// PollInterval for new queues. Redis outages are retried with backoff.
+// When ctx ends, Run stops the readers, ends every subscription (their
+// handlers return) and returns nil. A hub runs once.
+func (h *Hub) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.started {
+		h.mu.Unlock()
+		return errors.New("events: Hub.Run called twice")
+	}
+	h.started = true
+	h.mu.Unlock()
+
+	var closeBlock func()
+	h.block, closeBlock = blockingClient(h.cfg.BlockingClient, h.main)
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		closeBlock()
+		h.mu.Lock()
+		close(h.done)
+		h.mu.Unlock()
+	}()
+
+	h.addReader(ctx, &wg, SysQueue, h.rdb.Keys().SysEvents())
+	tick := time.NewTicker(h.cfg.PollInterval)
+	defer tick.Stop()
+	registryDown := false // log an outage once, not every poll
+	for {
+		err := h.poll(ctx, &wg)
+		switch {
+		case err != nil && ctx.Err() == nil && !registryDown:
+			registryDown = true
+			h.log.Warn("event feed cannot read the queue registry; retrying", "err", err)
+		case err == nil && registryDown:
+			registryDown = false
+			h.log.Info("event feed reads the queue registry again")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// blockingClient picks the client for blocking reads, and how to release it.
+func blockingClient(given, main redis.UniversalClient) (redis.UniversalClient, func()) {
+	if given != nil {
+		return given, func() {}
+	}
+	c, ok := main.(*redis.Client)
+	if !ok {
+		return main, func() {}
+	}
+	opt := *c.Options()
+	// Lazily dialled: the pool size is a ceiling, not an allocation.
+	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.MaxActiveConns = 4096, 0, 0, 0
+	// Per-client machinery that must not be shared with main, and that
+	// plain XREADs do not need.
+	opt.PushNotificationProcessor = nil
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	opt.ClientSideCache, opt.ClientSideCacheConfig = nil, nil
+	own := redis.NewClient(&opt)
+	return own, func() { _ = own.Close() }
+}
+
+// poll starts readers for queues registered since the last poll, and
+// measures Redis's clock against ours.
+func (h *Hub) poll(ctx context.Context, wg *sync.WaitGroup) error {
+	before := time.Now()
+	now, err := redisNow(ctx, h.main)
+	if err != nil {
+		return err
+	}
+	local := before.Add(time.Since(before) / 2)
+	h.clockSkewMS.Store(now.UnixMilli() - local.UnixMilli())
+
+	queues, err := h.rdb.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range queues {
+		h.addReader(ctx, wg, q, h.rdb.Keys().Events(q))
+	}
+	return nil
+}
+
+func (h *Hub) addReader(ctx context.Context, wg *sync.WaitGroup, queue, key string) {
+	h.mu.Lock()
+	if _, ok := h.readers[queue]; ok {
+		h.mu.Unlock()
+		return
+	}
+	r := newReader(h, queue, key)
+	h.readers[queue] = r
+	h.gen++
+	for s := range h.subs {
+		s.wake()
+	}
+	h.mu.Unlock()
+	wg.Go(func() { r.run(ctx) })
+}
+
+// now estimates Redis's clock, which stamps the stream ids.
+func (h *Hub) now() time.Time {
+	return time.Now().Add(time.Duration(h.clockSkewMS.Load()) * time.Millisecond)
+}
+
+// Stats are counters for monitoring and tests.
+type Stats struct {
+	// Readers is the number of streams read (queues plus the worker events).
+	Readers int
+	// Subscriptions is the number of open subscriptions.
+	Subscriptions int
+	// CatchupReads counts reads from Redis for subscriptions that were
+	// behind the in-memory ring.
+	CatchupReads int64
+	// Resets counts subscriptions whose position had been trimmed away.
+	Resets int64
+}
+
+// Stats returns the hub's counters.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Stats{Readers: len(h.readers), Subscriptions: len(h.subs),
+		CatchupReads: h.catchupReads.Load(), Resets: h.resets.Load()}
+}

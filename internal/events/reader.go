@@ -1,0 +1,237 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// reader is the one reader of one queue's event stream in this process. It
+// follows the stream and keeps its newest entries in a ring that every
+// subscription of the queue reads from; a subscription whose position is
+// older than the ring reads from Redis instead (catch-up) until it is back
+// inside the ring. So a slow client costs its own Redis reads, never memory
+// or the other clients' latency.
+type reader struct {
+	hub   *Hub
+	queue string
+	key   string
+
+	mu    sync.RWMutex
+	ready bool     // base and last are known
+	base  streamID // the ring holds every entry in (base, last]
+	last  streamID // the newest id read
+	ring  []*entry
+	subs  map[*Subscription]struct{}
+}
+
+// readStatus is what a ring lookup found.
+type readStatus int
+
+const (
+	readOK       readStatus = iota // the entries after pos (maybe none)
+	readMiss                       // pos is older than the ring: catch up from Redis
+	readNotReady                   // the reader has not found its start yet
+)
+
+func newReader(h *Hub, queue, key string) *reader {
+	return &reader{hub: h, queue: queue, key: key, subs: map[*Subscription]struct{}{}}
+}
+
+// after returns up to limit entries after pos from the ring.
+func (r *reader) after(pos streamID, limit int) ([]*entry, readStatus) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.ready {
+		return nil, readNotReady
+	}
+	if pos.less(r.base) {
+		return nil, readMiss
+	}
+	i := sort.Search(len(r.ring), func(i int) bool { return pos.less(r.ring[i].id) })
+	n := min(len(r.ring)-i, limit)
+	if n == 0 {
+		return nil, readOK
+	}
+	out := make([]*entry, n)
+	copy(out, r.ring[i:i+n])
+	return out, readOK
+}
+
+// tail returns the newest id read, and whether the reader has started.
+func (r *reader) tail() (streamID, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.last, r.ready
+}
+
+func (r *reader) attach(s *Subscription) {
+	r.mu.Lock()
+	r.subs[s] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *reader) detach(s *Subscription) {
+	r.mu.Lock()
+	delete(r.subs, s)
+	r.mu.Unlock()
+}
+
+// start sets the reader's first position: the stream's newest id. Older
+// entries are served by catch-up reads to the subscriptions that need them.
+func (r *reader) start(st streamState) {
+	r.mu.Lock()
+	r.ready, r.base, r.last = true, st.lastGenerated, st.lastGenerated
+	r.mu.Unlock()
+	r.wake()
+}
+
+// add appends entries read after r.last. When Redis trimmed entries the
+// reader had not read yet, the ring restarts after the trimmed part;
+// subscriptions that needed those entries find out in their own catch-up
+// read and get a reset.
+func (r *reader) add(es []*entry, st streamState) {
+	r.mu.Lock()
+	if st.trimmedAfter(r.last) {
+		r.ring = nil
+		r.base = st.gone()
+		r.last = maxID(r.last, r.base)
+	}
+	for _, e := range es {
+		if r.last.less(e.id) {
+			r.ring = append(r.ring, e)
+			r.last = e.id
+		}
+	}
+	if over := len(r.ring) - r.hub.cfg.RingSize; over > 0 {
+		r.base = r.ring[over-1].id
+		clear(r.ring[:over])
+		r.ring = r.ring[over:]
+	}
+	r.mu.Unlock()
+	r.wake()
+}
+
+// wake tells every attached subscription to look for new entries.
+func (r *reader) wake() {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for s := range r.subs {
+		s.wake()
+	}
+}
+
+// run follows the stream until ctx ends, reconnecting with backoff.
+func (r *reader) run(ctx context.Context) {
+	h := r.hub
+	var failing backoff
+	for ctx.Err() == nil {
+		last, ready := r.tail()
+		if !ready {
+			st, err := streamTail(ctx, h.main, r.key)
+			if err != nil {
+				r.fail(ctx, &failing, err)
+				continue
+			}
+			r.start(st)
+			continue
+		}
+		msgs, st, err := readAfter(ctx, h.main, r.key, last, int64(h.cfg.BatchSize))
+		if err != nil {
+			r.fail(ctx, &failing, err)
+			continue
+		}
+		if st.trimmedAfter(last) {
+			h.log.Warn("event stream trimmed past its reader; clients behind it get a reset",
+				"queue", r.queue, "last_read", last.String(), "trimmed_up_to", st.gone().String())
+		}
+		es := make([]*entry, 0, len(msgs))
+		for _, m := range msgs {
+			e, err := decodeEntry(r.queue, m)
+			if err != nil {
+				h.log.Warn("skipping an unreadable event", "queue", r.queue, "id", m.ID, "err", err)
+				continue
+			}
+			es = append(es, e)
+		}
+		if len(msgs) > 0 || st.trimmedAfter(last) {
+			r.add(es, st)
+		}
+		if failing.recover() {
+			h.log.Info("event reader reconnected to Redis", "queue", r.queue)
+		}
+		if len(msgs) == h.cfg.BatchSize {
+			continue // more is waiting
+		}
+		r.wait(ctx, &failing)
+	}
+}
+
+// wait blocks until the stream has an entry after the reader's position.
+// The blocking read is only a wake-up: the entries are then read with
+// readAfter, which also checks for trimming.
+func (r *reader) wait(ctx context.Context, failing *backoff) {
+	for ctx.Err() == nil {
+		last, _ := r.tail()
+		err := waitAfter(ctx, r.hub.block, r.key, last, r.hub.cfg.Block)
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			r.fail(ctx, failing, err)
+		}
+		return
+	}
+}
+
+// fail logs a Redis error (once per outage at warning level) and waits out
+// the backoff.
+func (r *reader) fail(ctx context.Context, b *backoff, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	if b.first() {
+		r.hub.log.Warn("event reader lost Redis; retrying", "queue", r.queue, "err", err)
+	} else {
+		r.hub.log.Debug("event reader still failing", "queue", r.queue, "err", err)
+	}
+	b.sleep(ctx)
+}
+
+// backoff doubles a delay from 50 ms up to 2 s while an operation fails.
+type backoff struct {
+	failures int
+}
+
+const (
+	backoffMin = 50 * time.Millisecond
+	backoffMax = 2 * time.Second
+)
+
+func (b *backoff) first() bool { return b.failures == 0 }
+
+// recover resets the backoff and reports whether there were failures.
+func (b *backoff) recover() bool {
+	was := b.failures > 0
+	b.failures = 0
+	return was
+}
+
+func (b *backoff) delay() time.Duration {
+	d := backoffMin << min(b.failures, 10)
+	return min(d, backoffMax)
+}
+
+func (b *backoff) sleep(ctx context.Context) {
+	t := time.NewTimer(b.delay())
+	defer t.Stop()
+	b.failures++
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

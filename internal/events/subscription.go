@@ -1,0 +1,303 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrCursorExpired means a subscription's position in some queue is older
+// than the events Redis still holds: events were trimmed before it read
+// them. It is returned inside a *ResetError.
+var ErrCursorExpired = errors.New("events: cursor is older than the retained events")
+
+// ResetError is returned by Subscription.Next when the subscription's
+// position had been trimmed away. The subscription has moved on to Cursor,
+// a fresh position at the live end of the feed; the client should reload
+// whatever state it derives from events and continue from there.
+type ResetError struct {
+	// Queue is the queue (or SysQueue) whose events were trimmed.
+	Queue string
+	// Cursor is the fresh cursor the subscription continues from.
+	Cursor string
+}
+
+func (e *ResetError) Error() string {
+	return fmt.Sprintf("events: the position in queue %s is older than the retained events", e.Queue)
+}
+
+// Unwrap returns ErrCursorExpired.
+func (e *ResetError) Unwrap() error { return ErrCursorExpired }
+
+// Event is one delivered event.
+type Event struct {
+	// ID is the envelope's event_id.
+	ID string
+	// Type is the event type.
+	Type string
+	// Queue is the stream it came from: a queue name, or SysQueue.
+	Queue string
+	// TaskID is the task the event is about, or "".
+	TaskID string
+	// Data is the envelope as JSON. It is shared: do not modify it.
+	Data []byte
+	// Cursor is the position just after this event: resuming from it
+	// delivers what follows.
+	Cursor string
+}
+
+// Subscription is one client's view of the feed: a filter and a cursor.
+// Next returns its events in order within each queue. A Subscription is
+// used by one goroutine; Close releases it.
+type Subscription struct {
+	hub    *Hub
+	filter Filter
+	cur    *Cursor
+	notify chan struct{} // a token: some reader has news
+
+	gen     uint64             // hub.gen when the sources were last synced
+	sources []*reader          // attached readers, read round-robin
+	byQueue map[string]*reader // the same, by queue
+	next    int                // the source to try first
+	pending []*entry           // read from one source, not yet returned
+	closed  bool
+}
+
+// Subscribe opens a subscription with filter f from cursor c; nil c means
+// "from now". It fails with a *FilterError for a bad filter and with
+// ErrHubClosed after Run returned. Close the subscription when done.
+func (h *Hub) Subscribe(f Filter, c *Cursor) (*Subscription, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Subscription{hub: h, filter: f, notify: make(chan struct{}, 1), byQueue: map[string]*reader{}}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.done:
+		return nil, ErrHubClosed
+	default:
+	}
+	if c == nil {
+		s.cur = h.freshCursorLocked(&f)
+	} else {
+		s.cur = c.clone()
+	}
+	h.subs[s] = struct{}{}
+	return s, nil
+}
+
+// freshStartMargin backdates the start of a fresh cursor. Ids come from
+// Redis's clock, which the hub only estimates, and a queue created just
+// before the subscription may not be known yet: its first events are better
+// sent than lost.
+const freshStartMargin = time.Second
+
+// freshCursorLocked returns a cursor at the live end of the feed: for each
+// queue with a running reader, the newest event it has read; for the others
+// (queues not known yet), a moment ago. h.mu is held.
+func (h *Hub) freshCursorLocked(f *Filter) *Cursor {
+	c := NewCursor(h.now().Add(-freshStartMargin))
+	for q, r := range h.readers {
+		if !f.readsQueue(q) {
+			continue
+		}
+		if last, ok := r.tail(); ok {
+			c.set(q, maxID(c.position(q), last))
+		}
+	}
+	return c
+}
+
+// Cursor returns the position after the last event returned (or skipped
+// by the filter).
+func (s *Subscription) Cursor() string { return s.cur.String() }
+
+// Close ends the subscription. It is safe to call more than once.
+func (s *Subscription) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	for _, r := range s.sources {
+		r.detach(s)
+	}
+	s.hub.mu.Lock()
+	delete(s.hub.subs, s)
+	s.hub.mu.Unlock()
+}
+
+func (s *Subscription) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Next returns the next event that passes the filter, waiting for one as
+// long as ctx allows. It returns ctx's error when ctx ends, ErrHubClosed
+// when the hub stops, and a *ResetError when the position was trimmed away
+// (the subscription then continues from the fresh cursor). Cancelling ctx
+// loses nothing: the next call carries on where this one stopped. Redis
+// outages are waited out.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	var failing backoff
+	for {
+		for len(s.pending) > 0 {
+			e := s.pending[0]
+			s.pending[0] = nil
+			s.pending = s.pending[1:]
+			s.cur.set(e.queue, e.id)
+			if e.data != nil && s.filter.match(e) {
+				return Event{ID: e.queue + "/" + e.id.String(), Type: e.typ, Queue: e.queue, TaskID: e.taskID,
+					Data: e.data, Cursor: s.cur.String()}, nil
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return Event{}, err
+		}
+		select {
+		case <-s.hub.done:
+			return Event{}, ErrHubClosed
+		default:
+		}
+		s.sync()
+		progressed, err := s.fill(ctx)
+		if err != nil {
+			var re *ResetError
+			if errors.As(err, &re) || ctx.Err() != nil {
+				return Event{}, err
+			}
+			s.hub.log.Debug("event catch-up read failed; retrying", "err", err)
+			failing.sleep(ctx)
+			continue
+		}
+		failing.recover()
+		if progressed {
+			continue
+		}
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		case <-s.hub.done:
+			return Event{}, ErrHubClosed
+		}
+	}
+}
+
+// sync attaches the readers added to the hub since the last look.
+func (s *Subscription) sync() {
+	h := s.hub
+	h.mu.Lock()
+	if s.gen == h.gen {
+		h.mu.Unlock()
+		return
+	}
+	s.gen = h.gen
+	var add []*reader
+	for q, r := range h.readers {
+		if _, ok := s.byQueue[q]; !ok && s.filter.readsQueue(q) {
+			add = append(add, r)
+		}
+	}
+	h.mu.Unlock()
+	for _, r := range add {
+		r.attach(s)
+		s.byQueue[r.queue] = r
+		s.sources = append(s.sources, r)
+	}
+}
+
+// fill loads the next entries of one source into pending, or moves a
+// position on. It reports whether anything changed.
+func (s *Subscription) fill(ctx context.Context) (bool, error) {
+	n := len(s.sources)
+	for i := range n {
+		k := (s.next + i) % n
+		r := s.sources[k]
+		pos := s.cur.position(r.queue)
+		es, st := r.after(pos, s.hub.cfg.BatchSize)
+		switch st {
+		case readOK:
+			if len(es) == 0 {
+				continue
+			}
+			s.pending = es
+		case readMiss:
+			moved, err := s.catchUp(ctx, r, pos)
+			if err != nil {
+				return false, err
+			}
+			if !moved {
+				continue
+			}
+		case readNotReady:
+			continue
+		}
+		s.next = (k + 1) % n
+		return true, nil
+	}
+	return false, nil
+}
+
+// catchUp reads the entries after pos from Redis, for a subscription that
+// is behind the reader's ring. It returns a *ResetError when entries after
+// pos were trimmed.
+func (s *Subscription) catchUp(ctx context.Context, r *reader, pos streamID) (bool, error) {
+	h := s.hub
+	h.catchupReads.Add(1)
+	r.mu.RLock()
+	baseBefore, lastBefore := r.base, r.last
+	r.mu.RUnlock()
+	msgs, st, err := readAfter(ctx, h.main, r.key, pos, int64(h.cfg.BatchSize))
+	if err != nil {
+		return false, err
+	}
+	if st.trimmedAfter(pos) {
+		return false, s.reset(r.queue, st)
+	}
+	if len(msgs) == 0 {
+		// Nothing exists after pos up to the stream's newest id.
+		np := maxID(pos, st.lastGenerated)
+		if st.lastGenerated.less(lastBefore) {
+			// The stream lost entries the reader had read (Redis restarted
+			// without them): go on with what the ring still holds.
+			np = maxID(np, baseBefore)
+		}
+		if np == pos {
+			return false, nil
+		}
+		s.cur.set(r.queue, np)
+		return true, nil
+	}
+	es := make([]*entry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := decodeEntry(r.queue, m)
+		if err != nil {
+			// Never delivered by the reader either; step over it.
+			if id, perr := parseStreamID(m.ID); perr == nil {
+				es = append(es, &entry{id: id, queue: r.queue})
+			}
+			continue
+		}
+		es = append(es, e)
+	}
+	s.pending = es
+	return true, nil
+}
+
+// reset moves the subscription to a fresh cursor after its position in
+// queue was trimmed away.
+func (s *Subscription) reset(queue string, st streamState) error {
+	h := s.hub
+	h.resets.Add(1)
+	h.mu.Lock()
+	c := h.freshCursorLocked(&s.filter)
+	h.mu.Unlock()
+	c.set(queue, maxID(c.position(queue), st.gone()))
+	s.cur = c
+	s.pending = nil
+	return &ResetError{Queue: queue, Cursor: c.String()}
+}
