@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
@@ -304,4 +307,25 @@ func TestDLQDisabledEndsFailed(t *testing.T) {
 	require.Zero(t, b.rc.ZCard(b.ctx, b.keys.DLQ("default")).Val())
 	require.Contains(t, b.rc.Get(b.ctx, b.keys.Idempotency("default", "f1")).Val(), `"state":"failed"`)
 	require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_FAILED"}, b.events(t, "default", res.TaskID))
+}
+
+func TestDuplicateStreamEntryIsAbsorbed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "once"})
+	require.NoError(t, err)
+	// A stray second entry for the same task, as a manual edit or a replayed
+	// write could leave behind.
+	require.NoError(t, b.rc.XAdd(b.ctx, &redis.XAddArgs{Stream: b.keys.Stream("default", 5),
+		Values: []any{"t", res.TaskID, "a", "1"}}).Err())
+	var runs atomic.Int64
+	w := b.worker(t, nil)
+	w.HandleFunc("once", func(ctx context.Context, task *dtq.Task) (any, error) { runs.Add(1); return nil, nil })
+	runWorker(t, w)
+	b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
+	require.Eventually(t, func() bool {
+		return slices.Contains(b.events(t, "default", res.TaskID), "TASK_DUPLICATE_ABSORBED")
+	}, 10*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 1, runs.Load())
+	require.Eventually(t, func() bool { return b.rc.XLen(b.ctx, b.keys.Stream("default", 5)).Val() == 0 }, 10*time.Second, 10*time.Millisecond)
 }

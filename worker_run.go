@@ -160,7 +160,7 @@ func (w *Worker) finish(r *running, res any, herr error, panicked bool, cause er
 		w.metrics.finished(ct, "handback", took, 0, time.Now())
 		return // handed back at the drain deadline
 	case panicked:
-		outcome, err = w.bury(ctx, a, "Panic", herr, false)
+		outcome, err = w.bury(ctx, a, ct.Type, "Panic", herr, false)
 	default:
 		if r.cancelRequested.Load() || errors.Is(cause, errCancelRequested) {
 			err = w.rdb.FinishCancelled(ctx, a, &w.settings, oneLine(herr.Error(), maxErrorMessage))
@@ -176,9 +176,9 @@ func (w *Worker) finish(r *running, res any, herr error, panicked bool, cause er
 		var ra *retryAfterError
 		switch {
 		case IsPermanent(herr):
-			outcome, err = w.bury(ctx, a, class, herr, false)
+			outcome, err = w.bury(ctx, a, ct.Type, class, herr, false)
 		case ct.Attempt >= ct.MaxAttempts:
-			outcome, err = w.bury(ctx, a, class, herr, true)
+			outcome, err = w.bury(ctx, a, ct.Type, class, herr, true)
 		default:
 			delay = backoff(ct.Attempt, w.cfg.RetryBaseDelay, w.cfg.RetryMaxDelay, w.cfg.RetryJitter, rand.Float64())
 			if errors.As(herr, &ra) {
@@ -242,7 +242,7 @@ func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
 	return g.(*groupCommit[rdb.Success, error])
 }
 
-func (w *Worker) bury(ctx context.Context, a *rdb.FinishArgs, class string, herr error, retryable bool) (string, error) {
+func (w *Worker) bury(ctx context.Context, a *rdb.FinishArgs, taskType, class string, herr error, retryable bool) (string, error) {
 	err := w.rdb.FinishDead(ctx, a, &w.settings, class, oneLine(herr.Error(), maxErrorMessage), retryable)
 	outcome := "dead_lettered"
 	if w.cfg.DisableDLQ {
@@ -250,7 +250,7 @@ func (w *Worker) bury(ctx context.Context, a *rdb.FinishArgs, class string, herr
 	}
 	if err == nil {
 		w.failed.Add(1)
-		w.cfg.Logger.Warn("task "+outcome, "task_id", a.ID, "queue", a.Queue, "attempt", a.Attempt, "error_class", class)
+		w.cfg.Logger.Warn("task "+outcome, "task_id", a.ID, "queue", a.Queue, "task_type", taskType, "attempt", a.Attempt, "error_class", class)
 	}
 	return outcome, err
 }
