@@ -22,7 +22,8 @@ type submitOutcome struct {
 // ingest script call.
 func (c *Client) newSubmitBatcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
 	return &groupCommit[*pendingSubmit, submitOutcome]{
-		max: maxScriptTasks,
+		max:      maxScriptTasks,
+		flushers: 1,
 		run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
 			ctx := context.Background() // callers may give up; the write must not be cut in half
 			now := c.cfg.Clock()

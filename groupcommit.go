@@ -8,17 +8,20 @@ import (
 
 // groupCommit merges concurrent calls into batched calls of run: while one
 // run is in flight, new calls wait and the next run takes them all (up to
-// max). Nobody waits on a timer, so a lone call costs one run. A flusher
-// goroutine exists only while calls are pending.
+// max). Nobody waits on a timer, so a lone call costs one run. Flusher
+// goroutines exist only while calls are pending.
 type groupCommit[I, R any] struct {
 	max int
+	// flushers bounds the runs in flight at once (default 1). A second run
+	// overlaps one batch's round trip with the next batch's.
+	flushers int
 	// run handles one batch; it returns one result per item, or an error
 	// that applies to every item.
 	run func(batch []I) ([]R, error)
 
 	mu       sync.Mutex
 	pending  []*gcCall[I, R]
-	flushing bool
+	flushing int // flusher goroutines running
 }
 
 type gcCall[I, R any] struct {
@@ -38,8 +41,8 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	c := &gcCall[I, R]{in: in, done: make(chan gcResult[R], 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
-	if !g.flushing {
-		g.flushing = true
+	if g.flushing < max(1, g.flushers) {
+		g.flushing++
 		go g.flush()
 	}
 	g.mu.Unlock()
@@ -64,7 +67,7 @@ func (g *groupCommit[I, R]) flush() {
 	for {
 		g.mu.Lock()
 		if len(g.pending) == 0 {
-			g.flushing = false
+			g.flushing--
 			g.mu.Unlock()
 			return
 		}

@@ -246,6 +246,7 @@ func NormalizeIdempotencyKey(k string) (string, error) {
 // objectJSON returns v as compact JSON, which must be an object.
 func objectJSON(field string, v any) ([]byte, error) {
 	var raw []byte
+	compact := false // json.Marshal output is compact already
 	switch p := v.(type) {
 	case nil:
 		return []byte("{}"), nil
@@ -258,7 +259,7 @@ func objectJSON(field string, v any) ([]byte, error) {
 		if err != nil {
 			return nil, invalid(field, "cannot be encoded as JSON: %v", err)
 		}
-		raw = b
+		raw, compact = b, true
 	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -269,6 +270,9 @@ func objectJSON(field string, v any) ([]byte, error) {
 	}
 	if d := jsonDepth(raw); d > MaxJSONDepth {
 		return nil, invalid(field, "nests %d levels deep; the limit is %d", d, MaxJSONDepth)
+	}
+	if compact {
+		return raw, nil
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {

@@ -47,6 +47,8 @@ type result struct {
 
 func main() {
 	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency")
+	system := flag.String("system", "dtq", "dtq | asynq")
+	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
 	producers := flag.Int("producers", 16, "concurrent producers (enqueue)")
 	concurrency := flag.Int("concurrency", 32, "worker concurrency (e2e, latency)")
@@ -77,21 +79,36 @@ func main() {
 
 	payload := map[string]string{"data": strings.Repeat("x", max(0, *payloadSize-12))}
 	var res result
-	switch *scenario {
-	case "enqueue":
-		res = enqueue(ctx, rc, *n, *producers, payload)
-	case "batch":
-		res = batch(ctx, rc, *n, payload)
-	case "e2e":
-		res = e2e(ctx, rc, *n, *concurrency, payload)
-	case "latency":
-		res = latency(ctx, rc, *rate, *duration, *concurrency)
-	default:
-		fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
-		os.Exit(2)
+	payloadBytes, _ := json.Marshal(payload)
+	if *system == "asynq" {
+		switch *scenario {
+		case "enqueue":
+			res = asynqEnqueue(ctx, rc, srv.Addr, *n, *producers, payloadBytes)
+		case "e2e":
+			res = asynqE2E(ctx, rc, srv.Addr, *n, *concurrency, payloadBytes)
+		case "latency":
+			res = asynqLatency(ctx, rc, srv.Addr, *rate, *duration, *concurrency, *poll)
+		default:
+			fmt.Fprintln(os.Stderr, "scenario not available for asynq:", *scenario)
+			os.Exit(2)
+		}
+	} else {
+		switch *scenario {
+		case "enqueue":
+			res = enqueue(ctx, rc, *n, *producers, payload)
+		case "batch":
+			res = batch(ctx, rc, *n, payload)
+		case "e2e":
+			res = e2e(ctx, rc, *n, *concurrency, payload)
+		case "latency":
+			res = latency(ctx, rc, *rate, *duration, *concurrency)
+		default:
+			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
+			os.Exit(2)
+		}
 	}
 	pprof.StopCPUProfile()
-	res.System = "dtq"
+	res.System = *system
 	res.Scenario = *scenario
 	fmt.Printf("%-6s %-8s tasks=%-7d %9.0f tasks/s  p50=%6.2fms p99=%6.2fms  cmds/task=%5.1f  cpu/task=%6.1fµs  bytes/task=%6.0f %s\n",
 		res.System, res.Scenario, res.Tasks, res.PerSecond, res.P50ms, res.P99ms, res.CmdsPerTask, res.CPUusPerTask, res.BytesPerTask, res.Note)
