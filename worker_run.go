@@ -250,6 +250,7 @@ func (w *Worker) bury(ctx context.Context, a *rdb.FinishArgs, taskType, class st
 	}
 	if err == nil {
 		w.failed.Add(1)
+		w.processed.Add(1)
 		w.cfg.Logger.Warn("task "+outcome, "task_id", a.ID, "queue", a.Queue, "task_type", taskType, "attempt", a.Attempt, "error_class", class)
 	}
 	return outcome, err

@@ -1,4 +1,6 @@
-// Package cli is the dtq command: `dtq api`, `dtq dev`, `dtq version` and
+// Package cli is the dtq command: the servers (`dtq api`, `dtq worker`,
+// `dtq dev`), the operator commands that talk to the HTTP API (`dtq tasks`,
+// `dlq`, `queues`, `workers`, `audit`, `events tail`), `dtq version` and
 // shell completion, one file per command group. cmd/dtq only hands it argv
 // and a context that ends on SIGINT/SIGTERM.
 package cli
@@ -107,6 +109,7 @@ func newRootCmd(e *env) *cobra.Command {
 		return usageError(fmt.Errorf("%w (see dtq %s --help)", err, cmd.Name()))
 	})
 	root.AddCommand(newAPICmd(e), newDevCmd(e), newWorkerCmd(e), newVersionCmd(e))
+	root.AddCommand(operatorCommands(e)...)
 	return root
 }
 

@@ -33,7 +33,7 @@ func TestDevSmoke(t *testing.T) {
 	}{
 		{name: "private redis-server", args: []string{"--redis=server"}, describe: "private redis-server, data in "},
 		{name: "in-process memory", args: []string{"--redis=memory"}, describe: "in-process miniredis, memory only"},
-		{name: "DTQ_REDIS_URL", vars: map[string]string{"DTQ_REDIS_URL": shared.URL(), "DTQ_KEY_PREFIX": "devsmoke"},
+		{name: "DTQ_REDIS_URL", vars: map[string]string{"DTQ_REDIS_URL": shared.URL(), "DTQ_KEY_PREFIX": redistest.New(t).Prefix},
 			describe: shared.URL()},
 	}
 	for _, tt := range tests {

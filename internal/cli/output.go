@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+)
+
+// printer writes a command's answer: an aligned table for people, or the
+// API's JSON for programs.
+type printer struct {
+	w    io.Writer
+	json bool
+}
+
+// raw prints a JSON answer exactly as the API gave it, indented.
+func (p *printer) raw(body []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
+		return fmt.Errorf("the API answered invalid JSON: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := p.w.Write(buf.Bytes())
+	return err
+}
+
+// items prints list items as one JSON array.
+func (p *printer) items(items []json.RawMessage) error {
+	if items == nil {
+		items = []json.RawMessage{}
+	}
+	b, err := json.Marshal(items)
+	if err != nil {
+		return err
+	}
+	return p.raw(b)
+}
+
+// line prints one compact JSON value on its own line (streams: events,
+// watch).
+func (p *printer) line(v []byte) error {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return fmt.Errorf("the API sent invalid JSON: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := p.w.Write(buf.Bytes())
+	return err
+}
+
+// textf prints a line of text in table mode.
+func (p *printer) textf(format string, args ...any) error {
+	_, err := fmt.Fprintf(p.w, format+"\n", args...)
+	return err
+}
+
+// table prints rows under a header, columns aligned with two spaces.
+func (p *printer) table(header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = cell(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// fields prints name/value pairs, one a line, values aligned.
+func (p *printer) fields(kv [][2]string) error {
+	tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
+	for _, f := range kv {
+		fmt.Fprintf(tw, "%s:\t%s\n", f[0], cell(f[1]))
+	}
+	return tw.Flush()
+}
+
+// cell makes a value safe for one table cell: "-" when empty, control
+// characters (tabs and line breaks included) replaced by spaces.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// truncate shortens s to n characters, marking the cut with "…".
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// compactJSON is v on one line; "" for a missing or null value.
+func compactJSON(v json.RawMessage) string {
+	if len(v) == 0 || string(v) == "null" {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, v) != nil {
+		return string(v)
+	}
+	return buf.String()
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// optInt is a nullable number: "" when absent.
+func optInt(n *int64) string {
+	if n == nil {
+		return ""
+	}
+	return itoa(*n)
+}
+
+// nextPageHint tells, on stderr, how to read the next page of a list.
+func nextPageHint(w io.Writer, command, cursor string) {
+	if cursor != "" {
+		fmt.Fprintf(w, "dtq: more results: %s --cursor %s (or --all)\n", command, cursor)
+	}
+}

@@ -1,0 +1,280 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// queueView is the part of a queue answer the tables show.
+type queueView struct {
+	Name        string           `json:"queue"`
+	Depth       int64            `json:"depth"`
+	Ready       map[string]int64 `json:"ready"`
+	ReadyTotal  int64            `json:"ready_total"`
+	Running     int64            `json:"running"`
+	Pending     int64            `json:"pending"`
+	Scheduled   int64            `json:"scheduled"`
+	Paused      bool             `json:"paused"`
+	DLQ         int64            `json:"dlq"`
+	LiveWorkers int              `json:"live_workers"`
+	Throughput  struct {
+		WindowMinutes int     `json:"window_minutes"`
+		Succeeded     int64   `json:"succeeded"`
+		Failed        int64   `json:"failed"`
+		Retried       int64   `json:"retried"`
+		PerMinute     float64 `json:"per_minute"`
+	} `json:"throughput"`
+}
+
+func (q *queueView) state() string {
+	if q.Paused {
+		return "paused"
+	}
+	return "active"
+}
+
+func queuePath(q string) string { return "/api/v1/queues/" + pathID(q) }
+
+func newQueuesCmd(e *env) *cobra.Command {
+	r := &remote{}
+	cmd := groupCmd(e, "queues", "Inspect, pause, resume and purge queues", r)
+	cmd.AddCommand(newQueuesListCmd(r), newQueuesStatsCmd(r),
+		newQueueActionCmd(r, "pause", "Stop delivering a queue's tasks (admin)",
+			"Stop delivering a queue's tasks; submissions are still accepted. Any valid\nname may be paused, even one not used yet."),
+		newQueueActionCmd(r, "resume", "Deliver a paused queue's tasks again (admin)", ""),
+		newQueuesPurgeCmd(r), newQueuesRecountCmd(r))
+	return cmd
+}
+
+func newQueuesListCmd(r *remote) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List queues with depth, ready, running, scheduled and DLQ sizes",
+		Long: "List every queue ever submitted to. DEPTH counts live tasks (ready, running,\n" +
+			"delayed and retrying); SCHEDULED is delayed and retrying tasks; PER_MIN is\n" +
+			"finished tasks per minute over the recent window.",
+		Args: cobra.NoArgs,
+	}
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		items, _, err := s.api.listPages(cmd.Context(), "/api/v1/queues", nil, true)
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.items(items)
+		}
+		rows := make([][]string, 0, len(items))
+		for _, raw := range items {
+			var q queueView
+			if err := decodeAnswer(raw, &q); err != nil {
+				return err
+			}
+			rows = append(rows, []string{q.Name, q.state(), itoa(q.Depth), itoa(q.ReadyTotal), itoa(q.Running),
+				itoa(q.Scheduled), itoa(q.DLQ), strconv.Itoa(q.LiveWorkers), perMinute(q.Throughput.PerMinute)})
+		}
+		return s.out.table([]string{"QUEUE", "STATE", "DEPTH", "READY", "RUNNING", "SCHEDULED", "DLQ", "WORKERS", "PER_MIN"}, rows)
+	})
+	return cmd
+}
+
+func perMinute(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
+
+func newQueuesStatsCmd(r *remote) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "stats <queue>",
+		Short:             "Show one queue: sizes, ready tasks per priority band, throughput",
+		Example:           "  dtq queues stats emails",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: r.completeQueues,
+	}
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		var q queueView
+		body, err := s.api.get(cmd.Context(), queuePath(args[0]), nil, &q)
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.raw(body)
+		}
+		bands := ""
+		for b := 9; b >= 0; b-- {
+			bands += fmt.Sprintf(" p%d=%d", b, q.Ready[fmt.Sprintf("p%d", b)])
+		}
+		tp := q.Throughput
+		return s.out.fields([][2]string{
+			{"queue", q.Name},
+			{"state", q.state()},
+			{"depth", itoa(q.Depth)},
+			{"ready", itoa(q.ReadyTotal) + " (" + bands[1:] + ")"},
+			{"running", itoa(q.Running)},
+			{"pending", itoa(q.Pending) + " (delivered, not acknowledged)"},
+			{"scheduled", itoa(q.Scheduled)},
+			{"dlq", itoa(q.DLQ)},
+			{"live_workers", strconv.Itoa(q.LiveWorkers)},
+			{"throughput", fmt.Sprintf("last %d min: %d succeeded, %d failed, %d retried, %s/min",
+				tp.WindowMinutes, tp.Succeeded, tp.Failed, tp.Retried, perMinute(tp.PerMinute))},
+		})
+	})
+	return cmd
+}
+
+// newQueueActionCmd is pause or resume.
+func newQueueActionCmd(r *remote, action, short, long string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               action + " <queue>",
+		Short:             short,
+		Long:              long,
+		Example:           "  dtq queues " + action + " emails",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: r.completeQueues,
+	}
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		var out struct {
+			Queue   string `json:"queue"`
+			Paused  bool   `json:"paused"`
+			Changed bool   `json:"changed"`
+		}
+		res, err := s.api.post(cmd.Context(), queuePath(args[0])+"/"+action, nil, &out)
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.raw(res.body)
+		}
+		state, was := "resumed", "running"
+		if out.Paused {
+			state, was = "paused", "paused"
+		}
+		if !out.Changed {
+			return s.out.textf("queue %s was already %s", out.Queue, was)
+		}
+		return s.out.textf("queue %s %s", out.Queue, state)
+	})
+	return cmd
+}
+
+func newQueuesPurgeCmd(r *remote) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "purge <queue> --yes",
+		Short: "Cancel every ready task of a queue (admin)",
+		Long: "Cancel every ready (queued) task of a queue. Delayed, retrying and running\n" +
+			"tasks are left alone. It needs --yes.",
+		Example:           "  dtq queues purge emails --yes",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: r.completeQueues,
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "really cancel the queue's ready tasks")
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		if err := requireYes(yes, "cancel every ready task of queue "+args[0]); err != nil {
+			return err
+		}
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		var out struct {
+			Queue     string `json:"queue"`
+			Cancelled int64  `json:"cancelled"`
+		}
+		res, err := s.api.post(cmd.Context(), queuePath(args[0])+"/purge", nil, &out)
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.raw(res.body)
+		}
+		return s.out.textf("cancelled %d ready tasks of queue %s", out.Cancelled, out.Queue)
+	})
+	return cmd
+}
+
+func newQueuesRecountCmd(r *remote) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "recount <queue>",
+		Short: "Recompute a queue's depth counter (admin)",
+		Long: "Recompute a queue's depth counter from its streams, schedule and leases.\n" +
+			"Use it after editing Redis by hand; dtq keeps the counter exact otherwise.",
+		Example:           "  dtq queues recount emails",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: r.completeQueues,
+	}
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		var out struct {
+			Queue    string `json:"queue"`
+			OldDepth int64  `json:"old_depth"`
+			Depth    int64  `json:"depth"`
+		}
+		res, err := s.api.post(cmd.Context(), queuePath(args[0])+"/recount", nil, &out)
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.raw(res.body)
+		}
+		if out.OldDepth == out.Depth {
+			return s.out.textf("queue %s depth %d (unchanged)", out.Queue, out.Depth)
+		}
+		return s.out.textf("queue %s depth %d -> %d", out.Queue, out.OldDepth, out.Depth)
+	})
+	return cmd
+}
+
+// completionTimeout bounds the API call that completes a queue name.
+const completionTimeout = 2 * time.Second
+
+// completeQueues completes a queue name from the API's queue list; when the
+// API cannot be asked it offers nothing.
+func (r *remote) completeQueues(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	s, err := r.open(cmd)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer s.close()
+	s.api.timeout = completionTimeout
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	items, _, err := s.api.listPages(ctx, "/api/v1/queues", nil, false)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, 0, len(items))
+	for _, raw := range items {
+		var q queueView
+		if json.Unmarshal(raw, &q) == nil {
+			names = append(names, q.Name)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+func TestQueues(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	for range 3 {
+		b.submit(t, dtq.Submission{Queue: "images", Type: "echo", Priority: dtq.Priority(7)})
+	}
+	b.submit(t, dtq.Submission{Queue: "images", Type: "echo", Delay: time.Hour})
+	b.submit(t, dtq.Submission{Queue: "archive", Type: "echo"})
+
+	require.Equal(t, "queue images paused\n", b.ok(t, "queues", "pause", "images"))
+	require.Equal(t, "queue images was already paused\n", b.ok(t, "queues", "pause", "images"))
+	golden(t, "queues_list", b.ok(t, "queues", "list"))
+	golden(t, "queues_stats", b.ok(t, "queues", "stats", "images"))
+
+	var items []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "list", "-o", "json")), &items))
+	require.Len(t, items, 2)
+	var q map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "stats", "images", "-o", "json")), &q))
+	require.Equal(t, "images", q["queue"])
+	require.Equal(t, true, q["paused"])
+	require.Equal(t, 4.0, q["depth"])
+
+	var resumed map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "resume", "images", "-o", "json")), &resumed))
+	require.Equal(t, map[string]any{"queue": "images", "paused": false, "changed": true}, resumed)
+	require.Equal(t, "queue images was already running\n", b.ok(t, "queues", "resume", "images"))
+
+	code, stdout, stderr := b.run(t, "queues", "stats", "nowhere")
+	requireAPIError(t, code, stdout, stderr, "QUEUE_NOT_FOUND")
+	code, stdout, stderr = b.run(t, "queues", "pause", "Not_Valid")
+	requireAPIError(t, code, stdout, stderr, "INVALID_REQUEST")
+
+	// Purge refuses without --yes and touches nothing.
+	code, stdout, stderr = b.run(t, "queues", "purge", "images")
+	require.Equal(t, 2, code)
+	require.Empty(t, stdout)
+	require.Equal(t, "dtq: refusing to cancel every ready task of queue images without --yes\n", stderr)
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "stats", "images", "-o", "json")), &q))
+	require.Equal(t, 3.0, q["ready_total"])
+
+	require.Equal(t, "cancelled 3 ready tasks of queue images\n", b.ok(t, "queues", "purge", "images", "--yes"))
+	var purged map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "purge", "images", "--yes", "-o", "json")), &purged))
+	require.Equal(t, map[string]any{"queue": "images", "cancelled": 0.0}, purged)
+
+	// Recount repairs a depth counter edited by hand.
+	require.Equal(t, "queue images depth 1 (unchanged)\n", b.ok(t, "queues", "recount", "images"))
+	require.NoError(t, b.rc.IncrBy(b.ctx, rdb.NewKeys(b.prefix).Depth("images"), 5).Err())
+	require.Equal(t, "queue images depth 6 -> 1\n", b.ok(t, "queues", "recount", "images"))
+
+	tasks, _, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Queue: "images", Status: dtqtype.StatusCancelled})
+	require.NoError(t, err)
+	require.Len(t, tasks, 3)
+}
