@@ -214,6 +214,7 @@ func TestExpiredTaskIsNotRun(t *testing.T) {
 	runWorker(t, w)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusExpired)
 	require.Empty(t, ran)
+	require.Equal(t, []string{"TASK_QUEUED", "TASK_EXPIRED"}, b.events(t, "default", res.TaskID))
 	require.Equal(t, "0", b.rc.Get(b.ctx, b.keys.Depth("default")).Val())
 	require.Zero(t, b.rc.XLen(b.ctx, b.keys.Stream("default", 5)).Val())
 	again, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", TTL: time.Second, IdempotencyKey: "exp"})

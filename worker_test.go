@@ -148,6 +148,8 @@ func TestWorkerDeadLettersAfterAttempts(t *testing.T) {
 
 	ti := b.waitStatus(t, a.TaskID, dtqtype.StatusDeadLettered)
 	require.Equal(t, "boom", ti.Execution.ErrorMessage)
+	require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_RETRY_SCHEDULED", "TASK_RETRIED", "TASK_STARTED",
+		"TASK_DEAD_LETTERED"}, b.events(t, "default", a.TaskID))
 	require.Equal(t, 2, ti.Attempt)
 	ti = b.waitStatus(t, p.TaskID, dtqtype.StatusDeadLettered)
 	require.Equal(t, 1, ti.Attempt)

@@ -102,6 +102,8 @@ func main() {
 			res = e2e(ctx, rc, *n, *concurrency, payload)
 		case "latency":
 			res = latency(ctx, rc, *rate, *duration, *concurrency)
+		case "qstats":
+			res = queueStats(ctx, rc, *n, payload)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)
@@ -327,4 +329,32 @@ func latency(ctx context.Context, rc *redis.Client, rate int, d time.Duration, c
 	mu.Unlock()
 	charge(&r, before, after, int64(total))
 	return r
+}
+
+// queueStats measures how long reading one queue's stats takes with n tasks
+// queued (the counters and structure sizes, never a scan).
+func queueStats(ctx context.Context, rc *redis.Client, n int, payload any) result {
+	c := newClient(rc)
+	for done := 0; done < n; done += 1000 {
+		subs := make([]dtq.Submission, min(1000, n-done))
+		for i := range subs {
+			subs[i] = dtq.Submission{Type: "noop", Payload: payload, Priority: dtq.Priority(i % 10)}
+		}
+		if _, err := c.SubmitBatch(ctx, subs); err != nil {
+			panic(err)
+		}
+	}
+	in, _ := dtq.NewInspector(rc, nil)
+	var lat []float64
+	for range 200 {
+		start := time.Now()
+		qi, err := in.GetQueue(ctx, "default")
+		if err != nil || qi.Depth != int64(n) {
+			panic(fmt.Sprint(err, qi))
+		}
+		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+	}
+	slices.Sort(lat)
+	return result{Tasks: int64(n), P50ms: lat[len(lat)/2], P99ms: lat[len(lat)*99/100],
+		Note: "GetQueue latency with n tasks queued, 200 reads"}
 }
