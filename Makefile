@@ -20,8 +20,9 @@ test: ## Run every test with the race detector (needs redis-server on PATH)
 race: ## Run every test with the race detector, three times over
 	$(GO) test -race -count=3 ./...
 
-bench: ## Run the benchmarks
+bench: ## Go benchmarks, then the dtq/asynq comparison (bench/, medians of 3 runs, a few minutes)
 	$(GO) test -run=^$$ -bench=. -benchmem ./...
+	cd bench && $(GO) run . -compare 3 -n 50000
 
 lint: ## Check formatting (gofmt) and run go vet
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -29,3 +30,7 @@ lint: ## Check formatting (gofmt) and run go vet
 
 build: ## Build bin/dtq
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dtq
+
+.PHONY: screenshots
+screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)
+	$(GO) test ./web -run '^TestScreenshots$$' -count=1 -screenshots

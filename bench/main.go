@@ -51,12 +51,17 @@ func main() {
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
 	producers := flag.Int("producers", 16, "concurrent producers (enqueue)")
+	conns := flag.Int("conns", 64, "keep-alive connections (http)")
 	concurrency := flag.Int("concurrency", 32, "worker concurrency (e2e, latency)")
 	rate := flag.Int("rate", 2000, "tasks per second (latency)")
 	duration := flag.Duration("duration", 10*time.Second, "run time (latency)")
 	payloadSize := flag.Int("payload", 100, "payload bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
 	flag.Parse()
+	if *compareRuns > 0 {
+		os.Exit(compare(*compareRuns, *n))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -102,6 +107,8 @@ func main() {
 			res = e2e(ctx, rc, *n, *concurrency, payload)
 		case "latency":
 			res = latency(ctx, rc, *rate, *duration, *concurrency)
+		case "http":
+			res = httpSubmit(ctx, rc, *n, *conns)
 		case "qstats":
 			res = queueStats(ctx, rc, *n, payload)
 		default:
