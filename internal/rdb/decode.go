@@ -30,7 +30,7 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		TimeoutMS:        atoi64(h["timeout_ms"]),
 		Status:           dtqtype.Status(h["status"]),
 		CreatedAt:        dtqtype.MillisTime(atoi64(h["created_at"])),
-		AvailableAt:      dtqtype.MillisTime(atoi64(h["available_at"])),
+		AvailableAt:      dtqtype.MillisTime(atoi64(orDefault(h["available_at"], h["created_at"]))),
 		ExpiresAt:        dtqtype.MillisTime(atoi64(h["expires_at"])),
 		Metadata:         json.RawMessage(orDefault(h["metadata"], "{}")),
 		CancelRequested:  h["cancel_requested"] == "1",

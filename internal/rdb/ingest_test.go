@@ -90,7 +90,7 @@ func TestIngestQueuedTask(t *testing.T) {
 	ms := strconv.FormatInt(b.now.UnixMilli(), 10)
 	require.Equal(t, map[string]string{
 		"type": "echo", "payload": `{"n":1}`, "priority": "7", "max_attempts": "5", "attempt": "1",
-		"timeout_ms": "30000", "status": "queued", "created_at": ms, "available_at": ms,
+		"timeout_ms": "30000", "status": "queued", "created_at": ms, // available_at = created_at: not stored
 		"metadata": `{"trace":"x"}`, "stream_id": entries[0].ID,
 	}, h)
 	require.Equal(t, time.Duration(-1), b.c.TTL(b.ctx, b.keys.Task("q", nt.ID)).Val())

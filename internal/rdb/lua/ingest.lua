@@ -89,8 +89,13 @@ for i = 1, n do
     local fields = {
       'type', ttype, 'payload', payload, 'priority', priority,
       'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms,
-      'status', status, 'created_at', created_at, 'available_at', available_at,
+      'status', status, 'created_at', created_at,
     }
+    -- available_at is stored only when it differs from created_at: most
+    -- tasks are due at once, and every byte of a task hash counts.
+    if available_at ~= created_at then
+      table.insert(fields, 'available_at'); table.insert(fields, available_at)
+    end
     if ikey ~= '' then
       -- kept so that a DLQ requeue can re-create an expired record
       table.insert(fields, 'idem_key'); table.insert(fields, ikey)
