@@ -17,6 +17,7 @@ import (
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/web"
 )
 
 // HTTP server limits. There is no WriteTimeout: long-polls (?wait=) and the
@@ -146,7 +147,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	defer stopHub()
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx) }()
-	err = serveHTTP(ctx, ln, api, log)
+	err = serveHTTP(ctx, ln, withDashboard(api), log)
 	stopHub()
 	return errors.Join(err, <-hubDone)
 }
@@ -206,4 +207,16 @@ func baseURL(a net.Addr) string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(ta.Port)) + "/"
+}
+
+// withDashboard serves the dashboard at / next to the API: the API keeps
+// every path it knows (/api/, /ws/, /health, /ready, /metrics), the
+// dashboard gets the rest.
+func withDashboard(api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", web.Handler())
+	for _, p := range []string{"/api/", "/ws/", "/health", "/ready", "/metrics"} {
+		mux.Handle(p, api)
+	}
+	return mux
 }

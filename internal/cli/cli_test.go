@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -111,6 +112,14 @@ func TestDevSmoke(t *testing.T) {
 			status, _, unknown := r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "not_an_example"}`)
 			require.Equal(t, http.StatusBadRequest, status)
 			require.Equal(t, "UNKNOWN_TASK_TYPE", unknown["code"])
+
+			// The dashboard is served at / next to the API.
+			page, err := http.Get(r.base + "/")
+			require.NoError(t, err)
+			pageBody, _ := io.ReadAll(page.Body)
+			page.Body.Close()
+			require.Equal(t, http.StatusOK, page.StatusCode)
+			require.Contains(t, string(pageBody), "<title>")
 
 			status, _, ready := r.do(t, http.MethodGet, "/ready", nil, "")
 			require.Equal(t, http.StatusOK, status, "/ready: %v", ready)

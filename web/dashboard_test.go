@@ -1,0 +1,330 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// TestPagesLoadWithoutConsoleErrors visits every page with some state to
+// show and checks that nothing is written to the console: no exception, no
+// failed request, no Content-Security-Policy violation.
+func TestPagesLoadWithoutConsoleErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	done := b.submit(t, `{"task_type": "echo", "payload": {"hello": "world"}, "metadata": {"source": "test"}}`)
+	dead := b.submit(t, `{"task_type": "always_fail", "queue": "emails", "max_attempts": 1}`)
+	b.waitStatus(t, done.TaskID, "succeeded")
+	b.waitStatus(t, dead.TaskID, "dead_lettered")
+
+	tb := newTab(t, b)
+	tb.open("/")
+	tb.waitPage("overview")
+	tb.waitFor(`document.querySelector('#ov-redis').textContent === 'Ready'`)
+	for _, p := range []struct{ route, page string }{
+		{"/tasks", "tasks"},
+		{"/tasks/" + done.TaskID, "task"},
+		{"/tasks/" + dead.TaskID, "task"},
+		{"/queues", "queues"},
+		{"/dlq", "dlq"},
+		{"/workers", "workers"},
+		{"/events", "events"},
+		{"/", "overview"},
+	} {
+		tb.goTo(p.route)
+		tb.waitPage(p.page)
+	}
+	// A fresh load of a deep link works too.
+	tb.open("/tasks/" + done.TaskID)
+	tb.waitPage("task")
+	tb.waitFor(`document.querySelector('#task-status')?.dataset.status === 'succeeded'`)
+	require.Contains(t, eval[string](tb, `document.querySelector('#task-payload').textContent`), `"hello": "world"`)
+	tb.waitFor(`document.querySelector('#conn').dataset.state === 'live'`)
+
+	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
+}
+
+// TestLiveUpdates submits tasks through the API while the overview and the
+// task list are open, and checks that both follow without a reload.
+func TestLiveUpdates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	tb := newTab(t, b)
+	tb.open("/")
+	tb.waitPage("overview")
+	tb.waitFor(`document.querySelector('#conn').dataset.state === 'live'`)
+	require.Equal(t, "0", eval[string](tb, `document.querySelector('#ov-succeeded').dataset.value`))
+	tb.do(evalVoid(`window.__sameDocument = true`))
+
+	for i := range 5 {
+		b.submit(t, fmt.Sprintf(`{"task_type": "echo", "payload": {"n": %d}}`, i))
+	}
+	tb.waitFor(`Number(document.querySelector('#ov-succeeded').dataset.value) >= 5`)
+	tb.waitFor(`document.querySelector('#ov-queues tr[data-queue="default"]')`)
+	require.True(t, eval[bool](tb, `window.__sameDocument === true`), "the overview reloaded the page")
+
+	tb.goTo("/tasks")
+	tb.waitPage("tasks")
+	require.Equal(t, 5, eval[int](tb, `document.querySelectorAll('#tasks-table tbody tr[data-task-id]').length`))
+	tk := b.submit(t, `{"task_type": "sleep", "payload": {"seconds": 0.3}}`)
+	row := fmt.Sprintf(`#tasks-table tbody tr[data-task-id=%q]`, tk.TaskID)
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')`, row))
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.status === 'succeeded'`, row))
+	// The newest task is on top.
+	require.Equal(t, tk.TaskID, eval[string](tb, `document.querySelector('#tasks-table tbody tr').dataset.taskId`))
+	require.True(t, eval[bool](tb, `window.__sameDocument === true`), "the task list reloaded the page")
+
+	// A filter on another queue hides it, and new tasks there appear live.
+	tb.goTo("/tasks?queue=emails")
+	tb.waitPage("tasks")
+	tb.waitFor(`document.querySelector('#tasks-table tr.empty')`)
+	other := b.submit(t, `{"task_type": "echo", "queue": "emails"}`)
+	tb.waitFor(fmt.Sprintf(`document.querySelector('#tasks-table tbody tr[data-task-id=%q]')`, other.TaskID))
+	require.Equal(t, 1, eval[int](tb, `document.querySelectorAll('#tasks-table tbody tr[data-task-id]').length`))
+}
+
+// TestDLQRequeueByClick dead-letters a task and requeues it from the dead
+// letters page.
+func TestDLQRequeueByClick(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	dead := b.submit(t, `{"task_type": "always_fail", "max_attempts": 1, "payload": {"why": "testing"}}`)
+	b.waitStatus(t, dead.TaskID, "dead_lettered")
+
+	tb := newTab(t, b)
+	tb.open("/dlq")
+	tb.waitPage("dlq")
+	entry := fmt.Sprintf(`#dlq-list article[data-task-id=%q]`, dead.TaskID)
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')`, entry))
+	require.Contains(t, eval[string](tb, fmt.Sprintf(`document.querySelector('%s .dlq-error').textContent`, entry)),
+		"always_fail failed on attempt 1")
+
+	tb.click(entry + ` button[data-action="requeue"]`)
+	// always_fail fails again at once, so the task comes back to the DLQ;
+	// the requeue shows in previous_attempts.
+	require.Eventually(t, func() bool { return b.task(t, dead.TaskID).PreviousAttempts == 1 },
+		actionTimeout, 25*time.Millisecond)
+	b.waitStatus(t, dead.TaskID, "dead_lettered")
+	tb.waitFor(`[...document.querySelectorAll('.toast')].some(e => e.textContent.includes('Requeued'))`)
+	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
+}
+
+// TestPauseQueueByClick pauses a queue from the queues page, confirming in
+// the dialog, then resumes it.
+func TestPauseQueueByClick(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.waitStatus(t, b.submit(t, `{"task_type": "echo"}`).TaskID, "succeeded")
+
+	tb := newTab(t, b)
+	tb.open("/queues")
+	tb.waitPage("queues")
+	row := `#queues-table tr[data-queue="default"]`
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'false'`, row))
+
+	tb.click(row + ` button[data-action="pause"]`)
+	tb.waitFor(`document.querySelector('#confirm').open`)
+	require.Contains(t, eval[string](tb, `document.querySelector('#confirm-title').textContent`), "Pause queue default")
+	// Cancelling changes nothing.
+	tb.click(`#confirm-cancel`)
+	tb.waitFor(`!document.querySelector('#confirm').open`)
+	require.False(t, b.queuePaused(t, "default"))
+
+	tb.click(row + ` button[data-action="pause"]`)
+	tb.waitFor(`document.querySelector('#confirm').open`)
+	tb.click(`#confirm-ok`)
+	require.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond)
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'true'`, row))
+
+	// Paused: a new task waits.
+	waiting := b.submit(t, `{"task_type": "echo"}`)
+	require.Equal(t, "queued", b.task(t, waiting.TaskID).Status)
+
+	tb.click(row + ` button[data-action="resume"]`)
+	tb.waitFor(`document.querySelector('#confirm').open`)
+	tb.click(`#confirm-ok`)
+	b.waitStatus(t, waiting.TaskID, "succeeded")
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'false'`, row))
+	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
+}
+
+func (b *bundle) queuePaused(t *testing.T, q string) bool {
+	t.Helper()
+	var qi struct {
+		Paused bool `json:"paused"`
+	}
+	require.Equal(t, http.StatusOK, b.call(t, http.MethodGet, "/api/v1/queues/"+q, "", &qi))
+	return qi.Paused
+}
+
+// adminControls counts the enabled buttons of admin actions on the page.
+const adminControls = `document.querySelectorAll('button[data-admin]:not([disabled]):not([hidden])').length`
+
+// TestReaderKeyCannotAct signs in with a reader key and checks that no page
+// offers an enabled admin action, while an admin key gets them.
+func TestReaderKeyCannotAct(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{keys: true})
+	dead := b.submit(t, `{"task_type": "always_fail", "max_attempts": 1}`)
+	b.waitStatus(t, dead.TaskID, "dead_lettered")
+	pending := b.submit(t, `{"task_type": "echo", "delay_ms": 3600000}`)
+
+	tb := newTab(t, b)
+	tb.open("/")
+	tb.signIn("not-a-key")
+	tb.waitFor(`document.querySelector('#signin-error').textContent.includes('not accepted')`)
+	tb.do(evalVoid(`document.querySelector('#signin-key').value = ''`))
+	tb.signIn(readerKey)
+	tb.waitPage("overview")
+	require.Equal(t, "reader", eval[string](tb, `document.querySelector('#role').dataset.role`))
+	require.Equal(t, readerKey, eval[string](tb, `sessionStorage.getItem('dtq.apiKey')`))
+	tb.waitFor(`document.querySelector('#conn').dataset.state === 'live'`)
+
+	pages := []struct{ route, page, ready string }{
+		{"/queues", "queues", `document.querySelector('#queues-table tr[data-queue="default"]')`},
+		{"/dlq", "dlq", fmt.Sprintf(`document.querySelector('#dlq-list article[data-task-id=%q]')`, dead.TaskID)},
+		{"/tasks/" + pending.TaskID, "task", `document.querySelector('#task-status')?.dataset.status === 'pending'`},
+	}
+	for _, p := range pages {
+		tb.goTo(p.route)
+		tb.waitPage(p.page)
+		tb.waitFor(p.ready)
+		require.Zero(t, eval[int](tb, adminControls), "reader sees admin controls on %s", p.route)
+		require.True(t, eval[bool](tb, `!!document.querySelector('#read-only-note')`), p.route)
+	}
+
+	// The same pages offer the actions to an admin key.
+	tb.click("#signout")
+	tb.signIn(adminKey)
+	tb.waitPage("task") // back where the reader left
+	require.Equal(t, "admin", eval[string](tb, `document.querySelector('#role').dataset.role`))
+	for _, p := range pages {
+		tb.goTo(p.route)
+		tb.waitPage(p.page)
+		tb.waitFor(p.ready)
+		require.NotZero(t, eval[int](tb, adminControls), "admin sees no admin controls on %s", p.route)
+	}
+}
+
+// TestSignInAndOut checks the key is kept for the tab and forgotten on
+// sign-out.
+func TestSignInAndOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{keys: true})
+	tb := newTab(t, b)
+	tb.open("/workers")
+	tb.signIn(adminKey)
+	tb.waitPage("workers")
+	tb.waitFor(fmt.Sprintf(`document.querySelector('#workers-table tr[data-worker-id=%q]')?.dataset.live === 'true'`, "worker-"+b.prefix))
+
+	// A reload keeps the session.
+	tb.open("/workers")
+	tb.waitPage("workers")
+	tb.click("#signout")
+	tb.waitPage("signin")
+	require.Empty(t, eval[string](tb, `sessionStorage.getItem('dtq.apiKey') || ''`))
+	require.True(t, strings.Contains(eval[string](tb, `document.querySelector('#signin-error').textContent`), "Signed out"))
+}
+
+// TestDLQBulkRequeue requeues every dead letter matching a filter, after a
+// confirmation that shows how many match.
+func TestDLQBulkRequeue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	var ids []string
+	for range 3 {
+		ids = append(ids, b.submit(t, `{"task_type": "always_fail", "queue": "emails", "max_attempts": 1}`).TaskID)
+	}
+	other := b.submit(t, `{"task_type": "always_fail", "max_attempts": 1}`)
+	for _, id := range append(ids, other.TaskID) {
+		b.waitStatus(t, id, "dead_lettered")
+	}
+
+	tb := newTab(t, b)
+	tb.open("/dlq?queue=emails")
+	tb.waitPage("dlq")
+	tb.waitFor(`document.querySelectorAll('#dlq-list article').length === 3`)
+	tb.click("#dlq-requeue-all")
+	tb.waitFor(`document.querySelector('#confirm').open`)
+	require.Equal(t, "3", eval[string](tb, `document.querySelector('#bulk-count').dataset.count`))
+	require.Contains(t, eval[string](tb, `document.querySelector('#confirm-body').textContent`), "queue emails")
+	tb.click("#confirm-ok")
+	for _, id := range ids {
+		require.Eventually(t, func() bool { return b.task(t, id).PreviousAttempts == 1 }, actionTimeout, 25*time.Millisecond)
+	}
+	require.Zero(t, b.task(t, other.TaskID).PreviousAttempts, "a task outside the filter was requeued")
+	tb.waitFor(`[...document.querySelectorAll('.toast')].some(e => e.textContent.includes('Requeued 3'))`)
+	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
+}
+
+// TestCancelTaskByClick cancels a delayed task from its page.
+func TestCancelTaskByClick(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	tk := b.submit(t, `{"task_type": "echo", "delay_ms": 3600000}`)
+	tb := newTab(t, b)
+	tb.open("/tasks/" + tk.TaskID)
+	tb.waitPage("task")
+	tb.waitFor(`document.querySelector('#task-status')?.dataset.status === 'pending'`)
+	tb.click("#task-cancel")
+	tb.waitFor(`document.querySelector('#confirm').open`)
+	tb.click("#confirm-ok")
+	b.waitStatus(t, tk.TaskID, "cancelled")
+	tb.waitFor(`document.querySelector('#task-status')?.dataset.status === 'cancelled'`)
+	tb.waitFor(`!document.querySelector('#task-cancel')`)
+	tb.waitFor(`document.querySelector('#task-events tr[data-event-id] .badge')?.textContent === 'TASK_CANCELLED'`)
+	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
+}
+
+// TestFeedResumesAndResets cuts the event feed under the dashboard: it
+// resumes from its cursor without losing or repeating events, and when its
+// position was trimmed away it says so and reloads.
+func TestFeedResumesAndResets(t *testing.T) {
+	t.Parallel()
+	gate := newFeedGate()
+	b := setup(t, options{gate: gate, ringSize: 4})
+	tb := newTab(t, b)
+	tb.open("/events?queue=default")
+	tb.waitPage("events")
+	tb.waitFor(`document.querySelector('#conn').dataset.state === 'live'`)
+	rowsOf := func(id, typ string) string {
+		return fmt.Sprintf(`document.querySelectorAll('#events-table tr[data-type=%q] a[title=%q]').length`, typ, id)
+	}
+	first := b.submit(t, `{"task_type": "echo"}`)
+	tb.waitFor(rowsOf(first.TaskID, "TASK_SUCCEEDED") + ` === 1`)
+
+	// An outage: what happens meanwhile arrives after the reconnect, once.
+	gate.hold()
+	tb.waitFor(`document.querySelector('#conn').dataset.state !== 'live'`)
+	during := b.submit(t, `{"task_type": "echo"}`)
+	b.waitStatus(t, during.TaskID, "succeeded")
+	gate.release()
+	tb.waitFor(rowsOf(during.TaskID, "TASK_SUCCEEDED") + ` === 1`)
+	tb.waitFor(`document.querySelector('#conn').dataset.state === 'live'`)
+	require.NotZero(t, gate.resumes(), "the reconnect sent no Last-Event-ID")
+	require.Equal(t, 1, eval[int](tb, rowsOf(during.TaskID, "TASK_QUEUED")))
+	require.True(t, eval[bool](tb, `(() => {
+		const ids = [...document.querySelectorAll('#events-table tr[data-event-id]')].map(r => r.dataset.eventId);
+		return ids.length > 0 && new Set(ids).size === ids.length;
+	})()`), "an event was shown twice")
+
+	// An outage longer than the retained events: the feed resets.
+	gate.hold()
+	tb.waitFor(`document.querySelector('#conn').dataset.state !== 'live'`)
+	for range 3 {
+		b.waitStatus(t, b.submit(t, `{"task_type": "echo"}`).TaskID, "succeeded")
+	}
+	require.NoError(t, b.rc.XTrimMaxLen(context.Background(), rdb.NewKeys(b.prefix).Events("default"), 0).Err())
+	gate.release()
+	tb.waitFor(`[...document.querySelectorAll('.toast')].some(e => e.textContent.includes('trimmed'))`)
+	tb.waitFor(`document.querySelector('#conn').dataset.state === 'live'`)
+	after := b.submit(t, `{"task_type": "echo"}`)
+	tb.waitFor(rowsOf(after.TaskID, "TASK_SUCCEEDED") + ` === 1`)
+}

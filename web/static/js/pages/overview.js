@@ -1,0 +1,195 @@
+// Overview: health, live throughput and depth, latency estimates and a
+// summary of the queues.
+
+import {api, ready} from '../api.js';
+import {h, add, setText, fmtInt, fmtRate, fmtTime} from '../dom.js';
+import {LineChart, legend} from '../charts.js';
+import {pageHeader, section} from '../ui.js';
+import {refresher, percentiles, sumBuckets, fmtEstimate, markReady, errorBox, keepFocus} from './common.js';
+
+const WINDOW_MIN = 15;
+const TASK_EVENT = /^TASK_/;
+
+function statCard(id, label, sub) {
+  const value = h('span', {class: 'stat-value num', id, 'data-value': ''}, '—');
+  const note = h('span', {class: 'stat-sub'}, sub || '\u00a0');
+  return {el: h('div', {class: 'stat'}, h('span', {class: 'stat-label'}, label), value, note), value, note};
+}
+
+function setStat(card, v, text, note) {
+  card.value.dataset.value = v === null || v === undefined ? '' : String(v);
+  setText(card.value, text ?? fmtInt(v));
+  if (note !== undefined) setText(card.note, note || '\u00a0');
+}
+
+export function mount(root, {app}) {
+  const ctrl = new AbortController();
+  const cards = {
+    redis: statCard('ov-redis', 'Redis'),
+    workers: statCard('ov-workers', 'Live workers'),
+    depth: statCard('ov-depth', 'Live tasks', 'not finished yet'),
+    running: statCard('ov-running', 'Running'),
+    dlq: statCard('ov-dlq', 'Dead letters'),
+    rate: statCard('ov-rate', 'Finished per second', 'last full minute'),
+  };
+
+  const tpSeries = [
+    {key: 'succeeded', label: 'Succeeded', tone: 'ok', id: 'ov-succeeded'},
+    {key: 'failed', label: 'Failed', tone: 'bad', id: 'ov-failed'},
+    {key: 'retried', label: 'Retried', tone: 'warn', id: 'ov-retried'},
+  ];
+  const tpChart = new LineChart({label: 'Tasks finished per second, per minute', series: tpSeries, yFormat: fmtRate, floor: 0.1});
+  const tpLegend = legend(tpSeries);
+  const depthSeries = [{key: 'depth', label: 'Live tasks now', tone: 'accent', id: 'ov-depth-now'}];
+  const depthChart = new LineChart({label: 'Total queue depth over time', series: depthSeries, step: true, area: true, floor: 2,
+    emptyText: 'Collecting samples…'});
+  const depthLegend = legend(depthSeries);
+
+  const latBody = h('tbody', {});
+  const queueBody = h('tbody', {});
+  const status = h('div', {class: 'page-status'});
+
+  add(root,
+    pageHeader('Overview'),
+    status,
+    h('div', {class: 'stats'}, Object.values(cards).map(c => c.el)),
+    h('div', {class: 'grid-2'},
+      section('Throughput', h('p', {class: 'card-sub'}, `Per second, by minute, last ${WINDOW_MIN} minutes. Totals for the window:`),
+        tpLegend.el, tpChart.el),
+      section('Queue depth', h('p', {class: 'card-sub'}, 'Live tasks in all queues, sampled since the dashboard was opened.'),
+        depthLegend.el, depthChart.el)),
+    h('div', {class: 'grid-2'},
+      section('Latency',
+        h('p', {class: 'card-sub'}, `Estimated from the power-of-two buckets of the last ${WINDOW_MIN} minutes.`),
+        h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'ov-latency'},
+          h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, ''), ['p50', 'p95', 'p99'].map(p => h('th', {class: 'num', scope: 'col'}, p)),
+            h('th', {class: 'num', scope: 'col'}, 'Samples'))),
+          latBody))),
+      section('Queues',
+        h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'ov-queues'},
+          h('thead', {}, h('tr', {},
+            h('th', {scope: 'col'}, 'Queue'), h('th', {class: 'num', scope: 'col'}, 'Live'),
+            h('th', {class: 'num', scope: 'col'}, 'Ready'), h('th', {class: 'num', scope: 'col'}, 'Running'),
+            h('th', {class: 'num', scope: 'col'}, 'Dead'), h('th', {scope: 'col'}, 'State'))),
+          queueBody)),
+        h('p', {class: 'card-foot'}, h('a', {href: '#/queues'}, 'All queue details →')))));
+
+  function renderLatency(items) {
+    const rows = [['Wait (created → started)', 'wait_buckets', 'ov-wait'], ['Run (handler duration)', 'run_buckets', 'ov-run']];
+    latBody.replaceChildren(...rows.map(([label, f, id]) => {
+      const {total, values} = percentiles(sumBuckets(items, f), [0.5, 0.95, 0.99]);
+      return h('tr', {id},
+        h('th', {scope: 'row'}, label),
+        values.map(v => h('td', {class: 'num'}, fmtEstimate(v))),
+        h('td', {class: 'num'}, fmtInt(total)));
+    }));
+  }
+
+  function renderStats(items) {
+    const xs = [], vals = {succeeded: [], failed: [], retried: []};
+    const totals = {succeeded: 0, failed: 0, retried: 0};
+    const now = Date.now();
+    items.forEach(m => {
+      const t = new Date(m.minute).getTime();
+      // The current minute is still filling up: rate it by its elapsed part.
+      const secs = Math.min(60, Math.max(10, (now - t) / 1000));
+      const failed = m.failed + m.dead_lettered;
+      xs.push(t);
+      vals.succeeded.push(m.succeeded / secs);
+      vals.failed.push(failed / secs);
+      vals.retried.push(m.retried / secs);
+      totals.succeeded += m.succeeded;
+      totals.failed += failed;
+      totals.retried += m.retried;
+    });
+    tpChart.update(xs, vals);
+    for (const k of Object.keys(totals)) {
+      tpLegend.cells[k].dataset.value = String(totals[k]);
+      setText(tpLegend.cells[k], fmtInt(totals[k]));
+    }
+    const prev = items.length > 1 ? items[items.length - 2] : null;
+    const done = prev ? prev.succeeded + prev.failed + prev.dead_lettered : null;
+    setStat(cards.rate, done === null ? null : done / 60, done === null ? '—' : fmtRate(done / 60));
+    renderLatency(items);
+  }
+
+  function renderQueues(qs) {
+    app.recordDepth(qs);
+    const sum = f => qs.reduce((n, q) => n + f(q), 0);
+    const depth = sum(q => q.depth);
+    setStat(cards.depth, depth);
+    setStat(cards.running, sum(q => q.running));
+    const dead = sum(q => q.dlq);
+    setStat(cards.dlq, dead);
+    if (!dead) setText(cards.dlq.note, 'none');
+    else if (!cards.dlq.note.querySelector('a')) cards.dlq.note.replaceChildren(h('a', {href: '#/dlq'}, 'Review dead letters →'));
+    depthLegend.cells.depth.dataset.value = String(depth);
+    setText(depthLegend.cells.depth, fmtInt(depth));
+    // The chart spans the samples taken (at least a minute, at most the
+    // window), so that it is readable soon after the page opens.
+    const now = Date.now();
+    const hist = app.depthHistory;
+    const from = Math.min(now - 60000, Math.max(now - WINDOW_MIN * 60000, hist.length ? hist[0].t : now));
+    depthChart.update(hist.map(s => s.t), {depth: hist.map(s => s.depth)}, [from, now]);
+    if (!qs.length) {
+      queueBody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan: 6}, 'No queues yet: submit a task to create one.')));
+      return;
+    }
+    keepFocus(queueBody, () => queueBody.replaceChildren(...qs.map(q => h('tr', {dataset: {queue: q.queue}},
+      h('th', {scope: 'row'}, h('a', {href: `#/tasks?queue=${encodeURIComponent(q.queue)}`}, q.queue)),
+      h('td', {class: 'num'}, fmtInt(q.depth)),
+      h('td', {class: 'num'}, fmtInt(q.ready_total)),
+      h('td', {class: 'num'}, fmtInt(q.running)),
+      h('td', {class: 'num'}, fmtInt(q.dlq)),
+      h('td', {}, q.paused ? h('span', {class: 'badge st-paused'}, 'paused') : h('span', {class: 'badge st-active'}, 'active'))))));
+  }
+
+  function renderWorkers(ws) {
+    const live = ws.filter(w => w.live);
+    const slots = live.reduce((n, w) => n + w.concurrency, 0);
+    const busy = live.reduce((n, w) => n + w.in_flight.length, 0);
+    setStat(cards.workers, live.length, undefined,
+      live.length ? `${fmtInt(busy)} of ${fmtInt(slots)} slots busy` : ws.length ? `${ws.length} stale` : 'none seen');
+  }
+
+  async function loadReady() {
+    const r = await ready(ctrl.signal);
+    setStat(cards.redis, r.ok ? 1 : 0, r.ok ? 'Ready' : 'Not ready', r.ok ? 'checked ' + fmtTime(new Date().toISOString()) : r.message);
+    cards.redis.el.dataset.tone = r.ok ? 'ok' : 'bad';
+  }
+
+  async function load() {
+    const signal = ctrl.signal;
+    const [qs, ws, st] = await Promise.allSettled([
+      api('queues', {signal}),
+      api('workers', {signal}),
+      api('stats', {query: {window: `${WINDOW_MIN}m`}, signal}),
+    ]);
+    if (signal.aborted) return;
+    const failed = [qs, ws, st].find(r => r.status === 'rejected');
+    status.replaceChildren(failed ? errorBox(failed.reason, () => refresh.now()) : '');
+    if (qs.status === 'fulfilled') renderQueues(qs.value.items);
+    if (ws.status === 'fulfilled') renderWorkers(ws.value.items);
+    if (st.status === 'fulfilled') renderStats(st.value.items);
+    markReady(root);
+  }
+
+  const refresh = refresher(load, {wait: 700, maxWait: 2500, idleMS: 15000});
+  const readyRefresh = refresher(loadReady, {idleMS: 30000});
+  readyRefresh.now();
+  refresh.now();
+
+  return {
+    onEvent(ev) {
+      if (TASK_EVENT.test(ev.type) || ev.type.startsWith('WORKER_') || ev.type.startsWith('QUEUE_')) refresh.soon();
+    },
+    onReset() { refresh.now(); },
+    destroy() {
+      ctrl.abort();
+      refresh.stop();
+      readyRefresh.stop();
+      tpChart.destroy();
+      depthChart.destroy();
+    },
+  };
+}

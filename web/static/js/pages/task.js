@@ -1,0 +1,221 @@
+// One task: its fields, payload, result and metadata, the attempts
+// timeline, its events, and the admin actions (cancel, run now).
+
+import {api, APIError} from '../api.js';
+import {Feed, eventTone} from '../feed.js';
+import {h, add, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, TERMINAL} from '../dom.js';
+import {pageHeader, section, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
+import {refresher, errorBox, markReady} from './common.js';
+
+const CANCELLABLE = new Set(['pending', 'queued', 'running', 'retrying']);
+const RUNNABLE_NOW = new Set(['pending', 'retrying']);
+
+function dl(pairs) {
+  return h('dl', {class: 'facts'}, pairs.filter(Boolean).map(([k, v, id]) => [h('dt', {}, k), h('dd', {id: id || null}, v)]));
+}
+
+function jsonBlock(id, value, emptyText) {
+  if (value === null || value === undefined) return h('p', {class: 'muted', id}, emptyText);
+  return h('pre', {class: 'json', id, tabindex: '0'}, prettyJSON(value));
+}
+
+export function mount(root, {app, arg: id, setTitle}) {
+  const ctrl = new AbortController();
+  let task = null;
+  let busy = false;
+  const admin = app.session.canAdmin;
+  setTitle(`Task ${id}`);
+
+  const head = h('div', {class: 'task-head'});
+  const actions = h('div', {class: 'page-actions'});
+  const status = h('div', {class: 'page-status'});
+  const body = h('div', {class: 'task-body'});
+  const eventsBody = h('tbody', {});
+  const eventsNote = h('p', {class: 'card-sub'}, 'Events of this task since the dashboard was opened, live.');
+
+  add(root,
+    h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/tasks'}, 'Tasks'), ' / ', h('span', {class: 'mono'}, id)),
+    h('div', {class: 'page-head'}, head, actions),
+    admin ? null : readOnlyNote(),
+    status,
+    body,
+    section('Events', eventsNote, h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'task-events'},
+      h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'Time'), h('th', {scope: 'col'}, 'Event'),
+        h('th', {class: 'num', scope: 'col'}, 'Attempt'), h('th', {scope: 'col'}, 'Worker'), h('th', {scope: 'col'}, 'Details'))),
+      eventsBody))));
+  eventsBody.append(h('tr', {class: 'empty'}, h('td', {colspan: 5}, 'No events seen yet.')));
+
+  function actionButton(label, cls, idAttr, onClick) {
+    return h('button', {class: `btn ${cls}`, type: 'button', id: idAttr, dataset: {admin: ''}, disabled: busy, onclick: onClick}, label);
+  }
+
+  function renderActions(t) {
+    if (!admin) { actions.replaceChildren(); return; }
+    const list = [];
+    if (RUNNABLE_NOW.has(t.status)) list.push(actionButton('Run now', '', 'task-run-now', runNow));
+    if (CANCELLABLE.has(t.status)) {
+      const label = t.status === 'running' ? (t.cancel_requested ? 'Cancel requested' : 'Request cancel') : 'Cancel task';
+      const b = actionButton(label, 'btn-danger', 'task-cancel', cancel);
+      if (t.cancel_requested) b.disabled = true;
+      list.push(b);
+    }
+    // Keep focus on the same button across re-renders.
+    const focused = document.activeElement?.id;
+    actions.replaceChildren(...list);
+    if (focused) document.getElementById(focused)?.focus();
+  }
+
+  function render(t) {
+    task = t;
+    head.replaceChildren(
+      h('h1', {class: 'task-title'}, h('span', {class: 'task-type'}, t.task_type), ' ', statusBadge(t.status),
+        t.cancel_requested && !TERMINAL.has(t.status) ? h('span', {class: 'badge st-retrying'}, 'cancel requested') : null),
+      h('p', {class: 'task-id mono'}, t.task_id));
+    head.querySelector('.badge').id = 'task-status';
+    renderActions(t);
+
+    const ex = t.execution || {};
+    const errText = ex.error_class || ex.error_message ? [h('strong', {}, ex.error_class || 'Error'), ex.error_message ? ': ' + ex.error_message : ''] : '—';
+    const result = t.result_truncated
+      ? h('p', {class: 'muted', id: 'task-result'}, 'The result was larger than the result size limit and was not stored.')
+      : t.result_expired
+        ? h('p', {class: 'muted', id: 'task-result'}, 'The result expired (result retention passed).')
+        : jsonBlock('task-result', t.result, TERMINAL.has(t.status) ? 'No result.' : 'No result yet.');
+
+    body.replaceChildren(
+      h('div', {class: 'grid-2'},
+        section('Task', dl([
+          ['Queue', h('a', {href: `#/tasks?queue=${encodeURIComponent(t.queue)}`}, t.queue)],
+          ['Priority', String(t.priority)],
+          ['Attempt', `${t.attempt} of ${t.max_attempts}`, 'task-attempt'],
+          t.previous_attempts ? ['Earlier attempts', `${fmtInt(t.previous_attempts)} (before a dead-letter requeue)`] : null,
+          ['Timeout', fmtMS(t.timeout_ms)],
+          ['Created', fmtTime(t.created_at, true)],
+          ['Available at', fmtTime(t.available_at, true)],
+          ['Expires at', t.expires_at ? fmtTime(t.expires_at, true) : 'never'],
+          ['Idempotency key', t.idempotency_key ? h('code', {}, t.idempotency_key) : 'none'],
+        ])),
+        section('Current or last attempt', dl([
+          ['Worker', ex.worker_id ? h('code', {}, ex.worker_id) : '—'],
+          ['Started', fmtTime(ex.started_at, true)],
+          ['Finished', fmtTime(ex.finished_at, true)],
+          ['Duration', ex.duration_ms !== null && ex.duration_ms !== undefined ? fmtMS(ex.duration_ms)
+            : t.status === 'running' && ex.started_at ? `running for ${fmtMS(Date.now() - new Date(ex.started_at).getTime())}` : '—'],
+          ['Error', errText, 'task-error'],
+          ex.retryable !== null && ex.retryable !== undefined ? ['Retryable', ex.retryable ? 'yes' : 'no'] : null,
+          ex.retry_delay_ms !== null && ex.retry_delay_ms !== undefined ? ['Retry delay', fmtMS(ex.retry_delay_ms)] : null,
+        ]))),
+      h('div', {class: 'grid-3'},
+        section('Payload', jsonBlock('task-payload', t.payload, 'Empty.')),
+        section('Result', result),
+        section('Metadata', jsonBlock('task-metadata', t.metadata, 'None.'))),
+      section('Attempts', timeline(t)));
+  }
+
+  function timeline(t) {
+    const items = (t.attempts || []).map(a => ({...a, done: true}));
+    const ex = t.execution || {};
+    if (t.status === 'running' && ex.started_at && !items.some(a => a.attempt === t.attempt && a.started_at === ex.started_at)) {
+      items.push({attempt: t.attempt, worker_id: ex.worker_id, started_at: ex.started_at, outcome: 'running', done: false});
+    }
+    if (!items.length) return h('p', {class: 'muted', id: 'task-attempts'}, 'No attempt has started yet.');
+    return h('ol', {class: 'timeline', id: 'task-attempts'}, items.map(a => h('li', {class: `tl-item tl-${a.outcome || 'unknown'}`},
+      h('div', {class: 'tl-head'},
+        h('strong', {}, `Attempt ${a.attempt}`),
+        h('span', {class: `badge ev-${a.outcome === 'succeeded' ? 'ok' : a.outcome === 'running' ? 'run' : 'bad'}`}, a.outcome || 'unknown'),
+        h('span', {class: 'muted'}, fmtTime(a.started_at, true)),
+        a.done ? h('span', {class: 'num'}, fmtMS(a.duration_ms)) : h('span', {class: 'muted'}, 'running')),
+      h('div', {class: 'tl-meta'}, 'Worker ', h('code', {}, a.worker_id || '—')),
+      a.error_class || a.error_message ? h('div', {class: 'tl-error'}, h('strong', {}, a.error_class || 'Error'), a.error_message ? ': ' + a.error_message : '') : null)));
+  }
+
+  async function load() {
+    try {
+      render(await api(`tasks/${id}`, {signal: ctrl.signal}));
+      status.replaceChildren();
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      if (e instanceof APIError && e.status === 404) {
+        head.replaceChildren(h('h1', {}, 'Task not found'));
+        actions.replaceChildren();
+        body.replaceChildren(h('div', {class: 'card', id: 'task-missing'},
+          h('p', {}, 'No task has this id, or its retention has passed.'),
+          h('p', {}, h('a', {href: '#/tasks'}, 'Back to the task list'))));
+      } else {
+        status.replaceChildren(errorBox(e, () => refresh.now()));
+      }
+    }
+    markReady(root);
+  }
+
+  async function act(fn, okText) {
+    busy = true;
+    renderActions(task);
+    try {
+      await fn();
+      toast(okText, 'ok');
+    } catch (e) {
+      errorToast(e);
+    } finally {
+      busy = false;
+      await refresh.now();
+    }
+  }
+
+  async function cancel() {
+    const running = task.status === 'running';
+    const yes = await confirmAction({
+      title: running ? 'Request cancel of a running task?' : 'Cancel this task?',
+      body: running
+        ? 'The worker running it is told to stop. If the handler returns an error the task ends cancelled; if it finishes anyway, it ends succeeded.'
+        : 'The task will not run. This cannot be undone; an idempotency key it carries will replay the cancelled task.',
+      confirm: running ? 'Request cancel' : 'Cancel task',
+      danger: true,
+    });
+    if (!yes) return;
+    await act(() => api(`tasks/${id}/cancel`, {method: 'POST'}), running ? 'Cancel requested' : 'Task cancelled');
+  }
+
+  async function runNow() {
+    await act(() => api(`tasks/${id}/run-now`, {method: 'POST'}), 'The task is due now');
+  }
+
+  const refresh = refresher(load, {wait: 250, maxWait: 1000});
+  refresh.now();
+
+  // Events: replay this task's events from where the dashboard's feed
+  // started, then follow them live.
+  const seenEvents = new Set();
+  const feed = new Feed({filter: {task_id: id}, cursor: app.feed?.firstCursor || app.feed?.cursor || ''});
+  feed.on('event', ev => {
+    if (seenEvents.has(ev.event_id)) return;
+    seenEvents.add(ev.event_id);
+    eventsBody.querySelector('tr.empty')?.remove();
+    eventsBody.prepend(h('tr', {dataset: {eventId: ev.event_id}},
+      h('td', {class: 'cell-time'}, fmtTime(ev.ts, true)),
+      h('td', {}, h('span', {class: `badge ev-${eventTone(ev.type)}`}, ev.type)),
+      h('td', {class: 'num'}, ev.attempt ?? '—'),
+      h('td', {}, ev.worker_id ? h('code', {}, ev.worker_id) : '—'),
+      h('td', {class: 'cell-meta'}, Object.keys(ev.metadata || {}).length ? h('code', {}, compactJSON(ev.metadata)) : '')));
+    refresh.soon();
+  });
+  feed.on('reset', () => refresh.now());
+  feed.start();
+
+  const ticker = setInterval(() => {
+    if (task?.status === 'running') {
+      const cell = body.querySelector('#task-attempts');
+      if (cell) cell.replaceWith(timeline(task));
+    }
+  }, 5000);
+
+  return {
+    onReset() { refresh.now(); },
+    destroy() {
+      ctrl.abort();
+      feed.stop();
+      refresh.stop();
+      clearInterval(ticker);
+    },
+  };
+}
