@@ -65,14 +65,28 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 // reclaimLoop takes over tasks of queue whose lease expired, as free slots
 // allow, about once per heartbeat interval.
 func (w *Worker) reclaimLoop(ctx, hardCtx context.Context, queue string) {
+	lastPrune := time.Now()
 	for {
 		d := time.Duration(float64(w.cfg.HeartbeatInterval) * (0.8 + 0.4*rand.Float64()))
 		if !sleepCtx(ctx, d) {
 			return
 		}
 		w.reclaimOnce(hardCtx, queue)
+		if time.Since(lastPrune) > consumerPruneEvery {
+			lastPrune = time.Now()
+			if _, err := w.rdb.PruneConsumers(ctx, queue, consumerIdleLimit); err != nil && ctx.Err() == nil {
+				w.cfg.Logger.Warn("pruning idle consumers failed", "queue", queue, "err", err)
+			}
+		}
 	}
 }
+
+// Idle consumers (stopped or replaced workers) are removed from the group
+// once they have nothing pending and have not read for consumerIdleLimit.
+const (
+	consumerPruneEvery = 5 * time.Minute
+	consumerIdleLimit  = time.Hour
+)
 
 func (w *Worker) reclaimOnce(hardCtx context.Context, queue string) {
 	room := w.slots.tryAcquire(w.cfg.Concurrency)

@@ -280,6 +280,8 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	_, _, err = r.SweepExpired(ctx, "emails", ws, now.Add(3*time.Hour))
 	require.NoError(t, err)
+	_, err = r.PruneConsumers(ctx, "emails", time.Hour)
+	require.NoError(t, err)
 
 	// Global scripts: worker heartbeats and handler-level operations.
 	require.NoError(t, r.WorkerStart(ctx, "w1", now, time.Minute, 1000, []any{"instance", "i1", "status", "running"}))

@@ -417,3 +417,9 @@ func (r *RDB) OpFinish(ctx context.Context, key, token, mode string, ttl time.Du
 	n, err := r.run(ctx, "op_finish", []string{r.keys.Operation(key)}, token, mode, ttl.Milliseconds(), result).Int64()
 	return n == 1, err
 }
+
+// PruneConsumers removes the group's consumers on queue's streams that have
+// nothing pending and were idle for at least idle.
+func (r *RDB) PruneConsumers(ctx context.Context, queue string, idle time.Duration) (int64, error) {
+	return r.run(ctx, "prune_consumers", r.bandStreams(queue), Group, idle.Milliseconds()).Int64()
+}
