@@ -44,8 +44,8 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		}
 		w.slots.release(n - len(res.Tasks))
 		switch {
-		case len(res.Tasks) > 0:
-			continue
+		case len(res.Tasks) > 0 && len(res.LastIDs) == 0:
+			continue // slots ran out first: more may be ready
 		case res.NoGroup:
 			if err := w.rdb.EnsureGroups(bg, queue); err != nil {
 				w.cfg.Logger.Warn("create consumer groups failed", "queue", queue, "err", err)
@@ -127,12 +127,16 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) {
 	w.handlers.Add(1)
 	go func() {
 		defer w.handlers.Done()
-		defer w.slots.release(1)
-		defer tcancel()
-		defer cancel(nil)
 		began := time.Now()
 		res, err, panicked := w.invoke(withWorkerPrefix(tctx, w.cfg.KeyPrefix), t)
-		w.finish(r, res, err, panicked, context.Cause(tctx), time.Since(began))
+		took, cause := time.Since(began), context.Cause(tctx)
+		tcancel()
+		cancel(nil)
+		// The slot bounds running handlers: it is free as soon as this one
+		// returns, so the next claim overlaps this task's finalize. The task
+		// stays in flight (its lease renewed) until the finalize is done.
+		w.slots.release(1)
+		w.finish(r, res, err, panicked, cause, took)
 		w.mu.Lock()
 		delete(w.inflight, ct.ID)
 		w.mu.Unlock()

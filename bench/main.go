@@ -338,6 +338,9 @@ func latency(ctx context.Context, rc *redis.Client, rate int, d time.Duration, c
 	}
 	el := time.Since(start)
 	after := readStats(ctx, rc)
+	if os.Getenv("DTQ_BENCH_CMDSTATS") != "" {
+		fmt.Fprintln(os.Stderr, rc.Info(ctx, "commandstats").Val())
+	}
 	stop()
 	<-done
 	mu.Lock()

@@ -79,8 +79,9 @@ type ClaimResult struct {
 	Tasks   []ClaimedTask
 	Paused  bool
 	NoGroup bool
-	// LastIDs, set when nothing was read, are the group's last-delivered ids
-	// of bands p9..p0: WaitReady blocks until an entry newer than them exists.
+	// LastIDs, set when the bands ran out before the slots did, are the
+	// group's last-delivered ids of bands p9..p0: WaitReady blocks until an
+	// entry newer than them exists.
 	LastIDs []string
 }
 

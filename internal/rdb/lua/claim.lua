@@ -21,8 +21,9 @@
 --   state "paused" (nothing read), "ok", or "nogroup" (a band had no group)
 --   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
 --          idem_key, created_at, cancel_requested, metadata, priority}
---   last_ids: when no entry at all was read, the group's last-delivered id
---          of each band p9..p0 (to block on with XREAD); else empty.
+--   last_ids: when the bands ran out before the slots did, the group's
+--          last-delivered id of each band p9..p0 (to block on with XREAD);
+--          else empty.
 
 local now = tonumber(ARGV[1])
 local worker, group = ARGV[2], ARGV[3]
@@ -101,8 +102,11 @@ if #leases > 0 then
   stats_flush(KEYS[7], acc)
 end
 
+-- Every band was read until empty when slots are left over: return the
+-- group's last-delivered ids so the caller can block right away instead of
+-- asking again.
 local last_ids = {}
-if read == 0 and state == 'ok' then
+if remaining > 0 and state == 'ok' then
   for b = 9, 0, -1 do
     local id = '0-0'
     local groups = redis.call('XINFO', 'GROUPS', streams[b])
