@@ -67,6 +67,7 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cmd := exec.Command(s.bin, s.args...)
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
