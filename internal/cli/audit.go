@@ -37,28 +37,14 @@ func newAuditCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue from a previous page's cursor")
 	cmd.Flags().BoolVar(&all, "all", false, "read every page")
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		items, next, err := s.api.listPages(cmd.Context(), "/api/v1/audit", filterQuery(map[string]string{"cursor": cursor}, limit), all)
-		if err != nil {
-			return err
-		}
-		defer nextPageHint(e.stderr, "dtq audit", next)
-		if s.out.json {
-			return s.out.items(items)
-		}
-		rows := make([][]string, 0, len(items))
-		for _, raw := range items {
-			var a auditView
-			if err := decodeAnswer(raw, &a); err != nil {
-				return err
-			}
-			rows = append(rows, []string{a.TS, a.Actor, a.Role, a.Action, a.Target, a.RequestID, truncate(cell(a.Detail), 60)})
-		}
-		return s.out.table([]string{"TIME", "ACTOR", "ROLE", "ACTION", "TARGET", "REQUEST_ID", "DETAIL"}, rows)
+		return printList(cmd, r, listing[auditView]{
+			path: "/api/v1/audit", query: filterQuery(map[string]string{"cursor": cursor}, limit), all: all,
+			hint:   "dtq audit",
+			header: []string{"TIME", "ACTOR", "ROLE", "ACTION", "TARGET", "REQUEST_ID", "DETAIL"},
+			row: func(a auditView) []string {
+				return []string{a.TS, a.Actor, a.Role, a.Action, a.Target, a.RequestID, truncate(cell(a.Detail), 60)}
+			},
+		})
 	})
 	return cmd
 }

@@ -51,30 +51,15 @@ func newDLQListCmd(r *remote) *cobra.Command {
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue from a previous page's cursor")
 	cmd.Flags().BoolVar(&all, "all", false, "read every page")
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		q := filterQuery(map[string]string{"queue": f.queue, "type": f.typ, "error_class": f.errorClass, "cursor": cursor}, limit)
-		items, next, err := s.api.listPages(cmd.Context(), "/api/v1/dlq", q, all)
-		if err != nil {
-			return err
-		}
-		defer nextPageHint(r.e.stderr, "dtq dlq list", next)
-		if s.out.json {
-			return s.out.items(items)
-		}
-		rows := make([][]string, 0, len(items))
-		for _, raw := range items {
-			var t taskView
-			if err := decodeAnswer(raw, &t); err != nil {
-				return err
-			}
-			rows = append(rows, []string{t.ID, t.Queue, t.Type, t.Execution.ErrorClass, strconv.Itoa(t.Attempt),
-				t.FailedAt, truncate(cell(t.Execution.ErrorMessage), 60)})
-		}
-		return s.out.table([]string{"TASK_ID", "QUEUE", "TYPE", "ERROR_CLASS", "ATTEMPTS", "FAILED_AT", "ERROR"}, rows)
+		return printList(cmd, r, listing[taskView]{
+			path: "/api/v1/dlq", query: q, all: all, hint: "dtq dlq list",
+			header: []string{"TASK_ID", "QUEUE", "TYPE", "ERROR_CLASS", "ATTEMPTS", "FAILED_AT", "ERROR"},
+			row: func(t taskView) []string {
+				return []string{t.ID, t.Queue, t.Type, t.Execution.ErrorClass, strconv.Itoa(t.Attempt),
+					t.FailedAt, truncate(cell(t.Execution.ErrorMessage), 60)}
+			},
+		})
 	})
 	return cmd
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode"
+
+	"github.com/spf13/cobra"
 )
 
 // printer writes a command's answer: an aligned table for people, or the
@@ -132,4 +135,43 @@ func nextPageHint(w io.Writer, command, cursor string) {
 	if cursor != "" {
 		fmt.Fprintf(w, "dtq: more results: %s --cursor %s (or --all)\n", command, cursor)
 	}
+}
+
+// listing is one list command: what to fetch and how a row looks.
+type listing[T any] struct {
+	path   string
+	query  url.Values
+	all    bool   // follow next_cursor to the end
+	hint   string // the command named in the next-page hint; "" = none
+	header []string
+	row    func(T) []string
+}
+
+// printList fetches a list and prints it: the API's items as a JSON array
+// with -o json, else a table with one row per item.
+func printList[T any](cmd *cobra.Command, r *remote, l listing[T]) error {
+	s, err := r.open(cmd)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	items, next, err := s.api.listPages(cmd.Context(), l.path, l.query, l.all)
+	if err != nil {
+		return err
+	}
+	if l.hint != "" {
+		defer nextPageHint(r.e.stderr, l.hint, next)
+	}
+	if s.out.json {
+		return s.out.items(items)
+	}
+	rows := make([][]string, 0, len(items))
+	for _, raw := range items {
+		var v T
+		if err := decodeAnswer(raw, &v); err != nil {
+			return err
+		}
+		rows = append(rows, l.row(v))
+	}
+	return s.out.table(l.header, rows)
 }

@@ -61,28 +61,14 @@ func newQueuesListCmd(r *remote) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		items, _, err := s.api.listPages(cmd.Context(), "/api/v1/queues", nil, true)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.items(items)
-		}
-		rows := make([][]string, 0, len(items))
-		for _, raw := range items {
-			var q queueView
-			if err := decodeAnswer(raw, &q); err != nil {
-				return err
-			}
-			rows = append(rows, []string{q.Name, q.state(), itoa(q.Depth), itoa(q.ReadyTotal), itoa(q.Running),
-				itoa(q.Scheduled), itoa(q.DLQ), strconv.Itoa(q.LiveWorkers), perMinute(q.Throughput.PerMinute)})
-		}
-		return s.out.table([]string{"QUEUE", "STATE", "DEPTH", "READY", "RUNNING", "SCHEDULED", "DLQ", "WORKERS", "PER_MIN"}, rows)
+		return printList(cmd, r, listing[queueView]{
+			path: "/api/v1/queues", all: true,
+			header: []string{"QUEUE", "STATE", "DEPTH", "READY", "RUNNING", "SCHEDULED", "DLQ", "WORKERS", "PER_MIN"},
+			row: func(q queueView) []string {
+				return []string{q.Name, q.state(), itoa(q.Depth), itoa(q.ReadyTotal), itoa(q.Running),
+					itoa(q.Scheduled), itoa(q.DLQ), strconv.Itoa(q.LiveWorkers), perMinute(q.Throughput.PerMinute)}
+			},
+		})
 	})
 	return cmd
 }

@@ -160,21 +160,6 @@ func printTask(p *printer, t *taskView) error {
 	return p.table([]string{"ATTEMPT", "OUTCOME", "WORKER", "STARTED", "DURATION_MS", "ERROR"}, rows)
 }
 
-// taskRows is the list view of tasks.
-func taskRows(items []json.RawMessage) ([][]string, error) {
-	rows := make([][]string, 0, len(items))
-	for _, raw := range items {
-		var t taskView
-		if err := decodeAnswer(raw, &t); err != nil {
-			return nil, err
-		}
-		rows = append(rows, []string{t.ID, t.Queue, t.Type, t.Status, strconv.Itoa(t.Priority), t.attempts(), t.CreatedAt})
-	}
-	return rows, nil
-}
-
-var taskListHeader = []string{"TASK_ID", "QUEUE", "TYPE", "STATUS", "PRIORITY", "ATTEMPT", "CREATED_AT"}
-
 func taskPath(id string) string { return "/api/v1/tasks/" + pathID(id) }
 
 // statusNames are the task statuses, for flag completion.
@@ -417,25 +402,14 @@ func newTasksListCmd(r *remote) *cobra.Command {
 	fs.BoolVar(&all, "all", false, "read every page")
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusNames(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		q := filterQuery(map[string]string{"queue": queue, "status": status, "type": typ, "cursor": cursor}, limit)
-		items, next, err := s.api.listPages(cmd.Context(), "/api/v1/tasks", q, all)
-		if err != nil {
-			return err
-		}
-		defer nextPageHint(r.e.stderr, "dtq tasks list", next)
-		if s.out.json {
-			return s.out.items(items)
-		}
-		rows, err := taskRows(items)
-		if err != nil {
-			return err
-		}
-		return s.out.table(taskListHeader, rows)
+		return printList(cmd, r, listing[taskView]{
+			path: "/api/v1/tasks", query: q, all: all, hint: "dtq tasks list",
+			header: []string{"TASK_ID", "QUEUE", "TYPE", "STATUS", "PRIORITY", "ATTEMPT", "CREATED_AT"},
+			row: func(t taskView) []string {
+				return []string{t.ID, t.Queue, t.Type, t.Status, strconv.Itoa(t.Priority), t.attempts(), t.CreatedAt}
+			},
+		})
 	})
 	return cmd
 }

@@ -54,28 +54,14 @@ func newWorkersListCmd(r *remote) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		items, _, err := s.api.listPages(cmd.Context(), "/api/v1/workers", nil, true)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.items(items)
-		}
-		rows := make([][]string, 0, len(items))
-		for _, raw := range items {
-			var w workerView
-			if err := decodeAnswer(raw, &w); err != nil {
-				return err
-			}
-			rows = append(rows, []string{w.ID, w.liveness(), w.Status, strings.Join(w.Queues, ","), w.inFlight(),
-				itoa(w.Processed), itoa(w.Failed), w.LastHeartbeat})
-		}
-		return s.out.table([]string{"WORKER_ID", "LIVE", "STATUS", "QUEUES", "IN_FLIGHT", "PROCESSED", "FAILED", "LAST_HEARTBEAT"}, rows)
+		return printList(cmd, r, listing[workerView]{
+			path: "/api/v1/workers", all: true,
+			header: []string{"WORKER_ID", "LIVE", "STATUS", "QUEUES", "IN_FLIGHT", "PROCESSED", "FAILED", "LAST_HEARTBEAT"},
+			row: func(w workerView) []string {
+				return []string{w.ID, w.liveness(), w.Status, strings.Join(w.Queues, ","), w.inFlight(),
+					itoa(w.Processed), itoa(w.Failed), w.LastHeartbeat}
+			},
+		})
 	})
 	return cmd
 }
