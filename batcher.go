@@ -23,7 +23,7 @@ type submitOutcome struct {
 func (c *Client) newSubmitBatcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
 	return &groupCommit[*pendingSubmit, submitOutcome]{
 		max:      maxScriptTasks,
-		flushers: 1,
+		flushers: 2,
 		run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
 			ctx := context.Background() // callers may give up; the write must not be cut in half
 			now := c.cfg.Clock()

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -61,19 +60,40 @@ const (
 	defaultMaxAttempts = 5
 )
 
-var (
-	queueRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	typeRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
-)
+// ValidQueueName reports whether name is an acceptable queue name:
+// ^[a-z0-9][a-z0-9_-]{0,63}$.
+func ValidQueueName(name string) bool {
+	if len(name) == 0 || len(name) > 64 || name[0] == '_' || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidQueueName reports whether name is an acceptable queue name.
-func ValidQueueName(name string) bool { return queueRe.MatchString(name) }
-
-var prefixRe = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+// validName reports whether s is 1..maxLen characters of [A-Za-z0-9_.:-]
+// (task types and key prefixes). A loop, not a regexp: it runs on every
+// submission.
+func validName(s string, maxLen int) bool {
+	if len(s) == 0 || len(s) > maxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // checkPrefix validates a KeyPrefix: braces would break the {queue} hash tag.
 func checkPrefix(p string) error {
-	if !prefixRe.MatchString(p) {
+	if !validName(p, 64) {
 		return fmt.Errorf("dtq: KeyPrefix %q must be 1..64 characters of A-Z a-z 0-9 _ . : -", p)
 	}
 	return nil
@@ -113,13 +133,13 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 	if n.queue == "" {
 		n.queue = DefaultQueue
 	}
-	if !queueRe.MatchString(n.queue) {
+	if !ValidQueueName(n.queue) {
 		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$ (lowercase letters, digits, '_' and '-')")
 	}
 	if n.typ == "" {
 		return nil, invalid("task_type", "is required")
 	}
-	if !typeRe.MatchString(n.typ) {
+	if !validName(n.typ, maxTypeLen) {
 		return nil, invalid("task_type", "must be 1..128 characters of A-Z a-z 0-9 _ . : -")
 	}
 	if lim.taskTypes != nil && !lim.taskTypes[n.typ] {
