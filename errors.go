@@ -39,6 +39,7 @@ type ValidationError struct {
 	kind    error  // ErrInvalidTask, ErrUnknownTaskType or ErrPayloadTooLarge
 }
 
+// Error describes the field and what is wrong with it.
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 
 // Unwrap returns the sentinel the error belongs to.
@@ -56,6 +57,7 @@ type QueueFullError struct {
 	RetryAfter time.Duration // a hint computed from the queue's recent drain rate
 }
 
+// Error names the queue, its depth and its limit.
 func (e *QueueFullError) Error() string {
 	return fmt.Sprintf("dtq: queue %q is full (%d of %d tasks)", e.Queue, e.Depth, e.Limit)
 }
@@ -72,6 +74,7 @@ type IdempotencyConflictError struct {
 	err    error
 }
 
+// Error names the key and the task it belongs to.
 func (e *IdempotencyConflictError) Error() string {
 	return fmt.Sprintf("%v: key %q belongs to task %s", e.err, e.Key, e.TaskID)
 }
@@ -103,6 +106,7 @@ type TaskStateError struct {
 	err    error
 }
 
+// Error names the task and its status.
 func (e *TaskStateError) Error() string {
 	return fmt.Sprintf("%v: task %s is %s", e.err, e.TaskID, e.Status)
 }

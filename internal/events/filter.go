@@ -29,6 +29,7 @@ type FilterError struct {
 	Message string
 }
 
+// Error names the field and what is wrong with it.
 func (e *FilterError) Error() string { return e.Field + ": " + e.Message }
 
 // Validate checks every name in f.

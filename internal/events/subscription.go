@@ -23,6 +23,7 @@ type ResetError struct {
 	Cursor string
 }
 
+// Error says which queue's position fell out of retention.
 func (e *ResetError) Error() string {
 	return fmt.Sprintf("events: the position in queue %s is older than the retained events", e.Queue)
 }
