@@ -200,6 +200,9 @@ type running struct {
 	cancel context.CancelCauseFunc
 	// cancelRequested is set when a cancel request arrived for the task.
 	cancelRequested atomic.Bool
+	// returned is set once the handler returned: the task is only being
+	// finalized, so the drain must not hand it back.
+	returned atomic.Bool
 }
 
 // Causes with which a handler's context is cancelled.
@@ -342,7 +345,9 @@ func (w *Worker) drain(ctx context.Context, hardStop context.CancelFunc) {
 	w.mu.Lock()
 	left := make([]*running, 0, len(w.inflight))
 	for _, r := range w.inflight {
-		left = append(left, r)
+		if !r.returned.Load() {
+			left = append(left, r)
+		}
 	}
 	w.mu.Unlock()
 	for _, r := range left {

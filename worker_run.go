@@ -130,6 +130,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) {
 		began := time.Now()
 		res, err, panicked := w.invoke(withWorkerPrefix(tctx, w.cfg.KeyPrefix), t)
 		took, cause := time.Since(began), context.Cause(tctx)
+		r.returned.Store(true)
 		tcancel()
 		cancel(nil)
 		// The slot bounds running handlers: it is free as soon as this one
