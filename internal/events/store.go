@@ -2,16 +2,17 @@ package events
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// The feed's Redis reads. Each range read runs in MULTI with XINFO STREAM,
-// so that "was anything after this id trimmed?" and "what comes after this
-// id?" are answered at the same instant: a gap can never slip in between.
+// The feed's view of its streams. The reads themselves are in internal/rdb
+// (streams.go); each range read runs in MULTI with XINFO STREAM, so that
+// "was anything after this id trimmed?" and "what comes after this id?" are
+// answered at the same instant: a gap can never slip in between.
 //
 // Trimming (XADD MAXLEN) does not update XINFO's max-deleted-entry-id, only
 // XDEL does; a trim shows as entries-added exceeding the length, with the
@@ -50,17 +51,10 @@ func (s streamState) trimmedAfter(pos streamID) bool {
 	return pos.less(s.gone())
 }
 
-func isNoSuchKey(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "no such key")
-}
-
-func toState(cmd *redis.XInfoStreamCmd) (streamState, error) {
-	info, err := cmd.Result()
-	if isNoSuchKey(err) {
+// toState interprets what XINFO STREAM said.
+func toState(info rdb.StreamInfo) (streamState, error) {
+	if !info.Exists {
 		return streamState{}, nil
-	}
-	if err != nil {
-		return streamState{}, err
 	}
 	st := streamState{exists: true, length: info.Length, entriesAdded: info.EntriesAdded}
 	for _, f := range []struct {
@@ -68,12 +62,13 @@ func toState(cmd *redis.XInfoStreamCmd) (streamState, error) {
 		src string
 	}{
 		{&st.lastGenerated, info.LastGeneratedID},
-		{&st.maxDeleted, info.MaxDeletedEntryID},
-		{&st.first, info.FirstEntry.ID},
+		{&st.maxDeleted, info.MaxDeletedID},
+		{&st.first, info.FirstID},
 	} {
 		if f.src == "" {
 			continue
 		}
+		var err error
 		if *f.dst, err = parseStreamID(f.src); err != nil {
 			return streamState{}, err
 		}
@@ -84,47 +79,31 @@ func toState(cmd *redis.XInfoStreamCmd) (streamState, error) {
 // readAfter returns up to count entries of key after pos, with the stream's
 // state at the same instant.
 func readAfter(ctx context.Context, c redis.UniversalClient, key string, pos streamID, count int64) ([]redis.XMessage, streamState, error) {
-	var (
-		info *redis.XInfoStreamCmd
-		rng  *redis.XMessageSliceCmd
-	)
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		info = p.XInfoStream(ctx, key)
-		rng = p.XRangeN(ctx, key, "("+pos.String(), "+", count)
-		return nil
-	})
-	if err != nil && !isNoSuchKey(err) {
+	msgs, info, err := rdb.ReadStreamAfter(ctx, c, key, pos.String(), count)
+	if err != nil {
 		return nil, streamState{}, err
 	}
 	st, err := toState(info)
-	if err != nil {
-		return nil, streamState{}, err
-	}
-	msgs, err := rng.Result()
-	if err != nil {
-		return nil, streamState{}, err
-	}
-	return msgs, st, nil
+	return msgs, st, err
 }
 
 // streamTail returns the stream's state: where a reader that starts now
 // begins.
 func streamTail(ctx context.Context, c redis.UniversalClient, key string) (streamState, error) {
-	return toState(c.XInfoStream(ctx, key))
+	info, err := rdb.StreamTail(ctx, c, key)
+	if err != nil {
+		return streamState{}, err
+	}
+	return toState(info)
 }
 
-// waitAfter blocks up to block until key holds an entry after pos. It only
-// wakes the caller, which then reads with readAfter; it returns redis.Nil
-// when the time ran out.
+// waitAfter blocks up to block until key holds an entry after pos; it
+// returns redis.Nil when the time ran out.
 func waitAfter(ctx context.Context, c redis.UniversalClient, key string, pos streamID, block time.Duration) error {
-	err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{key, pos.String()}, Count: 1, Block: block}).Err()
-	if errors.Is(err, redis.Nil) {
-		return redis.Nil
-	}
-	return err
+	return rdb.WaitStreamAfter(ctx, c, key, pos.String(), block)
 }
 
 // redisNow returns Redis's clock, which stamps stream ids.
 func redisNow(ctx context.Context, c redis.UniversalClient) (time.Time, error) {
-	return c.Time(ctx).Result()
+	return rdb.ServerTime(ctx, c)
 }
