@@ -55,7 +55,12 @@ var browserState struct {
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("browser tests need Chromium at %s (apt-get install chromium): %v", chromiumPath, err)
+		// A missing browser is a failure, not a quiet skip, unless the
+		// person running the tests says so explicitly.
+		if os.Getenv("DTQ_SKIP_BROWSER_TESTS") != "" {
+			t.Skipf("DTQ_SKIP_BROWSER_TESTS is set and Chromium is missing at %s", chromiumPath)
+		}
+		t.Fatalf("browser tests need Chromium at %s (apt-get install chromium, as .ci/run does; or set DTQ_SKIP_BROWSER_TESTS=1 to skip them): %v", chromiumPath, err)
 	}
 	b := &browserState
 	b.once.Do(func() {
