@@ -80,8 +80,8 @@ type ClaimResult struct {
 	Paused  bool
 	NoGroup bool
 	// LastIDs, set when the bands ran out before the slots did, are the
-	// group's last-delivered ids of bands p9..p0: WaitReady blocks until an
-	// entry newer than them exists.
+	// newest (already delivered) entry ids of bands p9..p0: WaitReady blocks
+	// until an entry newer than them exists.
 	LastIDs []string
 }
 

@@ -21,9 +21,9 @@
 --   state "paused" (nothing read), "ok", or "nogroup" (a band had no group)
 --   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
 --          idem_key, created_at, cancel_requested, metadata, priority}
---   last_ids: when the bands ran out before the slots did, the group's
---          last-delivered id of each band p9..p0 (to block on with XREAD);
---          else empty.
+--   last_ids: when the bands ran out before the slots did, the newest
+--          entry id of each band p9..p0 (all delivered; to block on with
+--          XREAD); else empty.
 
 local now = tonumber(ARGV[1])
 local worker, group = ARGV[2], ARGV[3]
@@ -102,23 +102,16 @@ if #leases > 0 then
   stats_flush(KEYS[7], acc)
 end
 
--- Every band was read until empty when slots are left over: return the
--- group's last-delivered ids so the caller can block right away instead of
--- asking again.
+-- Every band was read until empty when slots are left over: return, per
+-- band, the newest entry the stream holds (every entry up to it has been
+-- delivered), or 0-0 for an empty stream, so the caller can block right away
+-- on "anything newer". XREVRANGE COUNT 1 is cheap; XINFO GROUPS would also
+-- compute the group's lag.
 local last_ids = {}
 if remaining > 0 and state == 'ok' then
   for b = 9, 0, -1 do
-    local id = '0-0'
-    local groups = redis.call('XINFO', 'GROUPS', streams[b])
-    for _, g in ipairs(groups) do
-      local name, last = nil, nil
-      for i = 1, #g, 2 do
-        if g[i] == 'name' then name = g[i + 1] end
-        if g[i] == 'last-delivered-id' then last = g[i + 1] end
-      end
-      if name == group and last then id = last end
-    end
-    last_ids[#last_ids + 1] = id
+    local newest = redis.call('XREVRANGE', streams[b], '+', '-', 'COUNT', 1)
+    last_ids[#last_ids + 1] = newest[1] and newest[1][1] or '0-0'
   end
 end
 return {state, tasks, last_ids}
