@@ -307,7 +307,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, q := range w.queues() {
 		fetchers.Add(1)
 		go func() { defer fetchers.Done(); w.fetchLoop(ctx, hardCtx, q) }()
-		spawn(ctx, func(c context.Context) { w.reclaimLoop(c, hardCtx, q) })
+		// Reclaim starts tasks too, so it must be done before the drain
+		// counts running handlers.
+		fetchers.Add(1)
+		go func() { defer fetchers.Done(); w.reclaimLoop(ctx, hardCtx, q) }()
 		spawn(ctx, func(c context.Context) { maintenance.RunPromoter(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 	}
