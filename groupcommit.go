@@ -42,8 +42,16 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
 	if g.flushing < max(1, g.flushers) {
+		// Nobody is flushing: run the batch on this goroutine (no hand-off
+		// for an uncontended call), then leave whatever queued up meanwhile
+		// to a flusher goroutine.
 		g.flushing++
-		go g.flush()
+		g.mu.Unlock()
+		if g.flushBatch() {
+			go g.flush()
+		}
+		res := <-c.done // sent in this batch, or in one the flusher runs
+		return res.r, res.err
 	}
 	g.mu.Unlock()
 	select {
@@ -63,19 +71,22 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	}
 }
 
+// flush runs batches until nothing is pending.
 func (g *groupCommit[I, R]) flush() {
-	for {
-		g.mu.Lock()
-		if len(g.pending) == 0 {
-			g.flushing--
-			g.mu.Unlock()
-			return
-		}
-		n := min(len(g.pending), g.max)
-		batch := slices.Clone(g.pending[:n])
-		g.pending = slices.Delete(g.pending, 0, n)
-		g.mu.Unlock()
+	for g.flushBatch() {
+	}
+}
 
+// flushBatch runs one batch of what is pending. It reports whether more is
+// pending; when it is not, this flusher has stopped.
+func (g *groupCommit[I, R]) flushBatch() bool {
+	g.mu.Lock()
+	n := min(len(g.pending), g.max)
+	batch := slices.Clone(g.pending[:n])
+	g.pending = slices.Delete(g.pending, 0, n)
+	g.mu.Unlock()
+
+	if len(batch) > 0 {
 		items := make([]I, len(batch))
 		for i, c := range batch {
 			items[i] = c.in
@@ -89,4 +100,11 @@ func (g *groupCommit[I, R]) flush() {
 			}
 		}
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) == 0 {
+		g.flushing--
+		return false
+	}
+	return true
 }
