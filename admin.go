@@ -133,9 +133,6 @@ func (a *Admin) CancelTask(ctx context.Context, id, reason string) (*CancelResul
 	if err != nil {
 		return nil, err
 	}
-	if out == rdb.OutcomeTerminal && st == string(dtqtype.StatusCancelled) {
-		out = "already_cancelled" // cancelling twice is not an error
-	}
 	if err := stateErr(id, out, st); err != nil {
 		return nil, err
 	}

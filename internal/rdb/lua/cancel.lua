@@ -15,13 +15,14 @@
 -- ARGV[4] events maxlen  ARGV[5] retention (s)  ARGV[6] cancel channel
 -- ARGV[7] "1" to publish with SPUBLISH (Redis Cluster)  ARGV[8] reason
 --
--- Returns {"cancelled"} | {"requested"} | {"already_requested"} |
--- {"terminal", status} | {"not_found"}.
+-- Returns {"cancelled"} | {"already_cancelled"} | {"requested"} |
+-- {"already_requested"} | {"terminal", status} | {"not_found"}.
 
 local now, tid = tonumber(ARGV[1]), ARGV[2]
 local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id'})
 local st = h.status
 if not st then return {'not_found'} end
+if st == 'cancelled' then return {'already_cancelled'} end -- cancelling twice is not an error
 if st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired' then
   return {'terminal', st}
 end
