@@ -42,12 +42,7 @@ func (w *workerMetrics) finished(ct *rdb.ClaimedTask, outcome string, took time.
 	q, t := ct.Queue, ct.Type
 	w.m.Inflight.Dec()
 	w.m.Execution.WithLabelValues(q, t).Observe(took.Seconds())
-	result := map[string]string{"succeeded": "success", "retrying": "retry", "dead_lettered": "failure",
-		"failed": "failure", "cancelled": "cancelled", "lease_lost": "lease_lost"}[outcome]
-	if result == "" {
-		result = "error"
-	}
-	w.m.Attempts.WithLabelValues(q, t, result).Inc()
+	w.m.Attempts.WithLabelValues(q, t, attemptResult(outcome)).Inc()
 	switch outcome {
 	case "lease_lost":
 		w.m.LeaseLost.WithLabelValues(q).Inc()
@@ -76,4 +71,19 @@ func (w *Worker) MetricsHandler() http.Handler {
 		return http.NotFoundHandler()
 	}
 	return promhttp.HandlerFor(w.metrics.gatherer, promhttp.HandlerOpts{})
+}
+
+// attemptResult is the result label of dtq_task_attempts_total for an outcome.
+func attemptResult(outcome string) string {
+	switch outcome {
+	case "succeeded":
+		return "success"
+	case "retrying":
+		return "retry"
+	case "dead_lettered", "failed":
+		return "failure"
+	case "cancelled", "lease_lost":
+		return outcome
+	}
+	return "error"
 }

@@ -324,6 +324,9 @@ func jsonDepth(raw []byte) int {
 }
 
 func metadataTTL(meta []byte) (int64, bool, error) {
+	if !bytes.Contains(meta, []byte(`"ttl_seconds"`)) {
+		return 0, false, nil // the common case: no need to decode the metadata
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(meta, &m); err != nil {
 		return 0, false, nil // objectJSON already vouched for it

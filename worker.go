@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -181,6 +182,7 @@ type Worker struct {
 	slots    *slots
 	metrics  *workerMetrics
 	instance string
+	identity []any // the heartbeat record's fixed fields
 	started  time.Time
 
 	succeeders sync.Map // queue -> *groupCommit: batched success finalizes
@@ -244,6 +246,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		instance: hex.EncodeToString(b[:]),
 		inflight: map[string]*running{},
 	}
+	w.identity = w.identityFields()
 	w.settings = rdb.WorkerSettings{
 		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
 		TaskRetention: conf.TaskRetention, ResultRetention: conf.ResultRetention,
@@ -385,6 +388,13 @@ func (w *Worker) record(status string) []any {
 	}
 	w.mu.Unlock()
 	sort.Strings(ids)
+	return append(slices.Clone(w.identity),
+		"started_at", w.started.UnixMilli(), "status", status, "in_flight", toJSON(ids),
+		"processed", w.processed.Load(), "failed", w.failed.Load(), "retried", w.retried.Load())
+}
+
+// identityFields are the heartbeat record's fields that never change.
+func (w *Worker) identityFields() []any {
 	host, _ := os.Hostname()
 	queues := make([]string, 0, len(w.cfg.Queues))
 	for _, q := range w.queues() {
@@ -394,8 +404,6 @@ func (w *Worker) record(status string) []any {
 		"id", w.cfg.WorkerID, "instance", w.instance, "hostname", host, "pid", os.Getpid(),
 		"version", Version, "queues", toJSON(queues), "concurrency", w.cfg.Concurrency,
 		"heartbeat_interval_ms", w.cfg.HeartbeatInterval.Milliseconds(),
-		"started_at", w.started.UnixMilli(), "status", status, "in_flight", toJSON(ids),
-		"processed", w.processed.Load(), "failed", w.failed.Load(), "retried", w.retried.Load(),
 	}
 }
 

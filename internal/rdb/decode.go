@@ -9,8 +9,6 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-func sortStrings(s []string) { slices.Sort(s) }
-
 func atoi64(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n

@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +169,6 @@ func (r *RDB) Queues(ctx context.Context) ([]string, error) {
 		}
 		out = append(out, name)
 	}
-	sortStrings(out)
+	slices.Sort(out)
 	return out, nil
 }
