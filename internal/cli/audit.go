@@ -1,20 +1,14 @@
 package cli
 
 import (
+	"github.com/dtq-io/dtq/dtqtype"
+
 	"github.com/spf13/cobra"
 )
 
 // auditView is one audit log entry.
-type auditView struct {
-	ID        string `json:"id"`
-	TS        string `json:"ts"`
-	Actor     string `json:"actor"`
-	Role      string `json:"role"`
-	Action    string `json:"action"`
-	Target    string `json:"target"`
-	RequestID string `json:"request_id"`
-	Detail    string `json:"detail"`
-}
+// auditView is an audit entry as the API answers it.
+type auditView = dtqtype.AuditEntry
 
 func newAuditCmd(e *env) *cobra.Command {
 	r := &remote{e: e}
@@ -42,7 +36,7 @@ func newAuditCmd(e *env) *cobra.Command {
 			hint:   "dtq audit",
 			header: []string{"TIME", "ACTOR", "ROLE", "ACTION", "TARGET", "REQUEST_ID", "DETAIL"},
 			row: func(a auditView) []string {
-				return []string{a.TS, a.Actor, a.Role, a.Action, a.Target, a.RequestID, truncate(cell(a.Detail), 60)}
+				return []string{wireTime(a.TS), a.Actor, a.Role, a.Action, a.Target, a.RequestID, truncate(cell(a.Detail), 60)}
 			},
 		})
 	})

@@ -57,7 +57,7 @@ func newDLQListCmd(r *remote) *cobra.Command {
 			header: []string{"TASK_ID", "QUEUE", "TYPE", "ERROR_CLASS", "ATTEMPTS", "FAILED_AT", "ERROR"},
 			row: func(t taskView) []string {
 				return []string{t.ID, t.Queue, t.Type, t.Execution.ErrorClass, strconv.Itoa(t.Attempt),
-					t.FailedAt, truncate(cell(t.Execution.ErrorMessage), 60)}
+					wireTime(t.FailedAt), truncate(cell(t.Execution.ErrorMessage), 60)}
 			},
 		})
 	})

@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // printer writes a command's answer: an aligned table for people, or the
@@ -174,4 +176,20 @@ func printList[T any](cmd *cobra.Command, r *remote, l listing[T]) error {
 		rows = append(rows, l.row(v))
 	}
 	return s.out.table(l.header, rows)
+}
+
+// wireTime shows a time exactly as the API writes it ("" when unset).
+func wireTime(t dtqtype.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(dtqtype.TimeLayout)
+}
+
+// optString shows an optional string ("" when unset).
+func optString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

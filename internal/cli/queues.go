@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/dtq-io/dtq/dtqtype"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,25 +13,8 @@ import (
 )
 
 // queueView is the part of a queue answer the tables show.
-type queueView struct {
-	Name        string           `json:"queue"`
-	Depth       int64            `json:"depth"`
-	Ready       map[string]int64 `json:"ready"`
-	ReadyTotal  int64            `json:"ready_total"`
-	Running     int64            `json:"running"`
-	Pending     int64            `json:"pending"`
-	Scheduled   int64            `json:"scheduled"`
-	Paused      bool             `json:"paused"`
-	DLQ         int64            `json:"dlq"`
-	LiveWorkers int              `json:"live_workers"`
-	Throughput  struct {
-		WindowMinutes int     `json:"window_minutes"`
-		Succeeded     int64   `json:"succeeded"`
-		Failed        int64   `json:"failed"`
-		Retried       int64   `json:"retried"`
-		PerMinute     float64 `json:"per_minute"`
-	} `json:"throughput"`
-}
+// queueView is a queue as the API answers it.
+type queueView struct{ dtqtype.QueueInfo }
 
 func (q *queueView) state() string {
 	if q.Paused {

@@ -168,8 +168,8 @@ func (b *apiBundle) waitStatus(t *testing.T, id string, want dtqtype.Status) {
 }
 
 var (
-	hexID    = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
-	wireTime = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\b`)
+	hexID      = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+	wireTimeRe = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\b`)
 )
 
 // normalize replaces what changes from run to run: ids (task and request
@@ -183,7 +183,7 @@ func normalize(s string) string {
 		}
 		return ids[id]
 	})
-	return wireTime.ReplaceAllStringFunc(s, func(ts string) string { return placeholder("time", len(ts)) })
+	return wireTimeRe.ReplaceAllStringFunc(s, func(ts string) string { return placeholder("time", len(ts)) })
 }
 
 // placeholder is <name....> padded to width.

@@ -18,54 +18,10 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// taskView is the part of a task answer the tables show. Times stay the
-// strings the API sent.
+// taskView is a task as the API answers it; DLQ entries add failed_at.
 type taskView struct {
-	ID               string          `json:"task_id"`
-	Queue            string          `json:"queue"`
-	Type             string          `json:"task_type"`
-	Payload          json.RawMessage `json:"payload"`
-	Priority         int             `json:"priority"`
-	MaxAttempts      int             `json:"max_attempts"`
-	Attempt          int             `json:"attempt"`
-	TimeoutMS        int64           `json:"timeout_ms"`
-	IdempotencyKey   string          `json:"idempotency_key"`
-	Status           string          `json:"status"`
-	CreatedAt        string          `json:"created_at"`
-	AvailableAt      string          `json:"available_at"`
-	ExpiresAt        string          `json:"expires_at"`
-	Metadata         json.RawMessage `json:"metadata"`
-	CancelRequested  bool            `json:"cancel_requested"`
-	Execution        executionView   `json:"execution"`
-	Attempts         []attemptView   `json:"attempts"`
-	Result           json.RawMessage `json:"result"`
-	ResultTruncated  bool            `json:"result_truncated"`
-	ResultExpired    bool            `json:"result_expired"`
-	PreviousAttempts int             `json:"previous_attempts"`
-	Duplicate        *bool           `json:"duplicate"`
-	FailedAt         string          `json:"failed_at"` // DLQ entries only
-}
-
-type executionView struct {
-	StartedAt    string `json:"started_at"`
-	FinishedAt   string `json:"finished_at"`
-	DurationMS   *int64 `json:"duration_ms"`
-	WorkerID     string `json:"worker_id"`
-	ErrorClass   string `json:"error_class"`
-	ErrorMessage string `json:"error_message"`
-	Retryable    *bool  `json:"retryable"`
-	RetryDelayMS *int64 `json:"retry_delay_ms"`
-}
-
-type attemptView struct {
-	Attempt      int    `json:"attempt"`
-	WorkerID     string `json:"worker_id"`
-	StartedAt    string `json:"started_at"`
-	FinishedAt   string `json:"finished_at"`
-	DurationMS   int64  `json:"duration_ms"`
-	Outcome      string `json:"outcome"`
-	ErrorClass   string `json:"error_class"`
-	ErrorMessage string `json:"error_message"`
+	dtqtype.TaskInfo
+	FailedAt dtqtype.Time `json:"failed_at"`
 }
 
 // attempts is "attempt/max", e.g. "2/5".
@@ -83,7 +39,7 @@ func (t *taskView) lastError() string {
 	return x.ErrorMessage
 }
 
-func (t *taskView) terminal() bool { return dtqtype.Status(t.Status).Terminal() }
+func (t *taskView) terminal() bool { return t.Status.Terminal() }
 
 // taskFields is the detail view of one task.
 func taskFields(t *taskView) [][2]string {
@@ -91,17 +47,17 @@ func taskFields(t *taskView) [][2]string {
 		{"task_id", t.ID},
 		{"queue", t.Queue},
 		{"task_type", t.Type},
-		{"status", t.Status},
+		{"status", string(t.Status)},
 		{"priority", strconv.Itoa(t.Priority)},
 		{"attempt", t.attempts()},
 		{"timeout_ms", itoa(t.TimeoutMS)},
-		{"idempotency_key", t.IdempotencyKey},
-		{"created_at", t.CreatedAt},
-		{"available_at", t.AvailableAt},
-		{"expires_at", t.ExpiresAt},
+		{"idempotency_key", optString(t.IdempotencyKey)},
+		{"created_at", wireTime(t.CreatedAt)},
+		{"available_at", wireTime(t.AvailableAt)},
+		{"expires_at", wireTime(t.ExpiresAt)},
 	}
-	if t.FailedAt != "" {
-		kv = append(kv, [2]string{"failed_at", t.FailedAt})
+	if !t.FailedAt.IsZero() {
+		kv = append(kv, [2]string{"failed_at", wireTime(t.FailedAt)})
 	}
 	if t.CancelRequested {
 		kv = append(kv, [2]string{"cancel_requested", "yes"})
@@ -111,11 +67,11 @@ func taskFields(t *taskView) [][2]string {
 	}
 	kv = append(kv, [2]string{"payload", compactJSON(t.Payload)}, [2]string{"metadata", compactJSON(t.Metadata)})
 	x := t.Execution
-	if x.StartedAt != "" || x.WorkerID != "" {
+	if !x.StartedAt.IsZero() || x.WorkerID != "" {
 		kv = append(kv,
 			[2]string{"worker_id", x.WorkerID},
-			[2]string{"started_at", x.StartedAt},
-			[2]string{"finished_at", x.FinishedAt},
+			[2]string{"started_at", wireTime(x.StartedAt)},
+			[2]string{"finished_at", wireTime(x.FinishedAt)},
 			[2]string{"duration_ms", optInt(x.DurationMS)})
 	}
 	if e := t.lastError(); e != "" {
@@ -131,7 +87,7 @@ func taskFields(t *taskView) [][2]string {
 	case t.ResultExpired:
 		result = "(expired)"
 	}
-	if result != "" || t.Status == string(dtqtype.StatusSucceeded) {
+	if result != "" || t.Status == dtqtype.StatusSucceeded {
 		kv = append(kv, [2]string{"result", result})
 	}
 	return kv
@@ -154,7 +110,7 @@ func printTask(p *printer, t *taskView) error {
 		if a.ErrorMessage != "" {
 			e = strings.TrimPrefix(e+": "+a.ErrorMessage, ": ")
 		}
-		rows = append(rows, []string{strconv.Itoa(a.Attempt), a.Outcome, a.WorkerID, a.StartedAt,
+		rows = append(rows, []string{strconv.Itoa(a.Attempt), a.Outcome, a.WorkerID, wireTime(a.StartedAt),
 			itoa(a.DurationMS), truncate(e, 80)})
 	}
 	return p.table([]string{"ATTEMPT", "OUTCOME", "WORKER", "STARTED", "DURATION_MS", "ERROR"}, rows)
@@ -407,7 +363,7 @@ func newTasksListCmd(r *remote) *cobra.Command {
 			path: "/api/v1/tasks", query: q, all: all, hint: "dtq tasks list",
 			header: []string{"TASK_ID", "QUEUE", "TYPE", "STATUS", "PRIORITY", "ATTEMPT", "CREATED_AT"},
 			row: func(t taskView) []string {
-				return []string{t.ID, t.Queue, t.Type, t.Status, strconv.Itoa(t.Priority), t.attempts(), t.CreatedAt}
+				return []string{t.ID, t.Queue, t.Type, string(t.Status), strconv.Itoa(t.Priority), t.attempts(), wireTime(t.CreatedAt)}
 			},
 		})
 	})
@@ -462,7 +418,7 @@ func newTasksCancelCmd(r *remote) *cobra.Command {
 		if s.out.json {
 			return s.out.raw(res.body)
 		}
-		if out.CancelRequested && out.Task.Status == string(dtqtype.StatusRunning) {
+		if out.CancelRequested && out.Task.Status == dtqtype.StatusRunning {
 			return s.out.textf("cancel requested for task %s: it is running; its handler is told to stop", out.Task.ID)
 		}
 		return s.out.textf("task %s is %s", out.Task.ID, out.Task.Status)
@@ -574,7 +530,7 @@ func newTasksWatchCmd(r *remote) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if exitStatus && t.Status != string(dtqtype.StatusSucceeded) {
+		if exitStatus && t.Status != dtqtype.StatusSucceeded {
 			return &exitError{code: exitFailure, err: fmt.Errorf("task %s ended %s", t.ID, t.Status)}
 		}
 		return nil
@@ -626,7 +582,7 @@ func printWatchLine(p *printer, t *taskView, body []byte) error {
 	if d := t.Execution.DurationMS; d != nil && t.terminal() {
 		parts = append(parts, itoa(*d)+"ms")
 	}
-	if e := t.lastError(); e != "" && t.Status != string(dtqtype.StatusSucceeded) {
+	if e := t.lastError(); e != "" && t.Status != dtqtype.StatusSucceeded {
 		parts = append(parts, truncate(cell(e), 120))
 	}
 	return p.textf("%s", strings.Join(parts, "  "))

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/dtq-io/dtq/dtqtype"
+
 	"strconv"
 	"strings"
 
@@ -8,23 +10,8 @@ import (
 )
 
 // workerView is the part of a worker answer the tables show.
-type workerView struct {
-	ID                  string   `json:"worker_id"`
-	Hostname            string   `json:"hostname"`
-	PID                 int      `json:"pid"`
-	Version             string   `json:"version"`
-	Queues              []string `json:"queues"`
-	Concurrency         int      `json:"concurrency"`
-	HeartbeatIntervalMS int64    `json:"heartbeat_interval_ms"`
-	StartedAt           string   `json:"started_at"`
-	LastHeartbeat       string   `json:"last_heartbeat"`
-	Status              string   `json:"status"`
-	Live                bool     `json:"live"`
-	InFlight            []string `json:"in_flight"`
-	Processed           int64    `json:"processed"`
-	Failed              int64    `json:"failed"`
-	Retried             int64    `json:"retried"`
-}
+// workerView is a worker as the API answers it.
+type workerView struct{ dtqtype.WorkerInfo }
 
 func (w *workerView) liveness() string {
 	if w.Live {
@@ -59,7 +46,7 @@ func newWorkersListCmd(r *remote) *cobra.Command {
 			header: []string{"WORKER_ID", "LIVE", "STATUS", "QUEUES", "IN_FLIGHT", "PROCESSED", "FAILED", "LAST_HEARTBEAT"},
 			row: func(w workerView) []string {
 				return []string{w.ID, w.liveness(), w.Status, strings.Join(w.Queues, ","), w.inFlight(),
-					itoa(w.Processed), itoa(w.Failed), w.LastHeartbeat}
+					itoa(w.Processed), itoa(w.Failed), wireTime(w.LastHeartbeat)}
 			},
 		})
 	})
@@ -96,8 +83,8 @@ func newWorkersGetCmd(r *remote) *cobra.Command {
 			{"queues", strings.Join(w.Queues, ",")},
 			{"concurrency", strconv.Itoa(w.Concurrency)},
 			{"heartbeat_interval_ms", itoa(w.HeartbeatIntervalMS)},
-			{"started_at", w.StartedAt},
-			{"last_heartbeat", w.LastHeartbeat},
+			{"started_at", wireTime(w.StartedAt)},
+			{"last_heartbeat", wireTime(w.LastHeartbeat)},
 			{"processed", itoa(w.Processed)},
 			{"failed", itoa(w.Failed)},
 			{"retried", itoa(w.Retried)},
