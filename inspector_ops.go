@@ -211,11 +211,11 @@ func (i *Inspector) Stats(ctx context.Context, queue string, window time.Duratio
 		out[j] = &dtqtype.MinuteStats{Minute: dtqtype.MillisTime((from + int64(j)) * 60000),
 			WaitBuckets: map[string]int64{}, RunBuckets: map[string]int64{}}
 	}
-	for _, q := range queues {
-		ms, err := i.rdb.MinuteRange(ctx, q, from, to)
-		if err != nil {
-			return nil, err
-		}
+	perQueue, err := i.rdb.MinuteRange(ctx, queues, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for _, ms := range perQueue {
 		for j, m := range ms {
 			addMinute(out[j], m.Counts)
 		}

@@ -89,22 +89,27 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	return qs, nil
 }
 
-// MinuteRange reads the per-minute counters of queue for [from, to] (epoch
-// minutes), oldest first.
-func (r *RDB) MinuteRange(ctx context.Context, queue string, from, to int64) ([]MinuteStats, error) {
+// MinuteRange reads the per-minute counters of each queue for [from, to]
+// (epoch minutes) in one pipeline: per queue, oldest minute first.
+func (r *RDB) MinuteRange(ctx context.Context, queues []string, from, to int64) ([][]MinuteStats, error) {
 	pipe := r.c.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, 0, to-from+1)
-	for m := from; m <= to; m++ {
-		cmds = append(cmds, pipe.HGetAll(ctx, r.keys.Stats(queue, m)))
+	cmds := make([][]*redis.MapStringStringCmd, len(queues))
+	for i, q := range queues {
+		for m := from; m <= to; m++ {
+			cmds[i] = append(cmds[i], pipe.HGetAll(ctx, r.keys.Stats(q, m)))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	out := make([]MinuteStats, len(cmds))
-	for i, c := range cmds {
-		out[i] = MinuteStats{Minute: from + int64(i), Counts: map[string]int64{}}
-		for f, v := range c.Val() {
-			out[i].Counts[f] = atoi64(v)
+	out := make([][]MinuteStats, len(queues))
+	for i := range queues {
+		out[i] = make([]MinuteStats, len(cmds[i]))
+		for j, c := range cmds[i] {
+			out[i][j] = MinuteStats{Minute: from + int64(j), Counts: map[string]int64{}}
+			for f, v := range c.Val() {
+				out[i][j].Counts[f] = atoi64(v)
+			}
 		}
 	}
 	return out, nil
