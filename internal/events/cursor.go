@@ -29,12 +29,14 @@ var ErrBadCursor = errors.New("events: malformed cursor")
 type Cursor struct {
 	start uint64 // epoch ms, on Redis's clock
 	pos   map[string]streamID
+	ord   map[string]int64 // the positions' ordinals, where known (store.go)
 }
 
 type wireCursor struct {
 	V     int               `json:"v"`
 	Start uint64            `json:"t"`
 	Pos   map[string]string `json:"p,omitempty"`
+	Ord   map[string]int64  `json:"o,omitempty"`
 }
 
 // NewCursor returns a cursor with no positions that starts at start.
@@ -43,7 +45,7 @@ func NewCursor(start time.Time) *Cursor {
 	if ms < 0 {
 		ms = 0
 	}
-	return &Cursor{start: uint64(ms), pos: map[string]streamID{}}
+	return &Cursor{start: uint64(ms), pos: map[string]streamID{}, ord: map[string]int64{}}
 }
 
 // ParseCursor decodes a cursor issued by String. It returns an error
@@ -63,7 +65,7 @@ func ParseCursor(s string) (*Cursor, error) {
 	if w.V != 1 {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrBadCursor, w.V)
 	}
-	c := &Cursor{start: w.Start, pos: make(map[string]streamID, len(w.Pos))}
+	c := &Cursor{start: w.Start, pos: make(map[string]streamID, len(w.Pos)), ord: make(map[string]int64, len(w.Ord))}
 	for q, v := range w.Pos {
 		if q != SysQueue && !dtq.ValidQueueName(q) {
 			return nil, fmt.Errorf("%w: bad queue name", ErrBadCursor)
@@ -72,7 +74,13 @@ func ParseCursor(s string) (*Cursor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: bad position for queue %s", ErrBadCursor, q)
 		}
-		c.set(q, id)
+		ord, ok := w.Ord[q]
+		if !ok {
+			ord = unknownOrd
+		} else if ord < 0 {
+			return nil, fmt.Errorf("%w: bad ordinal for queue %s", ErrBadCursor, q)
+		}
+		c.setAt(q, id, ord)
 	}
 	return c, nil
 }
@@ -85,6 +93,9 @@ func (c *Cursor) String() string {
 		for q, id := range c.pos {
 			w.Pos[q] = id.String()
 		}
+	}
+	if len(c.ord) > 0 {
+		w.Ord = c.ord
 	}
 	b, _ := json.Marshal(w) // strings and numbers only: cannot fail
 	return base64.RawURLEncoding.EncodeToString(b)
@@ -102,17 +113,34 @@ func (c *Cursor) position(queue string) streamID {
 	return idBefore(c.start)
 }
 
-// set records id as the last one consumed in queue. The position just
-// before the start time is implied and not stored, which keeps cursors of
-// quiet queues out of the encoding.
-func (c *Cursor) set(queue string, id streamID) {
+// ordinal returns the ordinal of the position in queue, or unknownOrd.
+func (c *Cursor) ordinal(queue string) int64 {
+	if o, ok := c.ord[queue]; ok {
+		return o
+	}
+	return unknownOrd
+}
+
+// set records id as the last one consumed in queue, its ordinal unknown.
+func (c *Cursor) set(queue string, id streamID) { c.setAt(queue, id, unknownOrd) }
+
+// setAt records id, whose ordinal is ord (or unknownOrd), as the last one
+// consumed in queue. The position just before the start time is implied
+// and not stored, which keeps cursors of quiet queues out of the encoding.
+func (c *Cursor) setAt(queue string, id streamID, ord int64) {
 	if id == idBefore(c.start) {
 		delete(c.pos, queue)
+		delete(c.ord, queue)
 		return
 	}
 	c.pos[queue] = id
+	if ord < 0 {
+		delete(c.ord, queue)
+	} else {
+		c.ord[queue] = ord
+	}
 }
 
 func (c *Cursor) clone() *Cursor {
-	return &Cursor{start: c.start, pos: maps.Clone(c.pos)}
+	return &Cursor{start: c.start, pos: maps.Clone(c.pos), ord: maps.Clone(c.ord)}
 }

@@ -161,6 +161,7 @@ type entry struct {
 	typ    string
 	taskID string
 	data   []byte // the envelope's JSON
+	ord    int64  // its ordinal in the stream (see store.go), or unknownOrd
 }
 
 // decodeEntry turns a stream entry of queue's stream into an entry. Fields

@@ -308,7 +308,7 @@ func TestSlowSubscriberCatchesUp(t *testing.T) {
 	// Wait until the reader has moved the ring past the subscription.
 	r := b.hub.readers["q"]
 	require.Eventually(t, func() bool {
-		last, _ := r.tail()
+		last, _, _ := r.tail()
 		return last.String() == strings.TrimPrefix(want[len(want)-1], "q/")
 	}, 10*time.Second, 5*time.Millisecond)
 
@@ -572,4 +572,81 @@ func TestStreamOutlivesReadTimeout(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "keep-alive", f.comment)
 	}
+}
+
+// TestLiveAcrossFullTrim empties the stream under a subscription that has
+// read everything: nothing it needs was lost, so the events written after
+// the trim arrive with no reset, also to a client that reconnects with its
+// cursor. One that was behind gets a single reset and then the new events.
+func TestLiveAcrossFullTrim(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.RingSize = 4
+	b := setup(t, cfg)
+	b.register(t, "q")
+	b.waitReaders(t, "q")
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+
+	live, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, nil)
+	require.NoError(t, err)
+	defer live.Close()
+
+	sub, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, nil)
+	require.NoError(t, err)
+	evs := make([]ev, 10)
+	for i := range evs {
+		evs[i] = taskEvent(TypeTaskQueued)
+	}
+	first := b.add(t, "q", evs...)
+	var caughtUp string // the cursor of a client that read everything, then left
+	for _, id := range first {
+		e, err := live.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "q/"+id, e.ID)
+		caughtUp = e.Cursor
+	}
+	// A client that had read only the first event.
+	e, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "q/"+first[0], e.ID)
+	sub.Close()
+	cur, err := ParseCursor(e.Cursor)
+	require.NoError(t, err)
+
+	require.NoError(t, b.rc.XTrimMaxLen(b.ctx, b.keys.Events("q"), 0).Err())
+	behind, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, cur)
+	require.NoError(t, err)
+	defer behind.Close()
+	_, err = behind.Next(ctx)
+	var re *ResetError
+	require.ErrorAs(t, err, &re)
+	// Several rounds, so that the ring turns over past the trim.
+	var all []string
+	for round := range 3 {
+		ids := b.add(t, "q", taskEvent(TypeTaskQueued), taskEvent(TypeTaskStarted), taskEvent(TypeTaskSucceeded))
+		for _, id := range ids {
+			e, err := live.Next(ctx)
+			require.NoError(t, err, "round %d", round)
+			require.Equal(t, "q/"+id, e.ID, "round %d", round)
+		}
+		for _, id := range ids {
+			e, err := behind.Next(ctx)
+			require.NoError(t, err, "round %d", round)
+			require.Equal(t, "q/"+id, e.ID, "round %d", round)
+		}
+		all = append(all, ids...)
+	}
+
+	cur, err = ParseCursor(caughtUp)
+	require.NoError(t, err)
+	back, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, cur)
+	require.NoError(t, err)
+	defer back.Close()
+	for _, id := range all {
+		e, err := back.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "q/"+id, e.ID)
+	}
+	require.Equal(t, int64(1), b.hub.Stats().Resets)
 }

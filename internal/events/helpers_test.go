@@ -92,7 +92,7 @@ func (b *bundle) waitReaders(t *testing.T, queues ...string) {
 			if r == nil {
 				return false
 			}
-			if _, ok := r.tail(); !ok {
+			if _, _, ok := r.tail(); !ok {
 				return false
 			}
 		}

@@ -21,12 +21,14 @@ type reader struct {
 	queue string
 	key   string
 
-	mu    sync.RWMutex
-	ready bool     // base and last are known
-	base  streamID // the ring holds every entry in (base, last]
-	last  streamID // the newest id read
-	ring  []*entry
-	subs  map[*Subscription]struct{}
+	mu      sync.RWMutex
+	ready   bool     // base and last are known
+	base    streamID // the ring holds every entry in (base, last]
+	last    streamID // the newest id read
+	baseOrd int64    // base's ordinal, or unknownOrd
+	lastOrd int64    // last's ordinal, or unknownOrd
+	ring    []*entry
+	subs    map[*Subscription]struct{}
 }
 
 // readStatus is what a ring lookup found.
@@ -62,11 +64,12 @@ func (r *reader) after(pos streamID, limit int) ([]*entry, readStatus) {
 	return out, readOK
 }
 
-// tail returns the newest id read, and whether the reader has started.
-func (r *reader) tail() (streamID, bool) {
+// tail returns the newest id read and its ordinal, and whether the reader
+// has started.
+func (r *reader) tail() (streamID, int64, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.last, r.ready
+	return r.last, r.lastOrd, r.ready
 }
 
 func (r *reader) attach(s *Subscription) {
@@ -86,6 +89,7 @@ func (r *reader) detach(s *Subscription) {
 func (r *reader) start(st streamState) {
 	r.mu.Lock()
 	r.ready, r.base, r.last = true, st.lastGenerated, st.lastGenerated
+	r.baseOrd, r.lastOrd = st.entriesAdded, st.entriesAdded
 	r.mu.Unlock()
 	r.wake()
 }
@@ -96,19 +100,19 @@ func (r *reader) start(st streamState) {
 // read and get a reset.
 func (r *reader) add(es []*entry, st streamState) {
 	r.mu.Lock()
-	if st.trimmedAfter(r.last) {
+	if st.trimmedAfter(r.last, r.lastOrd) {
 		r.ring = nil
-		r.base = st.gone()
-		r.last = maxID(r.last, r.base)
+		r.base, r.baseOrd = st.gone(), st.goneOrd()
+		r.last, r.lastOrd = r.base, r.baseOrd // trimmed after last: base is newer
 	}
 	for _, e := range es {
 		if r.last.less(e.id) {
 			r.ring = append(r.ring, e)
-			r.last = e.id
+			r.last, r.lastOrd = e.id, e.ord
 		}
 	}
 	if over := len(r.ring) - r.hub.cfg.RingSize; over > 0 {
-		r.base = r.ring[over-1].id
+		r.base, r.baseOrd = r.ring[over-1].id, r.ring[over-1].ord
 		clear(r.ring[:over])
 		r.ring = r.ring[over:]
 	}
@@ -130,7 +134,7 @@ func (r *reader) run(ctx context.Context) {
 	h := r.hub
 	var failing backoff
 	for ctx.Err() == nil {
-		last, ready := r.tail()
+		last, lastOrd, ready := r.tail()
 		if !ready {
 			st, err := streamTail(ctx, h.main, r.key)
 			if err != nil {
@@ -145,20 +149,23 @@ func (r *reader) run(ctx context.Context) {
 			r.fail(ctx, &failing, err)
 			continue
 		}
-		if st.trimmedAfter(last) {
+		trimmed := st.trimmedAfter(last, lastOrd)
+		if trimmed {
 			h.log.Warn("event stream trimmed past its reader; clients behind it get a reset",
 				"queue", r.queue, "last_read", last.String(), "trimmed_up_to", st.gone().String())
 		}
 		es := make([]*entry, 0, len(msgs))
-		for _, m := range msgs {
+		first := st.readOrd(msgs, last, lastOrd)
+		for i, m := range msgs {
 			e, err := decodeEntry(r.queue, m)
 			if err != nil {
 				h.log.Warn("skipping an unreadable event", "queue", r.queue, "id", m.ID, "err", err)
 				continue
 			}
+			e.ord = ordAt(first, i)
 			es = append(es, e)
 		}
-		if len(msgs) > 0 || st.trimmedAfter(last) {
+		if len(msgs) > 0 || trimmed {
 			r.add(es, st)
 		}
 		if failing.recover() {
@@ -176,7 +183,7 @@ func (r *reader) run(ctx context.Context) {
 // readAfter, which also checks for trimming.
 func (r *reader) wait(ctx context.Context, failing *backoff) {
 	for ctx.Err() == nil {
-		last, _ := r.tail()
+		last, _, _ := r.tail()
 		err := waitAfter(ctx, r.hub.block, r.key, last, r.hub.cfg.Block)
 		if errors.Is(err, redis.Nil) {
 			continue

@@ -45,10 +45,84 @@ func (s streamState) gone() streamID {
 	return g
 }
 
-// trimmedAfter reports whether an entry after pos may have been removed,
-// that is, whether reading on from pos could skip events.
-func (s streamState) trimmedAfter(pos streamID) bool {
-	return pos.less(s.gone())
+// unknownOrd is an ordinal nobody can tell.
+const unknownOrd = -1
+
+// An ordinal places a position in the stream's history: how many entries
+// were ever added up to and including it (entries-added counts the same
+// way). Knowing a position's ordinal turns "may have been trimmed" into an
+// exact answer; without one the checks below err on the side of a reset.
+
+// goneOrd is gone()'s ordinal, or unknownOrd when XDEL holes among the
+// held entries make it unknowable.
+func (s streamState) goneOrd() int64 {
+	if s.length == 0 {
+		return s.entriesAdded
+	}
+	if s.maxDeleted.less(s.first) {
+		return s.entriesAdded - s.length
+	}
+	return unknownOrd
+}
+
+// trimmedAfter reports whether an entry after pos (whose ordinal is posOrd,
+// or unknownOrd) may have been removed, that is, whether reading on from
+// pos could skip events. Trimming removes the oldest entries first, so
+// with a known ordinal and no XDEL after pos the answer is exact: entries
+// after pos are gone when more entries were removed than existed up to pos.
+// That matters after a stream was emptied: the next entry's predecessor is
+// then gone, yet a reader that had read everything missed nothing.
+func (s streamState) trimmedAfter(pos streamID, posOrd int64) bool {
+	if !pos.less(s.gone()) {
+		return false
+	}
+	if posOrd < 0 || pos.less(s.maxDeleted) || s.entriesAdded < posOrd {
+		return true // no ordinal, a hole after pos, or another stream's history
+	}
+	return s.entriesAdded-s.length > posOrd
+}
+
+// firstOrd is the ordinal of firstID, the first of n entries (the last
+// being lastID) read after pos (ordinal posOrd) in one read, or unknownOrd.
+// The entries after it in that read follow it one by one.
+func (s streamState) firstOrd(firstID, lastID streamID, n int, pos streamID, posOrd int64) int64 {
+	if n == 0 || !s.maxDeleted.less(firstID) {
+		return unknownOrd // XDEL holes may lie among them
+	}
+	ord := int64(unknownOrd)
+	switch {
+	case firstID == s.first:
+		ord = s.entriesAdded - s.length + 1
+	case lastID == s.lastGenerated:
+		ord = s.entriesAdded - int64(n) + 1
+	case posOrd >= 0 && !s.trimmedAfter(pos, posOrd):
+		ord = posOrd + 1
+	}
+	if ord < 1 || ord+int64(n)-1 > s.entriesAdded {
+		return unknownOrd
+	}
+	return ord
+}
+
+// readOrd is firstOrd for the messages of one read.
+func (s streamState) readOrd(msgs []redis.XMessage, pos streamID, posOrd int64) int64 {
+	if len(msgs) == 0 {
+		return unknownOrd
+	}
+	first, err1 := parseStreamID(msgs[0].ID)
+	last, err2 := parseStreamID(msgs[len(msgs)-1].ID)
+	if err1 != nil || err2 != nil {
+		return unknownOrd
+	}
+	return s.firstOrd(first, last, len(msgs), pos, posOrd)
+}
+
+// ordAt is the ordinal of the i-th entry of a read whose first is first.
+func ordAt(first int64, i int) int64 {
+	if first < 0 {
+		return unknownOrd
+	}
+	return first + int64(i)
 }
 
 // toState interprets what XINFO STREAM said.

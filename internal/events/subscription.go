@@ -104,8 +104,8 @@ func (h *Hub) freshCursorLocked(f *Filter) *Cursor {
 		if !f.readsQueue(q) {
 			continue
 		}
-		if last, ok := r.tail(); ok {
-			c.set(q, maxID(c.position(q), last))
+		if last, ord, ok := r.tail(); ok && c.position(q).less(last) {
+			c.setAt(q, last, ord)
 		}
 	}
 	return c
@@ -149,7 +149,7 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 			e := s.pending[0]
 			s.pending[0] = nil
 			s.pending = s.pending[1:]
-			s.cur.set(e.queue, e.id)
+			s.cur.setAt(e.queue, e.id, e.ord)
 			if e.data != nil && s.filter.match(e) {
 				return Event{ID: e.queue + "/" + e.id.String(), Type: e.typ, Queue: e.queue, TaskID: e.taskID,
 					Data: e.data, Cursor: s.cur.String()}, nil
@@ -250,55 +250,61 @@ func (s *Subscription) catchUp(ctx context.Context, r *reader, pos streamID) (bo
 	h := s.hub
 	h.catchupReads.Add(1)
 	r.mu.RLock()
-	baseBefore, lastBefore := r.base, r.last
+	baseBefore, baseOrdBefore, lastBefore := r.base, r.baseOrd, r.last
 	r.mu.RUnlock()
+	posOrd := s.cur.ordinal(r.queue)
 	msgs, st, err := readAfter(ctx, h.main, r.key, pos, int64(h.cfg.BatchSize))
 	if err != nil {
 		return false, err
 	}
-	if st.trimmedAfter(pos) {
-		return false, s.reset(r.queue, st)
+	if st.trimmedAfter(pos, posOrd) {
+		return false, s.reset(r, st)
 	}
 	if len(msgs) == 0 {
 		// Nothing exists after pos up to the stream's newest id.
-		np := maxID(pos, st.lastGenerated)
-		if st.lastGenerated.less(lastBefore) {
+		np, npOrd := pos, posOrd
+		if pos.less(st.lastGenerated) {
+			np, npOrd = st.lastGenerated, st.entriesAdded
+		}
+		if st.lastGenerated.less(lastBefore) && np.less(baseBefore) {
 			// The stream lost entries the reader had read (Redis restarted
 			// without them): go on with what the ring still holds.
-			np = maxID(np, baseBefore)
+			np, npOrd = baseBefore, baseOrdBefore
 		}
 		if np == pos {
 			return false, nil
 		}
-		s.cur.set(r.queue, np)
+		s.cur.setAt(r.queue, np, npOrd)
 		return true, nil
 	}
+	first := st.readOrd(msgs, pos, posOrd)
 	es := make([]*entry, 0, len(msgs))
-	for _, m := range msgs {
+	for i, m := range msgs {
 		e, err := decodeEntry(r.queue, m)
 		if err != nil {
 			// Never delivered by the reader either; step over it.
 			if id, perr := parseStreamID(m.ID); perr == nil {
-				es = append(es, &entry{id: id, queue: r.queue})
+				es = append(es, &entry{id: id, queue: r.queue, ord: ordAt(first, i)})
 			}
 			continue
 		}
+		e.ord = ordAt(first, i)
 		es = append(es, e)
 	}
 	s.pending = es
 	return true, nil
 }
 
-// reset moves the subscription to a fresh cursor after its position in
-// queue was trimmed away.
-func (s *Subscription) reset(queue string, st streamState) error {
-	h := s.hub
-	h.resets.Add(1)
-	h.mu.Lock()
-	c := h.freshCursorLocked(&s.filter)
-	h.mu.Unlock()
-	c.set(queue, maxID(c.position(queue), st.gone()))
-	s.cur = c
+// reset moves the subscription past the part of r's stream that was
+// trimmed away, to the live end of that queue. Its positions in other
+// queues stay: nothing was lost there.
+func (s *Subscription) reset(r *reader, st streamState) error {
+	s.hub.resets.Add(1)
+	np, npOrd := st.gone(), st.goneOrd()
+	if last, lastOrd, ok := r.tail(); ok && np.less(last) {
+		np, npOrd = last, lastOrd
+	}
+	s.cur.setAt(r.queue, np, npOrd)
 	s.pending = nil
-	return &ResetError{Queue: queue, Cursor: c.String()}
+	return &ResetError{Queue: r.queue, Cursor: s.cur.String()}
 }

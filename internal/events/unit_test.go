@@ -78,12 +78,68 @@ func TestStreamStateGone(t *testing.T) {
 	}
 }
 
+func TestStreamStateTrimmedAfter(t *testing.T) {
+	t.Parallel()
+	// Nine entries were added: 8-1 … 8-9 here, then trimmed or deleted.
+	emptied := streamState{exists: true, length: 0, entriesAdded: 9, lastGenerated: streamID{8, 9}}
+	refilled := streamState{exists: true, length: 2, entriesAdded: 11, first: streamID{9, 0}, lastGenerated: streamID{9, 1}}
+	trimmed := streamState{exists: true, length: 4, entriesAdded: 11, first: streamID{8, 8}, lastGenerated: streamID{9, 1}}
+	holed := refilled
+	holed.maxDeleted = streamID{9, 0}
+	for _, tc := range []struct {
+		name   string
+		st     streamState
+		pos    streamID
+		posOrd int64
+		want   bool
+	}{
+		{"emptied, read to the end", emptied, streamID{8, 9}, 9, false},
+		{"emptied, behind", emptied, streamID{8, 5}, 5, true},
+		{"emptied, behind, no ordinal", emptied, streamID{8, 5}, unknownOrd, true},
+		{"refilled, had read everything before", refilled, streamID{8, 9}, 9, false},
+		{"refilled, no ordinal: assume the worst", refilled, streamID{8, 9}, unknownOrd, true},
+		{"refilled, behind", refilled, streamID{8, 7}, 7, true},
+		{"trimmed up to pos", trimmed, streamID{8, 7}, 7, false},
+		{"trimmed past pos", trimmed, streamID{8, 6}, 6, true},
+		{"deleted after pos", holed, streamID{8, 9}, 9, true},
+		{"another stream's history", refilled, streamID{8, 9}, 40, true},
+		{"at the newest", refilled, streamID{9, 1}, unknownOrd, false},
+	} {
+		require.Equal(t, tc.want, tc.st.trimmedAfter(tc.pos, tc.posOrd), tc.name)
+	}
+}
+
+func TestStreamStateFirstOrd(t *testing.T) {
+	t.Parallel()
+	refilled := streamState{exists: true, length: 5, entriesAdded: 12, first: streamID{9, 0}, lastGenerated: streamID{9, 4}}
+	holed := refilled
+	holed.maxDeleted = streamID{9, 2}
+	for _, tc := range []struct {
+		name        string
+		st          streamState
+		first, last streamID
+		n           int
+		pos         streamID
+		posOrd      int64
+		want        int64
+	}{
+		{"the oldest held", refilled, streamID{9, 0}, streamID{9, 1}, 2, streamID{8, 1}, unknownOrd, 8},
+		{"up to the newest", refilled, streamID{9, 3}, streamID{9, 4}, 2, streamID{9, 2}, unknownOrd, 11},
+		{"after a known position", refilled, streamID{9, 2}, streamID{9, 3}, 2, streamID{9, 1}, 9, 10},
+		{"nothing to go by", refilled, streamID{9, 2}, streamID{9, 3}, 2, streamID{9, 1}, unknownOrd, unknownOrd},
+		{"holes among them", holed, streamID{9, 0}, streamID{9, 4}, 4, streamID{8, 1}, unknownOrd, unknownOrd},
+		{"more than were ever added", refilled, streamID{9, 2}, streamID{9, 3}, 2, streamID{9, 1}, 11, unknownOrd},
+	} {
+		require.Equal(t, tc.want, tc.st.firstOrd(tc.first, tc.last, tc.n, tc.pos, tc.posOrd), tc.name)
+	}
+}
+
 func TestCursorRoundTrip(t *testing.T) {
 	t.Parallel()
 	start := time.UnixMilli(1700000000000)
 	c := NewCursor(start)
 	require.Equal(t, idBefore(1700000000000), c.position("emails"))
-	c.set("emails", streamID{1700000000005, 2})
+	c.setAt("emails", streamID{1700000000005, 2}, 42)
 	c.set(SysQueue, streamID{1700000000001, 0})
 	c.set("idle", idBefore(1700000000000)) // the implied position is not stored
 
@@ -91,6 +147,8 @@ func TestCursorRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, start, back.Start())
 	require.Equal(t, streamID{1700000000005, 2}, back.position("emails"))
+	require.Equal(t, int64(42), back.ordinal("emails"))
+	require.Equal(t, int64(unknownOrd), back.ordinal(SysQueue))
 	require.Equal(t, streamID{1700000000001, 0}, back.position(SysQueue))
 	require.Equal(t, idBefore(1700000000000), back.position("later"), "unknown queues read from the start")
 	require.Len(t, back.pos, 2)
@@ -109,6 +167,7 @@ func TestParseCursorRejects(t *testing.T) {
 		"bad queue":    enc(`{"v":1,"t":1,"p":{"Bad Queue":"1-0"}}`),
 		"bad position": enc(`{"v":1,"t":1,"p":{"q":"12"}}`),
 		"negative":     enc(`{"v":1,"t":-5}`),
+		"bad ordinal":  enc(`{"v":1,"t":1,"p":{"q":"1-0"},"o":{"q":-3}}`),
 	} {
 		_, err := ParseCursor(in)
 		require.ErrorIs(t, err, ErrBadCursor, name)
@@ -118,6 +177,8 @@ func TestParseCursorRejects(t *testing.T) {
 func FuzzParseCursor(f *testing.F) {
 	c := NewCursor(time.UnixMilli(1700000000000))
 	c.set("q", streamID{1700000000001, 1})
+	f.Add(c.String())
+	c.setAt("q", streamID{1700000000001, 2}, 7)
 	f.Add(c.String())
 	f.Add("")
 	f.Add("eyJ2IjoxfQ")
