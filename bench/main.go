@@ -195,11 +195,20 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	wg.Wait()
 	el := time.Since(start)
 	after := readStats(ctx, rc)
+	dumpCommandStats(ctx, rc)
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
 		Note: fmt.Sprintf("producers=%d", producers)}
 	charge(&r, before, after, int64(n))
 	r.BytesPerTask = float64(after.memory-before.memory-eventsMemory(ctx, rc)) / float64(n)
 	return r
+}
+
+// dumpCommandStats prints Redis's per-command statistics to stderr when
+// DTQ_BENCH_CMDSTATS is set, to see where the Redis CPU of a run went.
+func dumpCommandStats(ctx context.Context, rc *redis.Client) {
+	if os.Getenv("DTQ_BENCH_CMDSTATS") != "" {
+		fmt.Fprintln(os.Stderr, rc.Info(ctx, "commandstats").Val())
+	}
 }
 
 // eventsMemory is what the capped event streams hold: excluded from the
@@ -229,6 +238,7 @@ func batch(ctx context.Context, rc *redis.Client, n int, payload any) result {
 	}
 	el := time.Since(start)
 	after := readStats(ctx, rc)
+	dumpCommandStats(ctx, rc)
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(), Note: "SubmitBatch of 1000"}
 	charge(&r, before, after, int64(n))
 	r.BytesPerTask = float64(after.memory-before.memory-eventsMemory(ctx, rc)) / float64(n)
@@ -275,9 +285,7 @@ func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any)
 	}
 	el := time.Since(start)
 	after := readStats(ctx, rc)
-	if os.Getenv("DTQ_BENCH_CMDSTATS") != "" {
-		fmt.Fprintln(os.Stderr, rc.Info(ctx, "commandstats").Val())
-	}
+	dumpCommandStats(ctx, rc)
 	stop()
 	<-done
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
@@ -338,9 +346,7 @@ func latency(ctx context.Context, rc *redis.Client, rate int, d time.Duration, c
 	}
 	el := time.Since(start)
 	after := readStats(ctx, rc)
-	if os.Getenv("DTQ_BENCH_CMDSTATS") != "" {
-		fmt.Fprintln(os.Stderr, rc.Info(ctx, "commandstats").Val())
-	}
+	dumpCommandStats(ctx, rc)
 	stop()
 	<-done
 	mu.Lock()

@@ -2,16 +2,24 @@
 -- They take every key or key prefix as an argument: no key name is built here
 -- beyond prefix .. id, with prefixes that carry the queue's hash tag.
 
--- emit appends one lifecycle event to a queue's event stream.
+local ev_buf = {} -- emit's argument list, refilled on every call
+
+-- emit appends one lifecycle event to a queue's event stream. The fields go
+-- through one reused table: hot scripts emit once per task.
 local function emit(events_key, maxlen, etype, tid, ttype, attempt, now, worker, meta)
-  local ev = {'type', etype, 'task_id', tid, 'task_type', ttype, 'attempt', tostring(attempt), 'ts', tostring(now)}
+  local ev = ev_buf
+  ev[1], ev[2], ev[3], ev[4], ev[5], ev[6] = 'type', etype, 'task_id', tid, 'task_type', ttype
+  ev[7], ev[8], ev[9], ev[10] = 'attempt', attempt or 0, 'ts', now
+  local n = 10
   if worker and worker ~= '' then
-    ev[#ev + 1] = 'worker_id'; ev[#ev + 1] = worker
+    ev[n + 1], ev[n + 2] = 'worker_id', worker
+    n = n + 2
   end
   if meta and meta ~= '' then
-    ev[#ev + 1] = 'meta'; ev[#ev + 1] = meta
+    ev[n + 1], ev[n + 2] = 'meta', meta
+    n = n + 2
   end
-  return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev))
+  return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev, 1, n))
 end
 
 -- idem_set moves a task's idempotency record to state, but only while the
@@ -30,14 +38,27 @@ local function idem_set(idem_prefix, ikey, tid, state, now)
   redis.call('SET', k, cjson.encode(rec), 'KEEPTTL')
 end
 
+local wj_key, wj_val = nil, nil
+
+-- worker_json is cjson.encode(worker), remembered for the last worker: a
+-- batch finalizes many tasks of the same one.
+local function worker_json(worker)
+  if worker ~= wj_key then wj_key, wj_val = worker, cjson.encode(worker) end
+  return wj_val
+end
+
 -- history_field returns the hash field and JSON of one finished attempt.
 -- Each attempt has its own field, h:<requeues>:<attempt>, so recording one
 -- is a plain HSET (no read, no decode); the oldest beyond the cap is deleted.
-local function history_field(h, worker, started, finished, outcome, err_class, err_msg)
+-- started and finished are epoch-ms strings (numbers also work, but each
+-- costs a float-to-text conversion); dur, the duration in ms as text, is
+-- computed when not given.
+local function history_field(h, worker, started, finished, outcome, err_class, err_msg, dur)
+  dur = dur or math.max(0, tonumber(finished) - tonumber(started))
   local prev = h.previous_attempts or '0'
-  local rec = '{"attempt":' .. h.attempt .. ',"worker_id":' .. cjson.encode(worker or '') ..
+  local rec = '{"attempt":' .. h.attempt .. ',"worker_id":' .. worker_json(worker or '') ..
     ',"started_at":' .. started .. ',"finished_at":' .. finished .. ',"duration_ms":' ..
-    math.max(0, finished - started) .. ',"outcome":"' .. outcome .. '"'
+    dur .. ',"outcome":"' .. outcome .. '"'
   if err_class ~= '' then
     rec = rec .. ',"error_class":' .. cjson.encode(err_class) .. ',"error_message":' .. cjson.encode(err_msg)
   end
@@ -96,19 +117,61 @@ local function hget_map(key, fields)
   return m
 end
 
+-- hget_into is hget_map into a table the caller reuses from task to task
+-- (absent fields become nil): once the table has a slot for every field,
+-- refilling it allocates nothing, where a fresh table is rehashed four times
+-- on the way to 14 fields. The previous contents are gone: never keep it.
+local function hget_into(m, key, fields)
+  local vals = redis.call('HMGET', key, unpack(fields))
+  for i = 1, #fields do
+    local v = vals[i]
+    if v then m[fields[i]] = v else m[fields[i]] = nil end
+  end
+  return m
+end
+
 -- log2_bucket names the power-of-two latency bucket of ms for stats fields.
 local function log2_bucket(ms)
   if ms < 1 then return 0 end
   return math.floor(math.log(ms) / math.log(2)) + 1
 end
 
+local bucket_names = {}
+
+-- bucket_field is prefix .. log2_bucket(ms), remembered: building it costs a
+-- number-to-text conversion, once per task otherwise.
+local function bucket_field(prefix, ms)
+  local k = log2_bucket(ms)
+  local t = bucket_names[prefix]
+  if not t then t = {}; bucket_names[prefix] = t end
+  local name = t[k]
+  if not name then name = prefix .. k; t[k] = name end
+  return name
+end
+
+local small_ints = {}
+
+-- itoa formats a non-negative integer, remembering the small ones (most
+-- durations of short handlers), since Lua formats numbers with sprintf.
+local function itoa(n)
+  if n < 4096 then
+    local s = small_ints[n]
+    if not s then s = tostring(n); small_ints[n] = s end
+    return s
+  end
+  return tostring(n)
+end
+
 local fence_fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key',
   'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at', 'previous_attempts'}
 
+local fence_h = {} -- reused by every fence call: see hget_into
+
 -- fence returns the task's fields when it is still running under this worker
--- and attempt, or nil: a worker that lost its lease writes nothing.
+-- and attempt, or nil: a worker that lost its lease writes nothing. The
+-- table is valid until the next fence call.
 local function fence(task_key, attempt, worker)
-  local h = hget_map(task_key, fence_fields)
+  local h = hget_into(fence_h, task_key, fence_fields)
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
     return nil
   end
@@ -119,7 +182,7 @@ end
 -- given status and extra fields, finished_at, the error of this attempt and
 -- its history record. It returns the attempt's duration.
 local function finish_attempt(f, h, status, outcome, err_class, err_msg, extra)
-  local started = tonumber(h.started_at or f.now)
+  local started = h.started_at or f.now
   local hf, hv = history_field(h, h.worker_id, started, f.now, outcome, err_class, err_msg)
   local fields = {'status', status, 'finished_at', f.now, hf, hv}
   if err_class ~= '' then
@@ -129,7 +192,7 @@ local function finish_attempt(f, h, status, outcome, err_class, err_msg, extra)
   for _, v in ipairs(extra or {}) do fields[#fields + 1] = v end
   redis.call('HSET', f.task_key, unpack(fields))
   trim_history(f.task_key, h, f.attempts_cap)
-  return math.max(0, f.now - started)
+  return math.max(0, tonumber(f.now) - tonumber(started))
 end
 
 -- release_entry acks and deletes the task's stream entry and drops its lease.
@@ -170,7 +233,7 @@ local function bury(f, h, err_class, err_msg, retryable)
   redis.call('DECR', f.depth)
   stat(f.stats, f.dlq and 'dead_lettered' or 'failed', 1)
   stat(f.stats, 'run_ms_sum', dur)
-  stat(f.stats, 'run_b' .. log2_bucket(dur), 1)
+  stat(f.stats, bucket_field('run_b', dur), 1)
 end
 
 -- enqueue_due moves a pending or retrying task into its band stream:

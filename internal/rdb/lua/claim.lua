@@ -25,10 +25,13 @@
 --          entry id of each band p9..p0 (all delivered; to block on with
 --          XREAD); else empty.
 
-local now = tonumber(ARGV[1])
+-- now_s and lease_s go into arguments as text: a Lua number is turned back
+-- into text by a costly float formatting.
+local now_s = ARGV[1]
+local now = tonumber(now_s)
 local worker, group = ARGV[2], ARGV[3]
 local remaining = tonumber(ARGV[4])
-local lease_until = now + tonumber(ARGV[5])
+local lease_s = tostring(now + tonumber(ARGV[5]))
 
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return {'paused', {}, {}}
@@ -46,6 +49,7 @@ local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_a
   'error_class'}
 
 local tasks, read, state = {}, 0, 'ok'
+local h = {} -- each entry's task fields, refilled (hget_into)
 local leases, acc = {}, {}
 for b = 9, 0, -1 do
   if remaining <= 0 then break end
@@ -58,30 +62,30 @@ for b = 9, 0, -1 do
       local eid, ef = entry[1], entry[2]
       local tid = ef[2]
       local tk = c.task_prefix .. tid
-      local h = hget_map(tk, fields)
+      hget_into(h, tk, fields)
       local st = h.status
       local drop = true
       if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
           or st == 'cancelled' or st == 'expired' then
         -- gone or finished: nothing to run
       elseif st ~= 'queued' or h.stream_id ~= eid then
-        emit(c.events, c.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now, worker,
+        emit(c.events, c.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
           cjson.encode({entry_id = eid, status = st}))
       elseif h.expires_at and tonumber(h.expires_at) <= now then
         redis.call('XACK', streams[b], group, eid)
         expire_task(c, tid, h)
       else
         drop = false
-        redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now)
+        redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s)
         if h.error_class then -- a retry: clear the previous attempt's outcome
           redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
         end
-        leases[#leases + 1] = lease_until
+        leases[#leases + 1] = lease_s
         leases[#leases + 1] = tid
         if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-        emit(c.events, c.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now, worker, '')
+        emit(c.events, c.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
         local wait = math.max(0, now - tonumber(h.created_at or now))
-        local b = 'wait_b' .. log2_bucket(wait)
+        local b = bucket_field('wait_b', wait)
         acc['started'] = (acc['started'] or 0) + 1
         acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
         acc[b] = (acc[b] or 0) + 1

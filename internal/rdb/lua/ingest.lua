@@ -40,6 +40,7 @@ local n = tonumber(ARGV[7])
 local replies = {}
 local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
 local recent = {}
+local fields = {}
 
 for i = 1, n do
   local kb = 16 + 2 * (i - 1)
@@ -86,32 +87,42 @@ for i = 1, n do
 
     local delayed = tonumber(available_at) > tonumber(now)
     local status = delayed and 'pending' or 'queued'
-    local fields = {
-      'type', ttype, 'payload', payload, 'priority', priority,
-      'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms,
-      'status', status, 'created_at', created_at,
-    }
+    -- One argument list reused for every task (unpack with an explicit
+    -- length): a table built per task would be grown five times.
+    local f = fields
+    f[1], f[2], f[3], f[4], f[5], f[6] = 'type', ttype, 'payload', payload, 'priority', priority
+    f[7], f[8], f[9], f[10], f[11], f[12] = 'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms
+    f[13], f[14], f[15], f[16] = 'status', status, 'created_at', created_at
+    local nf = 16
     -- available_at is stored only when it differs from created_at: most
     -- tasks are due at once, and every byte of a task hash counts.
     if available_at ~= created_at then
-      table.insert(fields, 'available_at'); table.insert(fields, available_at)
+      f[nf + 1], f[nf + 2] = 'available_at', available_at
+      nf = nf + 2
     end
     if ikey ~= '' then
       -- kept so that a DLQ requeue can re-create an expired record
-      table.insert(fields, 'idem_key'); table.insert(fields, ikey)
-      table.insert(fields, 'fingerprint'); table.insert(fields, fingerprint)
+      f[nf + 1], f[nf + 2], f[nf + 3], f[nf + 4] = 'idem_key', ikey, 'fingerprint', fingerprint
+      nf = nf + 4
     end
-    if expires_at ~= '' then table.insert(fields, 'expires_at'); table.insert(fields, expires_at) end
-    if metadata ~= '' then table.insert(fields, 'metadata'); table.insert(fields, metadata) end
+    if expires_at ~= '' then
+      f[nf + 1], f[nf + 2] = 'expires_at', expires_at
+      nf = nf + 2
+    end
+    if metadata ~= '' then
+      f[nf + 1], f[nf + 2] = 'metadata', metadata
+      nf = nf + 2
+    end
     -- The stream entry id is part of the hash, so the entry is added first;
     -- inside the script the order cannot be observed.
     if delayed then
       redis.call('ZADD', KEYS[2], available_at, id)
     else
-      local sid = redis.call('XADD', KEYS[6 + tonumber(priority)], '*', 't', id, 'a', '1')
-      table.insert(fields, 'stream_id'); table.insert(fields, sid)
+      f[nf + 1] = 'stream_id'
+      f[nf + 2] = redis.call('XADD', KEYS[6 + tonumber(priority)], '*', 't', id, 'a', '1')
+      nf = nf + 2
     end
-    redis.call('HSET', task_key, unpack(fields))
+    redis.call('HSET', task_key, unpack(f, 1, nf))
     if expires_at ~= '' then
       redis.call('ZADD', KEYS[3], expires_at, id)
     end
@@ -120,9 +131,7 @@ for i = 1, n do
     recent[#recent + 1] = id
     depth = depth + 1
 
-    local ev = {'type', delayed and 'TASK_PENDING' or 'TASK_QUEUED', 'task_id', id,
-      'task_type', ttype, 'attempt', '1', 'ts', now}
-    redis.call('XADD', KEYS[5], 'MAXLEN', '~', events_maxlen, '*', unpack(ev))
+    emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '')
 
     reply = {'created', id, status}
   end

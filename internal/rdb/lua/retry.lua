@@ -35,5 +35,5 @@ release_entry(f, h)
 redis.call('HDEL', KEYS[1], 'stream_id')
 stat(KEYS[6], 'retried', 1)
 stat(KEYS[6], 'run_ms_sum', dur)
-stat(KEYS[6], 'run_b' .. log2_bucket(dur), 1)
+stat(KEYS[6], bucket_field('run_b', dur), 1)
 return 'ok'

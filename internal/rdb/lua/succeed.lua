@@ -18,10 +18,14 @@
 --
 -- Returns one code per task: 1 finalized, 0 lease lost.
 
-local now, worker, group = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+-- now_s goes into arguments as it came: turning a Lua number back into
+-- text is a costly float formatting, once per task.
+local now_s, worker, group = ARGV[1], ARGV[2], ARGV[3]
+local now = tonumber(now_s)
 local n = tonumber(ARGV[9])
 local out, acks, leases, done = {}, {}, {}, 0
 local acc = {}
+local fields = {} -- each task's HSET arguments, refilled
 for i = 1, n do
   local tk, rk = KEYS[15 + 2 * (i - 1)], KEYS[16 + 2 * (i - 1)]
   local ab = 10 + 4 * (i - 1)
@@ -32,20 +36,24 @@ for i = 1, n do
   else
     out[i] = 1
     done = done + 1
-    local started = tonumber(h.started_at or now)
-    local dur = math.max(0, now - started)
-    local hf, hv = history_field(h, worker, started, now, 'succeeded', '', '')
-    local fields = {'status', 'succeeded', 'finished_at', now, hf, hv}
+    local started = h.started_at or now_s
+    local dur = math.max(0, now - tonumber(started))
+    local dur_s = itoa(dur)
+    local hf, hv = history_field(h, worker, started, now_s, 'succeeded', '', '', dur_s)
+    fields[1], fields[2], fields[3], fields[4], fields[5], fields[6] = 'status', 'succeeded', 'finished_at', now_s, hf, hv
+    local nf = 6
     if truncated == '1' then
-      fields[#fields + 1] = 'result_truncated'; fields[#fields + 1] = '1'
+      fields[7], fields[8] = 'result_truncated', '1'
+      nf = 8
     elseif result ~= '' then
-      fields[#fields + 1] = 'has_result'; fields[#fields + 1] = '1'
+      fields[7], fields[8] = 'has_result', '1'
+      nf = 8
     end
-    redis.call('HSET', tk, unpack(fields))
+    redis.call('HSET', tk, unpack(fields, 1, nf))
     trim_history(tk, h, tonumber(ARGV[8]))
     redis.call('EXPIRE', tk, ARGV[6])
-    local meta = '{"duration_ms":' .. dur .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
-    emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now, worker, meta)
+    local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
+    emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
     if truncated ~= '1' and result ~= '' then
       redis.call('SET', rk, result, 'EX', ARGV[7])
     end
@@ -57,7 +65,7 @@ for i = 1, n do
     end
     leases[#leases + 1] = tid
     acc['run_ms_sum'] = (acc['run_ms_sum'] or 0) + dur
-    local b = 'run_b' .. log2_bucket(dur)
+    local b = bucket_field('run_b', dur)
     acc[b] = (acc[b] or 0) + 1
   end
 end
