@@ -63,13 +63,13 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	}
 	_, _ = pipe.Exec(ctx) // per-command errors are checked below
 	qs := &QueueStats{Name: queue}
+	// Claims trim what they deliver, so a band stream holds exactly its
+	// undelivered entries.
 	for b := 0; b < NumBands; b++ {
-		n := xlen[b].Val()
 		if p, err := xpend[b].Result(); err == nil {
-			n -= p.Count
 			qs.Pending += p.Count
 		}
-		qs.Ready[b] = max(n, 0)
+		qs.Ready[b] = xlen[b].Val()
 	}
 	if err := depth.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err

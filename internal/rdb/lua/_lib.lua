@@ -107,6 +107,13 @@ local function expire_task(c, tid, h)
   redis.call('EXPIRE', tk, c.retention)
 end
 
+-- after_id returns the smallest stream id after id ("<ms>-<seq>"): the
+-- XTRIM MINID that removes id and everything before it.
+local function after_id(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return ms .. '-' .. (tonumber(seq) + 1)
+end
+
 -- hget_map reads the named fields of a hash into a table.
 local function hget_map(key, fields)
   local vals = redis.call('HMGET', key, unpack(fields))
@@ -195,11 +202,11 @@ local function finish_attempt(f, h, status, outcome, err_class, err_msg, extra)
   return math.max(0, tonumber(f.now) - tonumber(started))
 end
 
--- release_entry acks and deletes the task's stream entry and drops its lease.
+-- release_entry acks the task's stream entry and drops its lease. The
+-- entry's data is already gone: claim trims what it delivers.
 local function release_entry(f, h)
   if h.stream_id and h.stream_id ~= '' then
     redis.call('XACK', f.stream, f.group, h.stream_id)
-    redis.call('XDEL', f.stream, h.stream_id)
   end
   redis.call('ZREM', f.lease, f.tid)
 end

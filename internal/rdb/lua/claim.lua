@@ -3,6 +3,10 @@
 --
 -- Entries are read with XREADGROUP inside the script, band by band, asking
 -- each band only for the slots still free, so nothing is over-delivered.
+-- What a band delivered is then trimmed from it (XTRIM MINID, exact): a
+-- band stream holds exactly its undelivered entries, so XLEN is the ready
+-- count, and finalizes only XACK. One trim per band and call walks a node
+-- once, where an XDEL per entry would seek through it every time.
 -- Per entry: a task whose hash is gone or terminal is acked and dropped; an
 -- entry that is not the task's current entry is absorbed
 -- (TASK_DUPLICATE_ABSORBED); an overdue task expires (TASK_EXPIRED); else
@@ -57,7 +61,8 @@ for b = 9, 0, -1 do
   if type(res) == 'table' and res.err then
     state = 'nogroup'
   elseif res then
-    for _, entry in ipairs(res[1][2]) do
+    local delivered = res[1][2]
+    for _, entry in ipairs(delivered) do
       read = read + 1
       local eid, ef = entry[1], entry[2]
       local tid = ef[2]
@@ -95,8 +100,10 @@ for b = 9, 0, -1 do
       end
       if drop then
         redis.call('XACK', streams[b], group, eid)
-        redis.call('XDEL', streams[b], eid)
       end
+    end
+    if #delivered > 0 then
+      redis.call('XTRIM', streams[b], 'MINID', after_id(delivered[#delivered][1]))
     end
   end
 end
@@ -108,9 +115,10 @@ end
 
 -- Every band was read until empty when slots are left over: return, per
 -- band, the newest entry the stream holds (every entry up to it has been
--- delivered), or 0-0 for an empty stream, so the caller can block right away
--- on "anything newer". XREVRANGE COUNT 1 is cheap; XINFO GROUPS would also
--- compute the group's lag.
+-- delivered; after the trim that is only an entry a claim before this
+-- version left behind), or 0-0 for an empty stream, so the caller can block
+-- right away on "anything newer". XREVRANGE COUNT 1 is cheap; XINFO GROUPS
+-- would also compute the group's lag.
 local last_ids = {}
 if remaining > 0 and state == 'ok' then
   for b = 9, 0, -1 do

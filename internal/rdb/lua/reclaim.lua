@@ -1,6 +1,6 @@
 -- reclaim: take over tasks whose lease expired (their worker died or
--- stalled). Each moves to the reclaiming worker with attempt +1, a new lease,
--- its stream entry XCLAIMed (JUSTID) and TASK_LEASE_LOST; a task whose
+-- stalled). Each moves to the reclaiming worker with attempt +1, a new lease
+-- and TASK_LEASE_LOST; a task whose
 -- attempts are used up is dead-lettered with error_class WorkerLost instead
 -- and not run again. The old worker's later finalize is refused by its fence.
 --
@@ -41,9 +41,9 @@ for _, tid in ipairs(expired) do
     redis.call('HSET', tk, 'attempt', attempt, 'worker_id', worker, 'started_at', now)
     redis.call('HDEL', tk, 'finished_at')
     redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), tid)
-    if h.stream_id and h.stream_id ~= '' then
-      redis.call('XCLAIM', f.stream, ARGV[4], worker, 0, h.stream_id, 'JUSTID')
-    end
+    -- The stream entry stays pending under the old consumer: its data was
+    -- trimmed at claim, and XCLAIM of a trimmed entry would drop it from the
+    -- pending list. Whoever finalizes acks it.
     emit(KEYS[2], ARGV[8], 'TASK_LEASE_LOST', tid, h.type, attempt, now, worker,
       cjson.encode({previous_worker = h.worker_id, previous_attempt = tonumber(h.attempt)}))
     out[#out + 1] = {tid, tostring(attempt), h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,

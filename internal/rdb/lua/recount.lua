@@ -1,6 +1,9 @@
 -- recount: recompute a queue's depth counter from its live structures, to
 -- repair drift after manual edits: undelivered stream entries + running
--- leases + scheduled (pending and retrying) tasks.
+-- leases + scheduled (pending and retrying) tasks. Each band is first
+-- trimmed up to the group's last delivered entry (claims do that as they
+-- go; this also covers entries older versions left), so XLEN counts the
+-- undelivered ones.
 --
 -- KEYS[1] depth counter  KEYS[2] lease ZSET  KEYS[3] schedule ZSET
 -- KEYS[4..13] band streams p0..p9
@@ -11,10 +14,20 @@
 local depth = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
 for i = 4, 13 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    local pending = 0
-    local ok, summary = pcall(redis.call, 'XPENDING', KEYS[i], ARGV[1])
-    if ok and type(summary) == 'table' then pending = tonumber(summary[1]) or 0 end
-    depth = depth + redis.call('XLEN', KEYS[i]) - pending
+    local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[i])
+    if ok then
+      for _, g in ipairs(groups) do
+        local name, last = nil, nil
+        for j = 1, #g, 2 do
+          if g[j] == 'name' then name = g[j + 1]
+          elseif g[j] == 'last-delivered-id' then last = g[j + 1] end
+        end
+        if name == ARGV[1] and last and last ~= '0-0' then
+          redis.call('XTRIM', KEYS[i], 'MINID', after_id(last))
+        end
+      end
+    end
+    depth = depth + redis.call('XLEN', KEYS[i])
   end
 end
 local old = tonumber(redis.call('GET', KEYS[1]) or '0')

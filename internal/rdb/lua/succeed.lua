@@ -3,8 +3,8 @@
 -- worker; a task whose fence fails is skipped (its worker lost the lease).
 -- Per task, in order: task hash (succeeded, history, retention TTL) ->
 -- TASK_SUCCEEDED -> result key -> idempotency record (completed). Then for
--- the whole call: XACK+XDEL of the stream entries, lease removal, depth and
--- stats.
+-- the whole call: XACK of the stream entries (claim trimmed their data),
+-- lease removal, depth and stats.
 --
 -- KEYS[1] lease ZSET  KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4] stats hash (minute)  KEYS[5..14] band streams p0..p9
@@ -71,7 +71,6 @@ for i = 1, n do
 end
 for band, ids in pairs(acks) do
   redis.call('XACK', KEYS[5 + band], group, unpack(ids))
-  redis.call('XDEL', KEYS[5 + band], unpack(ids))
 end
 if done > 0 then
   redis.call('ZREM', KEYS[1], unpack(leases))
