@@ -59,10 +59,7 @@ type Time struct{ time.Time }
 
 // MarshalJSON implements json.Marshaler.
 func (t Time) MarshalJSON() ([]byte, error) {
-	if t.IsZero() {
-		return []byte("null"), nil
-	}
-	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+	return t.appendJSON(make([]byte, 0, len(TimeLayout)+2)), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler; it accepts TimeLayout, RFC 3339

@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // Error codes (SPEC §11).
@@ -251,9 +253,40 @@ func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, e *apiErr
 	s.writeJSON(w, r, e.status, e.body(id))
 }
 
-// writeJSON writes v as the whole response.
+// respBufs holds the buffers task answers are encoded into; a task answer
+// is usually well under 2 KiB.
+var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// maxPooledResp bounds the buffers put back in respBufs, so that one large
+// task does not pin its memory.
+const maxPooledResp = 64 << 10
+
+// writeJSON writes v as the whole response. A task answer (taskResponse or
+// *dtqtype.TaskInfo) is encoded by its hand-written encoder into a pooled
+// buffer, anything else by encoding/json; the bytes are the same either way.
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	b, err := json.Marshal(v)
+	var (
+		b   []byte
+		err error
+		bp  *[]byte // the pooled buffer b lives in, if any
+	)
+	switch v := v.(type) {
+	case taskResponse:
+		bp = respBufs.Get().(*[]byte)
+		b, err = v.AppendJSON((*bp)[:0])
+	case *dtqtype.TaskInfo:
+		bp = respBufs.Get().(*[]byte)
+		b, err = v.AppendJSON((*bp)[:0])
+	}
+	if bp == nil || err != nil {
+		// encoding/json also fails on a task the fast path refuses (a raw
+		// field that is not JSON); let it decide and word the error.
+		if bp != nil {
+			respBufs.Put(bp)
+			bp = nil
+		}
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "encode response", "request_id", RequestIDFromContext(r.Context()), "err", clean(err.Error()))
 		status = http.StatusInternalServerError
@@ -266,4 +299,8 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+	if bp != nil && cap(b) <= maxPooledResp {
+		*bp = b[:0] // keep the grown buffer; Write does not retain it
+		respBufs.Put(bp)
+	}
 }

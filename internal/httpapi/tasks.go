@@ -29,6 +29,24 @@ type taskResponse struct {
 	Duplicate bool `json:"duplicate"`
 }
 
+// AppendJSON appends the bytes json.Marshal gives for r: the task's members
+// (none for a nil task), then duplicate. It shadows the method promoted from
+// *TaskInfo, which would leave duplicate out. It fails only where
+// json.Marshal does, leaving b as it was.
+func (r taskResponse) AppendJSON(b []byte) ([]byte, error) {
+	if r.TaskInfo == nil {
+		b = append(b, `{"duplicate":`...)
+	} else {
+		var err error
+		if b, err = r.TaskInfo.AppendJSON(b); err != nil {
+			return b, err
+		}
+		b = append(b[:len(b)-1], `,"duplicate":`...) // reopen the task's object
+	}
+	b = strconv.AppendBool(b, r.Duplicate)
+	return append(b, '}'), nil
+}
+
 // submitTask is POST /api/v1/tasks (SPEC §3, §4).
 func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if err := requireJSON(r); err != nil {
