@@ -67,6 +67,7 @@ end
 
 -- trim_history drops the attempt record that fell out of the capped window.
 local function trim_history(task_key, h, cap)
+  if h.attempt == '1' then return end -- the first attempt: nothing to drop
   local old = tonumber(h.attempt) - cap
   if old >= 1 then
     redis.call('HDEL', task_key, 'h:' .. (h.previous_attempts or '0') .. ':' .. old)
@@ -176,9 +177,10 @@ local fence_h = {} -- reused by every fence call: see hget_into
 
 -- fence returns the task's fields when it is still running under this worker
 -- and attempt, or nil: a worker that lost its lease writes nothing. The
--- table is valid until the next fence call.
-local function fence(task_key, attempt, worker)
-  local h = hget_into(fence_h, task_key, fence_fields)
+-- table is valid until the next fence call. A hot caller may read fewer
+-- fields (fields) into a table of its own (into).
+local function fence(task_key, attempt, worker, fields, into)
+  local h = hget_into(into or fence_h, task_key, fields or fence_fields)
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
     return nil
   end

@@ -26,11 +26,16 @@ local n = tonumber(ARGV[9])
 local out, acks, leases, done = {}, {}, {}, 0
 local acc = {}
 local fields = {} -- each task's HSET arguments, refilled
+local history_cap = tonumber(ARGV[8])
+-- What a success needs of the task: fewer fields than fence_fields.
+local need = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
+  'cancel_requested', 'priority', 'previous_attempts'}
+local h_buf = {}
 for i = 1, n do
   local tk, rk = KEYS[15 + 2 * (i - 1)], KEYS[16 + 2 * (i - 1)]
   local ab = 10 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
-  local h = fence(tk, attempt, worker)
+  local h = fence(tk, attempt, worker, need, h_buf)
   if not h then
     out[i] = 0
   else
@@ -50,7 +55,7 @@ for i = 1, n do
       nf = 8
     end
     redis.call('HSET', tk, unpack(fields, 1, nf))
-    trim_history(tk, h, tonumber(ARGV[8]))
+    trim_history(tk, h, history_cap)
     redis.call('EXPIRE', tk, ARGV[6])
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
