@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 real=$(command -v redis-server)
 command -v valgrind >/dev/null || { echo "scriptcost: valgrind is missing (apt-get install -y valgrind)" >&2; exit 2; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"' EXIT
 
 # A redis-server on PATH that runs the real one under callgrind, counting
 # only what happens inside EVALSHA (evalShaCommand).

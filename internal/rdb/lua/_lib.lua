@@ -108,6 +108,15 @@ local function expire_task(c, tid, h)
   redis.call('EXPIRE', tk, c.retention)
 end
 
+-- later_ms reports whether epoch-ms text a is after b, without turning
+-- either into a Lua number (strtod): for digits without leading zeros the
+-- longer is larger, and equal lengths compare as text.
+local function later_ms(a, b)
+  local la, lb = #a, #b
+  if la ~= lb then return la > lb end
+  return a > b
+end
+
 -- after_id returns the smallest stream id after id ("<ms>-<seq>"): the
 -- XTRIM MINID that removes id and everything before it.
 local function after_id(id)

@@ -41,6 +41,9 @@ local replies = {}
 local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
 local recent = {}
 local fields = {}
+-- band streams by priority as text: no tonumber per task
+local band_key = {}
+for b = 0, 9 do band_key[tostring(b)] = KEYS[6 + b] end
 
 for i = 1, n do
   local kb = 16 + 2 * (i - 1)
@@ -85,7 +88,7 @@ for i = 1, n do
       }), 'EX', idem_ttl)
     end
 
-    local delayed = tonumber(available_at) > tonumber(now)
+    local delayed = later_ms(available_at, now)
     local status = delayed and 'pending' or 'queued'
     -- One argument list reused for every task (unpack with an explicit
     -- length): a table built per task would be grown five times.
@@ -119,7 +122,7 @@ for i = 1, n do
       redis.call('ZADD', KEYS[2], available_at, id)
     else
       f[nf + 1] = 'stream_id'
-      f[nf + 2] = redis.call('XADD', KEYS[6 + tonumber(priority)], '*', 't', id, 'a', '1')
+      f[nf + 2] = redis.call('XADD', band_key[priority], '*', 't', id, 'a', '1')
       nf = nf + 2
     end
     redis.call('HSET', task_key, unpack(f, 1, nf))
@@ -127,7 +130,7 @@ for i = 1, n do
       redis.call('ZADD', KEYS[3], expires_at, id)
     end
 
-    recent[#recent + 1] = 0
+    recent[#recent + 1] = '0'
     recent[#recent + 1] = id
     depth = depth + 1
 

@@ -64,9 +64,9 @@ for i = 1, n do
     end
     idem_set(ARGV[4], h.idem_key, tid, 'completed', now)
     if h.stream_id and h.stream_id ~= '' then
-      local band = tonumber(h.priority)
-      acks[band] = acks[band] or {}
-      table.insert(acks[band], h.stream_id)
+      local ids = acks[h.priority] -- keyed by the priority's text
+      if not ids then ids = {}; acks[h.priority] = ids end
+      ids[#ids + 1] = h.stream_id
     end
     leases[#leases + 1] = tid
     acc['run_ms_sum'] = (acc['run_ms_sum'] or 0) + dur
@@ -75,7 +75,7 @@ for i = 1, n do
   end
 end
 for band, ids in pairs(acks) do
-  redis.call('XACK', KEYS[5 + band], group, unpack(ids))
+  redis.call('XACK', KEYS[5 + tonumber(band)], group, unpack(ids))
 end
 if done > 0 then
   redis.call('ZREM', KEYS[1], unpack(leases))
