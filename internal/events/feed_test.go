@@ -291,7 +291,7 @@ func TestSlowSubscriberCatchesUp(t *testing.T) {
 	b.register(t, "q")
 	b.waitReaders(t, "q")
 
-	sub, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, nil)
+	sub, err := b.hub.Subscribe(b.ctx, Filter{Queues: []string{"q"}}, nil)
 	require.NoError(t, err)
 	defer sub.Close()
 
@@ -501,7 +501,7 @@ func TestHubStopEndsStreams(t *testing.T) {
 
 	_, resp := b.tryOpenSSE(t, "", "")
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	_, err = b.hub.Subscribe(Filter{}, nil)
+	_, err = b.hub.Subscribe(b.ctx, Filter{}, nil)
 	require.ErrorIs(t, err, ErrHubClosed)
 	require.Error(t, b.hub.Run(b.ctx), "a hub runs once")
 }
@@ -511,7 +511,7 @@ func TestSubscriptionNextIsCancelSafe(t *testing.T) {
 	b := setup(t, nil)
 	b.register(t, "q")
 	b.waitReaders(t, "q")
-	sub, err := b.hub.Subscribe(Filter{}, nil)
+	sub, err := b.hub.Subscribe(b.ctx, Filter{}, nil)
 	require.NoError(t, err)
 	defer sub.Close()
 
@@ -588,11 +588,11 @@ func TestLiveAcrossFullTrim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 
-	live, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, nil)
+	live, err := b.hub.Subscribe(b.ctx, Filter{Queues: []string{"q"}}, nil)
 	require.NoError(t, err)
 	defer live.Close()
 
-	sub, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, nil)
+	sub, err := b.hub.Subscribe(b.ctx, Filter{Queues: []string{"q"}}, nil)
 	require.NoError(t, err)
 	evs := make([]ev, 10)
 	for i := range evs {
@@ -615,7 +615,7 @@ func TestLiveAcrossFullTrim(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, b.rc.XTrimMaxLen(b.ctx, b.keys.Events("q"), 0).Err())
-	behind, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, cur)
+	behind, err := b.hub.Subscribe(b.ctx, Filter{Queues: []string{"q"}}, cur)
 	require.NoError(t, err)
 	defer behind.Close()
 	_, err = behind.Next(ctx)
@@ -640,7 +640,7 @@ func TestLiveAcrossFullTrim(t *testing.T) {
 
 	cur, err = ParseCursor(caughtUp)
 	require.NoError(t, err)
-	back, err := b.hub.Subscribe(Filter{Queues: []string{"q"}}, cur)
+	back, err := b.hub.Subscribe(b.ctx, Filter{Queues: []string{"q"}}, cur)
 	require.NoError(t, err)
 	defer back.Close()
 	for _, id := range all {
@@ -649,4 +649,46 @@ func TestLiveAcrossFullTrim(t *testing.T) {
 		require.Equal(t, "q/"+id, e.ID)
 	}
 	require.Equal(t, int64(1), b.hub.Stats().Resets)
+}
+
+// TestReaderParksWithoutSubscribers checks that a queue's reader reads
+// nothing while nobody subscribes, that "from now" still means now, and
+// that a client resuming after a parked spell gets what it missed.
+func TestReaderParksWithoutSubscribers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testConfig())
+	b.register(t, "q")
+	b.waitReaders(t, "q")
+	b.hub.mu.Lock()
+	r := b.hub.readers["q"]
+	b.hub.mu.Unlock()
+	parked := func() bool { _, _, ready := r.tail(); return !ready }
+	require.Eventually(t, parked, 10*time.Second, 5*time.Millisecond)
+	b.add(t, "q", taskEvent(TypeTaskQueued), taskEvent(TypeTaskQueued))
+	reads := b.hub.Stats().CatchupReads
+
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	sub, err := b.hub.Subscribe(ctx, Filter{Queues: []string{"q"}}, nil)
+	require.NoError(t, err)
+	ids := b.add(t, "q", taskEvent(TypeTaskStarted))
+	e, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "q/"+ids[0], e.ID, "from now: nothing from before the subscription")
+	require.False(t, parked())
+	sub.Close()
+
+	require.Eventually(t, parked, 10*time.Second, 5*time.Millisecond)
+	missed := b.add(t, "q", taskEvent(TypeTaskSucceeded), taskEvent(TypeTaskQueued))
+	cur, err := ParseCursor(e.Cursor)
+	require.NoError(t, err)
+	back, err := b.hub.Subscribe(ctx, Filter{Queues: []string{"q"}}, cur)
+	require.NoError(t, err)
+	defer back.Close()
+	for _, id := range missed {
+		e, err := back.Next(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "q/"+id, e.ID)
+	}
+	require.Greater(t, b.hub.Stats().CatchupReads, reads, "what it missed came from Redis")
 }

@@ -81,18 +81,15 @@ func (b *bundle) register(t *testing.T, queues ...string) {
 	}
 }
 
-// waitReaders waits until the hub follows queues' streams.
+// waitReaders waits until the hub has a reader for each of queues' streams
+// (parked until a subscription attaches).
 func (b *bundle) waitReaders(t *testing.T, queues ...string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
+		b.hub.mu.Lock()
+		defer b.hub.mu.Unlock()
 		for _, q := range queues {
-			b.hub.mu.Lock()
-			r := b.hub.readers[q]
-			b.hub.mu.Unlock()
-			if r == nil {
-				return false
-			}
-			if _, _, ok := r.tail(); !ok {
+			if b.hub.readers[q] == nil {
 				return false
 			}
 		}

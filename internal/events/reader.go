@@ -16,6 +16,11 @@ import (
 // older than the ring reads from Redis instead (catch-up) until it is back
 // inside the ring. So a slow client costs its own Redis reads, never memory
 // or the other clients' latency.
+//
+// A reader with no subscription parks: it reads nothing, so an API process
+// that nobody watches does not read every event its submissions write. The
+// first subscription to attach wakes it, and it starts again from the
+// stream's end; subscriptions behind that read from Redis.
 type reader struct {
 	hub   *Hub
 	queue string
@@ -29,6 +34,7 @@ type reader struct {
 	lastOrd int64    // last's ordinal, or unknownOrd
 	ring    []*entry
 	subs    map[*Subscription]struct{}
+	resume  chan struct{} // a token: a subscription attached
 }
 
 // readStatus is what a ring lookup found.
@@ -41,7 +47,7 @@ const (
 )
 
 func newReader(h *Hub, queue, key string) *reader {
-	return &reader{hub: h, queue: queue, key: key, subs: map[*Subscription]struct{}{}}
+	return &reader{hub: h, queue: queue, key: key, subs: map[*Subscription]struct{}{}, resume: make(chan struct{}, 1)}
 }
 
 // after returns up to limit entries after pos from the ring.
@@ -75,6 +81,24 @@ func (r *reader) tail() (streamID, int64, bool) {
 func (r *reader) attach(s *Subscription) {
 	r.mu.Lock()
 	r.subs[s] = struct{}{}
+	r.mu.Unlock()
+	select {
+	case r.resume <- struct{}{}:
+	default:
+	}
+}
+
+// watched reports whether any subscription is attached.
+func (r *reader) watched() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.subs) > 0
+}
+
+// park forgets the reader's position and ring until it starts again.
+func (r *reader) park() {
+	r.mu.Lock()
+	r.ready, r.ring = false, nil
 	r.mu.Unlock()
 }
 
@@ -134,6 +158,15 @@ func (r *reader) run(ctx context.Context) {
 	h := r.hub
 	var failing backoff
 	for ctx.Err() == nil {
+		if !r.watched() {
+			r.park()
+			select {
+			case <-r.resume:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
 		last, lastOrd, ready := r.tail()
 		if !ready {
 			st, err := streamTail(ctx, h.main, r.key)
@@ -186,6 +219,9 @@ func (r *reader) wait(ctx context.Context, failing *backoff) {
 		last, _, _ := r.tail()
 		err := waitAfter(ctx, r.hub.block, r.key, last, r.hub.cfg.Block)
 		if errors.Is(err, redis.Nil) {
+			if !r.watched() {
+				return // the last subscription left: park
+			}
 			continue
 		}
 		if err != nil {

@@ -67,25 +67,37 @@ type Subscription struct {
 
 // Subscribe opens a subscription with filter f from cursor c; nil c means
 // "from now". It fails with a *FilterError for a bad filter and with
-// ErrHubClosed after Run returned. Close the subscription when done.
-func (h *Hub) Subscribe(f Filter, c *Cursor) (*Subscription, error) {
+// ErrHubClosed after Run returned. Close the subscription when done. ctx
+// bounds the Redis reads that find "now" in the streams whose readers are
+// parked.
+func (h *Hub) Subscribe(ctx context.Context, f Filter, c *Cursor) (*Subscription, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	s := &Subscription{hub: h, filter: f, notify: make(chan struct{}, 1), byQueue: map[string]*reader{}}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	select {
 	case <-h.done:
+		h.mu.Unlock()
 		return nil, ErrHubClosed
 	default:
 	}
+	var parked []*reader
 	if c == nil {
-		s.cur = h.freshCursorLocked(&f)
+		s.cur, parked = h.freshCursorLocked(&f)
 	} else {
 		s.cur = c.clone()
 	}
 	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	// A parked reader does not know the stream's end: ask Redis. Should
+	// Redis not answer, the cursor's start time (a moment ago) stands in.
+	for _, r := range parked {
+		if st, err := streamTail(ctx, h.main, r.key); err == nil && s.cur.position(r.queue).less(st.lastGenerated) {
+			s.cur.setAt(r.queue, st.lastGenerated, st.entriesAdded)
+		}
+	}
+	s.sync() // attach now: the readers run while anyone subscribes
 	return s, nil
 }
 
@@ -97,18 +109,25 @@ const freshStartMargin = time.Second
 
 // freshCursorLocked returns a cursor at the live end of the feed: for each
 // queue with a running reader, the newest event it has read; for the others
-// (queues not known yet), a moment ago. h.mu is held.
-func (h *Hub) freshCursorLocked(f *Filter) *Cursor {
+// (queues not known yet, and parked readers, which it also returns), a
+// moment ago. h.mu is held.
+func (h *Hub) freshCursorLocked(f *Filter) (*Cursor, []*reader) {
 	c := NewCursor(h.now().Add(-freshStartMargin))
+	var parked []*reader
 	for q, r := range h.readers {
 		if !f.readsQueue(q) {
 			continue
 		}
-		if last, ord, ok := r.tail(); ok && c.position(q).less(last) {
+		last, ord, ok := r.tail()
+		if !ok {
+			parked = append(parked, r)
+			continue
+		}
+		if c.position(q).less(last) {
 			c.setAt(q, last, ord)
 		}
 	}
-	return c
+	return c, parked
 }
 
 // Cursor returns the position after the last event returned (or skipped

@@ -28,7 +28,7 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 		h.writeBadRequest(w, r, fe)
 		return
 	}
-	sub, err := h.Subscribe(req.filter, req.cursor)
+	sub, err := h.Subscribe(r.Context(), req.filter, req.cursor)
 	if err != nil {
 		h.writeClosed(w, r)
 		return
