@@ -30,18 +30,105 @@ func loadScripts() map[string]*redis.Script {
 	if err != nil {
 		panic(err)
 	}
+	helpers := splitLib(string(lib))
 	m := make(map[string]*redis.Script, len(entries))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "_") {
-			continue // shared helpers, prepended to every script
+			continue // shared helpers, prepended to the scripts that use them
 		}
 		src, err := luaFS.ReadFile("lua/" + e.Name())
 		if err != nil {
 			panic(err)
 		}
-		m[strings.TrimSuffix(e.Name(), ".lua")] = redis.NewScript(string(lib) + "\n" + string(src))
+		m[strings.TrimSuffix(e.Name(), ".lua")] = redis.NewScript(withHelpers(helpers, string(src)))
 	}
 	return m
+}
+
+// libBlock is one top-level declaration of _lib.lua (a helper function or a
+// shared table) with the comment above it.
+type libBlock struct {
+	name string
+	text string
+}
+
+// splitLib cuts _lib.lua into its top-level declarations ("local function
+// x" or "local x ="), each with the comment lines right above it, in order.
+// The file's own header comment is dropped.
+func splitLib(lib string) []libBlock {
+	lines := strings.Split(lib, "\n")
+	var starts []int
+	var names []string
+	for i, line := range lines {
+		if !strings.HasPrefix(line, "local ") {
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(line, "local "), "function ")
+		if end := strings.IndexFunc(name, func(r rune) bool { return !isLuaIdent(r) }); end >= 0 {
+			name = name[:end]
+		}
+		start := i
+		for start > 0 && strings.HasPrefix(lines[start-1], "--") {
+			start--
+		}
+		starts, names = append(starts, start), append(names, name)
+	}
+	blocks := make([]libBlock, len(starts))
+	for k, start := range starts {
+		end := len(lines)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		blocks[k] = libBlock{name: names[k], text: strings.Join(lines[start:end], "\n") + "\n"}
+	}
+	return blocks
+}
+
+// withHelpers prepends to src the helpers it uses, and the helpers those
+// use, in _lib.lua's order. Every call of a script runs its prelude (each
+// helper is a closure or table created anew), so carrying all of _lib.lua
+// would cost every call several microseconds of Redis time.
+func withHelpers(helpers []libBlock, src string) string {
+	need := map[string]bool{}
+	var mark func(text string)
+	mark = func(text string) {
+		for _, h := range helpers {
+			if !need[h.name] && usesName(text, h.name) {
+				need[h.name] = true
+				mark(h.text)
+			}
+		}
+	}
+	mark(src)
+	var b strings.Builder
+	for _, h := range helpers {
+		if need[h.name] {
+			b.WriteString(h.text)
+		}
+	}
+	b.WriteString(src)
+	return b.String()
+}
+
+// usesName reports whether name occurs in text as a whole identifier.
+func usesName(text, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		before := start == 0 || !isLuaIdent(rune(text[start-1]))
+		after := end == len(text) || !isLuaIdent(rune(text[end]))
+		if before && after {
+			return true
+		}
+		i = end
+	}
+}
+
+func isLuaIdent(r rune) bool {
+	return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
 // ErrQueueRegistryFull is returned when all 65535 queue numbers are used.

@@ -1,4 +1,5 @@
--- _lib: helpers prepended to every script (never run on its own).
+-- _lib: helpers prepended to the scripts that use them (never run on its own;
+-- rdb.go picks each top-level declaration a script needs, and what those need).
 -- They take every key or key prefix as an argument: no key name is built here
 -- beyond prefix .. id, with prefixes that carry the queue's hash tag.
 

@@ -41,9 +41,10 @@ local replies = {}
 local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
 local recent = {}
 local fields = {}
--- band streams by priority as text: no tonumber per task
-local band_key = {}
-for b = 0, 9 do band_key[tostring(b)] = KEYS[6 + b] end
+-- band streams by priority as text: no tonumber per task (and no tostring
+-- per call: Lua formats numbers with sprintf)
+local band_key = {['0'] = KEYS[6], ['1'] = KEYS[7], ['2'] = KEYS[8], ['3'] = KEYS[9], ['4'] = KEYS[10],
+  ['5'] = KEYS[11], ['6'] = KEYS[12], ['7'] = KEYS[13], ['8'] = KEYS[14], ['9'] = KEYS[15]}
 
 for i = 1, n do
   local kb = 16 + 2 * (i - 1)
