@@ -264,7 +264,8 @@ func TestDLQBulkRequeue(t *testing.T) {
 	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
 }
 
-// TestCancelTaskByClick cancels a delayed task from its page.
+// TestCancelTaskByClick cancels a delayed task from its page, which also
+// shows the events from before the page was opened.
 func TestCancelTaskByClick(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
@@ -273,6 +274,7 @@ func TestCancelTaskByClick(t *testing.T) {
 	tb.open("/tasks/" + tk.TaskID)
 	tb.waitPage("task")
 	tb.waitFor(`document.querySelector('#task-status')?.dataset.status === 'pending'`)
+	tb.waitFor(`[...document.querySelectorAll('#task-events tr[data-event-id] .badge')].some(e => e.textContent === 'TASK_PENDING')`)
 	tb.click("#task-cancel")
 	tb.waitFor(`document.querySelector('#confirm').open`)
 	tb.click("#confirm-ok")

@@ -41,11 +41,11 @@ func newEventsCmd(e *env) *cobra.Command {
 
 // tailOptions select what `dtq events tail` follows.
 type tailOptions struct {
-	queue, taskID, types, cursor string
+	queue, taskID, types, cursor, since string
 }
 
 func (o *tailOptions) query() url.Values {
-	return filterQuery(map[string]string{"queue": o.queue, "task_id": o.taskID, "type": o.types}, 0)
+	return filterQuery(map[string]string{"queue": o.queue, "task_id": o.taskID, "type": o.types, "since": o.since}, 0)
 }
 
 func newEventsTailCmd(r *remote) *cobra.Command {
@@ -58,15 +58,18 @@ func newEventsTailCmd(r *remote) *cobra.Command {
 			"connection is resumed from the last event seen, so nothing is missed or\n" +
 			"repeated while the events are retained; if they were trimmed first, a\n" +
 			"notice goes to stderr and the feed continues from its live end. Stop it\n" +
-			"with Ctrl-C. --cursor resumes from an event_id cursor a previous run saw.",
-		Example: "  dtq events tail --queue emails,critical\n  dtq events tail --task-id 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 -o json",
-		Args:    cobra.NoArgs,
+			"with Ctrl-C. --cursor resumes from an event_id cursor a previous run saw;\n" +
+			"--since starts at a time instead of now (a task's history, say).",
+		Example: "  dtq events tail --queue emails,critical\n  dtq events tail --task-id 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 -o json\n" +
+			"  dtq events tail --task-id 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --since 2026-11-30T09:00:00Z",
+		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
 	fs.StringVarP(&o.queue, "queue", "q", "", "only these queues (comma-separated)")
 	fs.StringVar(&o.taskID, "task-id", "", "only this task's events")
 	fs.StringVar(&o.types, "type", "", "only these event types (comma-separated), e.g. TASK_FAILED,TASK_DEAD_LETTERED")
 	fs.StringVar(&o.cursor, "cursor", "", "start after this cursor (default: from now)")
+	fs.StringVar(&o.since, "since", "", "without --cursor, start at this time (RFC 3339 or epoch ms) instead of now")
 	_ = cmd.RegisterFlagCompletionFunc("type", cobra.FixedCompletions(events.Types, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
 		s, err := r.open(cmd)

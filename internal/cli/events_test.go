@@ -70,10 +70,15 @@ func TestEventsTailLive(t *testing.T) {
 
 	table := startTail(t, b.vars, "--queue", "feed", "--cursor", cursor)
 	asJSON := startTail(t, b.vars, "--task-id", id, "--cursor", cursor, "-o", "json")
+	// The first task's history, from before this command ran.
+	history := startTail(t, b.vars, "--task-id", first, "--since", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
 	table.waitOutput(t, "TASK_SUCCEEDED")
 	asJSON.waitOutput(t, "TASK_SUCCEEDED")
+	history.waitOutput(t, "TASK_SUCCEEDED")
 	require.Equal(t, 0, table.stop(t))
 	require.Equal(t, 0, asJSON.stop(t))
+	require.Equal(t, 0, history.stop(t))
+	require.Contains(t, history.stdout.String(), "TASK_QUEUED")
 
 	var types []string
 	for _, l := range lines(table.stdout.String()) {

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -691,4 +693,27 @@ func TestReaderParksWithoutSubscribers(t *testing.T) {
 		require.Equal(t, "q/"+id, e.ID)
 	}
 	require.Greater(t, b.hub.Stats().CatchupReads, reads, "what it missed came from Redis")
+}
+
+// TestSinceStartsAtATime opens the feed at a point in time: what was written
+// before it is skipped, what came after is delivered (a task page showing a
+// task's whole history asks for since=<created_at>).
+func TestSinceStartsAtATime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testConfig())
+	b.register(t, "q")
+	b.waitReaders(t, "q")
+	key := b.keys.Events("q")
+	for _, id := range []string{"1000-1", "1000-2", "2000-1", "2500-0"} {
+		require.NoError(t, b.rc.XAdd(b.ctx, &redis.XAddArgs{Stream: key, ID: id,
+			Values: []any{"type", TypeTaskQueued, "task_id", rdb.NewTaskID(1, time.Now()), "task_type", "echo", "attempt", "1", "ts", "1000"}}).Err())
+	}
+	c := b.openSSE(t, "?queue=q&since=1970-01-01T00:00:01.5Z", "")
+	c.start(t)
+	require.Equal(t, "q/2000-1", envelopeOf(t, c.nextEvent(t).data)["event_id"])
+	require.Equal(t, "q/2500-0", envelopeOf(t, c.nextEvent(t).data)["event_id"])
+	c.close()
+
+	_, resp := b.tryOpenSSE(t, "?since=soon", "")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }

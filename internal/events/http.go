@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Error codes used before a stream starts (the API's error envelope).
@@ -17,15 +18,17 @@ const (
 	codeUnavailable    = "REDIS_UNAVAILABLE"
 )
 
-// request is a parsed feed request: ?queue=&task_id=&type=&cursor=, with
-// Last-Event-ID taking precedence over ?cursor= (an EventSource reconnects
-// to the same URL and sends its newest position in the header).
+// request is a parsed feed request: ?queue=&task_id=&type=&cursor=&since=,
+// with Last-Event-ID taking precedence over ?cursor= (an EventSource
+// reconnects to the same URL and sends its newest position in the header),
+// and a cursor over ?since= (which only says where a first connection
+// starts: a reconnect carries on from its cursor).
 type request struct {
 	filter Filter
 	cursor *Cursor // nil = from now
 }
 
-var queryParams = []string{"queue", "task_id", "type", "cursor"}
+var queryParams = []string{"queue", "task_id", "type", "cursor", "since"}
 
 func parseRequest(r *http.Request) (*request, *FilterError) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -61,7 +64,26 @@ func parseRequest(r *http.Request) (*request, *FilterError) {
 		}
 		req.cursor = c
 	}
+	if raw := strings.TrimSpace(q.Get("since")); raw != "" {
+		since, ok := parseSince(raw)
+		if !ok {
+			return nil, &FilterError{Field: "since", Message: "must be an RFC 3339 time or epoch milliseconds, e.g. 2026-01-02T15:04:05Z"}
+		}
+		if req.cursor == nil {
+			req.cursor = NewCursor(since)
+		}
+	}
 	return req, nil
+}
+
+// parseSince reads ?since=: RFC 3339 (with or without fractions) or epoch
+// milliseconds, not before 1970.
+func parseSince(s string) (time.Time, bool) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), ms >= 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil && t.UnixMilli() >= 0
 }
 
 // writeBadRequest answers a bad query or cursor.

@@ -289,7 +289,15 @@ func TestParseRequest(t *testing.T) {
 		{query: "?cursor=nope", field: "cursor"},
 		{query: "", lastEventID: "nope", field: "Last-Event-ID"},
 		{query: "?queue=a&queue=b", field: "queue"},
-		{query: "?since=1", field: "since"},
+		{query: "?since=1700000000000", cursor: good},
+		{query: "?since=2023-11-14T22:13:20Z", cursor: good},
+		{query: "?since=2023-11-14T22:13:20.000%2B00:00", cursor: good},
+		{query: "?since=1700000000000&cursor=" + other, cursor: other},
+		{query: "?since=1700000000000", lastEventID: other, cursor: other},
+		{query: "?since=yesterday", field: "since"},
+		{query: "?since=-5", field: "since"},
+		{query: "?since=1&since=2", field: "since"},
+		{query: "?from=1", field: "from"},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/events"+tc.query, nil)
 		if tc.lastEventID != "" {

@@ -17,7 +17,8 @@ const MAX_BACKOFF_MS = 30000;
 const STALL_MS = 45000;
 
 export class Feed {
-  // filter: {queue, task_id, type} (comma lists allowed); cursor: where to
+  // filter: {queue, task_id, type, since} (comma lists allowed; since is
+  // where a first connection starts, RFC 3339); cursor: where to
   // start ("" = from now).
   constructor({filter = {}, cursor = ''} = {}) {
     this.filter = filter;

@@ -31,7 +31,7 @@ export function mount(root, {app, arg: id, setTitle}) {
   const status = h('div', {class: 'page-status'});
   const body = h('div', {class: 'task-body'});
   const eventsBody = h('tbody', {});
-  const eventsNote = h('p', {class: 'card-sub'}, 'Events of this task since the dashboard was opened, live.');
+  const eventsNote = h('p', {class: 'card-sub'}, 'Events of this task while they are retained, live.');
 
   add(root,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/tasks'}, 'Tasks'), ' / ', h('span', {class: 'mono'}, id)),
@@ -183,10 +183,14 @@ export function mount(root, {app, arg: id, setTitle}) {
   const refresh = refresher(load, {wait: 250, maxWait: 1000});
   refresh.now();
 
-  // Events: replay this task's events from where the dashboard's feed
-  // started, then follow them live.
+  // Events: replay this task's events from its creation (the id is a
+  // UUIDv7: its first 48 bits are the creation time in ms; a second earlier
+  // allows for clocks that differ), then follow them live.
   const seenEvents = new Set();
-  const feed = new Feed({filter: {task_id: id}, cursor: app.feed?.firstCursor || app.feed?.cursor || ''});
+  const createdMs = parseInt(id.slice(0, 12), 16);
+  const filter = {task_id: id};
+  if (Number.isFinite(createdMs)) filter.since = new Date(Math.max(0, createdMs - 1000)).toISOString();
+  const feed = new Feed({filter, cursor: filter.since ? '' : (app.feed?.firstCursor || app.feed?.cursor || '')});
   feed.on('event', ev => {
     if (seenEvents.has(ev.event_id)) return;
     seenEvents.add(ev.event_id);
