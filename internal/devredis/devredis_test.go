@@ -2,8 +2,10 @@ package devredis_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/devredis"
 )
 
@@ -78,4 +81,58 @@ func TestMemoryExpiresKeys(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Exists(ctx, "short").Val() == 0 },
 		5*time.Second, 5*time.Millisecond, "the key never expired")
 	require.EqualValues(t, 1, c.Exists(ctx, "long").Val())
+}
+
+// TestMemoryRunsTheLifecycle runs tasks through submit, claim and finalize,
+// then the stats and recount scripts, on the in-process fallback: dtq dev
+// without redis-server must work, not only start.
+func TestMemoryRunsTheLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m, err := devredis.StartMemory()
+	require.NoError(t, err)
+	defer m.Stop(ctx)
+	c := client(t, m)
+	cl, err := dtq.NewClient(c, nil)
+	require.NoError(t, err)
+	w, err := dtq.NewWorker(c, &dtq.WorkerConfig{Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	var done atomic.Int64
+	w.HandleFunc("echo", func(context.Context, *dtq.Task) (any, error) {
+		done.Add(1)
+		return map[string]bool{"ok": true}, nil
+	})
+	wctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		require.NoError(t, <-ran)
+	}()
+
+	const n = 20
+	for range n {
+		_, err := cl.Submit(ctx, dtq.Submission{Type: "echo"})
+		require.NoError(t, err)
+	}
+	_, err = cl.Submit(ctx, dtq.Submission{Type: "echo", Delay: time.Hour})
+	require.NoError(t, err)
+	insp, err := dtq.NewInspector(c, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		q, err := insp.GetQueue(ctx, "default")
+		return err == nil && q.Depth == 1 && q.Running == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, n, done.Load())
+
+	admin, err := dtq.NewAdmin(c, nil)
+	require.NoError(t, err)
+	old, now, err := admin.RecountQueue(ctx, "default")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, old)
+	require.EqualValues(t, 1, now, "the delayed task")
+	q, err := insp.GetQueue(ctx, "default")
+	require.NoError(t, err)
+	require.Zero(t, q.ReadyTotal)
+	require.EqualValues(t, 1, q.Scheduled)
 }

@@ -119,9 +119,11 @@ local function later_ms(a, b)
 end
 
 -- after_id returns the smallest stream id after id ("<ms>-<seq>"): the
--- XTRIM MINID that removes id and everything before it.
+-- XTRIM MINID that removes id and everything before it; nil for anything
+-- that is not a full stream id.
 local function after_id(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  local ms, seq = string.match(tostring(id), '^(%d+)-(%d+)$')
+  if not ms then return nil end
   return ms .. '-' .. (tonumber(seq) + 1)
 end
 

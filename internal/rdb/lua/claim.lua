@@ -102,8 +102,9 @@ for b = 9, 0, -1 do
         redis.call('XACK', streams[b], group, eid)
       end
     end
-    if #delivered > 0 then
-      redis.call('XTRIM', streams[b], 'MINID', after_id(delivered[#delivered][1]))
+    local minid = #delivered > 0 and after_id(delivered[#delivered][1])
+    if minid then
+      redis.call('XTRIM', streams[b], 'MINID', minid)
     end
   end
 end

@@ -22,8 +22,9 @@ for i = 4, 13 do
           if g[j] == 'name' then name = g[j + 1]
           elseif g[j] == 'last-delivered-id' then last = g[j + 1] end
         end
-        if name == ARGV[1] and last and last ~= '0-0' then
-          redis.call('XTRIM', KEYS[i], 'MINID', after_id(last))
+        local minid = name == ARGV[1] and last and last ~= '0-0' and after_id(last)
+        if minid then
+          redis.call('XTRIM', KEYS[i], 'MINID', minid)
         end
       end
     end
