@@ -1,8 +1,8 @@
 -- cancelled: finalize a running attempt that returned an error after a cancel
 -- request. Never retried. Fenced on status running + attempt + worker and on
 -- the cancel_requested flag. In order: task hash (cancelled, retention TTL)
--- -> TASK_CANCELLED -> idempotency record (failed) -> XACK+XDEL, lease
--- removal; depth -1; stats.
+-- -> TASK_CANCELLED -> idempotency record (failed) -> XACK (the entry was
+-- trimmed at claim), lease removal; depth -1; stats.
 --
 -- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
 -- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)

@@ -4,7 +4,7 @@
 -- (dead_lettered, or failed with retention TTL when the DLQ is off) ->
 -- TASK_DEAD_LETTERED / TASK_FAILED -> DLQ index entry (capped: the oldest
 -- entries leave the index and their hashes start retention) -> idempotency
--- record (failed) -> XACK+XDEL, lease removal; depth -1; stats.
+-- record (failed) -> XACK (trimmed at claim), lease removal; depth -1; stats.
 --
 -- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
 -- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)

@@ -1,7 +1,7 @@
 -- handback: return a running task to its queue at the drain deadline, with
 -- the same attempt, so a peer starts it at once. Fenced on status running +
--- attempt + worker. The old stream entry is acked and deleted and a new one
--- added; TASK_QUEUED {reason: handback}.
+-- attempt + worker. The old stream entry is acked (its data was trimmed at
+-- claim) and a new one added; TASK_QUEUED {reason: handback}.
 --
 -- KEYS[1] task hash  KEYS[2] lease ZSET  KEYS[3] event stream  KEYS[4] band stream
 -- ARGV[1] now (ms)   ARGV[2] task id     ARGV[3] attempt       ARGV[4] worker id

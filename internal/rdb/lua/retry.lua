@@ -2,8 +2,8 @@
 -- Fenced on status running + attempt + worker. In order: task hash
 -- (retrying; attempt unchanged — it grows at promotion) -> TASK_RETRY_SCHEDULED
 -- -> schedule entry at now + delay (and expiry index again if the task has a
--- deadline) -> idempotency record stays processing -> XACK+XDEL, lease
--- removal; stats.
+-- deadline) -> idempotency record stays processing -> XACK (trimmed at
+-- claim), lease removal; stats.
 --
 -- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
 -- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)
