@@ -105,6 +105,26 @@ func TestWorkerRunsTaskToSuccess(t *testing.T) {
 	}
 }
 
+// TestWorkerRecreatesLostGroups removes a band's stream and its consumer
+// group under a running worker (a Redis that lost its data, an operator's
+// DEL): the next task there is still run once the worker has recreated the
+// group.
+func TestWorkerRecreatesLostGroups(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	w := b.worker(t, nil)
+	w.HandleFunc("echo", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
+	runWorker(t, w)
+	first, err := b.client.Submit(b.ctx, dtq.Submission{Type: "echo"})
+	require.NoError(t, err)
+	b.waitStatus(t, first.TaskID, dtqtype.StatusSucceeded)
+
+	require.NoError(t, b.rc.Del(b.ctx, b.keys.Stream("default", 5)).Err())
+	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "echo"})
+	require.NoError(t, err)
+	b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
+}
+
 func TestWorkerFlakySucceedsOnThirdAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

@@ -55,9 +55,18 @@ local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_a
 local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)
 local leases, acc = {}, {}
+local empty = {} -- bands that held nothing: no read, and 0-0 to block on
 for b = 9, 0, -1 do
   if remaining <= 0 then break end
-  local res = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', remaining, 'STREAMS', streams[b], '>')
+  -- A band stream holds only undelivered entries (see the trim below), so
+  -- an empty one needs no XREADGROUP. A missing group then shows up once
+  -- the band has an entry.
+  local res = nil
+  if redis.call('XLEN', streams[b]) == 0 then
+    empty[b] = true
+  else
+    res = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', remaining, 'STREAMS', streams[b], '>')
+  end
   if type(res) == 'table' and res.err then
     state = 'nogroup'
   elseif res then
@@ -123,8 +132,12 @@ end
 local last_ids = {}
 if remaining > 0 and state == 'ok' then
   for b = 9, 0, -1 do
-    local newest = redis.call('XREVRANGE', streams[b], '+', '-', 'COUNT', 1)
-    last_ids[#last_ids + 1] = newest[1] and newest[1][1] or '0-0'
+    if empty[b] then
+      last_ids[#last_ids + 1] = '0-0'
+    else
+      local newest = redis.call('XREVRANGE', streams[b], '+', '-', 'COUNT', 1)
+      last_ids[#last_ids + 1] = newest[1] and newest[1][1] or '0-0'
+    end
   end
 end
 return {state, tasks, last_ids}
