@@ -108,6 +108,10 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err != nil {
 		return err
 	}
+	// Request lines are batched (see logWriter); everything else is written
+	// at once, so that warnings and start-up lines show up when they happen.
+	access := newLogWriter(e.stderr)
+	defer access.Close()
 	api, err := httpapi.New(httpapi.Config{
 		Client:          client,
 		Inspector:       inspector,
@@ -116,6 +120,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		Keys:            cfg.Keys(),
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Logger:          log,
+		AccessLog:       cfg.NewLogger(access),
 	})
 	if err != nil {
 		return err

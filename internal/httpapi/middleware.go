@@ -81,7 +81,7 @@ func (s *Server) logRequest(r *http.Request, status int, d time.Duration, st *re
 	if st.keyName != "" {
 		attrs = append(attrs, slog.String("key", clean(st.keyName)))
 	}
-	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
+	s.access.LogAttrs(r.Context(), level, "http request", attrs...)
 }
 
 // requestID returns the client's X-Request-ID when it is sane (one value,

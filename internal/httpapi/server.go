@@ -36,9 +36,13 @@ type Config struct {
 	// submission body (2 × this + 64 KiB). It should equal the Client's
 	// limit. Default 262144.
 	MaxPayloadBytes int
-	// Logger receives one line per request and every unexpected error.
-	// Default: discard.
+	// Logger receives every unexpected error, and the request lines unless
+	// AccessLog is set. Default: discard.
 	Logger *slog.Logger
+	// AccessLog receives the one line per request. Default: Logger. A server
+	// gives it a buffered writer: a write per line is a system call per
+	// request.
+	AccessLog *slog.Logger
 	// Events serves the event feed (GET /api/v1/events, /ws/events); nil
 	// answers those routes with 503.
 	Events EventFeed
@@ -63,6 +67,7 @@ const (
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	access  *slog.Logger // request lines
 	keys    []keyEntry
 	maxBody int64
 	routes  []route
@@ -99,9 +104,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.AccessLog == nil {
+		cfg.AccessLog = cfg.Logger
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
+		access:  cfg.AccessLog,
 		keys:    hashKeys(cfg.Keys),
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
