@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +49,14 @@ func (tc *tailCmd) stop(t *testing.T) int {
 	}
 }
 
+// waitMatch waits until stdout matches the regular expression re.
+func (tc *tailCmd) waitMatch(t *testing.T, re string) {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	require.Eventually(t, func() bool { return rx.MatchString(tc.stdout.String()) }, 20*time.Second, 5*time.Millisecond,
+		"stdout never matched %q; stdout:\n%s\nstderr:\n%s", re, tc.stdout, tc.stderr)
+}
+
 // waitOutput waits until stdout holds want.
 func (tc *tailCmd) waitOutput(t *testing.T, want string) {
 	t.Helper()
@@ -72,7 +81,8 @@ func TestEventsTailLive(t *testing.T) {
 	asJSON := startTail(t, b.vars, "--task-id", id, "--cursor", cursor, "-o", "json")
 	// The first task's history, from before this command ran.
 	history := startTail(t, b.vars, "--task-id", first, "--since", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
-	table.waitOutput(t, "TASK_SUCCEEDED")
+	// The table may also print the first task's events: wait for this one's.
+	table.waitMatch(t, `TASK_SUCCEEDED\s+feed\s+`+id)
 	asJSON.waitOutput(t, "TASK_SUCCEEDED")
 	history.waitOutput(t, "TASK_SUCCEEDED")
 	require.Equal(t, 0, table.stop(t))

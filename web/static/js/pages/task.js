@@ -2,7 +2,7 @@
 // timeline, its events, and the admin actions (cancel, run now).
 
 import {api, APIError} from '../api.js';
-import {Feed, eventTone} from '../feed.js';
+import {Feed, eventTone, TASK_STATUS_BY_EVENT} from '../feed.js';
 import {h, add, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, TERMINAL} from '../dom.js';
 import {pageHeader, section, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, markReady} from './common.js';
@@ -195,14 +195,30 @@ export function mount(root, {app, arg: id, setTitle}) {
     if (seenEvents.has(ev.event_id)) return;
     seenEvents.add(ev.event_id);
     eventsBody.querySelector('tr.empty')?.remove();
+    const reload = !shownBy(ev);
     eventsBody.prepend(h('tr', {dataset: {eventId: ev.event_id}},
       h('td', {class: 'cell-time'}, fmtTime(ev.ts, true)),
       h('td', {}, h('span', {class: `badge ev-${eventTone(ev.type)}`}, ev.type)),
       h('td', {class: 'num'}, ev.attempt ?? '—'),
       h('td', {}, ev.worker_id ? h('code', {}, ev.worker_id) : '—'),
       h('td', {class: 'cell-meta'}, Object.keys(ev.metadata || {}).length ? h('code', {}, compactJSON(ev.metadata)) : '')));
-    refresh.soon();
+    if (reload) refresh.soon();
   });
+
+  // shownBy reports whether the loaded task already reflects ev: the replay
+  // of its history when the page opens must not re-render the page (and the
+  // buttons under the user's pointer) for nothing. An event older than the
+  // task's latest recorded change is reflected; one at that same
+  // millisecond is when it implies the status shown.
+  function shownBy(ev) {
+    if (!task) return false;
+    const times = [task.created_at, task.execution?.started_at, task.execution?.finished_at,
+      ...(task.attempts || []).map(a => a.finished_at)].filter(Boolean).map(Date.parse);
+    const latest = Math.max(...times);
+    const at = Date.parse(ev.ts);
+    if (!Number.isFinite(at) || !Number.isFinite(latest)) return false;
+    return at < latest || (at === latest && TASK_STATUS_BY_EVENT[ev.type] === task.status);
+  }
   feed.on('reset', () => refresh.now());
   feed.start();
 
