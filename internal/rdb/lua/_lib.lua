@@ -127,20 +127,11 @@ local function after_id(id)
   return ms .. '-' .. (tonumber(seq) + 1)
 end
 
--- hget_map reads the named fields of a hash into a table.
-local function hget_map(key, fields)
-  local vals = redis.call('HMGET', key, unpack(fields))
-  local m = {}
-  for i, f in ipairs(fields) do
-    if vals[i] then m[f] = vals[i] end
-  end
-  return m
-end
-
--- hget_into is hget_map into a table the caller reuses from task to task
--- (absent fields become nil): once the table has a slot for every field,
--- refilling it allocates nothing, where a fresh table is rehashed four times
--- on the way to 14 fields. The previous contents are gone: never keep it.
+-- hget_into reads the named fields of a hash into m (absent fields become
+-- nil). A hot loop passes one table it refills from task to task: once the
+-- table has a slot for every field, refilling allocates nothing, where a
+-- fresh table is rehashed four times on the way to 14 fields. Whatever m
+-- held before is gone.
 local function hget_into(m, key, fields)
   local vals = redis.call('HMGET', key, unpack(fields))
   for i = 1, #fields do
@@ -148,6 +139,11 @@ local function hget_into(m, key, fields)
     if v then m[fields[i]] = v else m[fields[i]] = nil end
   end
   return m
+end
+
+-- hget_map reads the named fields of a hash into a new table.
+local function hget_map(key, fields)
+  return hget_into({}, key, fields)
 end
 
 -- log2_bucket names the power-of-two latency bucket of ms for stats fields.
