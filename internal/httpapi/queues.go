@@ -52,14 +52,19 @@ func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) { s.setPause
 // resumeQueue is POST /api/v1/queues/{queue}/resume.
 func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
 
+// queueAction checks what every queue action starts with: its (optional)
+// body and the {queue} in the path, whose name it returns.
+func queueAction(w http.ResponseWriter, r *http.Request) (string, error) {
+	if err := actionInput(w, r); err != nil {
+		return "", err
+	}
+	return queueParam(r)
+}
+
 // setPaused pauses or resumes a queue. Any valid name is accepted, even one
 // not used yet, so that a queue can be paused before its first task.
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, pause bool) {
-	if err := actionInput(w, r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	q, err := queueParam(r)
+	q, err := queueAction(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -95,11 +100,7 @@ func queueParam(r *http.Request) (string, error) {
 // purgeQueue is POST /api/v1/queues/{queue}/purge: every ready task of the
 // queue is cancelled; delayed, retrying and running ones are left alone.
 func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) {
-	if err := actionInput(w, r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	q, err := queueParam(r)
+	q, err := queueAction(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -120,11 +121,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) {
 // recountQueue is POST /api/v1/queues/{queue}/recount: the depth counter
 // is recomputed from the queue's structures.
 func (s *Server) recountQueue(w http.ResponseWriter, r *http.Request) {
-	if err := actionInput(w, r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	q, err := queueParam(r)
+	q, err := queueAction(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
