@@ -233,15 +233,45 @@ func (a *Admin) RecountQueue(ctx context.Context, queue string) (int64, int64, e
 	return a.rdb.Recount(ctx, queue)
 }
 
-// RequeueDLQ puts a dead-lettered task back in its queue: attempt 1,
-// previous_attempts +1, idempotency record processing again with a fresh
-// TTL. When the DLQ is off, failed tasks may be requeued the same way.
+// RequeueDLQ puts a task of the dead-letter queue back in its queue as a
+// fresh start: attempt 1, previous_attempts +1, the last error cleared, no
+// deadline, idempotency record processing again with a fresh TTL. A task
+// that is not in the DLQ index (discarded, dropped by the cap, or never
+// dead-lettered) is ErrDLQEntryNotFound. When the DLQ is off, failed tasks
+// may be requeued the same way. See RequeueDLQWith to give a new deadline.
 func (a *Admin) RequeueDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
+	return a.RequeueDLQWith(ctx, id, RequeueOptions{})
+}
+
+// RequeueOptions are the options of one DLQ requeue.
+type RequeueOptions struct {
+	// ExpiresAt is the requeued task's new start deadline. Zero: none.
+	ExpiresAt time.Time
+	// TTL sets the deadline to the requeue time plus TTL instead (whole
+	// seconds). Zero: none. Setting both is an error.
+	TTL time.Duration
+}
+
+// RequeueDLQWith is RequeueDLQ with options: a deadline in the past, or
+// both ExpiresAt and TTL, is a *ValidationError (ErrInvalidTask).
+func (a *Admin) RequeueDLQWith(ctx context.Context, id string, opt RequeueOptions) (*dtqtype.TaskInfo, error) {
+	now := a.clk()
+	deadline := opt.ExpiresAt
+	switch {
+	case !opt.ExpiresAt.IsZero() && opt.TTL != 0:
+		return nil, invalid("expires_at", "give expires_at or ttl_seconds, not both")
+	case opt.TTL < 0 || opt.TTL%time.Second != 0:
+		return nil, invalid("ttl_seconds", "must be a positive whole number of seconds")
+	case opt.TTL > 0:
+		deadline = now.Add(opt.TTL)
+	case !deadline.IsZero() && !deadline.After(now):
+		return nil, invalid("expires_at", "must be in the future (the task could never start)")
+	}
 	q, err := a.queueOf(ctx, id)
 	if err != nil {
 		return nil, mapDLQ(err)
 	}
-	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.s, a.clk())
+	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.s, now, deadline)
 	if err != nil {
 		return nil, err
 	}

@@ -188,7 +188,7 @@ type Worker struct {
 	succeeders sync.Map // queue -> *groupCommit: batched success finalizes
 
 	mu       sync.Mutex
-	inflight map[string]*running
+	inflight map[runKey]*running
 	handlers sync.WaitGroup
 	draining atomic.Bool
 
@@ -244,7 +244,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		slots:    newSlots(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
 		metrics:  newWorkerMetrics(conf.Registerer),
 		instance: hex.EncodeToString(b[:]),
-		inflight: map[string]*running{},
+		inflight: map[runKey]*running{},
 	}
 	w.identity = w.identityFields()
 	w.settings = rdb.WorkerSettings{
@@ -313,7 +313,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		// Reclaim starts tasks too, so it must be done before the drain
 		// counts running handlers.
 		fetchers.Add(1)
-		go func() { defer fetchers.Done(); w.reclaimLoop(ctx, hardCtx, q) }()
+		go func() {
+			defer fetchers.Done()
+			maintenance.Run(ctx, maintenance.Service{Name: "reclaim", Queue: q, Logger: w.cfg.Logger,
+				MaxSleep: w.cfg.HeartbeatInterval, Step: w.reclaimStep(hardCtx, q)})
+		}()
 		spawn(ctx, func(c context.Context) { maintenance.RunPromoter(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 	}
@@ -383,11 +387,12 @@ func (w *Worker) finishArgs(r *running) *rdb.FinishArgs {
 func (w *Worker) record(status string) []any {
 	w.mu.Lock()
 	ids := make([]string, 0, len(w.inflight))
-	for id := range w.inflight {
-		ids = append(ids, id)
+	for k := range w.inflight {
+		ids = append(ids, k.id)
 	}
 	w.mu.Unlock()
 	sort.Strings(ids)
+	ids = slices.Compact(ids)
 	return append(slices.Clone(w.identity),
 		"started_at", w.started.UnixMilli(), "status", status, "in_flight", toJSON(ids),
 		"processed", w.processed.Load(), "failed", w.failed.Load(), "retried", w.retried.Load())

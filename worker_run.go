@@ -2,14 +2,18 @@ package dtq
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"log/slog"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -30,7 +34,10 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		}
 		// The claim runs to completion even during shutdown: tasks it claims
 		// are started (and then drained), never dropped.
-		res, err := w.rdb.Claim(bg, queue, &w.settings, n, w.cfg.Clock())
+		now, nonce := w.cfg.Clock(), newNonce()
+		res, err := resend(ctx, w.cfg.VisibilityTimeout/2, func() (*rdb.ClaimResult, error) {
+			return w.rdb.Claim(bg, queue, &w.settings, n, now, nonce)
+		})
 		if err != nil {
 			w.slots.release(n)
 			w.cfg.Logger.Warn("claim failed", "queue", queue, "err", err)
@@ -39,10 +46,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			continue
 		}
 		errDelay = 50 * time.Millisecond
-		for _, ct := range res.Tasks {
-			w.start(hardCtx, ct)
-		}
-		w.slots.release(n - len(res.Tasks))
+		w.slots.release(n - w.startAll(hardCtx, res.Tasks))
 		switch {
 		case len(res.Tasks) > 0 && len(res.LastIDs) == 0:
 			continue // slots ran out first: more may be ready
@@ -62,22 +66,58 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	}
 }
 
-// reclaimLoop takes over tasks of queue whose lease expired, as free slots
-// allow, about once per heartbeat interval.
-func (w *Worker) reclaimLoop(ctx, hardCtx context.Context, queue string) {
-	lastPrune := time.Now()
+// resend runs call, and after an error runs it again with the same
+// arguments until it answers, ctx ends or window passes. Claim and reclaim
+// calls need this: after an error it is unknown whether the script ran, and
+// only the same call (same time and nonce) answers the tasks a run whose
+// reply was lost started. Past the window those tasks' leases are near
+// their end and reclaim takes them back instead.
+func resend[T any](ctx context.Context, window time.Duration, call func() (T, error)) (T, error) {
+	deadline := time.Now().Add(window)
+	delay := 50 * time.Millisecond
 	for {
-		d := time.Duration(float64(w.cfg.HeartbeatInterval) * (0.8 + 0.4*rand.Float64()))
-		if !sleepCtx(ctx, d) {
-			return
+		v, err := call()
+		if err == nil || time.Now().Add(delay).After(deadline) || !sleepCtx(ctx, delay) {
+			return v, err
 		}
-		w.reclaimOnce(hardCtx, queue)
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// newNonce names one claim or reclaim call (see resend).
+func newNonce() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// reclaimStep takes over tasks of queue whose lease expired, as free slots
+// allow; it runs about once per heartbeat interval (see maintenance.Run).
+// Now and then it also prunes the group's idle consumers.
+func (w *Worker) reclaimStep(hardCtx context.Context, queue string) func(context.Context) (maintenance.Result, error) {
+	lastPrune := time.Now()
+	return func(ctx context.Context) (maintenance.Result, error) {
+		next := maintenance.Result{Wait: w.cfg.HeartbeatInterval}
+		room := w.slots.tryAcquire(w.cfg.Concurrency)
+		now, nonce, mine := w.cfg.Clock(), newNonce(), w.running(queue)
+		tasks, err := resend(ctx, w.cfg.VisibilityTimeout/2, func() ([]rdb.ClaimedTask, error) {
+			return w.rdb.Reclaim(context.WithoutCancel(hardCtx), queue, &w.settings, room, now, nonce, mine)
+		})
+		if err != nil {
+			w.slots.release(room)
+			return next, err
+		}
+		for _, ct := range tasks {
+			w.cfg.Logger.Info("took over task with expired lease", "task_id", ct.ID, "queue", queue, "task_type", ct.Type, "attempt", ct.Attempt)
+		}
+		w.slots.release(room - w.startAll(hardCtx, tasks))
 		if time.Since(lastPrune) > consumerPruneEvery {
 			lastPrune = time.Now()
 			if _, err := w.rdb.PruneConsumers(ctx, queue, consumerIdleLimit); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("pruning idle consumers failed", "queue", queue, "err", err)
 			}
 		}
+		return next, nil
 	}
 }
 
@@ -88,24 +128,44 @@ const (
 	consumerIdleLimit  = time.Hour
 )
 
-func (w *Worker) reclaimOnce(hardCtx context.Context, queue string) {
-	room := w.slots.tryAcquire(w.cfg.Concurrency)
-	tasks, err := w.rdb.Reclaim(context.WithoutCancel(hardCtx), queue, &w.settings, room, w.cfg.Clock())
-	if err != nil {
-		w.slots.release(room)
-		w.cfg.Logger.Warn("reclaim failed", "queue", queue, "err", err)
-		return
-	}
-	for _, ct := range tasks {
-		w.cfg.Logger.Info("took over task with expired lease", "task_id", ct.ID, "queue", queue, "task_type", ct.Type, "attempt", ct.Attempt)
-		w.start(hardCtx, ct)
-	}
-	w.slots.release(room - len(tasks))
+// runKey names one attempt in flight. The task id alone is not enough: a
+// newer attempt of a task may start while an older one is being finalized,
+// and one's cleanup must not remove the other's entry.
+type runKey struct {
+	id      string
+	attempt int
 }
 
-// start runs one claimed task in its own goroutine; it holds one slot until
-// the handler returns.
-func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) {
+// running lists the attempts of queue this process runs now.
+func (w *Worker) running(queue string) []rdb.LeaseRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []rdb.LeaseRef
+	for k, r := range w.inflight {
+		if r.ct.Queue == queue {
+			out = append(out, rdb.LeaseRef{ID: k.id, Attempt: k.attempt})
+		}
+	}
+	return out
+}
+
+// startAll starts the claimed tasks and returns how many it started (each
+// holds one slot until its handler returns).
+func (w *Worker) startAll(hardCtx context.Context, tasks []rdb.ClaimedTask) int {
+	n := 0
+	for _, ct := range tasks {
+		if w.start(hardCtx, ct) {
+			n++
+		}
+	}
+	return n
+}
+
+// start runs one claimed task in its own goroutine. It reports false, and
+// starts nothing, when this process already runs that attempt (a claim
+// answered twice).
+func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
+	key := runKey{ct.ID, ct.Attempt}
 	timeout := time.Duration(ct.TimeoutMS) * time.Millisecond
 	hctx, cancel := context.WithCancelCause(hardCtx)
 	deadline := time.Now().Add(timeout)
@@ -117,7 +177,13 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) {
 	}
 	r := &running{task: t, ct: ct, cancel: cancel}
 	w.mu.Lock()
-	w.inflight[ct.ID] = r
+	if _, dup := w.inflight[key]; dup {
+		w.mu.Unlock()
+		tcancel()
+		cancel(nil)
+		return false
+	}
+	w.inflight[key] = r
 	w.mu.Unlock()
 	w.metrics.started(&ct, time.Now())
 	if ct.CancelRequested {
@@ -137,11 +203,12 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) {
 		// returns, so the next claim overlaps this task's finalize. The task
 		// stays in flight (its lease renewed) until the finalize is done.
 		w.slots.release(1)
-		w.finish(r, res, err, panicked, cause, took)
+		w.finish(hardCtx, r, res, err, panicked, cause, took)
 		w.mu.Lock()
-		delete(w.inflight, ct.ID)
+		delete(w.inflight, key)
 		w.mu.Unlock()
 	}()
+	return true
 }
 
 // invoke calls the handler; a panic becomes a permanent failure.
@@ -155,78 +222,94 @@ func (w *Worker) invoke(ctx context.Context, t *Task) (res any, err error, panic
 	return res, err, false
 }
 
-// finish finalizes one attempt with the script matching its outcome.
-func (w *Worker) finish(r *running, res any, herr error, panicked bool, cause error, took time.Duration) {
-	ctx := context.Background()
-	a := w.finishArgs(r)
-	ct := &r.ct
-	log := w.cfg.Logger.With("task_id", ct.ID, "queue", ct.Queue, "task_type", ct.Type, "attempt", ct.Attempt, "duration_ms", took.Milliseconds())
+// finalizeOp is the script a finished attempt needs.
+type finalizeOp int
 
-	if errors.Is(cause, ErrLeaseLost) {
-		// Another worker owns the task now: write nothing.
-		w.metrics.finished(ct, "lease_lost", took, 0, time.Now())
-		log.Warn("task lease lost; result discarded")
-		return
-	}
-	var err error
-	var delay time.Duration
-	outcome := ""
-	switch {
-	case herr == nil:
-		err = w.finishSuccess(ctx, a, res, log)
-		outcome = "succeeded"
-	case errors.Is(cause, errShutdown):
-		w.metrics.finished(ct, "handback", took, 0, time.Now())
-		return // handed back at the drain deadline
-	case panicked:
-		outcome, err = w.bury(ctx, a, ct.Type, "Panic", herr, false)
-	default:
-		if r.cancelRequested.Load() || errors.Is(cause, errCancelRequested) {
-			err = w.rdb.FinishCancelled(ctx, a, &w.settings, oneLine(herr.Error(), maxErrorMessage))
-			if !errors.Is(err, rdb.ErrNotCancelled) {
-				outcome = "cancelled"
-				break
-			}
-		}
-		class := errorClass(herr)
-		if errors.Is(cause, errTimeout) {
-			class = "Timeout" // whatever the handler returned, it ran out of time
-		}
-		var ra *retryAfterError
-		switch {
-		case IsPermanent(herr):
-			outcome, err = w.bury(ctx, a, ct.Type, class, herr, false)
-		case ct.Attempt >= ct.MaxAttempts:
-			outcome, err = w.bury(ctx, a, ct.Type, class, herr, true)
-		default:
-			delay = backoff(ct.Attempt, w.cfg.RetryBaseDelay, w.cfg.RetryMaxDelay, w.cfg.RetryJitter, rand.Float64())
-			if errors.As(herr, &ra) {
-				delay = max(ra.d, 0)
-			}
-			err = w.rdb.FinishRetry(ctx, a, &w.settings, delay, class, oneLine(herr.Error(), maxErrorMessage))
-			outcome = "retrying"
-			if err == nil {
-				w.retried.Add(1)
-				log.Info("task failed; retry scheduled", "error_class", class, "retry_delay_ms", delay.Milliseconds())
-			}
-		}
-	}
-	switch {
-	case errors.Is(err, rdb.ErrLeaseLost):
-		w.metrics.finished(ct, "lease_lost", took, 0, time.Now())
-		log.Warn("task lease lost before finalize; nothing written", "outcome", outcome)
-	case err != nil:
-		w.metrics.finished(ct, "error", took, 0, time.Now())
-		log.Error("finalize failed", "outcome", outcome, "err", err)
-	default:
-		w.metrics.finished(ct, outcome, took, delay, time.Now())
-		if outcome == "succeeded" || outcome == "cancelled" {
-			log.Info("task " + outcome)
-		}
-	}
+const (
+	opNone    finalizeOp = iota // write nothing (lease lost, handed back)
+	opSucceed                   // succeed.lua
+	opRetry                     // retry.lua (ends cancelled when a cancel was requested)
+	opDead                      // dead.lua (likewise)
+)
+
+// decision is what a returned handler means for its task.
+type decision struct {
+	op        finalizeOp
+	outcome   string // with opNone: the metric's outcome, "lease_lost" or "handback"
+	class     string // error_class
+	message   string // error_message, one line
+	retryable bool   // opDead: the error was retryable but attempts ran out
+	delay     time.Duration
 }
 
-func (w *Worker) finishSuccess(ctx context.Context, a *rdb.FinishArgs, res any, log interface{ Warn(string, ...any) }) error {
+// retryPolicy shapes the backoff of retryable errors.
+type retryPolicy struct {
+	base, max time.Duration
+	jitter    float64
+}
+
+// decide maps an attempt's end to its finalize: the handler's result or
+// error, whether it panicked, and why its context ended (cause). rnd in
+// [0,1) draws the jitter. A cancel request is not decided here: the retry
+// and dead scripts end the task cancelled when its flag is set in Redis.
+func decide(ct *rdb.ClaimedTask, herr error, panicked bool, cause error, p retryPolicy, rnd float64) decision {
+	switch {
+	case errors.Is(cause, ErrLeaseLost):
+		return decision{op: opNone, outcome: "lease_lost"} // another worker owns the task now
+	case herr == nil:
+		return decision{op: opSucceed}
+	case errors.Is(cause, errShutdown):
+		return decision{op: opNone, outcome: "handback"} // handed back at the drain deadline
+	}
+	msg := oneLine(herr.Error(), maxErrorMessage)
+	if panicked {
+		return decision{op: opDead, class: "Panic", message: msg}
+	}
+	class := errorClass(herr)
+	if errors.Is(cause, errTimeout) {
+		class = "Timeout" // whatever the handler returned, it ran out of time
+	}
+	switch {
+	case IsPermanent(herr):
+		return decision{op: opDead, class: class, message: msg}
+	case ct.Attempt >= ct.MaxAttempts:
+		return decision{op: opDead, class: class, message: msg, retryable: true}
+	}
+	delay := backoff(ct.Attempt, p.base, p.max, p.jitter, rnd)
+	var ra *retryAfterError
+	if errors.As(herr, &ra) {
+		delay = max(ra.d, 0)
+	}
+	return decision{op: opRetry, class: class, message: msg, delay: delay}
+}
+
+// Finalize writes that fail (Redis unreachable, refusing writes, failing
+// over) are tried again with a doubling delay between these bounds, for as
+// long as the lease is not lost and the worker not hard-stopped.
+const (
+	finalizeRetryMin = 50 * time.Millisecond
+	finalizeRetryMax = 2 * time.Second
+)
+
+// finish finalizes one attempt: the decision, one write (tried again until
+// it lands), one metrics call and one log line.
+func (w *Worker) finish(hardCtx context.Context, r *running, res any, herr error, panicked bool, cause error, took time.Duration) {
+	ct := &r.ct
+	log := w.cfg.Logger.With("task_id", ct.ID, "queue", ct.Queue, "task_type", ct.Type, "attempt", ct.Attempt, "duration_ms", took.Milliseconds())
+	d := decide(ct, herr, panicked, cause, retryPolicy{w.cfg.RetryBaseDelay, w.cfg.RetryMaxDelay, w.cfg.RetryJitter}, mrand.Float64())
+	outcome := d.outcome
+	if d.op != opNone {
+		var s *rdb.Success
+		if d.op == opSucceed {
+			s = w.success(ct, res, log)
+		}
+		outcome = w.outcomeOf(d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log))
+	}
+	w.report(ct, &d, outcome, took, log)
+}
+
+// success builds the success finalize of a handler's result.
+func (w *Worker) success(ct *rdb.ClaimedTask, res any, log *slog.Logger) *rdb.Success {
 	body, err := resultJSON(res)
 	if err != nil {
 		log.Warn("result is not JSON-encodable; stored as null", "err", err)
@@ -236,14 +319,94 @@ func (w *Worker) finishSuccess(ctx context.Context, a *rdb.FinishArgs, res any, 
 	if truncated {
 		body = nil
 	}
-	taskErr, err := w.succeeder(a.Queue).do(ctx, rdb.Success{ID: a.ID, Attempt: a.Attempt, Result: body, Truncated: truncated})
-	if err == nil {
-		err = taskErr
+	return &rdb.Success{ID: ct.ID, Attempt: ct.Attempt, Result: body, Truncated: truncated}
+}
+
+// finalize runs the decision's script until it lands. Every finalize script
+// is idempotent (a call whose first run landed answers as that run did), so
+// sending it again after an error is safe. The task stays in flight
+// meanwhile, so its lease keeps being renewed. It stops at a fencing refusal
+// (the lease is really lost) and at hard shutdown: then the lease runs out
+// and the task is reclaimed (at-least-once).
+func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *decision, s *rdb.Success, log *slog.Logger) error {
+	ctx := context.WithoutCancel(hardCtx) // a write is never cut in half
+	delay := finalizeRetryMin
+	for tries := 0; ; tries++ {
+		var err error
+		switch d.op {
+		case opSucceed:
+			var taskErr error
+			if taskErr, err = w.succeeder(a.Queue).do(ctx, *s); err == nil {
+				err = taskErr
+			}
+		case opRetry:
+			err = w.rdb.FinishRetry(ctx, a, &w.settings, d.delay, d.class, d.message)
+		case opDead:
+			err = w.rdb.FinishDead(ctx, a, &w.settings, d.class, d.message, d.retryable)
+		}
+		if err == nil || errors.Is(err, rdb.ErrLeaseLost) || errors.Is(err, rdb.ErrCancelWon) {
+			if tries > 0 {
+				log.Info("finalize landed after retries", "tries", tries+1)
+			}
+			return err
+		}
+		if tries == 0 {
+			log.Warn("finalize failed; retrying while the lease is renewed", "err", err)
+		}
+		w.metrics.m.FinalizeRetries.WithLabelValues(a.Queue).Inc()
+		if !sleepCtx(hardCtx, delay) {
+			log.Error("finalize abandoned at shutdown; the task will be reclaimed when its lease expires", "err", err)
+			return err
+		}
+		delay = min(delay*2, finalizeRetryMax)
 	}
-	if err == nil {
+}
+
+// outcomeOf names what a finalize did, for metrics and logs.
+func (w *Worker) outcomeOf(d decision, err error) string {
+	switch {
+	case errors.Is(err, rdb.ErrLeaseLost):
+		return "lease_lost"
+	case errors.Is(err, rdb.ErrCancelWon):
+		return "cancelled"
+	case err != nil:
+		return "error"
+	case d.op == opSucceed:
+		return "succeeded"
+	case d.op == opRetry:
+		return "retrying"
+	case w.cfg.DisableDLQ:
+		return "failed"
+	}
+	return "dead_lettered"
+}
+
+// report counts and logs one attempt's outcome.
+func (w *Worker) report(ct *rdb.ClaimedTask, d *decision, outcome string, took time.Duration, log *slog.Logger) {
+	var delay time.Duration
+	switch outcome {
+	case "succeeded":
 		w.processed.Add(1)
+		log.Info("task succeeded")
+	case "cancelled":
+		w.processed.Add(1)
+		log.Info("task cancelled")
+	case "retrying":
+		delay = d.delay
+		w.retried.Add(1)
+		log.Info("task failed; retry scheduled", "error_class", d.class, "retry_delay_ms", delay.Milliseconds())
+	case "dead_lettered", "failed":
+		w.failed.Add(1)
+		w.processed.Add(1)
+		log.Warn("task "+outcome, "error_class", d.class)
+	case "lease_lost":
+		if d.op == opNone {
+			log.Warn("task lease lost; result discarded")
+		} else {
+			log.Warn("task lease lost before finalize; nothing written")
+		}
 	}
-	return err
+	w.metrics.finished(ct, outcome, took, delay, time.Now())
 }
 
 // succeeder merges concurrent successes of one queue into one finalize
@@ -259,20 +422,6 @@ func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
 		},
 	})
 	return g.(*groupCommit[rdb.Success, error])
-}
-
-func (w *Worker) bury(ctx context.Context, a *rdb.FinishArgs, taskType, class string, herr error, retryable bool) (string, error) {
-	err := w.rdb.FinishDead(ctx, a, &w.settings, class, oneLine(herr.Error(), maxErrorMessage), retryable)
-	outcome := "dead_lettered"
-	if w.cfg.DisableDLQ {
-		outcome = "failed"
-	}
-	if err == nil {
-		w.failed.Add(1)
-		w.processed.Add(1)
-		w.cfg.Logger.Warn("task "+outcome, "task_id", a.ID, "queue", a.Queue, "task_type", taskType, "attempt", a.Attempt, "error_class", class)
-	}
-	return outcome, err
 }
 
 // resultJSON encodes a handler's result: nil stays nil; json.RawMessage and
@@ -368,12 +517,13 @@ func (w *Worker) cancelListener(ctx context.Context) {
 				return
 			}
 			w.mu.Lock()
-			r := w.inflight[m.Payload]
-			w.mu.Unlock()
-			if r != nil {
-				r.cancelRequested.Store(true)
-				r.cancel(errCancelRequested)
+			for k, r := range w.inflight {
+				if k.id == m.Payload {
+					r.cancelRequested.Store(true)
+					r.cancel(errCancelRequested)
+				}
 			}
+			w.mu.Unlock()
 		}
 	}
 }

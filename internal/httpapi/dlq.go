@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -49,10 +50,52 @@ func (s *Server) getDLQEntry(w http.ResponseWriter, r *http.Request) {
 }
 
 // requeueDLQ is POST /api/v1/dlq/{task_id}/requeue: the task is queued
-// again at attempt 1 and its idempotency record is in progress again.
+// again at attempt 1, without a deadline unless the optional body gives one
+// ({"ttl_seconds": n} or {"expires_at": t}), and its idempotency record is
+// in progress again.
 func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) {
-	s.dlqOne(w, r, "dlq.requeue", s.cfg.Admin.RequeueDLQ)
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body struct {
+		TTLSeconds *int64  `json:"ttl_seconds"`
+		ExpiresAt  *string `json:"expires_at"`
+	}
+	if _, err := decodeActionBody(w, r, &body, `{"ttl_seconds": 3600}`); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var opt dtq.RequeueOptions
+	if body.TTLSeconds != nil {
+		if *body.TTLSeconds <= 0 || *body.TTLSeconds > maxRequeueTTL {
+			s.writeError(w, r, badRequest("ttl_seconds", "must be a whole number of seconds from 1 to %d", maxRequeueTTL))
+			return
+		}
+		opt.TTL = time.Duration(*body.TTLSeconds) * time.Second
+	}
+	if body.ExpiresAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *body.ExpiresAt)
+		if err != nil {
+			s.writeError(w, r, badRequest("expires_at", "must be an RFC 3339 time like 2026-01-02T15:04:05.000Z"))
+			return
+		}
+		opt.ExpiresAt = t
+	}
+	id := r.PathValue("task_id")
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	t, err := s.cfg.Admin.RequeueDLQWith(ctx, id, opt)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.audited(r, "dlq.requeue", id, "")
+	s.writeJSON(w, r, http.StatusOK, taskBody{Task: t})
 }
+
+// maxRequeueTTL bounds a requeue's ttl_seconds, as delays are bounded: 365 days.
+const maxRequeueTTL = 365 * 24 * 3600
 
 // discardDLQ is POST /api/v1/dlq/{task_id}/discard: the entry is removed;
 // the task stays dead_lettered, marked discarded, and its retention starts.

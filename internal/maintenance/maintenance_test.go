@@ -198,7 +198,7 @@ func TestPromoteMovesOnlyDueTasks(t *testing.T) {
 	later := b.addTasks(t, q, spec{status: dtqtype.StatusPending, due: t0.Add(time.Hour)})[0]
 
 	// Before anything is due: nothing moves; the next due time is reported.
-	n, next, err := b.r.Promote(b.ctx, q, b.settings, t0.Add(9999*time.Millisecond))
+	n, next, err := b.promote(q, b.settings, t0.Add(9999*time.Millisecond))
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Equal(t, t0.Add(10*time.Second).UnixMilli(), next.UnixMilli())
@@ -207,7 +207,7 @@ func TestPromoteMovesOnlyDueTasks(t *testing.T) {
 	require.EqualValues(t, 3, b.rc.ZCard(b.ctx, b.keys.Schedule(q)).Val())
 
 	// The pending task is due: queued, one stream entry in its band, TASK_QUEUED.
-	n, next, err = b.r.Promote(b.ctx, q, b.settings, t0.Add(10*time.Second))
+	n, next, err = b.promote(q, b.settings, t0.Add(10*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, t0.Add(20*time.Second).UnixMilli(), next.UnixMilli())
@@ -222,7 +222,7 @@ func TestPromoteMovesOnlyDueTasks(t *testing.T) {
 	require.Equal(t, []event{{"TASK_PENDING", "1"}, {"TASK_QUEUED", "1"}}, b.events(t, q)[pending])
 
 	// The retrying task is due: queued with attempt+1, TASK_RETRIED.
-	n, next, err = b.r.Promote(b.ctx, q, b.settings, t0.Add(30*time.Second))
+	n, next, err = b.promote(q, b.settings, t0.Add(30*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, t0.Add(time.Hour).UnixMilli(), next.UnixMilli())
@@ -241,7 +241,7 @@ func TestPromoteMovesOnlyDueTasks(t *testing.T) {
 	require.Equal(t, []string{later}, b.rc.ZRange(b.ctx, b.keys.Schedule(q), 0, -1).Val())
 
 	// Promoting again at the same time is a no-op.
-	n, _, err = b.r.Promote(b.ctx, q, b.settings, t0.Add(30*time.Second))
+	n, _, err = b.promote(q, b.settings, t0.Add(30*time.Second))
 	require.NoError(t, err)
 	require.Zero(t, n)
 	count, _ = b.entries(t, q)
@@ -251,7 +251,7 @@ func TestPromoteMovesOnlyDueTasks(t *testing.T) {
 func TestPromoteEmptyScheduleReportsNoNextDue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	n, next, err := b.r.Promote(b.ctx, "empty", b.settings, t0)
+	n, next, err := b.promote("empty", b.settings, t0)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.True(t, next.IsZero())
@@ -263,7 +263,7 @@ func TestPromoteExpiresOverdueTask(t *testing.T) {
 	const q = "promo-exp"
 	// The deadline to start passed during the retry backoff.
 	id := b.addTasks(t, q, spec{status: dtqtype.StatusRetrying, due: t0.Add(10 * time.Second), expires: t0.Add(5 * time.Second), attempt: 2})[0]
-	n, _, err := b.r.Promote(b.ctx, q, b.settings, t0.Add(10*time.Second))
+	n, _, err := b.promote(q, b.settings, t0.Add(10*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, "expired", b.hash(t, q, id)["status"])
@@ -297,7 +297,7 @@ func TestPromoteConcurrentCallersEnqueueOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				k, _, err := b.r.Promote(b.ctx, q, b.settings, t0)
+				k, _, err := b.promote(q, b.settings, t0)
 				if err != nil {
 					errs[g] = err
 					return
@@ -390,13 +390,13 @@ func TestSweepExpiredFromEveryWaitingState(t *testing.T) {
 	require.Equal(t, "5", b.depth(t, q))
 
 	// Nothing is overdue yet.
-	n, next, err := b.r.SweepExpired(b.ctx, q, b.settings, t0.Add(5*time.Second))
+	n, next, err := b.sweep(q, b.settings, t0.Add(5*time.Second))
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Equal(t, t0.Add(10*time.Second).UnixMilli(), next.UnixMilli())
 
 	now := t0.Add(3 * time.Hour)
-	n, next, err = b.r.SweepExpired(b.ctx, q, b.settings, now)
+	n, next, err = b.sweep(q, b.settings, now)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, t0.Add(10*time.Hour).UnixMilli(), next.UnixMilli())
@@ -439,7 +439,7 @@ func TestSweepExpiredFromEveryWaitingState(t *testing.T) {
 	require.Equal(t, "2", b.depth(t, q), "a replay creates nothing")
 
 	// Sweeping again finds nothing more.
-	n, _, err = b.r.SweepExpired(b.ctx, q, b.settings, now)
+	n, _, err = b.sweep(q, b.settings, now)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -451,7 +451,7 @@ func TestSweepExpiredSkipsStartedTasks(t *testing.T) {
 	// A running task past its start deadline started in time: it only
 	// leaves the index.
 	id := b.addTasks(t, q, spec{status: dtqtype.StatusRunning, due: t0, expires: t0.Add(time.Second)})[0]
-	n, next, err := b.r.SweepExpired(b.ctx, q, b.settings, t0.Add(time.Minute))
+	n, next, err := b.sweep(q, b.settings, t0.Add(time.Minute))
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.True(t, next.IsZero())
@@ -483,4 +483,15 @@ func TestRunSweeperExpiresOverdueTasks(t *testing.T) {
 	count, _ := b.entries(t, q)
 	require.Empty(t, count)
 	require.Zero(t, b.rc.ZCard(b.ctx, b.keys.Expiry(q)).Val())
+}
+
+// promote and sweep run one call, answering what it did and the next time.
+func (b *bundle) promote(q string, s *rdb.WorkerSettings, now time.Time) (int, time.Time, error) {
+	p, err := b.r.Promote(b.ctx, q, s, now)
+	return p.Done, p.Next, err
+}
+
+func (b *bundle) sweep(q string, s *rdb.WorkerSettings, now time.Time) (int, time.Time, error) {
+	p, err := b.r.SweepExpired(b.ctx, q, s, now)
+	return p.Done, p.Next, err
 }

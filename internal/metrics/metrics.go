@@ -12,19 +12,20 @@ var DurationBuckets = prometheus.ExponentialBucketsRange(0.0005, 600, 22)
 
 // Worker holds the metrics a worker process exports.
 type Worker struct {
-	Started      *prometheus.CounterVec   // queue, task_type
-	Succeeded    *prometheus.CounterVec   // queue, task_type
-	Failed       *prometheus.CounterVec   // queue, task_type (failed with the DLQ off)
-	Retried      *prometheus.CounterVec   // queue, task_type
-	DeadLettered *prometheus.CounterVec   // queue, task_type
-	Completed    *prometheus.CounterVec   // queue, task_type, status
-	Attempts     *prometheus.CounterVec   // queue, task_type, result
-	LeaseLost    *prometheus.CounterVec   // queue
-	Inflight     prometheus.Gauge         // handlers running in this worker
-	Wait         *prometheus.HistogramVec // queue: created -> started
-	Execution    *prometheus.HistogramVec // queue, task_type: one attempt
-	EndToEnd     *prometheus.HistogramVec // queue, task_type: created -> finished
-	RetryDelay   *prometheus.HistogramVec // queue
+	Started         *prometheus.CounterVec   // queue, task_type
+	Succeeded       *prometheus.CounterVec   // queue, task_type
+	Failed          *prometheus.CounterVec   // queue, task_type (failed with the DLQ off)
+	Retried         *prometheus.CounterVec   // queue, task_type
+	DeadLettered    *prometheus.CounterVec   // queue, task_type
+	Completed       *prometheus.CounterVec   // queue, task_type, status
+	Attempts        *prometheus.CounterVec   // queue, task_type, result
+	LeaseLost       *prometheus.CounterVec   // queue
+	FinalizeRetries *prometheus.CounterVec   // queue: finalize writes tried again after an error
+	Inflight        prometheus.Gauge         // handlers running in this worker
+	Wait            *prometheus.HistogramVec // queue: created -> started
+	Execution       *prometheus.HistogramVec // queue, task_type: one attempt
+	EndToEnd        *prometheus.HistogramVec // queue, task_type: created -> finished
+	RetryDelay      *prometheus.HistogramVec // queue
 }
 
 // NewWorker creates the worker metrics and registers them with reg.
@@ -37,14 +38,15 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: DurationBuckets}, labels)
 	}
 	m := &Worker{
-		Started:      counter("dtq_tasks_started_total", "Attempts started.", qt...),
-		Succeeded:    counter("dtq_tasks_succeeded_total", "Tasks that succeeded.", qt...),
-		Failed:       counter("dtq_tasks_failed_total", "Tasks that ended failed (DLQ off).", qt...),
-		Retried:      counter("dtq_tasks_retried_total", "Attempts that failed and were scheduled for retry.", qt...),
-		DeadLettered: counter("dtq_tasks_dead_lettered_total", "Tasks moved to the dead-letter queue.", qt...),
-		Completed:    counter("dtq_tasks_completed_total", "Tasks that reached a terminal status, by status.", "queue", "task_type", "status"),
-		Attempts:     counter("dtq_task_attempts_total", "Finished attempts by result (success, retry, failure, cancelled, lease_lost).", "queue", "task_type", "result"),
-		LeaseLost:    counter("dtq_lease_lost_total", "Attempts whose lease was lost; their outcome was discarded.", "queue"),
+		Started:         counter("dtq_tasks_started_total", "Attempts started.", qt...),
+		Succeeded:       counter("dtq_tasks_succeeded_total", "Tasks that succeeded.", qt...),
+		Failed:          counter("dtq_tasks_failed_total", "Tasks that ended failed (DLQ off).", qt...),
+		Retried:         counter("dtq_tasks_retried_total", "Attempts that failed and were scheduled for retry.", qt...),
+		DeadLettered:    counter("dtq_tasks_dead_lettered_total", "Tasks moved to the dead-letter queue.", qt...),
+		Completed:       counter("dtq_tasks_completed_total", "Tasks that reached a terminal status, by status.", "queue", "task_type", "status"),
+		Attempts:        counter("dtq_task_attempts_total", "Finished attempts by result (success, retry, failure, cancelled, lease_lost).", "queue", "task_type", "result"),
+		LeaseLost:       counter("dtq_lease_lost_total", "Attempts whose lease was lost; their outcome was discarded.", "queue"),
+		FinalizeRetries: counter("dtq_finalize_retries_total", "Finalize writes tried again after a Redis error (the outcome was kept and written later).", "queue"),
 		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dtq_worker_inflight",
 			Help: "Handlers running in this worker."}),
 		Wait:       hist("dtq_task_wait_seconds", "Time from creation to start of an attempt.", "queue"),
@@ -53,7 +55,7 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 		RetryDelay: hist("dtq_task_retry_delay_seconds", "Backoff chosen for retries.", "queue"),
 	}
 	reg.MustRegister(m.Started, m.Succeeded, m.Failed, m.Retried, m.DeadLettered, m.Completed, m.Attempts,
-		m.LeaseLost, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay)
+		m.LeaseLost, m.FinalizeRetries, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay)
 	return m
 }
 

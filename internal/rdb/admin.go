@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -112,25 +113,31 @@ func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 
 func (r *RDB) dlqKeys(queue string) []string {
 	k := r.keys
-	return append([]string{k.DLQ(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
+	return append(append([]string{k.DLQ(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...), k.Expiry(queue))
 }
 
-// DLQRequeue requeues one dead-lettered task ("requeued", "conflict" or
-// "not_found"). When the DLQ is off, failed tasks may be requeued too.
-func (r *RDB) DLQRequeue(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, error) {
-	return r.dlqOne(ctx, queue, id, "requeue", s, now)
+// DLQRequeue requeues one task of the DLQ index as a fresh start
+// ("requeued", "conflict" or "not_found"; see dlq_requeue_one in _lib.lua).
+// Its deadline is cleared, or set to expiresAt when that is not zero. When
+// the DLQ is off, failed tasks may be requeued too.
+func (r *RDB) DLQRequeue(ctx context.Context, queue, id string, s *AdminSettings, now, expiresAt time.Time) (string, error) {
+	return r.dlqOne(ctx, queue, id, "requeue", s, now, expiresAt)
 }
 
 // DLQDiscard removes one task from the DLQ index ("discarded" or "not_found").
 func (r *RDB) DLQDiscard(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, error) {
-	return r.dlqOne(ctx, queue, id, "discard", s, now)
+	return r.dlqOne(ctx, queue, id, "discard", s, now, time.Time{})
 }
 
-func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSettings, now time.Time) (string, error) {
+func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSettings, now, expiresAt time.Time) (string, error) {
 	k := r.keys
+	deadline := ""
+	if !expiresAt.IsZero() {
+		deadline = strconv.FormatInt(expiresAt.UnixMilli(), 10)
+	}
 	return r.run(ctx, "dlq_one", r.dlqKeys(queue), now.UnixMilli(), action, id, k.TaskPrefix(queue),
 		k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second),
-		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled)).Text()
+		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled), deadline, AttemptsCap).Text()
 }
 
 // DLQBulkResult is the answer of one bulk DLQ call.
@@ -145,7 +152,7 @@ func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, t
 	k := r.keys
 	v, err := r.run(ctx, "dlq_bulk", r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second),
-		int64(s.IdempotencyTTL/time.Second)).Int64Slice()
+		int64(s.IdempotencyTTL/time.Second), AttemptsCap).Int64Slice()
 	if err != nil {
 		return DLQBulkResult{}, err
 	}

@@ -64,7 +64,7 @@ func BenchmarkClaimSucceed(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		cr, err := r.Claim(ctx, "bench", ws, batch, now)
+		cr, err := r.Claim(ctx, "bench", ws, batch, now, "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func BenchmarkLifecycleScripts(b *testing.B) {
 	phase("ingest")
 	var claimed [][]Success
 	for i := 0; i < b.N; i += 32 {
-		cr, err := r.Claim(ctx, "bench", ws, min(32, b.N-i), now)
+		cr, err := r.Claim(ctx, "bench", ws, min(32, b.N-i), now, "")
 		if err != nil {
 			b.Fatal(err)
 		}

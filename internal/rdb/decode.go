@@ -1,7 +1,9 @@
 package rdb
 
 import (
+	"cmp"
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,12 +76,13 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// decodeHistory collects the attempt records (fields h:<requeues>:<attempt>)
-// in the order they happened.
+// decodeHistory collects the attempt records in the order they happened:
+// fields h:<requeues>:<attempt> (an attempt's end) and
+// h:<requeues>:<attempt>:<ms> (a hand-back of that attempt, before its end).
 func decodeHistory(h map[string]string) []dtqtype.AttemptRecord {
 	type keyed struct {
-		prev, attempt int64
-		raw           string
+		prev, attempt, sub int64
+		raw                string
 	}
 	var recs []keyed
 	for f, v := range h {
@@ -91,13 +94,14 @@ func decodeHistory(h map[string]string) []dtqtype.AttemptRecord {
 		if !ok {
 			continue
 		}
-		recs = append(recs, keyed{atoi64(p), atoi64(a), v})
+		sub := int64(math.MaxInt64)
+		if a2, ms, ok := strings.Cut(a, ":"); ok {
+			a, sub = a2, atoi64(ms)
+		}
+		recs = append(recs, keyed{atoi64(p), atoi64(a), sub, v})
 	}
 	slices.SortFunc(recs, func(x, y keyed) int {
-		if x.prev != y.prev {
-			return int(x.prev - y.prev)
-		}
-		return int(x.attempt - y.attempt)
+		return cmp.Or(cmp.Compare(x.prev, y.prev), cmp.Compare(x.attempt, y.attempt), cmp.Compare(x.sub, y.sub))
 	})
 	out := make([]dtqtype.AttemptRecord, 0, len(recs))
 	for _, r := range recs {

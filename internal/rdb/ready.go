@@ -6,12 +6,16 @@ import (
 	"strings"
 )
 
-// Ready checks that Redis answers, that every script is loaded (loading
-// them when a restart emptied the cache) and that maxmemory-policy is
-// noeviction, since an evicted task is silent data loss.
+// Ready checks that Redis answers, that it is at least MinRedisVersion,
+// that every script is loaded (loading them when a restart emptied the
+// cache) and that maxmemory-policy is noeviction, since an evicted task is
+// silent data loss.
 func (r *RDB) Ready(ctx context.Context) error {
 	if err := r.c.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis unreachable: %w", err)
+	}
+	if _, err := r.CheckVersion(ctx); err != nil {
+		return err
 	}
 	ok, err := r.ScriptsLoaded(ctx)
 	if err != nil {

@@ -172,7 +172,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 		TaskRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
 	fenceOK := func(err error) {
 		t.Helper()
-		if !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrNotCancelled) {
+		if !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrCancelWon) {
 			require.NoError(t, err)
 		}
 	}
@@ -217,7 +217,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, r.EnsureGroups(ctx, "emails"))
 	claim := func(at time.Time) []ClaimedTask {
 		t.Helper()
-		cr, err := r.Claim(ctx, "emails", ws, 10, at)
+		cr, err := r.Claim(ctx, "emails", ws, 10, at, "n1")
 		require.NoError(t, err)
 		return cr.Tasks
 	}
@@ -242,20 +242,22 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	refs := []LeaseRef{{got[0].ID, got[0].Attempt}, {got[1].ID, got[1].Attempt}}
 	_, err = r.RenewLeases(ctx, "emails", ws, now, refs)
 	require.NoError(t, err)
-	fenceOK(r.FinishCancelled(ctx, finish(got[0], now), ws, "stopped"))
+	as := &AdminSettings{EventsMaxLen: 1000, TaskRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true, AuditMaxLen: 100}
+	_, _, err = r.CancelTask(ctx, "emails", got[0].ID, as, now, "test") // running: a cancel request
+	require.NoError(t, err)
+	fenceOK(r.FinishRetry(ctx, finish(got[0], now), ws, time.Second, "Boom", "stopped")) // the cancel wins
 	fenceOK(r.HandBack(ctx, finish(got[1], now), ws))
-	_, err = r.Reclaim(ctx, "emails", ws, 10, now.Add(time.Hour))
+	_, err = r.Reclaim(ctx, "emails", ws, 10, now.Add(time.Hour), "n2", []LeaseRef{{got[2].ID, got[2].Attempt}})
 	require.NoError(t, err)
 
 	// Admin operations.
-	as := &AdminSettings{EventsMaxLen: 1000, TaskRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true, AuditMaxLen: 100}
 	_, _, err = r.RunNow(ctx, "emails", pendingKeyed, as, now)
 	require.NoError(t, err)
 	_, _, err = r.CancelTask(ctx, "emails", pendingPlain, as, now, "test")
 	require.NoError(t, err)
 	_, _, err = r.CancelTask(ctx, "emails", got[2].ID, as, now, "test") // running: a cancel request
 	require.NoError(t, err)
-	_, err = r.DLQRequeue(ctx, "emails", got[0].ID, as, now)
+	_, err = r.DLQRequeue(ctx, "emails", got[0].ID, as, now, now.Add(time.Hour))
 	require.NoError(t, err)
 	_, err = r.DLQDiscard(ctx, "emails", got[0].ID, as, now)
 	require.NoError(t, err)
@@ -276,9 +278,9 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
 
 	// Maintenance.
-	_, _, err = r.Promote(ctx, "emails", ws, now.Add(2*time.Hour))
+	_, err = r.Promote(ctx, "emails", ws, now.Add(2*time.Hour))
 	require.NoError(t, err)
-	_, _, err = r.SweepExpired(ctx, "emails", ws, now.Add(3*time.Hour))
+	_, err = r.SweepExpired(ctx, "emails", ws, now.Add(3*time.Hour))
 	require.NoError(t, err)
 	_, err = r.PruneConsumers(ctx, "emails", time.Hour)
 	require.NoError(t, err)

@@ -40,7 +40,7 @@ func TestBandStreamsHoldOnlyUndelivered(t *testing.T) {
 
 	ws := &WorkerSettings{WorkerID: "w1", Lease: 30 * time.Second, EventsMaxLen: 1000,
 		TaskRetention: time.Hour, ResultRetention: time.Hour}
-	cr, err := r.Claim(ctx, "q", ws, 2, b.now)
+	cr, err := r.Claim(ctx, "q", ws, 2, b.now, "")
 	require.NoError(t, err)
 	require.Len(t, cr.Tasks, 2)
 	require.Equal(t, tasks[1].ID, cr.Tasks[0].ID)

@@ -32,8 +32,9 @@ type WorkerSettings struct {
 // no longer running under this worker and attempt.
 var ErrLeaseLost = errors.New("lease lost")
 
-// ErrNotCancelled is returned by FinishCancelled when no cancel was requested.
-var ErrNotCancelled = errors.New("no cancel requested")
+// ErrCancelWon is returned by FinishRetry and FinishDead when the task had
+// a cancel request: it ended cancelled instead (a cancel wins over a retry).
+var ErrCancelWon = errors.New("cancel requested: task ended cancelled")
 
 // ClaimedTask is a task a worker now runs.
 type ClaimedTask struct {
@@ -86,13 +87,15 @@ type ClaimResult struct {
 }
 
 // Claim delivers up to max ready tasks of queue to the worker, highest
-// priority first, moving each to running under a lease.
-func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max int, now time.Time) (*ClaimResult, error) {
+// priority first, moving each to running under a lease. nonce identifies the
+// call: when an error leaves it unknown whether a claim ran, sending it
+// again with the same now and nonce answers the tasks it started.
+func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max int, now time.Time, nonce string) (*ClaimResult, error) {
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
 		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
 	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second)).Slice()
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second), nonce).Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +183,8 @@ func fenced(v string, err error) error {
 		return nil
 	case "lease_lost":
 		return ErrLeaseLost
-	case "not_requested":
-		return ErrNotCancelled
+	case "cancelled":
+		return ErrCancelWon
 	}
 	return fmt.Errorf("rdb: unexpected finalize reply %q", v)
 }
@@ -195,7 +198,9 @@ type Success struct {
 }
 
 // FinishSucceeded finalizes several succeeded attempts of one queue in one
-// script call. It returns, per task, nil or ErrLeaseLost.
+// script call. It returns, per task, nil or ErrLeaseLost. A task whose
+// success this worker already recorded (a call sent again after its reply
+// was lost) answers nil.
 func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettings, now time.Time, tasks []Success) ([]error, error) {
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
@@ -221,6 +226,10 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 	return out, nil
 }
 
+// The finalizers below answer nil, ErrLeaseLost, or (FinishRetry,
+// FinishDead) ErrCancelWon. Each is idempotent: sent again after a lost
+// reply, it answers what its first run did.
+
 // FinishRetry schedules another attempt after delay.
 func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
 	keys := append(r.finishKeys(a), r.keys.Schedule(a.Queue), r.keys.Expiry(a.Queue))
@@ -235,13 +244,6 @@ func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, 
 	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
 		r.keys.TaskPrefix(a.Queue), boolArg(retryable))
 	return fenced(r.run(ctx, "dead", keys, args...).Text())
-}
-
-// FinishCancelled ends a task whose handler stopped after a cancel request.
-// ErrNotCancelled means no request was recorded.
-func (r *RDB) FinishCancelled(ctx context.Context, a *FinishArgs, s *WorkerSettings, msg string) error {
-	args := append(r.finishArgs(a, s), msg)
-	return fenced(r.run(ctx, "cancelled", r.finishKeys(a), args...).Text())
 }
 
 // HandBack returns a running task to its queue with the same attempt.
@@ -296,14 +298,20 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 }
 
 // Reclaim takes over up to room tasks of queue whose lease expired, and
-// dead-letters those with no attempts left.
-func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room int, now time.Time) ([]ClaimedTask, error) {
+// dead-letters those with no attempts left. mine lists the attempts the
+// calling process runs now: their leases are renewed, never taken over.
+// nonce identifies the call as for Claim.
+func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room int, now time.Time, nonce string, mine []LeaseRef) ([]ClaimedTask, error) {
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.DLQ(queue),
 		k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	v, err := r.run(ctx, "reclaim", keys, now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
+	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), room, s.EventsMaxLen,
-		int64(s.TaskRetention/time.Second), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen).Slice()
+		int64(s.TaskRetention / time.Second), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce}
+	for _, l := range mine {
+		args = append(args, l.ID, l.Attempt)
+	}
+	v, err := r.run(ctx, "reclaim", keys, args...).Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -313,37 +321,42 @@ func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room
 // MaxPerCall bounds the tasks promotion and the expiry sweep handle per call.
 const MaxPerCall = 500
 
-// Promote moves due pending/retrying tasks of queue to their streams. It
-// returns how many it handled and the next due time (zero when none).
-func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (int, time.Time, error) {
+// Progress is what one maintenance call did.
+type Progress struct {
+	Done int       // tasks moved (promotion) or expired (sweep)
+	Next time.Time // the next due time or deadline; zero when none
+	Full bool      // the call examined MaxPerCall entries: more may be due now
+}
+
+// Promote moves due pending/retrying tasks of queue to their streams.
+func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
 	keys := append([]string{k.Schedule(queue), k.Expiry(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
 	return r.countAndNext(r.run(ctx, "promote", keys, now.UnixMilli(), k.TaskPrefix(queue),
 		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, int64(s.TaskRetention/time.Second)))
 }
 
-// SweepExpired expires overdue pending/queued/retrying tasks of queue. It
-// returns how many expired and the next deadline (zero when none).
-func (r *RDB) SweepExpired(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (int, time.Time, error) {
+// SweepExpired expires overdue pending/queued/retrying tasks of queue.
+func (r *RDB) SweepExpired(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
 	keys := append([]string{k.Expiry(queue), k.Schedule(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
 	return r.countAndNext(r.run(ctx, "sweep_expired", keys, now.UnixMilli(), k.TaskPrefix(queue),
 		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, int64(s.TaskRetention/time.Second)))
 }
 
-func (r *RDB) countAndNext(cmd *redis.Cmd) (int, time.Time, error) {
+func (r *RDB) countAndNext(cmd *redis.Cmd) (Progress, error) {
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return 0, time.Time{}, err
+		return Progress{}, err
 	}
-	if len(v) != 2 {
-		return 0, time.Time{}, fmt.Errorf("rdb: malformed reply %v", v)
+	if len(v) != 3 {
+		return Progress{}, fmt.Errorf("rdb: malformed reply %v", v)
 	}
-	var next time.Time
+	p := Progress{Done: int(v[0]), Full: v[2] >= MaxPerCall}
 	if v[1] >= 0 {
-		next = time.UnixMilli(v[1])
+		p.Next = time.UnixMilli(v[1])
 	}
-	return int(v[0]), next, nil
+	return p, nil
 }
 
 // ErrDuplicateWorker is returned when a live worker already uses the id.

@@ -190,9 +190,77 @@ local fence_h = {} -- reused by every fence call: see hget_into
 local function fence(task_key, attempt, worker, fields, into)
   local h = hget_into(into or fence_h, task_key, fields or fence_fields)
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
-    return nil
+    return nil, h
   end
   return h
+end
+
+-- landed tells whether this attempt's finalize already happened: the
+-- attempt's history record names this worker and one of outcomes. A
+-- finalize whose reply was lost is sent again with the same arguments (by
+-- the client library or by the worker's retry) and must then answer as the
+-- first call did, not lease_lost. h is what fence read (its
+-- previous_attempts). Returns the recorded outcome, or nil.
+local function landed(task_key, h, attempt, worker, outcomes)
+  local rec = redis.call('HGET', task_key, 'h:' .. (h.previous_attempts or '0') .. ':' .. attempt)
+  if not rec or not string.find(rec, '"worker_id":' .. worker_json(worker) .. ',', 1, true) then
+    return nil
+  end
+  for _, o in ipairs(outcomes) do
+    if string.find(rec, '"outcome":"' .. o .. '"', 1, true) then return o end
+  end
+  return nil
+end
+
+-- trim_history_to keeps the newest keep attempt records of a task hash (all
+-- generations, handback records included) and deletes the rest. It reads
+-- every field name, so only the rare transitions use it (requeue,
+-- handback); a finalize drops at most one record with trim_history.
+local function trim_history_to(task_key, keep)
+  local recs = {}
+  for _, f in ipairs(redis.call('HKEYS', task_key)) do
+    local p, a, sub = string.match(f, '^h:(%d+):(%d+):?(%d*)$')
+    if p then
+      -- A handback record (h:p:a:<ms>) comes before its attempt's final one.
+      recs[#recs + 1] = {tonumber(p), tonumber(a), sub == '' and math.huge or tonumber(sub), f}
+    end
+  end
+  local over = #recs - math.max(0, keep)
+  if over <= 0 then return end
+  table.sort(recs, function(x, y)
+    if x[1] ~= y[1] then return x[1] < y[1] end
+    if x[2] ~= y[2] then return x[2] < y[2] end
+    return x[3] < y[3]
+  end)
+  local del = {}
+  for i = 1, over do del[i] = recs[i][4] end
+  redis.call('HDEL', task_key, unpack(del))
+end
+
+local claimed_fields = {'status', 'attempt', 'worker_id', 'claim', 'type', 'payload', 'timeout_ms',
+  'max_attempts', 'idem_key', 'created_at', 'cancel_requested', 'metadata', 'priority'}
+
+-- claimed_tuple is one started task as claim and reclaim return it.
+local function claimed_tuple(tid, h, attempt)
+  return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
+    h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
+end
+
+-- replayed returns the tasks an earlier run of this very call started: a
+-- claim or reclaim whose reply was lost is sent again with the same
+-- arguments, and the tasks it started (lease until lease_s, this worker,
+-- this call's nonce) must reach the worker instead of sitting in running
+-- with no handler until their lease expires.
+local function replayed(lease_key, lease_s, worker, nonce, task_prefix)
+  local out = {}
+  if nonce == '' then return out end
+  for _, tid in ipairs(redis.call('ZRANGEBYSCORE', lease_key, lease_s, lease_s)) do
+    local h = hget_map(task_prefix .. tid, claimed_fields)
+    if h.status == 'running' and h.worker_id == worker and h.claim == nonce then
+      out[#out + 1] = claimed_tuple(tid, h, h.attempt)
+    end
+  end
+  return out
 end
 
 -- finish_attempt records the end of a running attempt in one HSET: the
@@ -219,6 +287,23 @@ local function release_entry(f, h)
     redis.call('XACK', f.stream, f.group, h.stream_id)
   end
   redis.call('ZREM', f.lease, f.tid)
+end
+
+-- cancel_running ends a running attempt whose handler returned an error
+-- after a cancel request: cancelled (never retried), retention TTL,
+-- TASK_CANCELLED, idempotency record failed, entry released, depth -1.
+-- A cancel request wins over a retry or a dead-letter.
+local function cancel_running(f, h, err_msg)
+  local dur = finish_attempt(f, h, 'cancelled', 'cancelled', 'Cancelled', err_msg, {'retryable', '0'})
+  redis.call('HDEL', f.task_key, 'retry_delay_ms', 'stream_id')
+  redis.call('EXPIRE', f.task_key, f.retention)
+  emit(f.events, f.events_maxlen, 'TASK_CANCELLED', f.tid, h.type, h.attempt, f.now, h.worker_id,
+    cjson.encode({reason = 'cancel requested while running'}))
+  idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
+  release_entry(f, h)
+  redis.call('DECR', f.depth)
+  stat(f.stats, 'cancelled', 1)
+  stat(f.stats, 'run_ms_sum', dur)
 end
 
 -- bury ends a running task for good: dead_lettered with a DLQ index entry
@@ -268,18 +353,26 @@ local function enqueue_due(c, tid, h)
   emit(c.events, c.events_maxlen, etype, tid, h.type, attempt, c.now, '', '')
 end
 
--- dlq_requeue_one puts a dead-lettered (or, when allowed, failed) task back
--- in its queue: attempt 1, previous_attempts +1, TASK_QUEUED {reason:
--- requeue}, depth +1, and its idempotency record back to processing with a
--- fresh TTL (re-created if it expired; left alone if another task owns it).
+-- dlq_requeue_one puts a dead-lettered task that is in the DLQ index (or,
+-- when allowed, a failed task) back in its queue as a fresh start: attempt
+-- 1, previous_attempts +1, the last attempt's error cleared, its deadline
+-- cleared unless c.expires_at gives a new one (a requeued task must be able
+-- to run), the history trimmed so that it stays within the cap, TASK_QUEUED
+-- {reason: requeue}, depth +1, and its idempotency record back to
+-- processing with a fresh TTL (re-created if it expired; left alone if
+-- another task owns it).
 -- c: now, task_prefix, idem_prefix, dlq, events, events_maxlen, depth,
--- streams, idem_ttl, allow_failed. Returns "requeued", "conflict" or
--- "not_found".
+-- streams, expiry, expires_at ("" = none), attempts_cap, idem_ttl,
+-- allow_failed. Returns "requeued", "conflict" or "not_found".
 local function dlq_requeue_one(c, tid)
   local tk = c.task_prefix .. tid
-  local h = hget_map(tk, {'status', 'priority', 'type', 'idem_key', 'fingerprint', 'previous_attempts'})
+  local h = hget_map(tk, {'status', 'priority', 'type', 'idem_key', 'fingerprint', 'previous_attempts',
+    'max_attempts'})
   if not h.status then return 'not_found' end
-  if h.status ~= 'dead_lettered' and not (h.status == 'failed' and c.allow_failed) then
+  if h.status == 'dead_lettered' then
+    -- A discarded or dropped entry has left the index: it is not in the DLQ.
+    if not redis.call('ZSCORE', c.dlq, tid) then return 'not_found' end
+  elseif not (h.status == 'failed' and c.allow_failed) then
     return 'conflict'
   end
   redis.call('ZREM', c.dlq, tid)
@@ -288,7 +381,16 @@ local function dlq_requeue_one(c, tid)
   redis.call('HSET', tk, 'status', 'queued', 'attempt', 1, 'stream_id', sid, 'available_at', c.now,
     'previous_attempts', tonumber(h.previous_attempts or '0') + 1)
   redis.call('HDEL', tk, 'finished_at', 'failed_at', 'cancel_requested', 'worker_id', 'started_at',
-    'retryable', 'retry_delay_ms', 'error_class', 'error_message')
+    'retryable', 'retry_delay_ms', 'error_class', 'error_message', 'claim')
+  if c.expires_at ~= '' then
+    redis.call('HSET', tk, 'expires_at', c.expires_at)
+    redis.call('ZADD', c.expiry, c.expires_at, tid)
+  else
+    redis.call('HDEL', tk, 'expires_at')
+    redis.call('ZREM', c.expiry, tid)
+  end
+  -- Room for every attempt of the new run: the history never outgrows the cap.
+  trim_history_to(tk, c.attempts_cap - tonumber(h.max_attempts or '1'))
   redis.call('INCR', c.depth)
   emit(c.events, c.events_maxlen, 'TASK_QUEUED', tid, h.type, 1, c.now, '', cjson.encode({reason = 'requeue'}))
   if h.idem_key and h.idem_key ~= '' then

@@ -20,6 +20,9 @@
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
 -- ARGV[7] idempotency key prefix  ARGV[8] events maxlen   ARGV[9] retention (s)
+-- ARGV[10] call nonce: a call sent again with the same arguments after its
+--          reply was lost answers the tasks its first run started (see
+--          replayed) instead of starting more
 --
 -- Returns {state, tasks, last_ids}:
 --   state "paused" (nothing read), "ok", or "nogroup" (a band had no group)
@@ -36,6 +39,12 @@ local now = tonumber(now_s)
 local worker, group = ARGV[2], ARGV[3]
 local remaining = tonumber(ARGV[4])
 local lease_s = tostring(now + tonumber(ARGV[5]))
+
+local nonce = ARGV[10]
+local again = replayed(KEYS[1], lease_s, worker, nonce, ARGV[6])
+if #again > 0 then
+  return {'ok', again, {}}
+end
 
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return {'paused', {}, {}}
@@ -90,7 +99,7 @@ for b = 9, 0, -1 do
         expire_task(c, tid, h)
       else
         drop = false
-        redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s)
+        redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
         if h.error_class then -- a retry: clear the previous attempt's outcome
           redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
         end
@@ -103,8 +112,7 @@ for b = 9, 0, -1 do
         acc['started'] = (acc['started'] or 0) + 1
         acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
         acc[b] = (acc[b] or 0) + 1
-        tasks[#tasks + 1] = {tid, h.attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
-          h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
+        tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
         remaining = remaining - 1
       end
       if drop then

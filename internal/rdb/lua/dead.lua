@@ -1,10 +1,13 @@
 -- dead: finalize a running attempt that failed for good (permanent error,
 -- panic, undecodable payload, unknown type or attempts exhausted).
--- Fenced on status running + attempt + worker. In order: task hash
--- (dead_lettered, or failed with retention TTL when the DLQ is off) ->
--- TASK_DEAD_LETTERED / TASK_FAILED -> DLQ index entry (capped: the oldest
--- entries leave the index and their hashes start retention) -> idempotency
--- record (failed) -> XACK (trimmed at claim), lease removal; depth -1; stats.
+-- Fenced on status running + attempt + worker. A cancel request wins: the
+-- task ends cancelled instead (see cancel_running). Otherwise, in order:
+-- task hash (dead_lettered, or failed with retention TTL when the DLQ is
+-- off) -> TASK_DEAD_LETTERED / TASK_FAILED -> DLQ index entry (capped: the
+-- oldest entries leave the index and their hashes start retention) ->
+-- idempotency record (failed) -> XACK (trimmed at claim), lease removal;
+-- depth -1; stats. A call whose first run landed but whose reply was lost
+-- answers what that run did.
 --
 -- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
 -- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)
@@ -16,13 +19,21 @@
 -- ARGV[10] error class  ARGV[11] error message  ARGV[12] "1" = DLQ enabled
 -- ARGV[13] DLQ maxlen   ARGV[14] task key prefix  ARGV[15] "1" = retryable error
 --
--- Returns "ok" or "lease_lost".
+-- Returns "ok", "cancelled" or "lease_lost".
 
 local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], dlq_key = KEYS[7], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5],
   idem_prefix = ARGV[6], events_maxlen = ARGV[7], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
   dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14]}
-local h = fence(KEYS[1], ARGV[3], ARGV[4])
-if not h then return 'lease_lost' end
+local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
+if not h then
+  local done = landed(KEYS[1], seen, ARGV[3], ARGV[4], {'dead_lettered', 'failed', 'cancelled'})
+  if done == 'cancelled' then return done end
+  return done and 'ok' or 'lease_lost'
+end
+if h.cancel_requested == '1' then
+  cancel_running(f, h, ARGV[11])
+  return 'cancelled'
+end
 bury(f, h, ARGV[10], ARGV[11], ARGV[15])
 return 'ok'

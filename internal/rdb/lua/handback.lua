@@ -1,7 +1,11 @@
 -- handback: return a running task to its queue at the drain deadline, with
 -- the same attempt, so a peer starts it at once. Fenced on status running +
 -- attempt + worker. The old stream entry is acked (its data was trimmed at
--- claim) and a new one added; TASK_QUEUED {reason: handback}.
+-- claim) and a new one added; TASK_QUEUED {reason: handback}. The hand-back
+-- is recorded in its own history field, h:<requeues>:<attempt>:<now>, so the
+-- same attempt's final record does not overwrite it; the history is trimmed
+-- to leave room for the attempts still to come. A call whose first run
+-- landed (its record exists) answers ok.
 --
 -- KEYS[1] task hash  KEYS[2] lease ZSET  KEYS[3] event stream  KEYS[4] band stream
 -- ARGV[1] now (ms)   ARGV[2] task id     ARGV[3] attempt       ARGV[4] worker id
@@ -11,12 +15,18 @@
 
 local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
   tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[7])}
-local h = fence(KEYS[1], ARGV[3], ARGV[4])
-if not h then return 'lease_lost' end
-finish_attempt(f, h, 'queued', 'handback', 'Shutdown', 'worker stopped before the task finished')
+local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
+local field = 'h:' .. ((h or seen).previous_attempts or '0') .. ':' .. ARGV[3] .. ':' .. ARGV[1]
+if not h then
+  if redis.call('HEXISTS', KEYS[1], field) == 1 then return 'ok' end
+  return 'lease_lost'
+end
+local _, rec = history_field(h, h.worker_id, h.started_at or ARGV[1], ARGV[1], 'handback', 'Shutdown',
+  'worker stopped before the task finished')
 release_entry(f, h)
 local sid = redis.call('XADD', KEYS[4], '*', 't', f.tid, 'a', h.attempt)
-redis.call('HSET', KEYS[1], 'stream_id', sid)
-redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at')
+redis.call('HSET', KEYS[1], 'status', 'queued', 'stream_id', sid, field, rec)
+redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at', 'claim')
+trim_history_to(KEYS[1], f.attempts_cap - (tonumber(h.max_attempts) - tonumber(h.attempt) + 1))
 emit(KEYS[3], ARGV[6], 'TASK_QUEUED', f.tid, h.type, h.attempt, f.now, ARGV[4], cjson.encode({reason = 'handback'}))
 return 'ok'

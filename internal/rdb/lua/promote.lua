@@ -10,8 +10,10 @@
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
 -- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] retention (s)
 --
--- Returns {moved, next_due} where next_due is the earliest remaining due time
--- (ms), or -1 when the schedule is empty.
+-- Returns {moved, next_due, examined} where next_due is the earliest remaining
+-- due time (ms), or -1 when the schedule is empty, and examined the entries
+-- looked at (a full call means more may be due at once, even when stale
+-- entries made moved smaller).
 
 local now = tonumber(ARGV[1])
 local streams = {}
@@ -36,4 +38,4 @@ for _, tid in ipairs(due) do
   end
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {moved, nxt[2] and tonumber(nxt[2]) or -1}
+return {moved, nxt[2] and tonumber(nxt[2]) or -1, #due}

@@ -1,8 +1,11 @@
 -- reclaim: take over tasks whose lease expired (their worker died or
 -- stalled). Each moves to the reclaiming worker with attempt +1, a new lease
--- and TASK_LEASE_LOST; a task whose
--- attempts are used up is dead-lettered with error_class WorkerLost instead
--- and not run again. The old worker's later finalize is refused by its fence.
+-- and TASK_LEASE_LOST (the lost attempt is recorded in the history only: the
+-- new attempt starts with no error); a task whose attempts are used up is
+-- dead-lettered with error_class WorkerLost instead and not run again. The
+-- old worker's later finalize is refused by its fence.
+-- A lease the reclaiming process itself still runs (listed in ARGV) is
+-- renewed, never taken over: one process never runs a task twice at once.
 --
 -- KEYS[1] lease ZSET    KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4] DLQ index     KEYS[5] stats hash (minute)
@@ -12,42 +15,56 @@
 -- ARGV[4] group     ARGV[5] task key prefix       ARGV[6] idempotency key prefix
 -- ARGV[7] max tasks to take over   ARGV[8] events maxlen   ARGV[9] retention (s)
 -- ARGV[10] attempts history cap    ARGV[11] "1" = DLQ enabled  ARGV[12] DLQ maxlen
+-- ARGV[13] call nonce (see replayed)
+-- ARGV[14..] pairs of task id, attempt the reclaiming process runs now
 --
 -- Returns the tasks taken over, each {id, attempt, type, payload, timeout_ms,
 -- max_attempts, idem_key, created_at, cancel_requested, metadata, priority}.
 
-local now = tonumber(ARGV[1])
-local worker = ARGV[3]
+local now_s = ARGV[1]
+local now = tonumber(now_s)
+local worker, nonce = ARGV[3], ARGV[13]
+local lease_s = tostring(now + tonumber(ARGV[2]))
 local room = tonumber(ARGV[7])
+local again = replayed(KEYS[1], lease_s, worker, nonce, ARGV[5])
+if #again > 0 then return again end
+
+local mine = {}
+for i = 14, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
+
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
 local out = {}
+local fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
+  'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
+  'previous_attempts'}
 for _, tid in ipairs(expired) do
   local tk = ARGV[5] .. tid
-  local h = hget_map(tk, {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
-    'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
-    'previous_attempts'})
+  local h = hget_map(tk, fields)
   local f = {task_key = tk, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
     stats = KEYS[5], stream = KEYS[6 + tonumber(h.priority or '0')], now = now, tid = tid, group = ARGV[4],
     idem_prefix = ARGV[6], events_maxlen = ARGV[8], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
     dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5]}
   if h.status ~= 'running' then
     redis.call('ZREM', KEYS[1], tid) -- stale lease of a task that moved on
+  elseif h.worker_id == worker and mine[tid] == h.attempt then
+    redis.call('ZADD', KEYS[1], 'XX', lease_s, tid) -- still running here: renew
   elseif tonumber(h.attempt) >= tonumber(h.max_attempts) then
     bury(f, h, 'WorkerLost', 'the worker running the last attempt stopped renewing its lease', '1')
   elseif room > 0 then
     room = room - 1
-    finish_attempt(f, h, 'running', 'lease_lost', 'WorkerLost', 'lease expired')
-    local attempt = tonumber(h.attempt) + 1
-    redis.call('HSET', tk, 'attempt', attempt, 'worker_id', worker, 'started_at', now)
-    redis.call('HDEL', tk, 'finished_at')
-    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), tid)
+    local hf, hv = history_field(h, h.worker_id, h.started_at or now_s, now_s, 'lease_lost', 'WorkerLost',
+      'lease expired')
+    local attempt = tostring(tonumber(h.attempt) + 1)
+    redis.call('HSET', tk, hf, hv, 'attempt', attempt, 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+    redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+    trim_history(tk, h, f.attempts_cap)
+    redis.call('ZADD', KEYS[1], lease_s, tid)
     -- The stream entry stays pending under the old consumer: its data was
     -- trimmed at claim, and XCLAIM of a trimmed entry would drop it from the
     -- pending list. Whoever finalizes acks it.
-    emit(KEYS[2], ARGV[8], 'TASK_LEASE_LOST', tid, h.type, attempt, now, worker,
+    emit(KEYS[2], ARGV[8], 'TASK_LEASE_LOST', tid, h.type, attempt, now_s, worker,
       cjson.encode({previous_worker = h.worker_id, previous_attempt = tonumber(h.attempt)}))
-    out[#out + 1] = {tid, tostring(attempt), h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
-      h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
+    out[#out + 1] = claimed_tuple(tid, h, attempt)
   end
 end
 return out

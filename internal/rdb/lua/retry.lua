@@ -1,9 +1,11 @@
 -- retry: finalize a running attempt that failed retryably with attempts left.
--- Fenced on status running + attempt + worker. In order: task hash
--- (retrying; attempt unchanged — it grows at promotion) -> TASK_RETRY_SCHEDULED
--- -> schedule entry at now + delay (and expiry index again if the task has a
--- deadline) -> idempotency record stays processing -> XACK (trimmed at
--- claim), lease removal; stats.
+-- Fenced on status running + attempt + worker. A cancel request wins: the
+-- task ends cancelled instead (see cancel_running). Otherwise, in order: task
+-- hash (retrying; attempt unchanged — it grows at promotion) ->
+-- TASK_RETRY_SCHEDULED -> schedule entry at now + delay (and expiry index
+-- again if the task has a deadline) -> idempotency record stays processing
+-- -> XACK (trimmed at claim), lease removal; stats. A call whose first run
+-- landed but whose reply was lost answers what that run did.
 --
 -- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
 -- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)
@@ -14,12 +16,21 @@
 -- ARGV[8] task retention (s)  ARGV[9] attempts history cap
 -- ARGV[10] retry delay (ms)  ARGV[11] error class  ARGV[12] error message
 --
--- Returns "ok" or "lease_lost".
+-- Returns "ok", "cancelled" or "lease_lost".
 
-local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
-  tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[9])}
-local h = fence(KEYS[1], ARGV[3], ARGV[4])
-if not h then return 'lease_lost' end
+local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
+  stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],
+  events_maxlen = ARGV[7], retention = ARGV[8], attempts_cap = tonumber(ARGV[9])}
+local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
+if not h then
+  local done = landed(KEYS[1], seen, ARGV[3], ARGV[4], {'retry', 'cancelled'})
+  if done == 'retry' then return 'ok' end
+  return done or 'lease_lost'
+end
+if h.cancel_requested == '1' then
+  cancel_running(f, h, ARGV[12])
+  return 'cancelled'
+end
 
 local delay = tonumber(ARGV[10])
 local due = f.now + delay

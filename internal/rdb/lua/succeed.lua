@@ -1,7 +1,10 @@
 -- succeed: finalize running attempts whose handlers returned, several tasks
 -- of one queue per call. Each task is fenced on status running + attempt +
 -- worker; a task whose fence fails is skipped (its worker lost the lease).
--- Per task, in order: task hash (succeeded, history, retention TTL) ->
+-- A task whose success by this worker and attempt is already recorded (a
+-- call whose reply was lost, sent again) answers 2 and writes nothing.
+-- Per task, in order: task hash (succeeded, history, retention TTL, the
+-- error fields of an earlier attempt cleared) ->
 -- TASK_SUCCEEDED -> result key -> idempotency record (completed). Then for
 -- the whole call: XACK of the stream entries (claim trimmed their data),
 -- lease removal, depth and stats.
@@ -16,7 +19,7 @@
 -- then per task i (base = 10 + 4*(i-1)): task id, attempt, result JSON
 -- ("" = none), "1" when the result was too large to keep
 --
--- Returns one code per task: 1 finalized, 0 lease lost.
+-- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
 
 -- now_s goes into arguments as it came: turning a Lua number back into
 -- text is a costly float formatting, once per task.
@@ -29,15 +32,16 @@ local fields = {} -- each task's HSET arguments, refilled
 local history_cap = tonumber(ARGV[8])
 -- What a success needs of the task: fewer fields than fence_fields.
 local need = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
-  'cancel_requested', 'priority', 'previous_attempts'}
+  'cancel_requested', 'priority', 'previous_attempts', 'error_class'}
+local succeeded = {'succeeded'}
 local h_buf = {}
 for i = 1, n do
   local tk, rk = KEYS[15 + 2 * (i - 1)], KEYS[16 + 2 * (i - 1)]
   local ab = 10 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
-  local h = fence(tk, attempt, worker, need, h_buf)
+  local h, seen = fence(tk, attempt, worker, need, h_buf)
   if not h then
-    out[i] = 0
+    out[i] = (seen.status == 'succeeded' and landed(tk, seen, attempt, worker, succeeded)) and 2 or 0
   else
     out[i] = 1
     done = done + 1
@@ -55,6 +59,9 @@ for i = 1, n do
       nf = 8
     end
     redis.call('HSET', tk, unpack(fields, 1, nf))
+    if h.error_class then -- left by an earlier attempt: this one succeeded
+      redis.call('HDEL', tk, 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+    end
     trim_history(tk, h, history_cap)
     redis.call('EXPIRE', tk, ARGV[6])
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')

@@ -9,8 +9,9 @@
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
 -- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] retention (s)
 --
--- Returns {expired, next} where next is the earliest remaining deadline (ms)
--- or -1.
+-- Returns {expired, next, examined} where next is the earliest remaining
+-- deadline (ms) or -1, and examined the entries looked at (a full call means
+-- more may be overdue at once).
 
 local now = tonumber(ARGV[1])
 local streams = {}
@@ -31,4 +32,4 @@ for _, tid in ipairs(over) do
   end
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {n, nxt[2] and tonumber(nxt[2]) or -1}
+return {n, nxt[2] and tonumber(nxt[2]) or -1, #over}
