@@ -30,6 +30,11 @@ var (
 	// ErrOperationInProgress: IdempotentOperation found the key's operation
 	// running elsewhere; try again later.
 	ErrOperationInProgress = errors.New("dtq: operation in progress")
+	// ErrOperationLost: IdempotentOperation's claim lapsed while fn ran (its
+	// renewals failed for longer than the lease) and another caller may have
+	// taken the key. It is the cause of fn's cancelled context, and is
+	// wrapped in the error returned when fn's result could not be stored.
+	ErrOperationLost = errors.New("dtq: operation claim lost")
 )
 
 // ValidationError reports one invalid submission field.

@@ -36,7 +36,10 @@ const operationLease = 30 * time.Second
 //
 // While fn runs the claim is a short lease (30s, renewed), so a crash frees
 // the key quickly; if fn fails the claim is released so a retry can run it
-// again. fn may have partly acted before failing: make its side effects safe
+// again. If the claim is lost while fn runs (renewals failed past the lease
+// and another caller took the key), fn's context is cancelled with cause
+// ErrOperationLost. Storing the result is retried through transient Redis
+// errors for up to the lease. fn may have partly acted before failing: make its side effects safe
 // to repeat, or check for them, when that matters. Results must marshal to
 // JSON. Keys live at <prefix>:op:<key>, where the prefix is the worker's
 // KeyPrefix inside a dtq handler and "dtq" elsewhere.
@@ -70,7 +73,12 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 		return false, result, ErrOperationInProgress
 	}
 
-	// Keep the lease alive while fn runs; stop renewing however fn ends.
+	// Keep the lease alive while fn runs and while its result is stored;
+	// stop renewing however fn ends. A renewal that finds the claim gone (it
+	// lapsed and another caller took the key) cancels fn's context with
+	// ErrOperationLost: fn should stop, since another run may be under way.
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	stop := make(chan struct{})
 	renewed := make(chan struct{})
 	go func() {
@@ -82,7 +90,11 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 			case <-stop:
 				return
 			case <-t.C:
-				_, _ = r.OpFinish(context.WithoutCancel(ctx), key, token, "extend", lease, nil)
+				ours, err := r.OpFinish(context.WithoutCancel(ctx), key, token, "extend", lease, nil)
+				if err == nil && !ours {
+					cancel(ErrOperationLost)
+					return
+				}
 			}
 		}
 	}()
@@ -96,7 +108,7 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 			_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
 		}
 	}()
-	result, err = fn(ctx)
+	result, err = fn(fctx)
 	finished = true
 
 	if err != nil {
@@ -108,14 +120,30 @@ func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, ke
 		_, _ = r.OpFinish(bg, key, token, "release", 0, nil)
 		return true, result, fmt.Errorf("dtq: encode result of %q: %w", key, merr)
 	}
-	ours, err := r.OpFinish(bg, key, token, "done", ttl, body)
+	ours, err := storeResult(bg, r, key, token, ttl, body, lease)
 	if err != nil {
 		return true, result, fmt.Errorf("dtq: store result of %q: %w", key, err)
 	}
 	if !ours {
 		// Our lease ran out while fn ran and another caller may have taken
 		// the key: fn did run, but its result could not be recorded.
-		return true, result, fmt.Errorf("dtq: operation %q outlived its lease; result not stored", key)
+		return true, result, fmt.Errorf("%w: %q outlived its lease; result not stored", ErrOperationLost, key)
 	}
 	return true, result, nil
+}
+
+// storeResult records fn's success. A transient error is retried (the
+// claim stays renewed meanwhile) for up to window: giving up would let a
+// redelivery run fn again although it succeeded.
+func storeResult(ctx context.Context, r *rdb.RDB, key, token string, ttl time.Duration, body []byte, window time.Duration) (bool, error) {
+	deadline := time.Now().Add(window)
+	delay := 50 * time.Millisecond
+	for {
+		ours, err := r.OpFinish(ctx, key, token, "done", ttl, body)
+		if err == nil || time.Now().Add(delay).After(deadline) {
+			return ours, err
+		}
+		time.Sleep(delay) // bounded by window; ctx is the caller's, uncancellable here
+		delay = min(delay*2, 2*time.Second)
+	}
 }
