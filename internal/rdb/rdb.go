@@ -259,3 +259,13 @@ func (r *RDB) Queues(ctx context.Context) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// ScriptHash returns the SHA1 under which the named script is sent with
+// EVALSHA, or "" for no such script. Fault tests use it to pick out one kind
+// of call on the wire.
+func ScriptHash(name string) string {
+	if s, ok := scripts[name]; ok {
+		return s.Hash()
+	}
+	return ""
+}

@@ -1,11 +1,16 @@
 -- reclaim: take over tasks whose lease expired (their worker died or
 -- stalled). Each moves to the reclaiming worker with attempt +1, a new lease
 -- and TASK_LEASE_LOST (the lost attempt is recorded in the history only: the
--- new attempt starts with no error); a task whose attempts are used up is
--- dead-lettered with error_class WorkerLost instead and not run again. The
--- old worker's later finalize is refused by its fence.
--- A lease the reclaiming process itself still runs (listed in ARGV) is
--- renewed, never taken over: one process never runs a task twice at once.
+-- new attempt starts with no error). Beyond the free slots the reclaiming
+-- worker has, an expired task goes back to its band stream instead (queued,
+-- attempt +1, TASK_LEASE_LOST {requeued: true}), so a busy queue's peers
+-- start it in order rather than leaving it until a slot frees up. A task
+-- whose attempts are used up is dead-lettered with error_class WorkerLost
+-- and not run again. The old worker's later finalize is refused by its
+-- fence.
+-- A lease the reclaiming process itself still runs (listed in ARGV), or that
+-- this worker took less than a lease ago, is renewed, never taken over: one
+-- process never runs a task twice at once.
 --
 -- KEYS[1] lease ZSET    KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4] DLQ index     KEYS[5] stats hash (minute)
@@ -46,25 +51,37 @@ for _, tid in ipairs(expired) do
     dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5]}
   if h.status ~= 'running' then
     redis.call('ZREM', KEYS[1], tid) -- stale lease of a task that moved on
-  elseif h.worker_id == worker and mine[tid] == h.attempt then
-    redis.call('ZADD', KEYS[1], 'XX', lease_s, tid) -- still running here: renew
+  elseif h.worker_id == worker and (mine[tid] == h.attempt
+      or tonumber(h.started_at or '0') > now - tonumber(ARGV[2])) then
+    -- Still running here (or claimed by this worker less than a lease ago,
+    -- its reply perhaps still on the way): renew.
+    redis.call('ZADD', KEYS[1], 'XX', lease_s, tid)
   elseif tonumber(h.attempt) >= tonumber(h.max_attempts) then
     bury(f, h, 'WorkerLost', 'the worker running the last attempt stopped renewing its lease', '1')
-  elseif room > 0 then
-    room = room - 1
+  else
     local hf, hv = history_field(h, h.worker_id, h.started_at or now_s, now_s, 'lease_lost', 'WorkerLost',
       'lease expired')
     local attempt = tostring(tonumber(h.attempt) + 1)
-    redis.call('HSET', tk, hf, hv, 'attempt', attempt, 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
-    redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+    local meta = {previous_worker = h.worker_id, previous_attempt = tonumber(h.attempt)}
+    if room > 0 then
+      room = room - 1
+      redis.call('HSET', tk, hf, hv, 'attempt', attempt, 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+      redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+      redis.call('ZADD', KEYS[1], lease_s, tid)
+      -- The stream entry stays pending under the old consumer: its data was
+      -- trimmed at claim, and XCLAIM of a trimmed entry would drop it from the
+      -- pending list. Whoever finalizes acks it.
+      out[#out + 1] = claimed_tuple(tid, h, attempt)
+    else
+      release_entry(f, h)
+      local sid = redis.call('XADD', f.stream, '*', 't', tid, 'a', attempt)
+      redis.call('HSET', tk, hf, hv, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
+      redis.call('HDEL', tk, 'worker_id', 'started_at', 'finished_at', 'claim', 'error_class', 'error_message',
+        'retryable', 'retry_delay_ms')
+      meta.requeued = true
+    end
     trim_history(tk, h, f.attempts_cap)
-    redis.call('ZADD', KEYS[1], lease_s, tid)
-    -- The stream entry stays pending under the old consumer: its data was
-    -- trimmed at claim, and XCLAIM of a trimmed entry would drop it from the
-    -- pending list. Whoever finalizes acks it.
-    emit(KEYS[2], ARGV[8], 'TASK_LEASE_LOST', tid, h.type, attempt, now_s, worker,
-      cjson.encode({previous_worker = h.worker_id, previous_attempt = tonumber(h.attempt)}))
-    out[#out + 1] = claimed_tuple(tid, h, attempt)
+    emit(KEYS[2], ARGV[8], 'TASK_LEASE_LOST', tid, h.type, attempt, now_s, worker, cjson.encode(meta))
   end
 end
 return out

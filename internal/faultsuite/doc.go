@@ -1,0 +1,9 @@
+// Package faultsuite holds dtq's fault tests (in its _test files): real
+// worker and API code against a real redis-server, with a fault-injecting
+// proxy (internal/faultproxy) between them, under load. Each scenario checks
+// that every acknowledged task reaches exactly one terminal state, that a
+// handler that returned success while holding its lease ends succeeded,
+// that nothing is left stuck, and that workers and the API recover by
+// themselves; each prints one FAULT line with its figures. See
+// docs/reliability.md.
+package faultsuite
