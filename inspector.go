@@ -119,7 +119,35 @@ func (i *Inspector) ListTasks(ctx context.Context, o ListOptions) ([]*dtqtype.Ta
 }
 
 // Ready reports whether Redis answers, holds dtq's scripts (loading them if
-// needed) and runs with maxmemory-policy noeviction.
+// needed) and runs with maxmemory-policy noeviction. A failed check is a
+// *ReadinessError.
 func (i *Inspector) Ready(ctx context.Context) error {
-	return i.rdb.Ready(ctx)
+	err := i.rdb.Ready(ctx)
+	var re *rdb.ReadyError
+	if errors.As(err, &re) {
+		return &ReadinessError{Check: re.Check, err: re.Err}
+	}
+	return err
 }
+
+// Readiness checks, as named by ReadinessError.Check.
+const (
+	CheckRedis           = rdb.CheckRedis           // Redis answers
+	CheckScripts         = rdb.CheckScripts         // dtq's scripts are loaded
+	CheckMaxmemoryPolicy = rdb.CheckMaxmemoryPolicy // maxmemory-policy is noeviction
+)
+
+// ReadinessError is a failed readiness check. Check is one of CheckRedis,
+// CheckScripts or CheckMaxmemoryPolicy and is safe to show anyone; the
+// wrapped cause may name the Redis address or carry a driver's message and
+// belongs in the server's log only.
+type ReadinessError struct {
+	Check string
+	err   error
+}
+
+// Error names the check and the cause.
+func (e *ReadinessError) Error() string { return "dtq: not ready: " + e.Check + ": " + e.err.Error() }
+
+// Unwrap returns the cause.
+func (e *ReadinessError) Unwrap() error { return e.err }

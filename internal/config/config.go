@@ -78,10 +78,16 @@ type Config struct {
 	// EventsMaxLen is DTQ_EVENTS_MAXLEN, the event stream cap per queue.
 	// Default 100000.
 	EventsMaxLen int64
+	// MaxSubscribers is DTQ_MAX_SUBSCRIBERS, the event feed clients one API
+	// process serves at once. Default 1000.
+	MaxSubscribers int
 	// APIKey is DTQ_API_KEY, the legacy single admin key. Default none.
 	APIKey string
 	// APIKeys is DTQ_API_KEYS (role:name:secret,...). Default none.
 	APIKeys []httpapi.APIKey
+	// AllowedHosts is DTQ_ALLOWED_HOSTS, the Host names an API in open mode
+	// answers besides localhost and loopback addresses. Default none.
+	AllowedHosts []string
 	// LogLevel is DTQ_LOG_LEVEL: debug, info, warn or error. Default info.
 	LogLevel string
 	// LogJSON is DTQ_LOG_JSON: JSON logs instead of text. Default false.

@@ -112,6 +112,8 @@ var variables = []variable{
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.DLQMaxLen })},
 	{name: "EVENTS_MAXLEN", kind: "int", def: "100000", usage: "events kept per queue",
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.EventsMaxLen })},
+	{name: "MAX_SUBSCRIBERS", kind: "int", def: "1000", usage: "event feed clients (SSE and WebSocket) one API process serves at once; more get 503",
+		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxSubscribers })},
 	{name: "API_KEY", kind: "secret", def: "", usage: "legacy single admin key; prefer DTQ_API_KEYS, and the environment over flags, which ps shows",
 		redact: redactSecret,
 		parse: func(c *Config, s string) error {
@@ -135,6 +137,21 @@ var variables = []variable{
 				return fmt.Errorf("must be role:name:secret,... with roles reader, producer or admin: %v", err)
 			}
 			c.APIKeys = keys
+			return nil
+		}},
+	{name: "ALLOWED_HOSTS", kind: "list", def: "", usage: "Host names an API without keys answers besides localhost and loopback addresses, comma-separated; * allows any",
+		parse: func(c *Config, s string) error {
+			c.AllowedHosts = nil
+			if strings.TrimSpace(s) == "" {
+				return nil
+			}
+			for _, h := range strings.Split(s, ",") {
+				h = strings.TrimSpace(h)
+				if err := httpapi.ValidateAllowedHost(h); err != nil {
+					return fmt.Errorf("must be host names or IP addresses separated by commas, without ports (or *): %v", err)
+				}
+				c.AllowedHosts = append(c.AllowedHosts, h)
+			}
 			return nil
 		}},
 	{name: "LOG_LEVEL", kind: "level", def: "info", usage: "debug, info, warn or error",

@@ -31,6 +31,7 @@ const (
 	codeDLQNotFound      = "DLQ_ENTRY_NOT_FOUND"
 	codeWorkerNotFound   = "WORKER_NOT_FOUND"
 	codeQueueNotFound    = "QUEUE_NOT_FOUND"
+	codeNotFound         = "NOT_FOUND" // no such endpoint
 	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
 	codeTaskTerminal     = "TASK_TERMINAL"
 	codeTaskConflict     = "TASK_CONFLICT"
@@ -39,6 +40,9 @@ const (
 	codeQueueFull        = "QUEUE_FULL"
 	codeInternal         = "INTERNAL_ERROR"
 	codeRedisUnavailable = "REDIS_UNAVAILABLE"
+	// codeTooManySubscribers is answered by the event feed (internal/events)
+	// when DTQ_MAX_SUBSCRIBERS clients are open.
+	codeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
 )
 
 // errorBody is the error envelope, top-level and per batch item.

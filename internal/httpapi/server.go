@@ -46,6 +46,10 @@ type Config struct {
 	// Events serves the event feed (GET /api/v1/events, /ws/events); nil
 	// answers those routes with 503.
 	Events EventFeed
+	// AllowedHosts are the Host names an open-mode API answers besides
+	// localhost and loopback addresses (DTQ_ALLOWED_HOSTS); "*" allows any.
+	// Ignored when Keys are configured. Default none.
+	AllowedHosts []string
 	// Registry receives the API's Prometheus metrics, served at /metrics.
 	// Default: a private registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -74,6 +78,8 @@ type Server struct {
 	mux     *http.ServeMux
 	xorigin *http.CrossOriginProtection
 	metrics *apiMetrics
+
+	allowedHosts map[string]struct{} // normalised Config.AllowedHosts
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -101,6 +107,13 @@ func New(cfg Config) (*Server, error) {
 	if err := validateKeys(cfg.Keys); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	allowed := make(map[string]struct{}, len(cfg.AllowedHosts))
+	for _, h := range cfg.AllowedHosts {
+		if err := ValidateAllowedHost(h); err != nil {
+			return nil, fmt.Errorf("httpapi: AllowedHosts: %w", err)
+		}
+		allowed[normalHost(h)] = struct{}{}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,7 +128,9 @@ func New(cfg Config) (*Server, error) {
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
 		xorigin: http.NewCrossOriginProtection(),
-		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector),
+		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events),
+
+		allowedHosts: allowed,
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -177,6 +192,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, 
 // methods (405, with Allow) with the error envelope instead of the mux's
 // plain text.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	if !s.checkHost(w, r) {
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		// A web page must not make a visitor's browser change state here:
@@ -198,7 +216,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 			message: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, probe.header.Get("Allow"))})
 		return
 	}
-	s.writeAPIError(w, r, &apiError{status: http.StatusNotFound, code: codeInvalidRequest,
+	s.writeAPIError(w, r, &apiError{status: http.StatusNotFound, code: codeNotFound,
 		message: "no such endpoint; see /api/v1/openapi.json"})
 }
 
