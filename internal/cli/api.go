@@ -104,6 +104,18 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err != nil {
 		return err
 	}
+	for _, q := range cfg.QueuesDeclared {
+		created, err := admin.CreateQueue(checkCtx, q)
+		if err != nil {
+			return fmt.Errorf("cannot create queue %s of DTQ_QUEUES_DECLARED: %w", q, err)
+		}
+		if created {
+			log.Info("queue created from DTQ_QUEUES_DECLARED", "queue", q)
+		}
+	}
+	if cfg.QueuePolicy == config.QueuePolicyDeclared {
+		log.Info("queue policy declared: only created queues accept tasks")
+	}
 	hub, err := events.NewHub(rdb.New(p.redis, cfg.KeyPrefix), &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
 	if err != nil {
 		return err

@@ -31,6 +31,12 @@ type Config struct {
 	// Queues is DTQ_QUEUES, the queues a worker serves with their weights, in
 	// the order given. Default "default" (weight 1).
 	Queues []QueueWeight
+	// QueuePolicy is DTQ_QUEUE_POLICY, QueuePolicyOpen or
+	// QueuePolicyDeclared. Default open.
+	QueuePolicy string
+	// QueuesDeclared is DTQ_QUEUES_DECLARED, the queues the API creates at
+	// start. Default none.
+	QueuesDeclared []string
 	// WorkerConcurrency is DTQ_WORKER_CONCURRENCY, handlers run at once by
 	// one worker. Default 16.
 	WorkerConcurrency int

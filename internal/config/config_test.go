@@ -74,6 +74,8 @@ func TestDefaults(t *testing.T) {
 	require.Empty(t, c.TaskTypes)
 	require.Equal(t, "127.0.0.1:9464", c.WorkerMetricsAddr)
 	require.Equal(t, 1000, c.MaxSubscribers)
+	require.Equal(t, config.QueuePolicyOpen, c.QueuePolicy)
+	require.False(t, c.ClientConfig().DeclaredQueuesOnly)
 	for _, name := range config.Names() {
 		require.False(t, c.IsSet(name), name)
 	}
@@ -83,7 +85,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 31)
+	require.Len(t, config.Names(), 33)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -128,6 +130,12 @@ func TestParseValues(t *testing.T) {
 		args  []string
 		check func(t *testing.T, c *config.Config)
 	}{
+		{"declared queues", map[string]string{"DTQ_QUEUE_POLICY": "Declared", "DTQ_QUEUES_DECLARED": "billing, invoices"}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Equal(t, config.QueuePolicyDeclared, c.QueuePolicy)
+				require.Equal(t, []string{"billing", "invoices"}, c.QueuesDeclared)
+				require.True(t, c.ClientConfig().DeclaredQueuesOnly)
+			}},
 		{"allowed hosts", map[string]string{"DTQ_ALLOWED_HOSTS": " dtq.internal , 10.0.0.7 "}, nil,
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, []string{"dtq.internal", "10.0.0.7"}, c.AllowedHosts)
@@ -225,6 +233,8 @@ func TestBadValues(t *testing.T) {
 		{"API_ADDR", "8080", "host:port"},
 		{"ALLOWED_HOSTS", "dtq.example:8080", "without ports"},
 		{"MAX_SUBSCRIBERS", "0", "between 1 and 1000000"},
+		{"QUEUE_POLICY", "closed", "open or declared"},
+		{"QUEUES_DECLARED", "billing,Bad", "does not match"},
 		{"ALLOWED_HOSTS", "a,,b", "1..253 characters"},
 		{"API_ADDR", "127.0.0.1:99999", "host:port"},
 		{"QUEUES", "Default", "queue name"},

@@ -32,6 +32,12 @@ var (
 	taskTypeRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 )
 
+// Queue policies (DTQ_QUEUE_POLICY).
+const (
+	QueuePolicyOpen     = "open"
+	QueuePolicyDeclared = "declared"
+)
+
 // variables lists every setting of SPEC §13, in documentation order.
 var variables = []variable{
 	{name: "REDIS_URL", kind: "url", def: "redis://127.0.0.1:6379/0",
@@ -60,6 +66,30 @@ var variables = []variable{
 			qs, err := ParseQueues(s)
 			c.Queues = qs
 			return err
+		}},
+	{name: "QUEUE_POLICY", kind: "string", def: QueuePolicyOpen, usage: "open: the first submission creates a queue; declared: only queues an admin created or DTQ_QUEUES_DECLARED lists accept tasks",
+		parse: func(c *Config, s string) error {
+			switch p := strings.ToLower(strings.TrimSpace(s)); p {
+			case QueuePolicyOpen, QueuePolicyDeclared:
+				c.QueuePolicy = p
+				return nil
+			}
+			return fmt.Errorf("must be open or declared")
+		}},
+	{name: "QUEUES_DECLARED", kind: "list", def: "", usage: "queues the API creates at start, comma-separated (for DTQ_QUEUE_POLICY=declared)",
+		parse: func(c *Config, s string) error {
+			c.QueuesDeclared = nil
+			if strings.TrimSpace(s) == "" {
+				return nil
+			}
+			for _, q := range strings.Split(s, ",") {
+				q = strings.TrimSpace(q)
+				if !dtq.ValidQueueName(q) {
+					return fmt.Errorf("must be queue names separated by commas; %q does not match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
+				}
+				c.QueuesDeclared = append(c.QueuesDeclared, q)
+			}
+			return nil
 		}},
 	{name: "WORKER_CONCURRENCY", kind: "int", def: "16", usage: "handlers one worker runs at once",
 		parse: intIn(1, maxConcurrency, func(c *Config) *int { return &c.WorkerConcurrency })},

@@ -35,6 +35,7 @@ const (
 	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
 	codeTaskTerminal     = "TASK_TERMINAL"
 	codeTaskConflict     = "TASK_CONFLICT"
+	codeQueueNotEmpty    = "QUEUE_NOT_EMPTY"
 	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
 	codeQueueFull        = "QUEUE_FULL"
@@ -99,6 +100,7 @@ func classify(err error) *apiError {
 		qf  *dtq.QueueFullError
 		ic  *dtq.IdempotencyConflictError
 		se  *dtq.TaskStateError
+		qe  *dtq.QueueNotEmptyError
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
 	)
 	switch {
@@ -155,8 +157,16 @@ func classify(err error) *apiError {
 	case errors.Is(err, dtq.ErrWorkerNotFound):
 		return &apiError{status: http.StatusNotFound, code: codeWorkerNotFound,
 			message: "no worker with this id heartbeated in the last 24 hours"}
+	case errors.As(err, &qe):
+		return &apiError{status: http.StatusConflict, code: codeQueueNotEmpty,
+			message: fmt.Sprintf("queue %q still holds %d %s tasks; only an empty queue can be deleted (cancel, purge or wait for them, and purge its dead-letter queue)", qe.Queue, qe.Count, strings.ReplaceAll(qe.What, "_", "-")),
+			details: map[string]any{"queue": qe.Queue, "holds": qe.What, "count": qe.Count}}
 	case errors.Is(err, dtq.ErrQueueNotFound):
-		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: "no task was ever submitted to this queue"}
+		m := "no such queue: nothing was ever submitted to it, or it was deleted"
+		if err != dtq.ErrQueueNotFound { // a wrapped one says more
+			m = msg
+		}
+		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: m}
 	case redisUnavailable(err):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis is unavailable; retry later"}

@@ -69,7 +69,7 @@ func TestUnknownPathAndMethod(t *testing.T) {
 		{http.MethodDelete, "/api/v1/tasks", "GET, HEAD, POST"},
 		{http.MethodPut, "/api/v1/tasks/0190a5c4e2c07000800000000000ffff", "DELETE, GET, HEAD"},
 		{http.MethodGet, "/api/v1/tasks/0190a5c4e2c07000800000000000ffff/cancel", "POST"},
-		{http.MethodDelete, "/api/v1/queues/q", "GET, HEAD"},
+		{http.MethodPost, "/api/v1/queues/q", "DELETE, GET, HEAD, PUT"},
 		{http.MethodGet, "/api/v1/tasks/batch", ""},
 		{http.MethodPost, "/health", "GET, HEAD"},
 	} {

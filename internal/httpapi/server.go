@@ -158,6 +158,8 @@ func (s *Server) routeTable() []route {
 
 		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues},
 		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue},
+		{http.MethodPut, "/api/v1/queues/{queue}", RoleAdmin, s.createQueue},
+		{http.MethodDelete, "/api/v1/queues/{queue}", RoleAdmin, s.deleteQueue},
 		{http.MethodPost, "/api/v1/queues/{queue}/pause", RoleAdmin, s.pauseQueue},
 		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue},
 		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue},
