@@ -98,8 +98,8 @@ func (f *authFixture) samples() map[string]sample {
 				require.NoError(t, err)
 				return "/api/v1/tasks/" + id
 			}},
-		"GET /api/v1/queues":                  {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
-		"GET /api/v1/queues/{queue}":          {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
+		"GET /api/v1/queues":         {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
+		"GET /api/v1/queues/{queue}": {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
 		"PUT /api/v1/queues/{queue}": {method: http.MethodPut, path: "/api/v1/queues/made", ok: 201,
 			fresh: func(t *testing.T) string { return "/api/v1/queues/made-" + newQueueSuffix() }},
 		"DELETE /api/v1/queues/{queue}": {method: http.MethodDelete, path: "/api/v1/queues/idle", ok: 200,
