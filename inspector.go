@@ -151,3 +151,21 @@ func (e *ReadinessError) Error() string { return "dtq: not ready: " + e.Check + 
 
 // Unwrap returns the cause.
 func (e *ReadinessError) Unwrap() error { return e.err }
+
+// TaskQueue returns the queue a task id belongs to (its registry number is
+// part of the id), or ErrTaskNotFound when the id is malformed or names no
+// registered queue. It does not check that the task exists.
+func (i *Inspector) TaskQueue(ctx context.Context, id string) (string, error) {
+	num, ok := rdb.ParseTaskID(id)
+	if !ok {
+		return "", ErrTaskNotFound
+	}
+	q, err := i.rdb.QueueName(ctx, num)
+	if err != nil {
+		return "", fmt.Errorf("dtq: task queue: %w", err)
+	}
+	if q == "" {
+		return "", ErrTaskNotFound
+	}
+	return q, nil
+}

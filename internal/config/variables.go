@@ -155,7 +155,7 @@ var variables = []variable{
 			c.APIKey = s
 			return nil
 		}},
-	{name: "API_KEYS", kind: "list", def: "", usage: "API keys, role:name:secret,... with roles reader, producer, admin; prefer the environment over the flag, which ps shows",
+	{name: "API_KEYS", kind: "list", def: "", usage: "API keys, role:name:secret[:queues=q1,q2],... with roles reader, producer, admin; prefer the environment over the flag, which ps shows",
 		redact: redactSecret,
 		parse: func(c *Config, s string) error {
 			if s == "" {

@@ -270,7 +270,7 @@ func TestKeyFromContext(t *testing.T) {
 	require.False(t, b.api.OpenMode())
 	var got APIKey
 	var found bool
-	h := b.api.authorize(RoleReader, func(w http.ResponseWriter, r *http.Request) {
+	h := b.api.authorize(RoleReader, scopeOpen, func(w http.ResponseWriter, r *http.Request) {
 		got, found = KeyFromContext(r.Context())
 	})
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
@@ -286,7 +286,7 @@ func TestKeyFromContext(t *testing.T) {
 	require.NotContains(t, b.logs.String(), "producer-secret")
 
 	open := setup(t, options{})
-	h = open.api.authorize(RoleReader, func(w http.ResponseWriter, r *http.Request) {
+	h = open.api.authorize(RoleReader, scopeOpen, func(w http.ResponseWriter, r *http.Request) {
 		_, found = KeyFromContext(r.Context())
 	})
 	h(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil))

@@ -103,7 +103,10 @@ func classify(err error) *apiError {
 		qe  *dtq.QueueNotEmptyError
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
 	)
+	var sce *scopeError
 	switch {
+	case errors.As(err, &sce):
+		return sce.apiError()
 	case errors.As(err, &re):
 		e := &apiError{status: re.status, code: codeInvalidRequest, message: re.message}
 		if e.status == 0 {

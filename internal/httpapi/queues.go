@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -18,6 +19,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+		items = slices.DeleteFunc(items, func(qi *dtqtype.QueueInfo) bool { return !k.allows(qi.Name) })
 	}
 	if items == nil {
 		items = []*dtqtype.QueueInfo{}

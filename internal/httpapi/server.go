@@ -89,6 +89,7 @@ type route struct {
 	pattern string
 	role    Role
 	handler http.HandlerFunc
+	scope   scope // how a scoped key's queues are checked
 }
 
 // New returns the API handler. It fails when Client, Inspector or Admin is
@@ -134,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
-		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.handler))
+		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.scope, rt.handler))
 	}
 	return s, nil
 }
@@ -143,42 +144,42 @@ func New(cfg Config) (*Server, error) {
 // one (a test checks it).
 func (s *Server) routeTable() []route {
 	return []route{
-		{http.MethodGet, "/health", 0, s.health},
-		{http.MethodGet, "/ready", 0, s.ready},
-		{http.MethodGet, "/api/v1/openapi.json", 0, s.openAPI},
-		{http.MethodGet, "/metrics", RoleReader, s.metricsPage},
+		{http.MethodGet, "/health", 0, s.health, scopeOpen},
+		{http.MethodGet, "/ready", 0, s.ready, scopeOpen},
+		{http.MethodGet, "/api/v1/openapi.json", 0, s.openAPI, scopeOpen},
+		{http.MethodGet, "/metrics", RoleReader, s.metricsPage, scopeGlobal},
 
-		{http.MethodPost, "/api/v1/tasks", RoleProducer, s.submitTask},
-		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch},
-		{http.MethodGet, "/api/v1/tasks", RoleReader, s.listTasks},
-		{http.MethodGet, "/api/v1/tasks/{id}", RoleReader, s.getTask},
-		{http.MethodPost, "/api/v1/tasks/{id}/cancel", RoleAdmin, s.cancelTask},
-		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow},
-		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask},
+		{http.MethodPost, "/api/v1/tasks", RoleProducer, s.submitTask, scopeInHandler},
+		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch, scopeInHandler},
+		{http.MethodGet, "/api/v1/tasks", RoleReader, s.listTasks, scopeQuery},
+		{http.MethodGet, "/api/v1/tasks/{id}", RoleReader, s.getTask, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/cancel", RoleAdmin, s.cancelTask, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow, scopeTaskID},
+		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask, scopeTaskID},
 
-		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues},
-		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue},
-		{http.MethodPut, "/api/v1/queues/{queue}", RoleAdmin, s.createQueue},
-		{http.MethodDelete, "/api/v1/queues/{queue}", RoleAdmin, s.deleteQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/pause", RoleAdmin, s.pauseQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/recount", RoleAdmin, s.recountQueue},
+		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues, scopeInHandler},
+		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue, scopePath},
+		{http.MethodPut, "/api/v1/queues/{queue}", RoleAdmin, s.createQueue, scopePath},
+		{http.MethodDelete, "/api/v1/queues/{queue}", RoleAdmin, s.deleteQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/pause", RoleAdmin, s.pauseQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/recount", RoleAdmin, s.recountQueue, scopePath},
 
-		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ},
-		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry},
-		{http.MethodPost, "/api/v1/dlq/{task_id}/requeue", RoleAdmin, s.requeueDLQ},
-		{http.MethodPost, "/api/v1/dlq/{task_id}/discard", RoleAdmin, s.discardDLQ},
-		{http.MethodPost, "/api/v1/dlq/requeue", RoleAdmin, s.requeueDLQBulk},
-		{http.MethodPost, "/api/v1/dlq/purge", RoleAdmin, s.purgeDLQBulk},
+		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ, scopeQuery},
+		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry, scopeTaskID},
+		{http.MethodPost, "/api/v1/dlq/{task_id}/requeue", RoleAdmin, s.requeueDLQ, scopeTaskID},
+		{http.MethodPost, "/api/v1/dlq/{task_id}/discard", RoleAdmin, s.discardDLQ, scopeTaskID},
+		{http.MethodPost, "/api/v1/dlq/requeue", RoleAdmin, s.requeueDLQBulk, scopeInHandler},
+		{http.MethodPost, "/api/v1/dlq/purge", RoleAdmin, s.purgeDLQBulk, scopeInHandler},
 
-		{http.MethodGet, "/api/v1/workers", RoleReader, s.listWorkers},
-		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker},
-		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats},
-		{http.MethodGet, "/api/v1/audit", RoleAdmin, s.listAudit},
+		{http.MethodGet, "/api/v1/workers", RoleReader, s.listWorkers, scopeGlobal},
+		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker, scopeGlobal},
+		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats, scopeQuery},
+		{http.MethodGet, "/api/v1/audit", RoleAdmin, s.listAudit, scopeGlobal},
 
-		{http.MethodGet, "/api/v1/events", RoleReader, s.eventsSSE},
-		{http.MethodGet, "/ws/events", RoleReader, s.eventsWS},
+		{http.MethodGet, "/api/v1/events", RoleReader, s.eventsSSE, scopeQueueList},
+		{http.MethodGet, "/ws/events", RoleReader, s.eventsWS, scopeQueueList},
 	}
 }
 
