@@ -223,6 +223,63 @@ func (a *Admin) ResumeQueue(ctx context.Context, queue, actor string) (bool, err
 	return a.rdb.SetPaused(ctx, queue, false, &a.s, a.clk(), actor)
 }
 
+// CreateQueue adds queue to the registry (SPEC §20: under the declared
+// policy only such queues accept tasks). It reports whether the queue is
+// new; creating an existing queue changes nothing. All 65535 numbers in use
+// is a *ValidationError.
+func (a *Admin) CreateQueue(ctx context.Context, queue string) (bool, error) {
+	if !ValidQueueName(queue) {
+		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	_, created, err := a.rdb.RegisterQueue(ctx, queue, true)
+	if errors.Is(err, rdb.ErrQueueRegistryFull) {
+		return false, invalid("queue", "all 65535 queue numbers are in use; delete unused queues first")
+	}
+	return created, err
+}
+
+// QueueNotEmptyError is returned by DeleteQueue for a queue that still
+// holds tasks. It matches ErrQueueNotEmpty.
+type QueueNotEmptyError struct {
+	Queue string
+	// What is what the queue holds: live, scheduled, running, expiring,
+	// dead_lettered, ready or delivered tasks.
+	What  string
+	Count int64
+}
+
+// Error says what the queue still holds.
+func (e *QueueNotEmptyError) Error() string {
+	return fmt.Sprintf("dtq: queue %s is not empty: %d %s", e.Queue, e.Count, e.What)
+}
+
+// Unwrap returns ErrQueueNotEmpty.
+func (e *QueueNotEmptyError) Unwrap() error { return ErrQueueNotEmpty }
+
+// DeleteQueue removes an empty queue from the registry, freeing its number
+// for a later queue, and drops its empty structures, its event stream and
+// its listing index; finished tasks, results and stats expire on their own.
+// A queue holding any live task or dead-letter entry is a
+// *QueueNotEmptyError; an unknown one ErrQueueNotFound. Producers should
+// have stopped: a submission that raced the deletion may recreate the
+// queue (open policy).
+func (a *Admin) DeleteQueue(ctx context.Context, queue string) error {
+	if !ValidQueueName(queue) {
+		return invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	res, err := a.rdb.DeleteQueue(ctx, queue)
+	if errors.Is(err, rdb.ErrQueueNotRegistered) {
+		return ErrQueueNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if !res.Deleted {
+		return &QueueNotEmptyError{Queue: queue, What: res.NotEmpty, Count: res.Count}
+	}
+	return nil
+}
+
 // RecountQueue recomputes queue's depth counter from its streams, leases and
 // schedule, repairing drift after manual edits. It returns the old and new
 // depth.

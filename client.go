@@ -36,6 +36,11 @@ type ClientConfig struct {
 	// TaskTypes, when set, is the list of accepted task types; others are
 	// refused with ErrUnknownTaskType. Default: any type.
 	TaskTypes []string
+	// DeclaredQueuesOnly selects the declared queue policy (SPEC §20): a
+	// submission to a queue the registry does not hold (one an admin did not
+	// create) fails with ErrQueueNotFound instead of creating it. Default
+	// false: the open policy, where the first submission creates a queue.
+	DeclaredQueuesOnly bool
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 }
@@ -203,7 +208,14 @@ func (c *Client) ingestOptions() rdb.IngestOptions {
 }
 
 func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb.NewTask, error) {
-	num, err := c.rdb.QueueNumber(ctx, n.queue)
+	lookup := c.rdb.QueueNumber
+	if c.cfg.DeclaredQueuesOnly {
+		lookup = c.rdb.DeclaredQueueNumber
+	}
+	num, err := lookup(ctx, n.queue)
+	if errors.Is(err, rdb.ErrQueueNotRegistered) {
+		return rdb.NewTask{}, fmt.Errorf("%w: %q is not a declared queue; an admin creates it with PUT /api/v1/queues/%s", ErrQueueNotFound, n.queue, n.queue)
+	}
 	if errors.Is(err, rdb.ErrQueueRegistryFull) {
 		return rdb.NewTask{}, invalid("queue", "is a new queue, but all 65535 queue numbers are in use")
 	}

@@ -96,6 +96,9 @@ var (
 	ErrTaskConflict = errors.New("dtq: task state does not allow this action")
 	// ErrQueueNotFound: no task was ever submitted to the queue.
 	ErrQueueNotFound = errors.New("dtq: queue not found")
+	// ErrQueueNotEmpty means a queue still holds tasks, so it cannot be
+	// deleted.
+	ErrQueueNotEmpty = errors.New("dtq: queue not empty")
 	// ErrWorkerNotFound: no worker with that id heartbeated in the last 24h.
 	ErrWorkerNotFound = errors.New("dtq: worker not found")
 	// ErrDLQEntryNotFound: the task is not in its queue's dead-letter queue.

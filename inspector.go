@@ -118,8 +118,55 @@ func (i *Inspector) ListTasks(ctx context.Context, o ListOptions) ([]*dtqtype.Ta
 	return items, next, nil
 }
 
-// Ready reports whether Redis answers, holds dtq's scripts (loading them if
-// needed) and runs with maxmemory-policy noeviction.
+// Ready reports whether Redis answers, is at least 7.0, holds dtq's
+// scripts (loading them if needed) and runs with maxmemory-policy
+// noeviction. A failed check is a *ReadinessError.
 func (i *Inspector) Ready(ctx context.Context) error {
-	return i.rdb.Ready(ctx)
+	err := i.rdb.Ready(ctx)
+	var re *rdb.ReadyError
+	if errors.As(err, &re) {
+		return &ReadinessError{Check: re.Check, err: re.Err}
+	}
+	return err
+}
+
+// Readiness checks, as named by ReadinessError.Check.
+const (
+	CheckRedis           = rdb.CheckRedis           // Redis answers
+	CheckScripts         = rdb.CheckScripts         // dtq's scripts are loaded
+	CheckMaxmemoryPolicy = rdb.CheckMaxmemoryPolicy // maxmemory-policy is noeviction
+	CheckRedisVersion    = rdb.CheckRedisVersion    // Redis is at least 7.0
+)
+
+// ReadinessError is a failed readiness check. Check is one of CheckRedis,
+// CheckScripts or CheckMaxmemoryPolicy and is safe to show anyone; the
+// wrapped cause may name the Redis address or carry a driver's message and
+// belongs in the server's log only.
+type ReadinessError struct {
+	Check string
+	err   error
+}
+
+// Error names the check and the cause.
+func (e *ReadinessError) Error() string { return "dtq: not ready: " + e.Check + ": " + e.err.Error() }
+
+// Unwrap returns the cause.
+func (e *ReadinessError) Unwrap() error { return e.err }
+
+// TaskQueue returns the queue a task id belongs to (its registry number is
+// part of the id), or ErrTaskNotFound when the id is malformed or names no
+// registered queue. It does not check that the task exists.
+func (i *Inspector) TaskQueue(ctx context.Context, id string) (string, error) {
+	num, ok := rdb.ParseTaskID(id)
+	if !ok {
+		return "", ErrTaskNotFound
+	}
+	q, err := i.rdb.QueueName(ctx, num)
+	if err != nil {
+		return "", fmt.Errorf("dtq: task queue: %w", err)
+	}
+	if q == "" {
+		return "", ErrTaskNotFound
+	}
+	return q, nil
 }

@@ -104,7 +104,19 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err != nil {
 		return err
 	}
-	hub, err := events.NewHub(rdb.New(p.redis, cfg.KeyPrefix), &events.Config{Logger: log})
+	for _, q := range cfg.QueuesDeclared {
+		created, err := admin.CreateQueue(checkCtx, q)
+		if err != nil {
+			return fmt.Errorf("cannot create queue %s of DTQ_QUEUES_DECLARED: %w", q, err)
+		}
+		if created {
+			log.Info("queue created from DTQ_QUEUES_DECLARED", "queue", q)
+		}
+	}
+	if cfg.QueuePolicy == config.QueuePolicyDeclared {
+		log.Info("queue policy declared: only created queues accept tasks")
+	}
+	hub, err := events.NewHub(rdb.New(p.redis, cfg.KeyPrefix), &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
 	if err != nil {
 		return err
 	}
@@ -118,6 +130,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		Admin:           admin,
 		Events:          hub,
 		Keys:            cfg.Keys(),
+		AllowedHosts:    cfg.AllowedHosts,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		Logger:          log,
 		AccessLog:       cfg.NewLogger(access),
@@ -135,7 +148,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		if isLoopback(ln.Addr()) {
 			log.Warn("the API is unauthenticated (open mode): anyone who can reach " + addr + " may submit and cancel tasks; set DTQ_API_KEYS to require keys")
 		} else {
-			log.Warn("THE API IS UNAUTHENTICATED AND LISTENS ON A NON-LOOPBACK ADDRESS: anyone on the network may submit, cancel and delete tasks; set DTQ_API_KEYS, or bind 127.0.0.1",
+			log.Warn("THE API IS UNAUTHENTICATED AND LISTENS ON A NON-LOOPBACK ADDRESS: anyone on the network may submit, cancel and delete tasks; set DTQ_API_KEYS, or bind 127.0.0.1 (requests must name localhost, a loopback address or a DTQ_ALLOWED_HOSTS entry in their Host)",
 				"addr", addr)
 		}
 	}

@@ -31,6 +31,12 @@ type Config struct {
 	// Queues is DTQ_QUEUES, the queues a worker serves with their weights, in
 	// the order given. Default "default" (weight 1).
 	Queues []QueueWeight
+	// QueuePolicy is DTQ_QUEUE_POLICY, QueuePolicyOpen or
+	// QueuePolicyDeclared. Default open.
+	QueuePolicy string
+	// QueuesDeclared is DTQ_QUEUES_DECLARED, the queues the API creates at
+	// start. Default none.
+	QueuesDeclared []string
 	// WorkerConcurrency is DTQ_WORKER_CONCURRENCY, handlers run at once by
 	// one worker. Default 16.
 	WorkerConcurrency int
@@ -78,10 +84,16 @@ type Config struct {
 	// EventsMaxLen is DTQ_EVENTS_MAXLEN, the event stream cap per queue.
 	// Default 100000.
 	EventsMaxLen int64
+	// MaxSubscribers is DTQ_MAX_SUBSCRIBERS, the event feed clients one API
+	// process serves at once. Default 1000.
+	MaxSubscribers int
 	// APIKey is DTQ_API_KEY, the legacy single admin key. Default none.
 	APIKey string
 	// APIKeys is DTQ_API_KEYS (role:name:secret,...). Default none.
 	APIKeys []httpapi.APIKey
+	// AllowedHosts is DTQ_ALLOWED_HOSTS, the Host names an API in open mode
+	// answers besides localhost and loopback addresses. Default none.
+	AllowedHosts []string
 	// LogLevel is DTQ_LOG_LEVEL: debug, info, warn or error. Default info.
 	LogLevel string
 	// LogJSON is DTQ_LOG_JSON: JSON logs instead of text. Default false.

@@ -73,6 +73,9 @@ func TestDefaults(t *testing.T) {
 	require.False(t, c.LogJSON)
 	require.Empty(t, c.TaskTypes)
 	require.Equal(t, "127.0.0.1:9464", c.WorkerMetricsAddr)
+	require.Equal(t, 1000, c.MaxSubscribers)
+	require.Equal(t, config.QueuePolicyOpen, c.QueuePolicy)
+	require.False(t, c.ClientConfig().DeclaredQueuesOnly)
 	for _, name := range config.Names() {
 		require.False(t, c.IsSet(name), name)
 	}
@@ -82,7 +85,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 29)
+	require.Len(t, config.Names(), 33)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -127,6 +130,16 @@ func TestParseValues(t *testing.T) {
 		args  []string
 		check func(t *testing.T, c *config.Config)
 	}{
+		{"declared queues", map[string]string{"DTQ_QUEUE_POLICY": "Declared", "DTQ_QUEUES_DECLARED": "billing, invoices"}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Equal(t, config.QueuePolicyDeclared, c.QueuePolicy)
+				require.Equal(t, []string{"billing", "invoices"}, c.QueuesDeclared)
+				require.True(t, c.ClientConfig().DeclaredQueuesOnly)
+			}},
+		{"allowed hosts", map[string]string{"DTQ_ALLOWED_HOSTS": " dtq.internal , 10.0.0.7 "}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Equal(t, []string{"dtq.internal", "10.0.0.7"}, c.AllowedHosts)
+			}},
 		{"durations in Go syntax", map[string]string{"DTQ_RETRY_BASE_DELAY": "250ms", "DTQ_RETRY_MAX_DELAY": "1m30s"}, nil,
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, 250*time.Millisecond, c.RetryBaseDelay)
@@ -218,6 +231,11 @@ func TestBadValues(t *testing.T) {
 		{"KEY_PREFIX", "dtq{x}", "no braces"},
 		{"KEY_PREFIX", strings.Repeat("a", 65), "1..64 characters"},
 		{"API_ADDR", "8080", "host:port"},
+		{"ALLOWED_HOSTS", "dtq.example:8080", "without ports"},
+		{"MAX_SUBSCRIBERS", "0", "between 1 and 1000000"},
+		{"QUEUE_POLICY", "closed", "open or declared"},
+		{"QUEUES_DECLARED", "billing,Bad", "does not match"},
+		{"ALLOWED_HOSTS", "a,,b", "1..253 characters"},
 		{"API_ADDR", "127.0.0.1:99999", "host:port"},
 		{"QUEUES", "Default", "queue name"},
 		{"QUEUES", "a:0", "between 1 and 1000"},

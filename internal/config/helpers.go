@@ -19,6 +19,8 @@ func (c *Config) ClientConfig() *dtq.ClientConfig {
 		IdempotencyTTL:  c.IdempotencyTTL,
 		EventsMaxLen:    c.EventsMaxLen,
 		TaskTypes:       append([]string(nil), c.TaskTypes...),
+
+		DeclaredQueuesOnly: c.QueuePolicy == QueuePolicyDeclared,
 	}
 }
 

@@ -32,6 +32,12 @@ var (
 	taskTypeRe  = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 )
 
+// Queue policies (DTQ_QUEUE_POLICY).
+const (
+	QueuePolicyOpen     = "open"
+	QueuePolicyDeclared = "declared"
+)
+
 // variables lists every setting of SPEC §13, in documentation order.
 var variables = []variable{
 	{name: "REDIS_URL", kind: "url", def: "redis://127.0.0.1:6379/0",
@@ -60,6 +66,30 @@ var variables = []variable{
 			qs, err := ParseQueues(s)
 			c.Queues = qs
 			return err
+		}},
+	{name: "QUEUE_POLICY", kind: "string", def: QueuePolicyOpen, usage: "open: the first submission creates a queue; declared: only queues an admin created or DTQ_QUEUES_DECLARED lists accept tasks",
+		parse: func(c *Config, s string) error {
+			switch p := strings.ToLower(strings.TrimSpace(s)); p {
+			case QueuePolicyOpen, QueuePolicyDeclared:
+				c.QueuePolicy = p
+				return nil
+			}
+			return fmt.Errorf("must be open or declared")
+		}},
+	{name: "QUEUES_DECLARED", kind: "list", def: "", usage: "queues the API creates at start, comma-separated (for DTQ_QUEUE_POLICY=declared)",
+		parse: func(c *Config, s string) error {
+			c.QueuesDeclared = nil
+			if strings.TrimSpace(s) == "" {
+				return nil
+			}
+			for _, q := range strings.Split(s, ",") {
+				q = strings.TrimSpace(q)
+				if !dtq.ValidQueueName(q) {
+					return fmt.Errorf("must be queue names separated by commas; %q does not match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
+				}
+				c.QueuesDeclared = append(c.QueuesDeclared, q)
+			}
+			return nil
 		}},
 	{name: "WORKER_CONCURRENCY", kind: "int", def: "16", usage: "handlers one worker runs at once",
 		parse: intIn(1, maxConcurrency, func(c *Config) *int { return &c.WorkerConcurrency })},
@@ -112,6 +142,8 @@ var variables = []variable{
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.DLQMaxLen })},
 	{name: "EVENTS_MAXLEN", kind: "int", def: "100000", usage: "events kept per queue",
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.EventsMaxLen })},
+	{name: "MAX_SUBSCRIBERS", kind: "int", def: "1000", usage: "event feed clients (SSE and WebSocket) one API process serves at once; more get 503",
+		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxSubscribers })},
 	{name: "API_KEY", kind: "secret", def: "", usage: "legacy single admin key; prefer DTQ_API_KEYS, and the environment over flags, which ps shows",
 		redact: redactSecret,
 		parse: func(c *Config, s string) error {
@@ -123,7 +155,7 @@ var variables = []variable{
 			c.APIKey = s
 			return nil
 		}},
-	{name: "API_KEYS", kind: "list", def: "", usage: "API keys, role:name:secret,... with roles reader, producer, admin; prefer the environment over the flag, which ps shows",
+	{name: "API_KEYS", kind: "list", def: "", usage: "API keys, role:name:secret[:queues=q1,q2],... with roles reader, producer, admin; prefer the environment over the flag, which ps shows",
 		redact: redactSecret,
 		parse: func(c *Config, s string) error {
 			if s == "" {
@@ -135,6 +167,21 @@ var variables = []variable{
 				return fmt.Errorf("must be role:name:secret,... with roles reader, producer or admin: %v", err)
 			}
 			c.APIKeys = keys
+			return nil
+		}},
+	{name: "ALLOWED_HOSTS", kind: "list", def: "", usage: "Host names an API without keys answers besides localhost and loopback addresses, comma-separated; * allows any",
+		parse: func(c *Config, s string) error {
+			c.AllowedHosts = nil
+			if strings.TrimSpace(s) == "" {
+				return nil
+			}
+			for _, h := range strings.Split(s, ",") {
+				h = strings.TrimSpace(h)
+				if err := httpapi.ValidateAllowedHost(h); err != nil {
+					return fmt.Errorf("must be host names or IP addresses separated by commas, without ports (or *): %v", err)
+				}
+				c.AllowedHosts = append(c.AllowedHosts, h)
+			}
 			return nil
 		}},
 	{name: "LOG_LEVEL", kind: "level", def: "info", usage: "debug, info, warn or error",

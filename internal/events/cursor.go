@@ -11,13 +11,18 @@ import (
 	"github.com/dtq-io/dtq"
 )
 
-// maxCursorLen bounds the encoded cursor a client may send (it grows with
-// the number of queues it has read).
-const maxCursorLen = 1 << 20
+// MaxCursorLen bounds the encoded cursor a client may send (SPEC §20): a
+// cursor is parsed before anything else and echoed in every frame, so its
+// size must not be the client's choice.
+const MaxCursorLen = 4 << 10
 
 // ErrBadCursor is returned by ParseCursor for a cursor this feed did not
 // issue (or one that was altered).
 var ErrBadCursor = errors.New("events: malformed cursor")
+
+// ErrCursorTooLong is returned (wrapping ErrBadCursor) by ParseCursor for a
+// cursor longer than MaxCursorLen.
+var ErrCursorTooLong = fmt.Errorf("%w: longer than %d bytes", ErrBadCursor, MaxCursorLen)
 
 // Cursor is a position in the whole feed: for each queue, the id of the
 // last stream entry consumed, plus the time the cursor was first issued.
@@ -51,8 +56,8 @@ func NewCursor(start time.Time) *Cursor {
 // ParseCursor decodes a cursor issued by String. It returns an error
 // wrapping ErrBadCursor when s is not one.
 func ParseCursor(s string) (*Cursor, error) {
-	if len(s) > maxCursorLen {
-		return nil, fmt.Errorf("%w: longer than %d bytes", ErrBadCursor, maxCursorLen)
+	if len(s) > MaxCursorLen {
+		return nil, ErrCursorTooLong
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {

@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -14,9 +15,13 @@ import (
 
 // Error codes used before a stream starts (the API's error envelope).
 const (
-	codeInvalidRequest = "INVALID_REQUEST"
-	codeUnavailable    = "REDIS_UNAVAILABLE"
+	codeInvalidRequest     = "INVALID_REQUEST"
+	codeUnavailable        = "REDIS_UNAVAILABLE"
+	codeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
 )
+
+// subscriberRetryAfter is the Retry-After of a refused subscription.
+const subscriberRetryAfter = "5"
 
 // request is a parsed feed request: ?queue=&task_id=&type=&cursor=&since=,
 // with Last-Event-ID taking precedence over ?cursor= (an EventSource
@@ -59,6 +64,9 @@ func parseRequest(r *http.Request) (*request, *FilterError) {
 	}
 	if raw = strings.TrimSpace(raw); raw != "" {
 		c, err := ParseCursor(raw)
+		if errors.Is(err, ErrCursorTooLong) {
+			return nil, &FilterError{Field: field, Message: fmt.Sprintf("is longer than %d bytes, so it is not a cursor issued by this feed; reconnect without one, or filter by queue", MaxCursorLen)}
+		}
 		if err != nil {
 			return nil, &FilterError{Field: field, Message: "is not a cursor issued by this feed"}
 		}
@@ -95,6 +103,19 @@ func (h *Hub) writeBadRequest(w http.ResponseWriter, r *http.Request, fe *Filter
 		msg = fe.Field + " " + fe.Message
 	}
 	h.cfg.WriteError(w, r, http.StatusBadRequest, codeInvalidRequest, msg, details)
+}
+
+// writeSubscribeError answers a failed Subscribe: the feed is full or
+// shutting down.
+func (h *Hub) writeSubscribeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ErrTooManySubscribers) {
+		w.Header().Set("Retry-After", subscriberRetryAfter)
+		h.cfg.WriteError(w, r, http.StatusServiceUnavailable, codeTooManySubscribers,
+			fmt.Sprintf("this API process already serves %d event feed clients, its limit (DTQ_MAX_SUBSCRIBERS); retry later or use another API process", h.cfg.MaxSubscribers),
+			map[string]any{"limit": h.cfg.MaxSubscribers})
+		return
+	}
+	h.writeClosed(w, r)
 }
 
 func (h *Hub) writeClosed(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,13 @@ import (
 // hub's Run has returned.
 var ErrHubClosed = errors.New("events: hub closed")
 
+// ErrTooManySubscribers is returned by Subscribe when the hub already has
+// Config.MaxSubscribers subscriptions.
+var ErrTooManySubscribers = errors.New("events: too many subscribers")
+
+// DefaultMaxSubscribers is Config.MaxSubscribers's default (SPEC §20).
+const DefaultMaxSubscribers = 1000
+
 // Config configures a Hub. The zero value of every field selects the
 // default in its comment.
 type Config struct {
@@ -59,6 +66,11 @@ type Config struct {
 	// is 400 INVALID_REQUEST with details.field). Default: the API's JSON
 	// error envelope with request_id from the X-Request-ID header.
 	WriteError func(w http.ResponseWriter, r *http.Request, status int, code, msg string, details map[string]any)
+	// MaxSubscribers bounds the open subscriptions (SSE and WebSocket
+	// clients) of the hub; Subscribe refuses more with
+	// ErrTooManySubscribers, answered 503. Each one holds a connection, a
+	// goroutine and its buffers. Default 1000.
+	MaxSubscribers int
 	// OriginPatterns are the extra origins allowed to open the WebSocket
 	// (the request's own host always is); see websocket.AcceptOptions.
 	// Default: none.
@@ -91,6 +103,9 @@ func (c *Config) withDefaults() Config {
 	if out.WriteTimeout <= 0 {
 		out.WriteTimeout = 30 * time.Second
 	}
+	if out.MaxSubscribers <= 0 {
+		out.MaxSubscribers = DefaultMaxSubscribers
+	}
 	if out.WriteError == nil {
 		out.WriteError = writeErrorEnvelope
 	}
@@ -118,6 +133,7 @@ type Hub struct {
 
 	catchupReads atomic.Int64
 	resets       atomic.Int64
+	refused      atomic.Int64 // subscriptions refused by MaxSubscribers
 }
 
 // NewHub returns a hub reading the event streams of r. It starts nothing:
@@ -258,6 +274,9 @@ type Stats struct {
 	CatchupReads int64
 	// Resets counts subscriptions whose position had been trimmed away.
 	Resets int64
+	// Refused counts subscriptions refused because MaxSubscribers were
+	// open.
+	Refused int64
 }
 
 // Stats returns the hub's counters.
@@ -265,5 +284,13 @@ func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return Stats{Readers: len(h.readers), Subscriptions: len(h.subs),
-		CatchupReads: h.catchupReads.Load(), Resets: h.resets.Load()}
+		CatchupReads: h.catchupReads.Load(), Resets: h.resets.Load(), Refused: h.refused.Load()}
+}
+
+// SubscriberCounts returns the open subscriptions and how many were refused
+// for MaxSubscribers so far, for the API's metrics.
+func (h *Hub) SubscriberCounts() (open int, refused int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs), h.refused.Load()
 }

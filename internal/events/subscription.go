@@ -67,12 +67,18 @@ type Subscription struct {
 
 // Subscribe opens a subscription with filter f from cursor c; nil c means
 // "from now". It fails with a *FilterError for a bad filter and with
-// ErrHubClosed after Run returned. Close the subscription when done. ctx
+// ErrHubClosed after Run returned and with ErrTooManySubscribers when
+// Config.MaxSubscribers are open. Close the subscription when done. ctx
 // bounds the Redis reads that find "now" in the streams whose readers are
-// parked.
+// parked, and the registry look-up of a cursor's unknown queues: a cursor
+// keeps positions only for queues of the registry (SPEC §20), so a forged
+// one cannot make every frame carry thousands of made-up queues.
 func (h *Hub) Subscribe(ctx context.Context, f Filter, c *Cursor) (*Subscription, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
+	}
+	if c != nil {
+		c = h.knownQueuesOnly(ctx, c)
 	}
 	s := &Subscription{hub: h, filter: f, notify: make(chan struct{}, 1), byQueue: map[string]*reader{}}
 	h.mu.Lock()
@@ -81,6 +87,11 @@ func (h *Hub) Subscribe(ctx context.Context, f Filter, c *Cursor) (*Subscription
 		h.mu.Unlock()
 		return nil, ErrHubClosed
 	default:
+	}
+	if len(h.subs) >= h.cfg.MaxSubscribers {
+		h.mu.Unlock()
+		h.refused.Add(1)
+		return nil, ErrTooManySubscribers
 	}
 	var parked []*reader
 	if c == nil {
@@ -99,6 +110,37 @@ func (h *Hub) Subscribe(ctx context.Context, f Filter, c *Cursor) (*Subscription
 	}
 	s.sync() // attach now: the readers run while anyone subscribes
 	return s, nil
+}
+
+// knownQueuesOnly returns c, or a copy of it without the positions of
+// queues that are not in the registry. Queues the hub reads are known; the
+// others are looked up in one read (a queue created a moment ago may not
+// have a reader yet). Should the look-up fail, c is kept: its size is
+// bounded anyway.
+func (h *Hub) knownQueuesOnly(ctx context.Context, c *Cursor) *Cursor {
+	var unknown []string
+	h.mu.Lock()
+	for q := range c.pos {
+		if _, ok := h.readers[q]; !ok && q != SysQueue {
+			unknown = append(unknown, q)
+		}
+	}
+	h.mu.Unlock()
+	if len(unknown) == 0 {
+		return c
+	}
+	exists, err := h.rdb.QueuesExist(ctx, unknown)
+	if err != nil {
+		return c
+	}
+	c = c.clone()
+	for i, q := range unknown {
+		if !exists[i] {
+			delete(c.pos, q)
+			delete(c.ord, q)
+		}
+	}
+	return c
 }
 
 // freshStartMargin backdates the start of a fresh cursor. Ids come from

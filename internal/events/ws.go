@@ -30,7 +30,7 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, err := h.Subscribe(r.Context(), req.filter, req.cursor)
 	if err != nil {
-		h.writeClosed(w, r)
+		h.writeSubscribeError(w, r, err)
 		return
 	}
 	defer sub.Close()

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/dtq-io/dtq"
 )
 
 // Role is an API key's role; each includes the ones before it.
@@ -42,11 +45,24 @@ func parseRole(s string) (Role, bool) {
 	return 0, false
 }
 
-// APIKey is one configured key (DTQ_API_KEYS entry role:name:secret).
+// APIKey is one configured key (DTQ_API_KEYS entry
+// role:name:secret[:queues=q1,q2]).
 type APIKey struct {
 	Role   Role
 	Name   string // shown in logs and the audit log as the actor
 	Secret string // never logged or echoed
+	// Queues, when not nil, scopes the key (SPEC §20): it sees and acts on
+	// these queues only, and is refused global views (metrics, workers,
+	// audit). Nil: every queue.
+	Queues []string
+}
+
+// scoped reports whether k is limited to some queues.
+func (k APIKey) scoped() bool { return k.Queues != nil }
+
+// allows reports whether k may see and act on queue.
+func (k APIKey) allows(queue string) bool {
+	return !k.scoped() || slices.Contains(k.Queues, queue)
 }
 
 // AdminKey returns the key of the legacy single DTQ_API_KEY: role admin,
@@ -55,7 +71,10 @@ func AdminKey(secret string) APIKey {
 	return APIKey{Role: RoleAdmin, Name: "admin", Secret: secret}
 }
 
-const keyForm = "expected comma-separated role:name:secret entries, role one of reader, producer, admin"
+const keyForm = "expected comma-separated role:name:secret[:queues=q1,q2] entries, role one of reader, producer, admin"
+
+// scopeMark starts the queue list of a scoped key inside its entry.
+const scopeMark = ":queues="
 
 // ParseAPIKeys parses DTQ_API_KEYS: comma-separated role:name:secret
 // entries (the secret may itself contain ':'). An empty string means no keys
@@ -67,20 +86,39 @@ func ParseAPIKeys(s string) ([]APIKey, error) {
 		return nil, nil
 	}
 	var keys []APIKey
-	for i, entry := range strings.Split(s, ",") {
+	n := 0 // entries seen, for messages
+	for _, entry := range strings.Split(s, ",") {
 		entry = strings.TrimSpace(entry)
+		// An element without ':' continues the previous key's queue list.
+		if entry != "" && !strings.Contains(entry, ":") && len(keys) > 0 && keys[len(keys)-1].scoped() {
+			if !dtq.ValidQueueName(entry) {
+				return nil, fmt.Errorf("API key entry %d: queue %q of its queues= list must match ^[a-z0-9][a-z0-9_-]{0,63}$", n, entry)
+			}
+			keys[len(keys)-1].Queues = append(keys[len(keys)-1].Queues, entry)
+			continue
+		}
+		n++
 		parts := strings.SplitN(entry, ":", 3)
 		if len(parts) != 3 {
 			if entry == "" {
-				return nil, fmt.Errorf("API key entry %d is empty; %s", i+1, keyForm)
+				return nil, fmt.Errorf("API key entry %d is empty; %s", n, keyForm)
 			}
-			return nil, fmt.Errorf("API key entry %d is not of the form role:name:secret; %s", i+1, keyForm)
+			return nil, fmt.Errorf("API key entry %d is not of the form role:name:secret; %s", n, keyForm)
 		}
 		role, ok := parseRole(parts[0])
 		if !ok {
-			return nil, fmt.Errorf("API key entry %d has an unknown role; %s", i+1, keyForm)
+			return nil, fmt.Errorf("API key entry %d has an unknown role; %s", n, keyForm)
 		}
-		keys = append(keys, APIKey{Role: role, Name: parts[1], Secret: parts[2]})
+		k := APIKey{Role: role, Name: parts[1], Secret: parts[2]}
+		if i := strings.LastIndex(k.Secret, scopeMark); i >= 0 {
+			q := k.Secret[i+len(scopeMark):]
+			k.Secret = k.Secret[:i]
+			if !dtq.ValidQueueName(q) {
+				return nil, fmt.Errorf("API key entry %d: the queues= list must start with a queue name matching ^[a-z0-9][a-z0-9_-]{0,63}$", n)
+			}
+			k.Queues = []string{q}
+		}
+		keys = append(keys, k)
 	}
 	if err := validateKeys(keys); err != nil {
 		return nil, err
@@ -104,6 +142,14 @@ func validateKeys(keys []APIKey) error {
 			return fmt.Errorf("API key entry %d has an empty secret; %s", n, keyForm)
 		case !visibleASCII(k.Secret, 1024):
 			return fmt.Errorf("API key entry %d: the secret must be printable ASCII without spaces or commas", n)
+		}
+		for _, q := range k.Queues {
+			if !dtq.ValidQueueName(q) {
+				return fmt.Errorf("API key entry %d: queue %q must match ^[a-z0-9][a-z0-9_-]{0,63}$", n, q)
+			}
+		}
+		if k.Queues != nil && len(k.Queues) == 0 {
+			return fmt.Errorf("API key entry %d: a scoped key needs at least one queue", n)
 		}
 		if prev, dup := seen[k.Secret]; dup {
 			return fmt.Errorf("API key entries %d and %d have the same secret; give each key its own", prev, n)
@@ -200,7 +246,7 @@ func credential(r *http.Request) (string, error) {
 // authorize wraps h so that only keys of role need or stronger reach it
 // (SPEC §10). need 0 is an open route; with no keys configured every route
 // is open.
-func (s *Server) authorize(need Role, h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) authorize(need Role, sc scope, h http.HandlerFunc) http.HandlerFunc {
 	if need == 0 {
 		return h
 	}
@@ -233,7 +279,14 @@ func (s *Server) authorize(need Role, h http.HandlerFunc) http.HandlerFunc {
 				details: map[string]any{"required_role": need.String(), "role": key.Role.String()}})
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), keyCtxKey{}, key)))
+		r = r.WithContext(context.WithValue(r.Context(), keyCtxKey{}, key))
+		if key.scoped() {
+			var ok bool
+			if r, ok = s.checkScope(w, r, key, sc); !ok {
+				return
+			}
+		}
+		h(w, r)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,11 @@ type sample struct {
 	// handler: actions that use up their target need a new one each time.
 	fresh func(t *testing.T) string
 }
+
+var queueSuffix atomic.Int64
+
+// newQueueSuffix makes queue names no other request of the test used.
+func newQueueSuffix() string { return strconv.FormatInt(queueSuffix.Add(1), 10) }
 
 // missingID is a well-formed task id no task has.
 const missingID = "0190a5c4e2c07000800000000000ffff"
@@ -91,8 +98,17 @@ func (f *authFixture) samples() map[string]sample {
 				require.NoError(t, err)
 				return "/api/v1/tasks/" + id
 			}},
-		"GET /api/v1/queues":                  {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
-		"GET /api/v1/queues/{queue}":          {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
+		"GET /api/v1/queues":         {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
+		"GET /api/v1/queues/{queue}": {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
+		"PUT /api/v1/queues/{queue}": {method: http.MethodPut, path: "/api/v1/queues/made", ok: 201,
+			fresh: func(t *testing.T) string { return "/api/v1/queues/made-" + newQueueSuffix() }},
+		"DELETE /api/v1/queues/{queue}": {method: http.MethodDelete, path: "/api/v1/queues/idle", ok: 200,
+			fresh: func(t *testing.T) string {
+				q := "gone-" + newQueueSuffix()
+				_, err := b.admin.CreateQueue(b.ctx, q)
+				require.NoError(t, err)
+				return "/api/v1/queues/" + q
+			}},
 		"POST /api/v1/queues/{queue}/pause":   {method: http.MethodPost, path: "/api/v1/queues/idle/pause", ok: 200},
 		"POST /api/v1/queues/{queue}/resume":  {method: http.MethodPost, path: "/api/v1/queues/idle/resume", ok: 200},
 		"POST /api/v1/queues/{queue}/purge":   {method: http.MethodPost, path: "/api/v1/queues/idle/purge", ok: 200},
@@ -182,6 +198,7 @@ func TestAuthRoles(t *testing.T) {
 		"POST /api/v1/tasks/{id}/cancel": RoleAdmin, "POST /api/v1/tasks/{id}/run-now": RoleAdmin,
 		"DELETE /api/v1/tasks/{id}": RoleAdmin,
 		"GET /api/v1/queues":        RoleReader, "GET /api/v1/queues/{queue}": RoleReader,
+		"PUT /api/v1/queues/{queue}": RoleAdmin, "DELETE /api/v1/queues/{queue}": RoleAdmin,
 		"POST /api/v1/queues/{queue}/pause": RoleAdmin, "POST /api/v1/queues/{queue}/resume": RoleAdmin,
 		"POST /api/v1/queues/{queue}/purge": RoleAdmin, "POST /api/v1/queues/{queue}/recount": RoleAdmin,
 		"GET /api/v1/dlq": RoleReader, "GET /api/v1/dlq/{task_id}": RoleReader,
@@ -253,7 +270,7 @@ func TestKeyFromContext(t *testing.T) {
 	require.False(t, b.api.OpenMode())
 	var got APIKey
 	var found bool
-	h := b.api.authorize(RoleReader, func(w http.ResponseWriter, r *http.Request) {
+	h := b.api.authorize(RoleReader, scopeOpen, func(w http.ResponseWriter, r *http.Request) {
 		got, found = KeyFromContext(r.Context())
 	})
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
@@ -269,7 +286,7 @@ func TestKeyFromContext(t *testing.T) {
 	require.NotContains(t, b.logs.String(), "producer-secret")
 
 	open := setup(t, options{})
-	h = open.api.authorize(RoleReader, func(w http.ResponseWriter, r *http.Request) {
+	h = open.api.authorize(RoleReader, scopeOpen, func(w http.ResponseWriter, r *http.Request) {
 		_, found = KeyFromContext(r.Context())
 	})
 	h(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil))

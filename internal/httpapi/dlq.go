@@ -180,6 +180,19 @@ func (s *Server) dlqBulk(w http.ResponseWriter, r *http.Request, action string,
 		}
 		f = body
 	}
+	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() && f.Queue == "" && len(k.Queues) == 1 {
+		f.Queue = k.Queues[0]
+	}
+	if f.Queue == "" {
+		if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+			s.writeError(w, r, &scopeError{key: k.Name, queues: k.Queues})
+			return
+		}
+	}
+	if err := requireScope(r, f.Queue); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ctx, cancel := actionContext(r)
 	defer cancel()
 	res, err := act(ctx, dtq.DLQFilter{Queue: f.Queue, Type: f.Type, ErrorClass: f.ErrorClass, Cursor: f.Cursor})

@@ -31,14 +31,19 @@ const (
 	codeDLQNotFound      = "DLQ_ENTRY_NOT_FOUND"
 	codeWorkerNotFound   = "WORKER_NOT_FOUND"
 	codeQueueNotFound    = "QUEUE_NOT_FOUND"
+	codeNotFound         = "NOT_FOUND" // no such endpoint
 	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
 	codeTaskTerminal     = "TASK_TERMINAL"
 	codeTaskConflict     = "TASK_CONFLICT"
+	codeQueueNotEmpty    = "QUEUE_NOT_EMPTY"
 	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
 	codeQueueFull        = "QUEUE_FULL"
 	codeInternal         = "INTERNAL_ERROR"
 	codeRedisUnavailable = "REDIS_UNAVAILABLE"
+	// codeTooManySubscribers is answered by the event feed (internal/events)
+	// when DTQ_MAX_SUBSCRIBERS clients are open.
+	codeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
 )
 
 // errorBody is the error envelope, top-level and per batch item.
@@ -95,9 +100,13 @@ func classify(err error) *apiError {
 		qf  *dtq.QueueFullError
 		ic  *dtq.IdempotencyConflictError
 		se  *dtq.TaskStateError
+		qe  *dtq.QueueNotEmptyError
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
 	)
+	var sce *scopeError
 	switch {
+	case errors.As(err, &sce):
+		return sce.apiError()
 	case errors.As(err, &re):
 		e := &apiError{status: re.status, code: codeInvalidRequest, message: re.message}
 		if e.status == 0 {
@@ -151,8 +160,16 @@ func classify(err error) *apiError {
 	case errors.Is(err, dtq.ErrWorkerNotFound):
 		return &apiError{status: http.StatusNotFound, code: codeWorkerNotFound,
 			message: "no worker with this id heartbeated in the last 24 hours"}
+	case errors.As(err, &qe):
+		return &apiError{status: http.StatusConflict, code: codeQueueNotEmpty,
+			message: fmt.Sprintf("queue %q still holds %d %s tasks; only an empty queue can be deleted (cancel, purge or wait for them, and purge its dead-letter queue)", qe.Queue, qe.Count, strings.ReplaceAll(qe.What, "_", "-")),
+			details: map[string]any{"queue": qe.Queue, "holds": qe.What, "count": qe.Count}}
 	case errors.Is(err, dtq.ErrQueueNotFound):
-		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: "no task was ever submitted to this queue"}
+		m := "no such queue: nothing was ever submitted to it, or it was deleted"
+		if err != dtq.ErrQueueNotFound { // a wrapped one says more
+			m = msg
+		}
+		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: m}
 	case redisUnavailable(err):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis is unavailable; retry later"}

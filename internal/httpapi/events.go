@@ -8,6 +8,12 @@ type EventFeed interface {
 	ServeWS(w http.ResponseWriter, r *http.Request)
 }
 
+// subscriberCounter is implemented by feeds that bound their clients
+// (internal/events.Hub does); the API exports the counts as metrics.
+type subscriberCounter interface {
+	SubscriberCounts() (open int, refused int64)
+}
+
 // eventsSSE is GET /api/v1/events.
 func (s *Server) eventsSSE(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Events == nil {

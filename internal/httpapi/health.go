@@ -3,9 +3,13 @@ package httpapi
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/dtq-io/dtq"
 )
 
 // openapiJSON is the OpenAPI 3.1 description of every route, kept in the
@@ -23,15 +27,36 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyMessages say what a failed readiness check means, in words that
+// name no address and quote no driver error: /ready is unauthenticated.
+var readyMessages = map[string]string{
+	dtq.CheckRedis:           "not ready: Redis does not answer",
+	dtq.CheckScripts:         "not ready: dtq's scripts could not be loaded into Redis",
+	dtq.CheckMaxmemoryPolicy: "not ready: Redis must run with maxmemory-policy noeviction (an evicted task is lost silently)",
+}
+
 // ready is GET /ready: Redis answers, the scripts are loaded and
-// maxmemory-policy is noeviction.
+// maxmemory-policy is noeviction. A failure names the check in
+// details.check; the cause goes to the log only.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if err := s.cfg.Inspector.Ready(ctx); err != nil {
 		s.log.WarnContext(r.Context(), "not ready", "request_id", RequestIDFromContext(r.Context()), "err", clean(err.Error()))
+		check := dtq.CheckRedis
+		var re *dtq.ReadinessError
+		if errors.As(err, &re) {
+			check = re.Check
+		}
+		msg, ok := readyMessages[check]
+		if !ok {
+			msg = "not ready: the " + check + " check failed"
+		}
+		if v, found := strings.CutPrefix(clean(err.Error()), "dtq: not ready: redis_version: redis is older than 7.0: found "); found {
+			msg = "not ready: dtq needs Redis 7.0 or later; this Redis is " + v // a version names no address
+		}
 		s.writeAPIError(w, r, &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
-			message: "not ready: " + err.Error()})
+			message: msg, details: map[string]any{"check": check}})
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})

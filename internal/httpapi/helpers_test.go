@@ -30,6 +30,8 @@ const testPayloadLimit = 4096
 type options struct {
 	client func(*dtq.ClientConfig) // adjusts the client config
 	keys   []APIKey
+	// allowedHosts is Config.AllowedHosts.
+	allowedHosts []string
 }
 
 // bundle is what an API test needs: the server behind a real listener, a
@@ -63,10 +65,10 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		AllowedHosts: o.allowedHosts,
+		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
+	srv := newTestServer(t, api)
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),
 		client: c, insp: in, admin: adm, api: api, srv: srv, logs: logs}
 }
@@ -291,4 +293,12 @@ func (b *bundle) events(t *testing.T, queue, id string) []string {
 func (r *response) decode(t testing.TB, v any) {
 	t.Helper()
 	require.NoError(t, json.Unmarshal(r.body, v), string(r.body))
+}
+
+// newTestServer serves h on a loopback listener until the test ends.
+func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }

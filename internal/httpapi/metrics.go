@@ -21,12 +21,15 @@ type apiMetrics struct {
 	handler http.Handler
 }
 
-func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector) *apiMetrics {
+func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed) *apiMetrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
 	reg.MustRegister(&queueCollector{in: in})
+	if sc, ok := feed.(subscriberCounter); ok {
+		reg.MustRegister(&subscriberCollector{feed: sc})
+	}
 	return &apiMetrics{m: metrics.NewAPI(reg), handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
 }
 
@@ -110,4 +113,25 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(live))
 	}
+}
+
+var (
+	descSubscribers = prometheus.NewDesc("dtq_api_event_subscribers",
+		"Open event feed clients (SSE and WebSocket) of this API process.", nil, nil)
+	descSubscribersRefused = prometheus.NewDesc("dtq_api_event_subscribers_refused_total",
+		"Event feed clients refused with 503 because DTQ_MAX_SUBSCRIBERS were open.", nil, nil)
+)
+
+// subscriberCollector exports the event feed's client counts.
+type subscriberCollector struct{ feed subscriberCounter }
+
+func (c *subscriberCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descSubscribers
+	ch <- descSubscribersRefused
+}
+
+func (c *subscriberCollector) Collect(ch chan<- prometheus.Metric) {
+	open, refused := c.feed.SubscriberCounts()
+	ch <- prometheus.MustNewConstMetric(descSubscribers, prometheus.GaugeValue, float64(open))
+	ch <- prometheus.MustNewConstMetric(descSubscribersRefused, prometheus.CounterValue, float64(refused))
 }

@@ -52,7 +52,7 @@ func TestRequestIDInContext(t *testing.T) {
 	b.api.mux.HandleFunc("GET /test/request-id", func(w http.ResponseWriter, r *http.Request) {
 		got = RequestIDFromContext(r.Context())
 	})
-	req := httptest.NewRequest(http.MethodGet, "/test/request-id", nil)
+	req := httptest.NewRequest(http.MethodGet, "http://localhost/test/request-id", nil)
 	req.Header.Set("X-Request-ID", "ctx-1")
 	b.api.ServeHTTP(httptest.NewRecorder(), req)
 	require.Equal(t, "ctx-1", got)
@@ -62,14 +62,14 @@ func TestUnknownPathAndMethod(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{keys: testKeys})
 	for _, p := range []string{"/api/v1/nope", "/api/v1/tasks/a/b", "/nope", "/"} {
-		e := b.do(t, http.MethodGet, p, "").requireError(t, http.StatusNotFound, codeInvalidRequest, "")
+		e := b.do(t, http.MethodGet, p, "").requireError(t, http.StatusNotFound, codeNotFound, "")
 		require.NotEmpty(t, e.Message)
 	}
 	for _, tc := range []struct{ method, path, allow string }{
 		{http.MethodDelete, "/api/v1/tasks", "GET, HEAD, POST"},
 		{http.MethodPut, "/api/v1/tasks/0190a5c4e2c07000800000000000ffff", "DELETE, GET, HEAD"},
 		{http.MethodGet, "/api/v1/tasks/0190a5c4e2c07000800000000000ffff/cancel", "POST"},
-		{http.MethodDelete, "/api/v1/queues/q", "GET, HEAD"},
+		{http.MethodPost, "/api/v1/queues/q", "DELETE, GET, HEAD, PUT"},
 		{http.MethodGet, "/api/v1/tasks/batch", ""},
 		{http.MethodPost, "/health", "GET, HEAD"},
 	} {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -18,6 +19,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+		items = slices.DeleteFunc(items, func(qi *dtqtype.QueueInfo) bool { return !k.allows(qi.Name) })
 	}
 	if items == nil {
 		items = []*dtqtype.QueueInfo{}
@@ -135,4 +139,46 @@ func (s *Server) recountQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audited(r, "queue.recount", q, fmt.Sprintf("depth %d -> %d", old, depth))
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"queue": q, "old_depth": old, "depth": depth})
+}
+
+// createQueue is PUT /api/v1/queues/{queue}: the queue is added to the
+// registry (201), or already was (200). Under the declared policy only such
+// queues accept tasks.
+func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) {
+	q, err := queueAction(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	created, err := s.cfg.Admin.CreateQueue(ctx, q)
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	status, detail := http.StatusCreated, ""
+	if !created {
+		status, detail = http.StatusOK, "already existed"
+	}
+	s.audited(r, "queue.create", q, detail)
+	s.writeJSON(w, r, status, map[string]any{"queue": q, "created": created})
+}
+
+// deleteQueue is DELETE /api/v1/queues/{queue}: an empty queue leaves the
+// registry, freeing its number; one holding tasks is 409 QUEUE_NOT_EMPTY.
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
+	q, err := queueAction(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	if err := s.cfg.Admin.DeleteQueue(ctx, q); err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	s.audited(r, "queue.delete", q, "")
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"queue": q, "deleted": true})
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// Events serves the event feed (GET /api/v1/events, /ws/events); nil
 	// answers those routes with 503.
 	Events EventFeed
+	// AllowedHosts are the Host names an open-mode API answers besides
+	// localhost and loopback addresses (DTQ_ALLOWED_HOSTS); "*" allows any.
+	// Ignored when Keys are configured. Default none.
+	AllowedHosts []string
 	// Registry receives the API's Prometheus metrics, served at /metrics.
 	// Default: a private registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -74,6 +78,8 @@ type Server struct {
 	mux     *http.ServeMux
 	xorigin *http.CrossOriginProtection
 	metrics *apiMetrics
+
+	allowedHosts map[string]struct{} // normalised Config.AllowedHosts
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -83,6 +89,7 @@ type route struct {
 	pattern string
 	role    Role
 	handler http.HandlerFunc
+	scope   scope // how a scoped key's queues are checked
 }
 
 // New returns the API handler. It fails when Client, Inspector or Admin is
@@ -101,6 +108,13 @@ func New(cfg Config) (*Server, error) {
 	if err := validateKeys(cfg.Keys); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	allowed := make(map[string]struct{}, len(cfg.AllowedHosts))
+	for _, h := range cfg.AllowedHosts {
+		if err := ValidateAllowedHost(h); err != nil {
+			return nil, fmt.Errorf("httpapi: AllowedHosts: %w", err)
+		}
+		allowed[normalHost(h)] = struct{}{}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,11 +129,13 @@ func New(cfg Config) (*Server, error) {
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
 		xorigin: http.NewCrossOriginProtection(),
-		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector),
+		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events),
+
+		allowedHosts: allowed,
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
-		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.handler))
+		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.scope, rt.handler))
 	}
 	return s, nil
 }
@@ -128,40 +144,42 @@ func New(cfg Config) (*Server, error) {
 // one (a test checks it).
 func (s *Server) routeTable() []route {
 	return []route{
-		{http.MethodGet, "/health", 0, s.health},
-		{http.MethodGet, "/ready", 0, s.ready},
-		{http.MethodGet, "/api/v1/openapi.json", 0, s.openAPI},
-		{http.MethodGet, "/metrics", RoleReader, s.metricsPage},
+		{http.MethodGet, "/health", 0, s.health, scopeOpen},
+		{http.MethodGet, "/ready", 0, s.ready, scopeOpen},
+		{http.MethodGet, "/api/v1/openapi.json", 0, s.openAPI, scopeOpen},
+		{http.MethodGet, "/metrics", RoleReader, s.metricsPage, scopeGlobal},
 
-		{http.MethodPost, "/api/v1/tasks", RoleProducer, s.submitTask},
-		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch},
-		{http.MethodGet, "/api/v1/tasks", RoleReader, s.listTasks},
-		{http.MethodGet, "/api/v1/tasks/{id}", RoleReader, s.getTask},
-		{http.MethodPost, "/api/v1/tasks/{id}/cancel", RoleAdmin, s.cancelTask},
-		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow},
-		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask},
+		{http.MethodPost, "/api/v1/tasks", RoleProducer, s.submitTask, scopeInHandler},
+		{http.MethodPost, "/api/v1/tasks/batch", RoleProducer, s.submitBatch, scopeInHandler},
+		{http.MethodGet, "/api/v1/tasks", RoleReader, s.listTasks, scopeQuery},
+		{http.MethodGet, "/api/v1/tasks/{id}", RoleReader, s.getTask, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/cancel", RoleAdmin, s.cancelTask, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow, scopeTaskID},
+		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask, scopeTaskID},
 
-		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues},
-		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/pause", RoleAdmin, s.pauseQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue},
-		{http.MethodPost, "/api/v1/queues/{queue}/recount", RoleAdmin, s.recountQueue},
+		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues, scopeInHandler},
+		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue, scopePath},
+		{http.MethodPut, "/api/v1/queues/{queue}", RoleAdmin, s.createQueue, scopePath},
+		{http.MethodDelete, "/api/v1/queues/{queue}", RoleAdmin, s.deleteQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/pause", RoleAdmin, s.pauseQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue, scopePath},
+		{http.MethodPost, "/api/v1/queues/{queue}/recount", RoleAdmin, s.recountQueue, scopePath},
 
-		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ},
-		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry},
-		{http.MethodPost, "/api/v1/dlq/{task_id}/requeue", RoleAdmin, s.requeueDLQ},
-		{http.MethodPost, "/api/v1/dlq/{task_id}/discard", RoleAdmin, s.discardDLQ},
-		{http.MethodPost, "/api/v1/dlq/requeue", RoleAdmin, s.requeueDLQBulk},
-		{http.MethodPost, "/api/v1/dlq/purge", RoleAdmin, s.purgeDLQBulk},
+		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ, scopeQuery},
+		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry, scopeTaskID},
+		{http.MethodPost, "/api/v1/dlq/{task_id}/requeue", RoleAdmin, s.requeueDLQ, scopeTaskID},
+		{http.MethodPost, "/api/v1/dlq/{task_id}/discard", RoleAdmin, s.discardDLQ, scopeTaskID},
+		{http.MethodPost, "/api/v1/dlq/requeue", RoleAdmin, s.requeueDLQBulk, scopeInHandler},
+		{http.MethodPost, "/api/v1/dlq/purge", RoleAdmin, s.purgeDLQBulk, scopeInHandler},
 
-		{http.MethodGet, "/api/v1/workers", RoleReader, s.listWorkers},
-		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker},
-		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats},
-		{http.MethodGet, "/api/v1/audit", RoleAdmin, s.listAudit},
+		{http.MethodGet, "/api/v1/workers", RoleReader, s.listWorkers, scopeGlobal},
+		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker, scopeGlobal},
+		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats, scopeQuery},
+		{http.MethodGet, "/api/v1/audit", RoleAdmin, s.listAudit, scopeGlobal},
 
-		{http.MethodGet, "/api/v1/events", RoleReader, s.eventsSSE},
-		{http.MethodGet, "/ws/events", RoleReader, s.eventsWS},
+		{http.MethodGet, "/api/v1/events", RoleReader, s.eventsSSE, scopeQueueList},
+		{http.MethodGet, "/ws/events", RoleReader, s.eventsWS, scopeQueueList},
 	}
 }
 
@@ -177,6 +195,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.serve(w, 
 // methods (405, with Allow) with the error envelope instead of the mux's
 // plain text.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	if !s.checkHost(w, r) {
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		// A web page must not make a visitor's browser change state here:
@@ -198,7 +219,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 			message: fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, probe.header.Get("Allow"))})
 		return
 	}
-	s.writeAPIError(w, r, &apiError{status: http.StatusNotFound, code: codeInvalidRequest,
+	s.writeAPIError(w, r, &apiError{status: http.StatusNotFound, code: codeNotFound,
 		message: "no such endpoint; see /api/v1/openapi.json"})
 }
 

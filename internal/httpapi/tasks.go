@@ -71,6 +71,10 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if hasKey {
 		sub.IdempotencyKey = key // the header wins over the body
 	}
+	if err := requireScope(r, queueOf(sub)); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	res, err := s.cfg.Client.Submit(r.Context(), sub)
 	s.metrics.observeSubmit(res, err)
 	if err != nil {
@@ -125,6 +129,9 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	for i, raw := range raws {
 		items[i].Index = i
 		sub, err := dtq.DecodeSubmission(raw)
+		if err == nil {
+			err = requireScope(r, queueOf(sub))
+		}
 		if err != nil {
 			items[i].HTTPStatus, items[i].Error = s.itemError(r, i, err)
 			continue
@@ -152,6 +159,14 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
+}
+
+// queueOf is the queue a submission goes to.
+func queueOf(sub dtq.Submission) string {
+	if sub.Queue == "" {
+		return dtq.DefaultQueue
+	}
+	return sub.Queue
 }
 
 // decodeBatch returns the raw tasks of a batch body {"tasks": [...]}.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -134,19 +135,43 @@ func isLuaIdent(r rune) bool {
 // ErrQueueRegistryFull is returned when all 65535 queue numbers are used.
 var ErrQueueRegistryFull = errors.New("queue registry is full")
 
+// ErrQueueNotRegistered is returned by QueueNumber with register false for
+// a queue the registry does not hold.
+var ErrQueueNotRegistered = errors.New("queue not registered")
+
+// Queue numbers of deleted queues come back into use: a process trusts its
+// cached numbers for numberCacheTTL, and a freed number is handed out again
+// only after numberQuarantine, so no cache still maps it to the old queue.
+const (
+	numberCacheTTL   = time.Minute
+	numberQuarantine = time.Hour
+)
+
+// cachedName and cachedNum are registry entries remembered by a process.
+type (
+	cachedNum struct {
+		n  uint16
+		at time.Time
+	}
+	cachedName struct {
+		q  string
+		at time.Time
+	}
+)
+
 // RDB is dtq's Redis layer. It is safe for concurrent use.
 type RDB struct {
 	c    redis.UniversalClient
 	keys Keys
 
 	mu       sync.RWMutex
-	queueNum map[string]uint16
-	numQueue map[uint16]string
+	queueNum map[string]cachedNum
+	numQueue map[uint16]cachedName
 }
 
 // New returns a Redis layer on c with keys under prefix.
 func New(c redis.UniversalClient, prefix string) *RDB {
-	return &RDB{c: c, keys: NewKeys(prefix), queueNum: map[string]uint16{}, numQueue: map[uint16]string{}}
+	return &RDB{c: c, keys: NewKeys(prefix), queueNum: map[string]cachedNum{}, numQueue: map[uint16]cachedName{}}
 }
 
 // Client returns the underlying Redis client.
@@ -194,40 +219,119 @@ func (r *RDB) ScriptsLoaded(ctx context.Context) (bool, error) {
 }
 
 // QueueNumber returns the registry number of queue, registering it on first
-// use. Numbers never change, so they are cached for the life of the process.
+// use. Numbers are cached for numberCacheTTL.
 func (r *RDB) QueueNumber(ctx context.Context, queue string) (uint16, error) {
+	return r.queueNumber(ctx, queue, true)
+}
+
+// DeclaredQueueNumber is QueueNumber for the declared queue policy: a queue
+// the registry does not hold is ErrQueueNotRegistered, not registered.
+func (r *RDB) DeclaredQueueNumber(ctx context.Context, queue string) (uint16, error) {
+	return r.queueNumber(ctx, queue, false)
+}
+
+func (r *RDB) queueNumber(ctx context.Context, queue string, register bool) (uint16, error) {
 	r.mu.RLock()
-	n, ok := r.queueNum[queue]
+	c, ok := r.queueNum[queue]
 	r.mu.RUnlock()
-	if ok {
-		return n, nil
+	if ok && time.Since(c.at) < numberCacheTTL {
+		return c.n, nil
 	}
-	v, err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, queue).Int64()
+	n, _, err := r.RegisterQueue(ctx, queue, register)
+	return n, err
+}
+
+// RegisterQueue looks queue up in the registry and, with register, adds it
+// when missing. created reports whether this call added it. A missing queue
+// without register is ErrQueueNotRegistered.
+func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (num uint16, created bool, err error) {
+	flag := "0"
+	if register {
+		flag = "1"
+	}
+	v, err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, queue,
+		time.Now().UnixMilli(), numberQuarantine.Milliseconds(), flag).Int64Slice()
 	if err != nil {
 		if strings.Contains(err.Error(), "registry is full") {
-			return 0, ErrQueueRegistryFull
+			return 0, false, ErrQueueRegistryFull
 		}
-		return 0, err
+		return 0, false, err
 	}
-	n = uint16(v)
-	r.remember(queue, n)
-	return n, nil
+	if len(v) != 2 {
+		return 0, false, fmt.Errorf("register_queue: unexpected reply %v", v)
+	}
+	if v[0] == 0 {
+		return 0, false, ErrQueueNotRegistered
+	}
+	num = uint16(v[0])
+	r.remember(queue, num)
+	return num, v[1] == 1, nil
+}
+
+// DeleteQueueResult says what DeleteQueue did.
+type DeleteQueueResult struct {
+	Deleted bool
+	// NotEmpty and Count say what kept a queue (live, scheduled, running,
+	// expiring, dead_lettered, ready or delivered tasks) when not Deleted.
+	NotEmpty string
+	Count    int64
+	// Number is the registry number freed.
+	Number uint16
+}
+
+// DeleteQueue removes an empty queue: one script on the queue's slot checks
+// that it holds no task and removes its structures, then one on the
+// registry frees its number. It answers ErrQueueNotRegistered for a queue
+// the registry does not hold.
+func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult, error) {
+	if _, _, err := r.RegisterQueue(ctx, queue, false); err != nil {
+		return nil, err
+	}
+	k := r.keys
+	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
+		k.Recent(queue), k.Events(queue), k.Paused(queue)}
+	keys = append(keys, r.bandStreams(queue)...)
+	v, err := r.run(ctx, "delete_queue", keys, Group).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := v[0].(int64); n != 1 {
+		what, _ := v[1].(string)
+		count, _ := v[2].(int64)
+		return &DeleteQueueResult{NotEmpty: what, Count: count}, nil
+	}
+	num, err := r.run(ctx, "unregister_queue", []string{k.Queues()}, queue, time.Now().UnixMilli()).Int64()
+	if err != nil {
+		return nil, err
+	}
+	r.forget(queue, uint16(num))
+	return &DeleteQueueResult{Deleted: true, Number: uint16(num)}, nil
 }
 
 func (r *RDB) remember(queue string, n uint16) {
+	now := time.Now()
 	r.mu.Lock()
-	r.queueNum[queue] = n
-	r.numQueue[n] = queue
+	r.queueNum[queue] = cachedNum{n: n, at: now}
+	r.numQueue[n] = cachedName{q: queue, at: now}
+	r.mu.Unlock()
+}
+
+func (r *RDB) forget(queue string, n uint16) {
+	r.mu.Lock()
+	delete(r.queueNum, queue)
+	if c, ok := r.numQueue[n]; ok && c.q == queue {
+		delete(r.numQueue, n)
+	}
 	r.mu.Unlock()
 }
 
 // QueueName returns the queue registered under num, or "" when none is.
 func (r *RDB) QueueName(ctx context.Context, num uint16) (string, error) {
 	r.mu.RLock()
-	q, ok := r.numQueue[num]
+	c, ok := r.numQueue[num]
 	r.mu.RUnlock()
-	if ok {
-		return q, nil
+	if ok && time.Since(c.at) < numberCacheTTL {
+		return c.q, nil
 	}
 	q, err := r.c.HGet(ctx, r.keys.Queues(), "#"+strconv.Itoa(int(num))).Result()
 	if errors.Is(err, redis.Nil) {

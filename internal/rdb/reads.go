@@ -40,6 +40,23 @@ func (r *RDB) QueueExists(ctx context.Context, queue string) (bool, error) {
 	return r.c.HExists(ctx, r.keys.Queues(), queue).Result()
 }
 
+// QueuesExist reports, for each of queues, whether it is in the registry
+// (one HMGET).
+func (r *RDB) QueuesExist(ctx context.Context, queues []string) ([]bool, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	vals, err := r.c.HMGet(ctx, r.keys.Queues(), queues...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(vals))
+	for i, v := range vals {
+		out[i] = v != nil
+	}
+	return out, nil
+}
+
 // GetQueueStats reads one queue's stats with one pipeline, including the
 // per-minute counters of the last minutes (up to now).
 func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, minutes int) (*QueueStats, error) {

@@ -6,24 +6,46 @@ import (
 	"strings"
 )
 
+// Readiness checks, named in ReadyError.Check.
+const (
+	CheckRedis           = "redis"            // Redis answers PING
+	CheckScripts         = "scripts"          // every script is in the script cache
+	CheckMaxmemoryPolicy = "maxmemory_policy" // maxmemory-policy is noeviction
+	CheckRedisVersion    = "redis_version"    // Redis is at least MinRedisVersion
+)
+
+// ReadyError is a failed readiness check: Check names it, Err is the cause,
+// which may name the Redis address and so is only for the server's log.
+type ReadyError struct {
+	Check string
+	Err   error
+}
+
+// Error says which check failed and why.
+func (e *ReadyError) Error() string { return e.Check + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *ReadyError) Unwrap() error { return e.Err }
+
 // Ready checks that Redis answers, that it is at least MinRedisVersion,
 // that every script is loaded (loading them when a restart emptied the
-// cache) and that maxmemory-policy is noeviction, since an evicted task is
-// silent data loss.
+// cache) and that maxmemory-policy is
+// noeviction, since an evicted task is silent data loss. A failure is a
+// *ReadyError.
 func (r *RDB) Ready(ctx context.Context) error {
 	if err := r.c.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis unreachable: %w", err)
+		return &ReadyError{Check: CheckRedis, Err: fmt.Errorf("redis unreachable: %w", err)}
 	}
 	if _, err := r.CheckVersion(ctx); err != nil {
-		return err
+		return &ReadyError{Check: CheckRedisVersion, Err: err}
 	}
 	ok, err := r.ScriptsLoaded(ctx)
 	if err != nil {
-		return fmt.Errorf("script check: %w", err)
+		return &ReadyError{Check: CheckScripts, Err: fmt.Errorf("script check: %w", err)}
 	}
 	if !ok {
 		if err := r.LoadScripts(ctx); err != nil {
-			return err
+			return &ReadyError{Check: CheckScripts, Err: err}
 		}
 	}
 	policy, err := r.c.ConfigGet(ctx, "maxmemory-policy").Result()
@@ -40,7 +62,8 @@ func (r *RDB) Ready(ctx context.Context) error {
 		}
 	}
 	if p, found := policy["maxmemory-policy"]; found && p != "noeviction" {
-		return fmt.Errorf("redis maxmemory-policy is %q; dtq needs noeviction (an evicted task is lost silently)", p)
+		return &ReadyError{Check: CheckMaxmemoryPolicy,
+			Err: fmt.Errorf("redis maxmemory-policy is %q; dtq needs noeviction (an evicted task is lost silently)", p)}
 	}
 	return nil
 }

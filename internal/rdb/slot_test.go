@@ -158,7 +158,7 @@ func TestSlotCheckerCatchesCrossSlotCalls(t *testing.T) {
 // globalScripts touch only global keys (no queue tag).
 var globalScripts = map[string]bool{
 	"register_queue": true, "worker_start": true, "worker_beat": true,
-	"op_claim": true, "op_finish": true, "audit": true,
+	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true,
 }
 
 // exerciseScripts drives every script of lua/ through the RDB method that
@@ -293,6 +293,16 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.Equal(t, "claimed", state)
 	_, err = r.OpFinish(ctx, "receipt:1", "tok", "done", time.Hour, []byte(`{"sent":true}`))
 	require.NoError(t, err)
+
+	// A queue that holds tasks is refused; an empty one is deleted.
+	del, err := r.DeleteQueue(ctx, "emails")
+	require.NoError(t, err)
+	require.False(t, del.Deleted)
+	_, err = r.QueueNumber(ctx, "emails-empty")
+	require.NoError(t, err)
+	del, err = r.DeleteQueue(ctx, "emails-empty")
+	require.NoError(t, err)
+	require.True(t, del.Deleted)
 }
 
 // TestEveryScriptStaysInOneSlot runs every script against a fresh server (so
@@ -329,9 +339,13 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 		if globalScripts[name] {
 			continue
 		}
+		tag := "{emails}"
+		if name == "delete_queue" && len(keys) > 0 && strings.Contains(keys[0], ":{emails-empty}") {
+			tag = "{emails-empty}" // the queue deleted at the end, which must be empty
+		}
 		for _, k := range keys {
-			require.Contains(t, k, ":{emails}", "%s key %q lacks the queue tag", name, k)
-			require.Equal(t, HashSlot("{emails}"), HashSlot(k), "%s key %q", name, k)
+			require.Contains(t, k, ":"+tag, "%s key %q lacks the queue tag", name, k)
+			require.Equal(t, HashSlot(tag), HashSlot(k), "%s key %q", name, k)
 		}
 	}
 	for name := range scripts {
@@ -344,7 +358,7 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 
 	for _, call := range sc.Calls() {
 		switch scriptName(call.Script) {
-		case "register_queue":
+		case "register_queue", "unregister_queue":
 			require.Equal(t, []string{prefix + ":queues"}, call.Keys)
 		case "op_claim", "op_finish":
 			require.Equal(t, []string{prefix + ":op:receipt:1"}, call.Keys)

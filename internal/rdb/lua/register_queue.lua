@@ -1,19 +1,41 @@
 -- register_queue: assign a queue its 16-bit registry number, once.
 --
 -- The registry hash maps <name> -> number and #<number> -> name; the field
--- "#seq" holds the last number handed out. Queue names never start with '#'.
+-- "#seq" holds the last number handed out and "#free" the numbers of
+-- deleted queues (see unregister_queue), reused once their quarantine has
+-- passed. Queue names never start with '#'.
 --
 -- KEYS[1] queue registry hash
 -- ARGV[1] queue name
--- Returns the queue's number, or an error reply when all 65535 are used.
+-- ARGV[2] now (epoch ms)          ARGV[3] quarantine of a freed number (ms)
+-- ARGV[4] "1" to register a new queue, "0" to look up only
+-- Returns {number, 1 when registered by this call else 0}; {0, 0} when the
+-- queue is unknown and ARGV[4] is "0"; an error reply when all 65535
+-- numbers are used.
 
 local num = redis.call('HGET', KEYS[1], ARGV[1])
 if num then
-  return tonumber(num)
+  return {tonumber(num), 0}
 end
-local next_num = tonumber(redis.call('HGET', KEYS[1], '#seq') or '0') + 1
-if next_num > 65535 then
-  return redis.error_reply('ERR queue registry is full (65535 queues)')
+if ARGV[4] ~= '1' then
+  return {0, 0}
 end
-redis.call('HSET', KEYS[1], ARGV[1], next_num, '#' .. next_num, ARGV[1], '#seq', next_num)
-return next_num
+local next_num
+local free = redis.call('HGET', KEYS[1], '#free')
+if free and free ~= '' then
+  local first = string.match(free, '^[^ ]+')
+  local n, freed_at = string.match(first, '^(%d+):(%d+)$')
+  if n and tonumber(freed_at) + tonumber(ARGV[3]) <= tonumber(ARGV[2]) then
+    next_num = tonumber(n)
+    redis.call('HSET', KEYS[1], '#free', string.sub(free, string.len(first) + 2))
+  end
+end
+if not next_num then
+  next_num = tonumber(redis.call('HGET', KEYS[1], '#seq') or '0') + 1
+  if next_num > 65535 then
+    return redis.error_reply('ERR queue registry is full (65535 queues)')
+  end
+  redis.call('HSET', KEYS[1], '#seq', next_num)
+end
+redis.call('HSET', KEYS[1], ARGV[1], next_num, '#' .. next_num, ARGV[1])
+return {next_num, 1}

@@ -1,0 +1,42 @@
+-- delete_queue: remove an empty queue's structures, or say why it is not
+-- empty. A queue is empty when it holds no live task (depth counter,
+-- schedule, leases, expiry index, band streams and their delivered entries)
+-- and no dead-letter entry. Finished task hashes, results and per-minute
+-- stats are left to their TTLs. Freeing the registry number is a separate
+-- script on the global registry (unregister_queue), run after this one.
+--
+-- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
+-- KEYS[3]  lease ZSET               KEYS[4]  expiry ZSET
+-- KEYS[5]  dead-letter index        KEYS[6]  recent index ZSET
+-- KEYS[7]  event stream             KEYS[8]  paused flag
+-- KEYS[9..18] band streams p0..p9
+--
+-- ARGV[1] consumer group name
+--
+-- Returns {1} when deleted, or {0, what, count} when not empty, what one of
+-- "live", "scheduled", "running", "expiring", "dead_lettered", "ready",
+-- "delivered".
+
+local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
+if depth > 0 then
+  return {0, 'live', depth}
+end
+local zsets = {{KEYS[2], 'scheduled'}, {KEYS[3], 'running'}, {KEYS[4], 'expiring'}, {KEYS[5], 'dead_lettered'}}
+for _, z in ipairs(zsets) do
+  local n = redis.call('ZCARD', z[1])
+  if n > 0 then
+    return {0, z[2], n}
+  end
+end
+for i = 9, 18 do
+  local n = redis.call('XLEN', KEYS[i])
+  if n > 0 then
+    return {0, 'ready', n}
+  end
+  local ok, pending = pcall(redis.call, 'XPENDING', KEYS[i], ARGV[1])
+  if ok and type(pending) == 'table' and tonumber(pending[1]) > 0 then
+    return {0, 'delivered', tonumber(pending[1])}
+  end
+end
+redis.call('DEL', unpack(KEYS))
+return {1}

@@ -1,0 +1,25 @@
+-- unregister_queue: take a queue out of the registry and put its number on
+-- the free list, from which register_queue hands it out again once it has
+-- been free for the quarantine (processes cache numbers for less than it).
+--
+-- The free list, field "#free" of the registry hash, is a space-separated
+-- list of "<number>:<freed at, epoch ms>" entries, oldest first.
+--
+-- KEYS[1] queue registry hash
+-- ARGV[1] queue name              ARGV[2] now (epoch ms)
+-- Returns the freed number, or 0 when the queue was not registered.
+
+local num = redis.call('HGET', KEYS[1], ARGV[1])
+if not num then
+  return 0
+end
+redis.call('HDEL', KEYS[1], ARGV[1], '#' .. num)
+local free = redis.call('HGET', KEYS[1], '#free') or ''
+local entry = num .. ':' .. ARGV[2]
+if free == '' then
+  free = entry
+else
+  free = free .. ' ' .. entry
+end
+redis.call('HSET', KEYS[1], '#free', free)
+return tonumber(num)
