@@ -111,8 +111,14 @@ func TestCrashAfterSideEffectIsReclaimedAndCompleted(t *testing.T) {
 				require.Equal(t, "1", effects, "IdempotentOperation kept the side effect to one")
 				require.JSONEq(t, `{"deduped":true}`, string(ti.Result))
 			}
+			// The peer runs the task itself, or, with no slot free at that
+			// moment, puts it back in its queue and claims it from there.
 			evs := b.events(t, "default", res.TaskID)
-			require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_LEASE_LOST", "TASK_SUCCEEDED"}, evs)
+			if len(evs) == 5 {
+				require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_LEASE_LOST", "TASK_STARTED", "TASK_SUCCEEDED"}, evs)
+			} else {
+				require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_LEASE_LOST", "TASK_SUCCEEDED"}, evs)
+			}
 			rec := b.rc.Get(b.ctx, b.keys.Idempotency("default", "order-7")).Val()
 			require.Contains(t, rec, `"state":"completed"`)
 		})

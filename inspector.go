@@ -125,7 +125,7 @@ func (i *Inspector) Ready(ctx context.Context) error {
 	err := i.rdb.Ready(ctx)
 	var re *rdb.ReadyError
 	if errors.As(err, &re) {
-		return &ReadinessError{Check: re.Check, err: re.Err}
+		return &ReadinessError{Check: re.Check, Detail: re.Detail, err: re.Err}
 	}
 	return err
 }
@@ -139,12 +139,15 @@ const (
 )
 
 // ReadinessError is a failed readiness check. Check is one of CheckRedis,
-// CheckScripts or CheckMaxmemoryPolicy and is safe to show anyone; the
+// CheckRedisVersion, CheckScripts or CheckMaxmemoryPolicy and is safe to show anyone; the
 // wrapped cause may name the Redis address or carry a driver's message and
 // belongs in the server's log only.
 type ReadinessError struct {
 	Check string
-	err   error
+	// Detail adds what is safe to show about the failure (the Redis version
+	// found, for CheckRedisVersion), or is "".
+	Detail string
+	err    error
 }
 
 // Error names the check and the cause.

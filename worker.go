@@ -176,14 +176,15 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 type Worker struct {
 	*ServeMux
 
-	rdb      *rdb.RDB
-	cfg      WorkerConfig
-	settings rdb.WorkerSettings
-	slots    *slots
-	metrics  *workerMetrics
-	instance string
-	identity []any // the heartbeat record's fixed fields
-	started  time.Time
+	rdb          *rdb.RDB
+	cfg          WorkerConfig
+	settings     rdb.WorkerSettings
+	slots        *slots
+	metrics      *workerMetrics
+	instance     string
+	identity     []any // the heartbeat record's fixed fields
+	redisVersion string
+	started      time.Time
 
 	succeeders sync.Map // queue -> *groupCommit: batched success finalizes
 
@@ -275,9 +276,15 @@ func (w *Worker) queues() []string {
 // waits up to DrainTimeout for running handlers, then cancels the rest and
 // hands their tasks back to their queues (same attempt) so peers start them
 // at once. It returns shortly after the drain deadline in any case. It fails
-// at start with ErrWorkerIDInUse when a live worker uses the same id.
+// at start with ErrWorkerIDInUse when a live worker uses the same id, and
+// when Redis is older than 7.0 (the error names the version found).
 func (w *Worker) Run(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
+	if v, err := w.rdb.CheckVersion(ctx); err != nil {
+		return fmt.Errorf("dtq: check Redis version: %w", err) // names the version found
+	} else if v != "" {
+		w.redisVersion = v
+	}
 	if err := w.rdb.LoadScripts(ctx); err != nil {
 		return fmt.Errorf("dtq: load scripts: %w", err)
 	}
@@ -323,7 +330,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)
-	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "queues", w.queues(), "concurrency", w.cfg.Concurrency)
+	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "queues", w.queues(), "concurrency", w.cfg.Concurrency,
+		"redis_version", w.redisVersion)
 
 	<-ctx.Done()
 	w.draining.Store(true)

@@ -25,6 +25,7 @@ func TestFencingLostLeaseWritesNothing(t *testing.T) {
 	started := make(chan struct{}, 1)
 	slow := b.worker(t, func(c *dtq.WorkerConfig) {
 		c.WorkerID = "slow"
+		c.Concurrency = 1 // busy with attempt 1: it cannot claim the task again if the peer requeues it
 		c.VisibilityTimeout = 30 * time.Second
 		c.HeartbeatInterval = 10 * time.Second // no renewal during the test
 	})

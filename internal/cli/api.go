@@ -85,8 +85,19 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		}
 		return fmt.Errorf("cannot reach Redis at %s: %w", p.redisName, err)
 	}
-	if err := rdb.New(p.redis, cfg.KeyPrefix).LoadScripts(checkCtx); err != nil {
+	r := rdb.New(p.redis, cfg.KeyPrefix)
+	version, err := r.CheckVersion(checkCtx)
+	if errors.Is(err, rdb.ErrRedisTooOld) {
+		return fmt.Errorf("Redis at %s is %s; dtq needs Redis %s or later", p.redisName, version, rdb.MinRedisVersion)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read the version of Redis at %s: %w", p.redisName, err)
+	}
+	if err := r.LoadScripts(checkCtx); err != nil {
 		return fmt.Errorf("cannot load dtq's scripts into Redis at %s: %w", p.redisName, err)
+	}
+	if version != "" {
+		log.Info("Redis checked", "redis", p.redisName, "version", version)
 	}
 
 	client, err := dtq.NewClient(p.redis, cfg.ClientConfig())

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dtq-io/dtq"
@@ -33,6 +32,7 @@ var readyMessages = map[string]string{
 	dtq.CheckRedis:           "not ready: Redis does not answer",
 	dtq.CheckScripts:         "not ready: dtq's scripts could not be loaded into Redis",
 	dtq.CheckMaxmemoryPolicy: "not ready: Redis must run with maxmemory-policy noeviction (an evicted task is lost silently)",
+	dtq.CheckRedisVersion:    "not ready: dtq needs Redis 7.0 or later",
 }
 
 // ready is GET /ready: Redis answers, the scripts are loaded and
@@ -52,8 +52,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			msg = "not ready: the " + check + " check failed"
 		}
-		if v, found := strings.CutPrefix(clean(err.Error()), "dtq: not ready: redis_version: redis is older than 7.0: found "); found {
-			msg = "not ready: dtq needs Redis 7.0 or later; this Redis is " + v // a version names no address
+		if re != nil && re.Detail != "" {
+			msg += " (" + re.Detail + ")"
 		}
 		s.writeAPIError(w, r, &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: msg, details: map[string]any{"check": check}})

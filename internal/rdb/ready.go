@@ -17,8 +17,9 @@ const (
 // ReadyError is a failed readiness check: Check names it, Err is the cause,
 // which may name the Redis address and so is only for the server's log.
 type ReadyError struct {
-	Check string
-	Err   error
+	Check  string
+	Detail string // safe to show anyone, e.g. the Redis version found; may be ""
+	Err    error
 }
 
 // Error says which check failed and why.
@@ -36,8 +37,14 @@ func (r *RDB) Ready(ctx context.Context) error {
 	if err := r.c.Ping(ctx).Err(); err != nil {
 		return &ReadyError{Check: CheckRedis, Err: fmt.Errorf("redis unreachable: %w", err)}
 	}
-	if _, err := r.CheckVersion(ctx); err != nil {
-		return &ReadyError{Check: CheckRedisVersion, Err: err}
+	if v, err := r.CheckVersion(ctx); err != nil {
+		re := &ReadyError{Check: CheckRedisVersion, Err: err}
+		if v == "" {
+			re.Check = CheckRedis // INFO itself failed
+		} else {
+			re.Detail = "found Redis " + v
+		}
+		return re
 	}
 	ok, err := r.ScriptsLoaded(ctx)
 	if err != nil {
