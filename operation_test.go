@@ -14,6 +14,8 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/faultproxy"
+	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -279,4 +281,65 @@ func TestIdempotentOperationInHandlerUsesWorkerPrefix(t *testing.T) {
 
 	require.EqualValues(t, 1, b.rc.Exists(b.ctx, b.prefix+":op:mail:order-9").Val())
 	require.Zero(t, b.rc.Exists(b.ctx, "dtq:op:mail:order-9").Val(), "nothing under the default prefix")
+}
+
+// TestIdempotentOperationLostClaimCancelsFn: when the claim is taken from
+// under a running fn (its lease lapsed and another caller took the key), fn's
+// context is cancelled with ErrOperationLost, and nothing is stored.
+func TestIdempotentOperationLostClaimCancelsFn(t *testing.T) {
+	t.Parallel()
+	b := opSetup(t)
+	key, rkey := b.key("lost")
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	var cause error
+	go func() {
+		_, _, err := dtq.IdempotentOperation(b.ctx, b.rc, key, 1500*time.Millisecond, func(ctx context.Context) (int, error) {
+			close(started)
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return 1, nil
+		})
+		done <- err
+	}()
+	<-started
+	require.NoError(t, b.rc.HSet(b.ctx, rkey, "token", "another caller").Err())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, dtq.ErrOperationLost)
+		require.ErrorIs(t, cause, dtq.ErrOperationLost, "fn's context names the cause")
+	case <-time.After(20 * time.Second):
+		t.Fatal("fn was not told its claim was lost")
+	}
+	require.Equal(t, "another caller", b.rc.HGet(b.ctx, rkey, "token").Val(), "the other caller's claim is untouched")
+}
+
+// TestIdempotentOperationStoresThroughAnError: the write that records fn's
+// success fails once (its connection is cut before it reaches Redis); it is
+// sent again, so fn counts as done and is not run a second time.
+func TestIdempotentOperationStoresThroughAnError(t *testing.T) {
+	t.Parallel()
+	b := opSetup(t)
+	p, err := faultproxy.Start(b.rc.Options().Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	via := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { via.Close() })
+	key, _ := b.key("store")
+	runs := 0
+	fn := func(ctx context.Context) (int, error) {
+		runs++
+		p.CutBefore([]byte(rdb.ScriptHash("op_finish")), 1) // the "done" write fails once
+		return 42, nil
+	}
+	executed, v, err := dtq.IdempotentOperation(b.ctx, via, key, time.Hour, fn)
+	require.NoError(t, err)
+	require.True(t, executed)
+	require.Equal(t, 42, v)
+	require.EqualValues(t, 1, p.Cuts())
+	executed, v, err = dtq.IdempotentOperation(b.ctx, via, key, time.Hour, fn)
+	require.NoError(t, err)
+	require.False(t, executed)
+	require.Equal(t, 42, v)
+	require.Equal(t, 1, runs)
 }

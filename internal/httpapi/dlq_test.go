@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -257,4 +258,54 @@ func TestDLQDiscardAndBulk(t *testing.T) {
 	} {
 		b.do(t, http.MethodPost, tc.path, tc.body).requireError(t, http.StatusBadRequest, codeInvalidRequest, tc.field)
 	}
+}
+
+// TestDLQRequeueDeadline: a requeue clears the task's deadline, or sets the
+// one its body gives; a bad body is refused with the field named and the
+// entry left in place.
+func TestDLQRequeueDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.startWorker(t, map[string]int{"dl": 1}, handlers{
+		"job": func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("no")) },
+	})
+	deadLetter := func() string {
+		res := b.post(t, `{"task_type":"job","queue":"dl","ttl_seconds":600}`)
+		require.Equal(t, http.StatusAccepted, res.status)
+		id := res.task(t).TaskID
+		b.waitStatus(t, id, dtqtype.StatusDeadLettered)
+		return id
+	}
+	id := deadLetter()
+	for _, c := range []struct{ body, field string }{
+		{`{"ttl_seconds":0}`, "ttl_seconds"},
+		{`{"ttl_seconds":"x"}`, "ttl_seconds"},
+		{`{"expires_at":"tomorrow"}`, "expires_at"},
+		{`{"expires_at":"2001-01-01T00:00:00Z"}`, "expires_at"},
+		{`{"ttl_seconds":5,"expires_at":"2101-01-01T00:00:00Z"}`, "expires_at"},
+		{`{"deadline":5}`, "deadline"},
+	} {
+		res := b.do(t, http.MethodPost, "/api/v1/dlq/"+id+"/requeue", c.body)
+		require.Equal(t, http.StatusBadRequest, res.status, c.body)
+		require.Contains(t, string(res.body), `"field":"`+c.field+`"`, c.body)
+	}
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/api/v1/dlq/"+id, "").status, "still in the DLQ")
+
+	// With a new deadline, and with none (the original one is cleared).
+	pause := func() { require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, "/api/v1/queues/dl/pause", "").status) }
+	pause()
+	res := b.do(t, http.MethodPost, "/api/v1/dlq/"+id+"/requeue", `{"ttl_seconds":3600}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	ti, err := b.insp.GetTask(b.ctx, id)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Hour), ti.ExpiresAt.Time, time.Minute)
+
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, "/api/v1/queues/dl/resume", "").status)
+	b.waitStatus(t, id, dtqtype.StatusDeadLettered)
+	pause()
+	res = b.do(t, http.MethodPost, "/api/v1/dlq/"+id+"/requeue", "")
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	ti, err = b.insp.GetTask(b.ctx, id)
+	require.NoError(t, err)
+	require.True(t, ti.ExpiresAt.IsZero(), "the deadline is cleared")
 }
