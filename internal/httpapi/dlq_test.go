@@ -292,7 +292,9 @@ func TestDLQRequeueDeadline(t *testing.T) {
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/api/v1/dlq/"+id, "").status, "still in the DLQ")
 
 	// With a new deadline, and with none (the original one is cleared).
-	pause := func() { require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, "/api/v1/queues/dl/pause", "").status) }
+	pause := func() {
+		require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, "/api/v1/queues/dl/pause", "").status)
+	}
 	pause()
 	res := b.do(t, http.MethodPost, "/api/v1/dlq/"+id+"/requeue", `{"ttl_seconds":3600}`)
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
