@@ -492,7 +492,7 @@ func run(t *testing.T, sc scenario) {
 	require.Empty(t, stuck, "acknowledged tasks not terminal")
 	require.Zero(t, twice, "tasks with more than one terminal event")
 	require.Zero(t, internals, "500 answers during the fault")
-	require.Greater(t, len(acked), 40, "too little load to mean anything")
+	require.Greater(t, len(acked), 20, "too little load to mean anything")
 	require.Zero(t, r.direct.ZCard(ctx, keys.Lease(queue)).Val(), "leases left")
 	require.Equal(t, "0", r.direct.Get(ctx, keys.Depth(queue)).Val(), "depth drifted")
 }
