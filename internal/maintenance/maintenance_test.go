@@ -495,3 +495,27 @@ func (b *bundle) sweep(q string, s *rdb.WorkerSettings, now time.Time) (int, tim
 	p, err := b.r.SweepExpired(b.ctx, q, s, now)
 	return p.Done, p.Next, err
 }
+
+// TestPromoteFullCallWithStaleEntries: a call that examined MaxPerCall
+// entries is full even when they were stale (tasks gone), so the promoter
+// calls again at once for what is behind them.
+func TestPromoteFullCallWithStaleEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const q = "stale"
+	zs := make([]redis.Z, rdb.MaxPerCall)
+	for i := range zs {
+		zs[i] = redis.Z{Score: float64(t0.Add(-time.Minute).UnixMilli()), Member: "gone-" + strconv.Itoa(i)}
+	}
+	require.NoError(t, b.rc.ZAdd(b.ctx, b.keys.Schedule(q), zs...).Err())
+	due := b.addTasks(t, q, spec{status: dtqtype.StatusPending, due: t0.Add(-time.Second)})[0]
+	p, err := b.r.Promote(b.ctx, q, b.settings, t0)
+	require.NoError(t, err)
+	require.Zero(t, p.Done)
+	require.True(t, p.Full)
+	p, err = b.r.Promote(b.ctx, q, b.settings, t0)
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Done)
+	require.False(t, p.Full)
+	require.Equal(t, "queued", b.hash(t, q, due)["status"])
+}
