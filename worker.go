@@ -218,7 +218,9 @@ var (
 // NewWorker returns a Worker reading through c. It validates cfg.
 //
 // An idle queue holds one of c's connections in a blocking read (for up to a
-// second at a time), and the cancel listener holds one more: c's pool must be
+// second at a time), and the cancel listener holds one more (on Redis
+// Cluster, one per hash slot of the queues served, since sharded channels
+// of different slots cannot share a subscription): c's pool must be
 // larger than the number of queues served plus the concurrency it needs for
 // claims and finalizes (go-redis's default of 10 per CPU suits a few queues).
 func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {

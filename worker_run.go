@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -494,20 +495,41 @@ func (w *Worker) heartbeat(ctx context.Context) {
 }
 
 // cancelListener cancels running handlers when a cancel request for their
-// task is published on a served queue's cancel channel.
+// task is published on a served queue's cancel channel. On Redis Cluster the
+// channels are sharded (SPUBLISH): one SSUBSCRIBE may only name channels of
+// one hash slot, so each slot gets its own subscription, which go-redis
+// sends to the slot's master and moves after a failover.
 func (w *Worker) cancelListener(ctx context.Context) {
-	var channels []string
+	bySlot := map[int][]string{}
 	for _, q := range w.queues() {
-		channels = append(channels, w.rdb.Keys().CancelChannel(q))
+		ch := w.rdb.Keys().CancelChannel(q)
+		bySlot[rdb.HashSlot(ch)] = append(bySlot[rdb.HashSlot(ch)], ch)
 	}
-	var ps *redis.PubSub
+	var subs []*redis.PubSub
 	if cc, ok := w.rdb.Client().(*redis.ClusterClient); ok {
-		ps = cc.SSubscribe(ctx, channels...)
+		for _, chans := range bySlot {
+			subs = append(subs, cc.SSubscribe(ctx, chans...))
+		}
 	} else {
-		ps = w.rdb.Client().Subscribe(ctx, channels...)
+		var all []string
+		for _, chans := range bySlot {
+			all = append(all, chans...)
+		}
+		subs = append(subs, w.rdb.Client().Subscribe(ctx, all...))
 	}
-	defer ps.Close()
-	ch := ps.Channel()
+	var wg sync.WaitGroup
+	for _, ps := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ps.Close()
+			w.listenCancels(ctx, ps.Channel())
+		}()
+	}
+	wg.Wait()
+}
+
+func (w *Worker) listenCancels(ctx context.Context, ch <-chan *redis.Message) {
 	for {
 		select {
 		case <-ctx.Done():

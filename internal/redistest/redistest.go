@@ -27,8 +27,16 @@ type Server struct {
 	bin  string
 	args []string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	alive bool
+}
+
+// Running reports whether the server was started and not killed since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alive
 }
 
 // Start launches redis-server (from PATH) on a free loopback port with its
@@ -86,6 +94,7 @@ func (s *Server) start() error {
 		err := c.Ping(context.Background()).Err()
 		c.Close()
 		if err == nil {
+			s.alive = true
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -98,6 +107,7 @@ func (s *Server) start() error {
 func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.alive = false
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
 		for i := 0; i < 500; i++ {

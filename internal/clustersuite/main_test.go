@@ -1,0 +1,84 @@
+package clustersuite_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietRedis{}) // failovers make go-redis log dial errors
+	code := m.Run()
+	sharedMu.Lock()
+	if shared != nil {
+		shared.Stop()
+	}
+	sharedMu.Unlock()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	shared   *redistest.Cluster
+	sharedMu sync.Mutex
+)
+
+// sharedCluster is a 3-master cluster (no replicas) shared by the tests
+// that do not kill nodes; each test uses its own key prefix.
+func sharedCluster(t *testing.T) *redistest.Cluster {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil {
+		c, err := redistest.StartCluster(3, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = c
+	}
+	return shared
+}
+
+// queuesOnEveryMaster returns one queue name per master of c, each queue's
+// keys ({queue} hash tag) served by a different master.
+func queuesOnEveryMaster(t *testing.T, c *redistest.Cluster, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	keys := rdb.NewKeys(prefix)
+	byMaster := map[string]string{}
+	for i := 0; len(byMaster) < 3 && i < 1000; i++ {
+		q := fmt.Sprintf("q%d", i)
+		m, err := c.MasterOf(ctx, keys.Depth(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := byMaster[m.Addr]; !ok {
+			byMaster[m.Addr] = q
+		}
+	}
+	if len(byMaster) < 3 {
+		t.Fatalf("found queues on %d masters only", len(byMaster))
+	}
+	var out []string
+	for _, q := range byMaster {
+		out = append(out, q)
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a Redis Cluster of private redis-server processes, created
+// with redis-cli --cluster create, as an operator would.
+type Cluster struct {
+	Nodes []*Server // masters first as created; roles change on failover
+	// NodeTimeout is the cluster-node-timeout the nodes run with.
+	NodeTimeout time.Duration
+}
+
+// StartCluster starts masters masters (at least 3) with replicas replicas
+// each, creates the cluster and waits until every node reports
+// cluster_state:ok with all 16384 slots served and every replica's link to
+// its master is up. Extra args go to every redis-server.
+func StartCluster(masters, replicas int, extra ...string) (*Cluster, error) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: redis-cli not found on PATH (it comes with redis-server): %w", err)
+	}
+	c := &Cluster{NodeTimeout: 2 * time.Second}
+	args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", strconv.FormatInt(c.NodeTimeout.Milliseconds(), 10)}, extra...)
+	for range masters * (1 + replicas) {
+		s, err := Start(args...)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, s)
+	}
+	create := []string{"--cluster", "create"}
+	for _, s := range c.Nodes {
+		create = append(create, s.Addr)
+	}
+	create = append(create, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command(cli, create...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, out)
+	}
+	if err := c.WaitHealthy(60 * time.Second); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// WaitHealthy waits until every running node sees cluster_state:ok with
+// all slots assigned and ok, and every replica's master link is up.
+func (c *Cluster) WaitHealthy(within time.Duration) error {
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		last = ""
+		for _, s := range c.Nodes {
+			if !s.Running() {
+				continue
+			}
+			if why := nodeHealth(ctx, s.Addr); why != "" {
+				last = s.Addr + ": " + why
+				break
+			}
+		}
+		if last == "" {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("redistest: cluster not healthy after %v: %s", within, last)
+}
+
+// nodeHealth returns why the node at addr is not healthy yet, or "".
+func nodeHealth(ctx context.Context, addr string) string {
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rc.Close()
+	info, err := rc.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err.Error()
+	}
+	if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+		return "cluster state not ok"
+	}
+	repl, err := rc.Info(ctx, "replication").Result()
+	if err != nil {
+		return err.Error()
+	}
+	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+		return "replica link down"
+	}
+	return ""
+}
+
+// Addrs returns every node's address.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		out[i] = s.Addr
+	}
+	return out
+}
+
+// Client returns a cluster client of the nodes, closed when t ends.
+func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// MasterOf returns the running node that is master of key's slot now.
+func (c *Cluster) MasterOf(ctx context.Context, key string) (*Server, error) {
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		slot, err := rc.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			rc.Close()
+			continue
+		}
+		slots, err := rc.ClusterSlots(ctx).Result()
+		rc.Close()
+		if err != nil {
+			continue
+		}
+		for _, r := range slots {
+			if int(slot) >= r.Start && int(slot) <= r.End && len(r.Nodes) > 0 {
+				for _, n := range c.Nodes {
+					if n.Addr == r.Nodes[0].Addr {
+						return n, nil
+					}
+				}
+			}
+		}
+		break
+	}
+	return nil, fmt.Errorf("redistest: no master found for %q", key)
+}
+
+// Masters returns the running nodes that are masters now.
+func (c *Cluster) Masters(ctx context.Context) []*Server {
+	var out []*Server
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		info, err := rc.Info(ctx, "replication").Result()
+		rc.Close()
+		if err == nil && strings.Contains(info, "role:master") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Stop stops every node.
+func (c *Cluster) Stop() {
+	for _, s := range c.Nodes {
+		s.Stop()
+	}
+}
