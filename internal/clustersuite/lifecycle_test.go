@@ -288,4 +288,3 @@ func requireEvent(t *testing.T, a *api, queue, id, typ string) {
 	}
 	t.Fatalf("no %s event for %s on queue %s's feed", typ, id, queue)
 }
-
