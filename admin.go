@@ -30,6 +30,13 @@ type AdminConfig struct {
 	DisableDLQ bool
 	// AuditMaxLen caps the audit stream. Default 100000.
 	AuditMaxLen int64
+	// ReplicaAcks makes every acknowledged write wait until this many
+	// replicas have it (Redis WAIT) before it is answered; a write they did
+	// not all acknowledge within ReplicaAckTimeout fails with
+	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
+	ReplicaAcks int
+	// ReplicaAckTimeout bounds that wait. Default 1s.
+	ReplicaAckTimeout time.Duration
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 }
@@ -74,7 +81,8 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	return &Admin{rdb: rdb.New(c, o.KeyPrefix), clk: o.Clock, s: rdb.AdminSettings{
+	r := replicated(rdb.New(c, o.KeyPrefix), o.ReplicaAcks, o.ReplicaAckTimeout)
+	return &Admin{rdb: r, clk: o.Clock, s: rdb.AdminSettings{
 		EventsMaxLen: o.EventsMaxLen, TaskRetention: o.TaskRetention, IdempotencyTTL: o.IdempotencyTTL,
 		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
 	}}, nil

@@ -41,6 +41,13 @@ type ClientConfig struct {
 	// create) fails with ErrQueueNotFound instead of creating it. Default
 	// false: the open policy, where the first submission creates a queue.
 	DeclaredQueuesOnly bool
+	// ReplicaAcks makes every acknowledged write wait until this many
+	// replicas have it (Redis WAIT) before it is answered; a write they did
+	// not all acknowledge within ReplicaAckTimeout fails with
+	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
+	ReplicaAcks int
+	// ReplicaAckTimeout bounds that wait. Default 1s.
+	ReplicaAckTimeout time.Duration
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 }
@@ -113,7 +120,8 @@ func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
 			lim.taskTypes[t] = true
 		}
 	}
-	return &Client{rdb: rdb.New(c, conf.KeyPrefix), cfg: conf, lim: lim}, nil
+	r := replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout)
+	return &Client{rdb: r, cfg: conf, lim: lim}, nil
 }
 
 // SubmitResult is the outcome of a successful submission.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // Sentinel errors. Match them with errors.Is; the typed errors below carry
@@ -35,6 +37,11 @@ var (
 	// taken the key. It is the cause of fn's cancelled context, and is
 	// wrapped in the error returned when fn's result could not be stored.
 	ErrOperationLost = errors.New("dtq: operation claim lost")
+	// ErrNotReplicated: a write ran on the Redis master but fewer replicas
+	// than ReplicaAcks acknowledged it in time; it may be lost in a
+	// failover. Sending it again (with the same idempotency key, for a
+	// submission) is safe.
+	ErrNotReplicated = rdb.ErrNotReplicated
 )
 
 // ValidationError reports one invalid submission field.
@@ -121,3 +128,17 @@ func (e *TaskStateError) Error() string {
 
 // Unwrap returns ErrTaskTerminal or ErrTaskConflict.
 func (e *TaskStateError) Unwrap() error { return e.err }
+
+// replicaAckTimeout applies ReplicaAckTimeout's default.
+func replicaAckTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return d
+}
+
+// replicated sets r's replica acknowledgements and returns it.
+func replicated(r *rdb.RDB, n int, timeout time.Duration) *rdb.RDB {
+	r.SetReplicaAcks(n, replicaAckTimeout(timeout))
+	return r
+}

@@ -77,6 +77,13 @@ type WorkerConfig struct {
 	// Registerer receives the worker's Prometheus metrics. Default: a
 	// private registry (see Worker.Gatherer).
 	Registerer prometheus.Registerer
+	// ReplicaAcks makes every acknowledged write wait until this many
+	// replicas have it (Redis WAIT) before it is answered; a write they did
+	// not all acknowledge within ReplicaAckTimeout fails with
+	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
+	ReplicaAcks int
+	// ReplicaAckTimeout bounds that wait. Default 1s.
+	ReplicaAckTimeout time.Duration
 	// Clock returns the current time for leases, due times and expiry.
 	// Default time.Now.
 	Clock func() time.Time
@@ -242,7 +249,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	_, _ = rand.Read(b[:])
 	w := &Worker{
 		ServeMux: NewServeMux(),
-		rdb:      rdb.New(c, conf.KeyPrefix),
+		rdb:      replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
 		cfg:      conf,
 		slots:    newSlots(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
 		metrics:  newWorkerMetrics(conf.Registerer),

@@ -78,6 +78,11 @@ type Config struct {
 	// DLQEnabled is DTQ_DLQ_ENABLED; when false, exhausted tasks end failed.
 	// Default true.
 	DLQEnabled bool
+	// ReplicaAcks is DTQ_REPLICA_ACKS: replicas every acknowledged write
+	// waits for (0 = none).
+	ReplicaAcks int
+	// ReplicaAckTimeout is DTQ_REPLICA_ACK_TIMEOUT_MS.
+	ReplicaAckTimeout time.Duration
 	// DLQMaxLen is DTQ_DLQ_MAXLEN, the dead-letter index cap per queue.
 	// Default 10000.
 	DLQMaxLen int64

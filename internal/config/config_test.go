@@ -85,7 +85,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 33)
+	require.Len(t, config.Names(), 35)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)

@@ -20,6 +20,9 @@ func (c *Config) ClientConfig() *dtq.ClientConfig {
 		EventsMaxLen:    c.EventsMaxLen,
 		TaskTypes:       append([]string(nil), c.TaskTypes...),
 
+		ReplicaAcks:       c.ReplicaAcks,
+		ReplicaAckTimeout: c.ReplicaAckTimeout,
+
 		DeclaredQueuesOnly: c.QueuePolicy == QueuePolicyDeclared,
 	}
 }
@@ -73,6 +76,8 @@ func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 		DLQMaxLen:         c.DLQMaxLen,
 		EventsMaxLen:      c.EventsMaxLen,
 		DrainTimeout:      c.DrainTimeout,
+		ReplicaAcks:       c.ReplicaAcks,
+		ReplicaAckTimeout: c.ReplicaAckTimeout,
 		Logger:            log,
 	}
 	if c.RetryJitter == 0 {
@@ -92,5 +97,8 @@ func (c *Config) AdminConfig() *dtq.AdminConfig {
 		TaskRetention:  c.TaskRetention,
 		IdempotencyTTL: c.IdempotencyTTL,
 		DisableDLQ:     !c.DLQEnabled,
+
+		ReplicaAcks:       c.ReplicaAcks,
+		ReplicaAckTimeout: c.ReplicaAckTimeout,
 	}
 }

@@ -170,6 +170,9 @@ func classify(err error) *apiError {
 			m = msg
 		}
 		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: m}
+	case errors.Is(err, dtq.ErrNotReplicated):
+		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
+			message: "Redis did not replicate the write to enough replicas in time; it may not have happened: retry (with the same idempotency key for a submission)"}
 	case redisUnavailable(err):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis is unavailable; retry later"}

@@ -164,6 +164,9 @@ type RDB struct {
 	c    redis.UniversalClient
 	keys Keys
 
+	acks       int           // replicas every acknowledged write waits for (SetReplicaAcks)
+	ackTimeout time.Duration // how long it waits
+
 	mu       sync.RWMutex
 	queueNum map[string]cachedNum
 	numQueue map[uint16]cachedName
@@ -185,6 +188,9 @@ func (r *RDB) run(ctx context.Context, name string, keys []string, args ...any) 
 	s, ok := scripts[name]
 	if !ok {
 		panic("rdb: unknown script " + name)
+	}
+	if r.acks > 0 && !unacked[name] {
+		return r.runAcked(ctx, s, keys, args...)
 	}
 	return s.Run(ctx, r.c, keys, args...)
 }
