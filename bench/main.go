@@ -46,7 +46,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency | http | qstats | cluster-e2e")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -58,6 +58,8 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "run time (latency)")
 	payloadSize := flag.Int("payload", 100, "payload bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	replicas := flag.Int("replica-acks", 0, "attach this many replicas and make dtq's writes wait for them (DTQ_REPLICA_ACKS)")
+	queues := flag.Int("queues", 3, "queues (cluster-e2e)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
 	flag.Parse()
 	if *compareRuns > 0 {
@@ -79,6 +81,11 @@ func main() {
 		os.Exit(1)
 	}
 	defer srv.Stop()
+	if *replicas > 0 {
+		stopReplicas := startReplicas(srv.Addr, *replicas)
+		defer stopReplicas()
+		replicaAcks = *replicas
+	}
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 256})
 	defer rc.Close()
 	ctx := context.Background()
@@ -110,6 +117,8 @@ func main() {
 			res = latency(ctx, rc, *rate, *duration, *concurrency)
 		case "http":
 			res = httpSubmit(ctx, rc, *n, *conns)
+		case "cluster-e2e":
+			res = clusterE2E(ctx, *n, *concurrency, *queues, payload)
 		case "qstats":
 			res = queueStats(ctx, rc, *n, payload)
 		default:
@@ -168,8 +177,11 @@ func charge(r *result, before, after redisStats, tasks int64) {
 	r.CPUusPerTask = (after.cpuSec - before.cpuSec) * 1e6 / float64(tasks)
 }
 
+// replicaAcks is -replica-acks: the replicas dtq's writes wait for.
+var replicaAcks int
+
 func newClient(rc *redis.Client) *dtq.Client {
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000})
+	c, err := dtq.NewClient(rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000, ReplicaAcks: replicaAcks})
 	if err != nil {
 		panic(err)
 	}
@@ -246,7 +258,7 @@ func batch(ctx context.Context, rc *redis.Client, n int, payload any) result {
 }
 
 func newWorker(rc *redis.Client, concurrency int) *dtq.Worker {
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{Concurrency: concurrency, ReplicaAcks: replicaAcks, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -385,4 +397,31 @@ func queueStats(ctx context.Context, rc *redis.Client, n int, payload any) resul
 	slices.Sort(lat)
 	return result{Tasks: int64(n), P50ms: lat[len(lat)/2], P99ms: lat[len(lat)*99/100],
 		Note: "GetQueue latency with n tasks queued, 200 reads"}
+}
+
+// startReplicas attaches n replicas to the server at addr and waits until
+// their links are up.
+func startReplicas(addr string, n int) (stop func()) {
+	var rs []*redistest.Server
+	stop = func() {
+		for _, r := range rs {
+			r.Stop()
+		}
+	}
+	for range n {
+		r, err := redistest.Start("--replicaof", strings.Replace(addr, ":", " ", 1))
+		if err != nil {
+			stop()
+			panic(err)
+		}
+		rs = append(rs, r)
+	}
+	for _, r := range rs {
+		rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+		for !strings.Contains(rc.Info(context.Background(), "replication").Val(), "master_link_status:up") {
+			time.Sleep(20 * time.Millisecond)
+		}
+		rc.Close()
+	}
+	return stop
 }
