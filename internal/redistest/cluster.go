@@ -173,3 +173,109 @@ func (c *Cluster) Stop() {
 		s.Stop()
 	}
 }
+
+// Sentinels is a master, its replicas and the Sentinels watching them.
+type Sentinels struct {
+	Master    *Server
+	Replicas  []*Server
+	Sentinels []*Server
+	Name      string // the monitored master's name
+}
+
+// StartSentinels starts a master with replicas replicas and n Sentinels
+// (quorum n/2+1, a master is considered down after 1s) and waits until the
+// replicas' links are up and every Sentinel knows them.
+func StartSentinels(replicas, n int) (*Sentinels, error) {
+	st := &Sentinels{Name: "dtqtest"}
+	m, err := Start()
+	if err != nil {
+		return nil, err
+	}
+	st.Master = m
+	for range replicas {
+		r, err := Start("--replicaof", strings.Replace(m.Addr, ":", " ", 1))
+		if err != nil {
+			st.Stop()
+			return nil, err
+		}
+		st.Replicas = append(st.Replicas, r)
+	}
+	for range n {
+		s, err := startSentinel(st.Name, m.Addr, n/2+1)
+		if err != nil {
+			st.Stop()
+			return nil, err
+		}
+		st.Sentinels = append(st.Sentinels, s)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if st.ready(ctx, replicas) {
+			return st, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st.Stop()
+	return nil, fmt.Errorf("redistest: sentinels did not see %d replicas with their links up", replicas)
+}
+
+func (st *Sentinels) ready(ctx context.Context, replicas int) bool {
+	for _, r := range st.Replicas {
+		rc := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+		info, err := rc.Info(ctx, "replication").Result()
+		rc.Close()
+		if err != nil || !strings.Contains(info, "master_link_status:up") {
+			return false
+		}
+	}
+	for _, s := range st.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		rs, err := sc.Replicas(ctx, st.Name).Result()
+		sc.Close()
+		if err != nil || len(rs) < replicas {
+			return false
+		}
+	}
+	return true
+}
+
+// URL is the redis+sentinel:// URL of the set, db 0.
+func (st *Sentinels) URL() string {
+	addrs := make([]string, len(st.Sentinels))
+	for i, s := range st.Sentinels {
+		addrs[i] = s.Addr
+	}
+	return "redis+sentinel://" + strings.Join(addrs, ",") + "/" + st.Name + "/0"
+}
+
+// CurrentMaster returns the node the Sentinels name as master now.
+func (st *Sentinels) CurrentMaster(ctx context.Context) (*Server, error) {
+	for _, s := range st.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		addr, err := sc.GetMasterAddrByName(ctx, st.Name).Result()
+		sc.Close()
+		if err != nil || len(addr) != 2 {
+			continue
+		}
+		for _, n := range append([]*Server{st.Master}, st.Replicas...) {
+			if n.Addr == addr[0]+":"+addr[1] {
+				return n, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("redistest: no sentinel names a master")
+}
+
+// Stop stops every process.
+func (st *Sentinels) Stop() {
+	for _, s := range st.Sentinels {
+		s.Stop()
+	}
+	for _, r := range st.Replicas {
+		r.Stop()
+	}
+	if st.Master != nil {
+		st.Master.Stop()
+	}
+}

@@ -71,6 +71,40 @@ func Start(extra ...string) (*Server, error) {
 	return nil, lastErr
 }
 
+// startSentinel starts a Sentinel monitoring master (quorum q, down after
+// 1s) on a free port.
+func startSentinel(name, master string, q int) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "dtq-sentinel-")
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(master)
+	var lastErr error
+	for range 5 {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		conf := filepath.Join(dir, "sentinel.conf")
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
+			"sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 10000\n",
+			p, dir, filepath.Join(dir, "redis.log"), name, host, port, q, name, name)
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(p), dir: dir, port: p, bin: bin, args: []string{conf, "--sentinel"}}
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
