@@ -103,7 +103,7 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 // Recount recomputes queue's depth counter; it returns the old and new value.
 func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 	k := r.keys
-	keys := append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...)
+	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue))
 	v, err := r.run(ctx, "recount", keys, Group).Int64Slice()
 	if err != nil {
 		return 0, 0, err

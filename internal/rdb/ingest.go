@@ -24,6 +24,7 @@ type NewTask struct {
 	Fingerprint    string
 	IdemTTL        int64 // seconds the idempotency record lives
 	CreatedAt      int64 // epoch ms
+	ConcurrencyKey string // "" = none
 }
 
 // IngestOutcome says what Ingest did with one task.
@@ -65,7 +66,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 	for b := 0; b < NumBands; b++ {
 		keys = append(keys, k.Stream(queue, b))
 	}
-	args := make([]any, 0, 7+13*len(tasks))
+	args := make([]any, 0, 7+14*len(tasks))
 	args = append(args, now.UnixMilli(), opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
 		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks))
 	for i := range tasks {
@@ -85,7 +86,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			meta = nil
 		}
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
-			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt)
+			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey)
 	}
 	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
 	if err != nil {

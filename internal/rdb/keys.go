@@ -79,6 +79,32 @@ func (k Keys) Events(queue string) string { return k.q("events", queue) }
 // Paused exists while queue is paused.
 func (k Keys) Paused(queue string) string { return k.q("paused", queue) }
 
+// Limits is queue's flow-control settings hash (rate, concurrency,
+// key_concurrency), read by the claim script.
+func (k Keys) Limits(queue string) string { return k.q("limits", queue) }
+
+// Rate is the rate limit's state of queue: its theoretical arrival time
+// (GCRA), epoch ms.
+func (k Keys) Rate(queue string) string { return k.q("rate", queue) }
+
+// KeyRunning is the hash concurrency key -> tasks of queue running with it.
+func (k Keys) KeyRunning(queue string) string { return k.q("keyrun", queue) }
+
+// KeyWaitPrefix is the same-slot prefix of the lists of tasks of queue held
+// back by key_concurrency, one list per concurrency key.
+func (k Keys) KeyWaitPrefix(queue string) string { return k.q("keywait", queue) + ":" }
+
+// Held counts the tasks of queue held in those lists (for recount).
+func (k Keys) Held(queue string) string { return k.q("held", queue) }
+
+// Limited is set by a claim that a concurrency limit stopped; the next
+// release then writes to Wake.
+func (k Keys) Limited(queue string) string { return k.q("limited", queue) }
+
+// Wake is the stream a worker blocked by a concurrency limit waits on; a
+// releasing finalize adds an entry (capped at one).
+func (k Keys) Wake(queue string) string { return k.q("wake", queue) }
+
 // StatsPrefix is the same-slot prefix of the per-minute counters of queue.
 func (k Keys) StatsPrefix(queue string) string { return k.q("stats", queue) + ":" }
 

@@ -277,6 +277,12 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
 
+	// Flow control.
+	_, err = r.SetLimits(ctx, "emails", Limits{RateLimit: 5, RatePeriod: time.Second, Concurrency: 2, KeyConcurrency: 1})
+	require.NoError(t, err)
+	_, err = r.SetLimits(ctx, "emails", Limits{})
+	require.NoError(t, err)
+
 	// Maintenance.
 	_, err = r.Promote(ctx, "emails", ws, now.Add(2*time.Hour))
 	require.NoError(t, err)

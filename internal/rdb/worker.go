@@ -84,6 +84,15 @@ type ClaimResult struct {
 	// newest (already delivered) entry ids of bands p9..p0: WaitReady blocks
 	// until an entry newer than them exists.
 	LastIDs []string
+	// Limited means a flow-control limit allowed no start (nothing was
+	// read): Reason is "rate" or "concurrency", and Wait how long until the
+	// next token, or -1 for "until a running task finishes" (WaitWake).
+	Limited bool
+	Reason  string
+	Wait    time.Duration
+	// Held counts tasks this call held back because their concurrency key
+	// was at its limit.
+	Held int
 }
 
 // Claim delivers up to max ready tasks of queue to the worker, highest
@@ -94,16 +103,27 @@ func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max in
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
 		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	keys = append(keys, k.Limits(queue), k.Rate(queue), k.KeyRunning(queue), k.Held(queue), k.Limited(queue))
 	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second), nonce).Slice()
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second), nonce,
+		k.KeyWaitPrefix(queue)).Slice()
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 3 {
+	if len(v) != 6 {
 		return nil, fmt.Errorf("rdb: malformed claim reply")
 	}
 	state, _ := v[0].(string)
-	res := &ClaimResult{Paused: state == "paused", NoGroup: state == "nogroup"}
+	res := &ClaimResult{Paused: state == "paused", NoGroup: state == "nogroup", Limited: state == "limited"}
+	if w, _ := v[3].(int64); w != 0 {
+		res.Wait = time.Duration(w) * time.Millisecond
+		if w < 0 {
+			res.Wait = -1
+		}
+	}
+	res.Reason, _ = v[4].(string)
+	held, _ := v[5].(int64)
+	res.Held = int(held)
 	res.Tasks = decodeClaimed(queue, v[1])
 	for _, id := range asSlice(v[2]) {
 		s, _ := id.(string)
@@ -169,6 +189,14 @@ func (r *RDB) finishKeys(a *FinishArgs) []string {
 		k.Stream(a.Queue, a.Priority), k.Depth(a.Queue), k.Stats(a.Queue, minuteOf(a.Now))}
 }
 
+// limitKeys are the keys a script that stops a running task needs to give
+// back its concurrency-key slot and wake limited workers (see release_key
+// and wake_limited in _lib.lua).
+func (r *RDB) limitKeys(queue string) []string {
+	k := r.keys
+	return []string{k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Wake(queue)}
+}
+
 func (r *RDB) finishArgs(a *FinishArgs, s *WorkerSettings) []any {
 	return []any{a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
 		r.keys.IdempotencyPrefix(a.Queue), s.EventsMaxLen, int64(s.TaskRetention / time.Second), AttemptsCap}
@@ -204,8 +232,10 @@ type Success struct {
 func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettings, now time.Time, tasks []Success) ([]error, error) {
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	keys = append(keys, r.limitKeys(queue)...)
 	args := []any{now.UnixMilli(), s.WorkerID, Group, k.IdempotencyPrefix(queue), s.EventsMaxLen,
-		int64(s.TaskRetention / time.Second), int64(s.ResultRetention / time.Second), AttemptsCap, len(tasks)}
+		int64(s.TaskRetention / time.Second), int64(s.ResultRetention / time.Second), AttemptsCap, len(tasks),
+		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
 	for _, t := range tasks {
 		keys = append(keys, k.Task(queue, t.ID), k.Result(queue, t.ID))
 		args = append(args, t.ID, t.Attempt, t.Result, boolArg(t.Truncated))
@@ -233,7 +263,8 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 // FinishRetry schedules another attempt after delay.
 func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
 	keys := append(r.finishKeys(a), r.keys.Schedule(a.Queue), r.keys.Expiry(a.Queue))
-	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg)
+	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
+	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg, r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue))
 	return fenced(r.run(ctx, "retry", keys, args...).Text())
 }
 
@@ -241,8 +272,9 @@ func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings,
 // is off.
 func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, class, msg string, retryable bool) error {
 	keys := append(r.finishKeys(a), r.keys.DLQ(a.Queue))
+	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
 	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
-		r.keys.TaskPrefix(a.Queue), boolArg(retryable))
+		r.keys.TaskPrefix(a.Queue), boolArg(retryable), r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue))
 	return fenced(r.run(ctx, "dead", keys, args...).Text())
 }
 
@@ -250,8 +282,9 @@ func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, 
 func (r *RDB) HandBack(ctx context.Context, a *FinishArgs, s *WorkerSettings) error {
 	k := r.keys
 	keys := []string{k.Task(a.Queue, a.ID), k.Lease(a.Queue), k.Events(a.Queue), k.Stream(a.Queue, a.Priority)}
+	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
 	return fenced(r.run(ctx, "handback", keys, a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
-		s.EventsMaxLen, AttemptsCap).Text())
+		s.EventsMaxLen, AttemptsCap, k.KeyWaitPrefix(a.Queue), k.TaskPrefix(a.Queue)).Text())
 }
 
 func boolArg(b bool) string {
@@ -305,9 +338,11 @@ func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.DLQ(queue),
 		k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	keys = append(keys, r.limitKeys(queue)...)
 	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), room, s.EventsMaxLen,
-		int64(s.TaskRetention / time.Second), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce}
+		int64(s.TaskRetention / time.Second), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce,
+		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
 	for _, l := range mine {
 		args = append(args, l.ID, l.Attempt)
 	}
@@ -436,4 +471,22 @@ func (r *RDB) OpFinish(ctx context.Context, key, token, mode string, ttl time.Du
 // nothing pending and were idle for at least idle.
 func (r *RDB) PruneConsumers(ctx context.Context, queue string, idle time.Duration) (int64, error) {
 	return r.run(ctx, "prune_consumers", r.bandStreams(queue), Group, idle.Milliseconds()).Int64()
+}
+
+// WaitWake blocks until the wake stream of queue has an entry after after
+// (a releasing finalize writes one when a concurrency limit stopped a
+// claim), or block passes. It returns the newest entry id seen, to pass as
+// after next time; start with "0-0".
+func (r *RDB) WaitWake(ctx context.Context, queue, after string, block time.Duration) (string, error) {
+	res, err := r.c.XRead(ctx, &redis.XReadArgs{Streams: []string{r.keys.Wake(queue), after}, Count: 1, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return after, nil
+	}
+	if err != nil {
+		return after, err
+	}
+	if len(res) > 0 && len(res[0].Messages) > 0 {
+		return res[0].Messages[len(res[0].Messages)-1].ID, nil
+	}
+	return after, nil
 }

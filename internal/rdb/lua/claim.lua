@@ -16,6 +16,8 @@
 -- KEYS[4] event stream      KEYS[5] depth counter    KEYS[6] paused flag
 -- KEYS[7] stats hash (current minute)
 -- KEYS[8..17] band streams p0..p9
+-- KEYS[18] limits hash      KEYS[19] rate state (GCRA arrival time)
+-- KEYS[20] key-running hash KEYS[21] held counter  KEYS[22] limited flag
 --
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
@@ -23,9 +25,23 @@
 -- ARGV[10] call nonce: a call sent again with the same arguments after its
 --          reply was lost answers the tasks its first run started (see
 --          replayed) instead of starting more
+-- ARGV[11] key wait list prefix
 --
--- Returns {state, tasks, last_ids}:
---   state "paused" (nothing read), "ok", or "nogroup" (a band had no group)
+-- Flow control (docs/flow-control.md): the queue's limits cap how many
+-- tasks the call may start: concurrency by the lease set's size (every
+-- running task has a lease, and a crashed worker's comes back at reclaim),
+-- rate by a GCRA token bucket. A task whose concurrency key is at its limit
+-- leaves the stream for its key's wait list (held; still queued) and goes
+-- back to its band when a task of that key stops running.
+--
+-- Returns {state, tasks, last_ids, wait_ms, reason, held}:
+--   state "paused" (nothing read), "ok", "nogroup" (a band had no group), or
+--          "limited" (a limit allows no start now; nothing read)
+--   wait_ms: with "limited", how long until the next token, or -1: until a
+--          running task finishes (the releasing finalize writes the wake
+--          stream)
+--   reason: with "limited", "rate" or "concurrency"
+--   held: tasks this call held back by key_concurrency
 --   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
 --          idem_key, created_at, cancel_requested, metadata, priority}
 --   last_ids: when the bands ran out before the slots did, the newest
@@ -43,12 +59,44 @@ local lease_s = tostring(now + tonumber(ARGV[5]))
 local nonce = ARGV[10]
 local again = replayed(KEYS[1], lease_s, worker, nonce, ARGV[6])
 if #again > 0 then
-  return {'ok', again, {}}
+  return {'ok', again, {}, 0, '', 0}
 end
 
 if redis.call('EXISTS', KEYS[6]) == 1 then
-  return {'paused', {}, {}}
+  return {'paused', {}, {}, 0, '', 0}
 end
+
+local lim = redis.call('HMGET', KEYS[18], 'rate_limit', 'rate_period_ms', 'burst', 'concurrency', 'key_concurrency')
+local rate_n, period, conc, key_conc = tonumber(lim[1]), tonumber(lim[2]), tonumber(lim[4]), tonumber(lim[5])
+if conc then
+  local free = conc - redis.call('ZCARD', KEYS[1])
+  if free <= 0 then
+    redis.call('SET', KEYS[22], '1', 'PX', 60000)
+    return {'limited', {}, {}, -1, 'concurrency', 0}
+  end
+  remaining = math.min(remaining, free)
+end
+local interval, tat = nil, nil
+if rate_n and period and rate_n > 0 then
+  interval = period / rate_n
+  local tolerance = (tonumber(lim[3] or '1') - 1) * interval
+  tat = math.max(tonumber(redis.call('GET', KEYS[19]) or '0'), now)
+  local ahead = tat - now
+  if ahead > tolerance then
+    return {'limited', {}, {}, math.ceil(ahead - tolerance), 'rate', 0}
+  end
+  remaining = math.min(remaining, math.floor((tolerance - ahead) / interval) + 1)
+end
+local key_cnt = {}
+local function key_count(ck)
+  local n = key_cnt[ck]
+  if n == nil then
+    n = tonumber(redis.call('HGET', KEYS[20], ck) or '0')
+    key_cnt[ck] = n
+  end
+  return n
+end
+local held, started, more = 0, 0, false
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[8 + b] end
@@ -59,7 +107,7 @@ local c = {
 }
 local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
   'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',
-  'error_class'}
+  'error_class', 'ckey'}
 
 local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)
@@ -80,6 +128,7 @@ for b = 9, 0, -1 do
     state = 'nogroup'
   elseif res then
     local delivered = res[1][2]
+    if #delivered >= remaining then more = true end -- the band may hold more
     for _, entry in ipairs(delivered) do
       read = read + 1
       local eid, ef = entry[1], entry[2]
@@ -97,8 +146,21 @@ for b = 9, 0, -1 do
       elseif h.expires_at and tonumber(h.expires_at) <= now then
         redis.call('XACK', streams[b], group, eid)
         expire_task(c, tid, h)
+      elseif h.ckey and key_conc and key_count(h.ckey) >= key_conc then
+        -- Its key is at its limit: out of the stream into the key's wait
+        -- list, in order, so that other keys' tasks pass it.
+        redis.call('RPUSH', ARGV[11] .. h.ckey, tid)
+        redis.call('HSET', tk, 'held', '1')
+        redis.call('HDEL', tk, 'stream_id')
+        redis.call('INCR', KEYS[21])
+        held = held + 1
       else
         drop = false
+        started = started + 1
+        if h.ckey then
+          key_cnt[h.ckey] = key_count(h.ckey) + 1
+          redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+        end
         redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
         if h.error_class then -- a retry: clear the previous attempt's outcome
           redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
@@ -130,6 +192,10 @@ if #leases > 0 then
   redis.call('ZADD', KEYS[1], unpack(leases))
   stats_flush(KEYS[7], acc)
 end
+if interval and started > 0 then
+  tat = tat + started * interval
+  redis.call('SET', KEYS[19], string.format('%.3f', tat), 'PX', math.ceil(tat - now + period))
+end
 
 -- Every band was read until empty when slots are left over: return, per
 -- band, the newest entry the stream holds (every entry up to it has been
@@ -138,7 +204,7 @@ end
 -- right away on "anything newer". XREVRANGE COUNT 1 is cheap; XINFO GROUPS
 -- would also compute the group's lag.
 local last_ids = {}
-if remaining > 0 and state == 'ok' then
+if remaining > 0 and state == 'ok' and not more then
   for b = 9, 0, -1 do
     if empty[b] then
       last_ids[#last_ids + 1] = '0-0'
@@ -148,4 +214,4 @@ if remaining > 0 and state == 'ok' then
     end
   end
 end
-return {state, tasks, last_ids}
+return {state, tasks, last_ids, 0, '', held}

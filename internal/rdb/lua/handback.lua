@@ -8,8 +8,11 @@
 -- landed (its record exists) answers ok.
 --
 -- KEYS[1] task hash  KEYS[2] lease ZSET  KEYS[3] event stream  KEYS[4] band stream
+-- KEYS[5..8] key-running hash, held counter, limited flag, wake stream
+-- KEYS[9..18] band streams p0..p9
 -- ARGV[1] now (ms)   ARGV[2] task id     ARGV[3] attempt       ARGV[4] worker id
 -- ARGV[5] group      ARGV[6] events maxlen  ARGV[7] attempts history cap
+-- ARGV[8] key wait list prefix  ARGV[9] task key prefix
 --
 -- Returns "ok" or "lease_lost".
 
@@ -24,6 +27,8 @@ end
 local _, rec = history_field(h, h.worker_id, h.started_at or ARGV[1], ARGV[1], 'handback', 'Shutdown',
   'worker stopped before the task finished')
 release_entry(f, h)
+release_key(limit_keys(5, 9, 8), h)
+wake_limited(limit_keys(5, 9, 8))
 local sid = redis.call('XADD', KEYS[4], '*', 't', f.tid, 'a', h.attempt)
 redis.call('HSET', KEYS[1], 'status', 'queued', 'stream_id', sid, field, rec)
 redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at', 'claim')

@@ -17,10 +17,10 @@
 -- ARGV[3] events maxlen             ARGV[4] recent index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks
--- then per task i (base = 8 + 13*(i-1)): id, type, payload, priority,
+-- then per task i (base = 8 + 14*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint, record TTL (s),
--- created_at
+-- created_at, concurrency key ("" = none)
 --
 -- Returns one reply per task:
 --   {"created", id, status}
@@ -48,13 +48,13 @@ local band_key = {['0'] = KEYS[6], ['1'] = KEYS[7], ['2'] = KEYS[8], ['3'] = KEY
 
 for i = 1, n do
   local kb = 16 + 2 * (i - 1)
-  local ab = 8 + 13 * (i - 1)
+  local ab = 8 + 14 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
   local ikey, available_at, expires_at = ARGV[ab + 6], ARGV[ab + 7], ARGV[ab + 8]
   local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
-  local created_at = ARGV[ab + 12]
+  local created_at, ckey = ARGV[ab + 12], ARGV[ab + 13]
 
   local reply = nil
   if ikey ~= '' then
@@ -115,6 +115,10 @@ for i = 1, n do
     end
     if metadata ~= '' then
       f[nf + 1], f[nf + 2] = 'metadata', metadata
+      nf = nf + 2
+    end
+    if ckey ~= '' then
+      f[nf + 1], f[nf + 2] = 'ckey', ckey
       nf = nf + 2
     end
     -- The stream entry id is part of the hash, so the entry is added first;

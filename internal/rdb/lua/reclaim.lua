@@ -15,13 +15,15 @@
 -- KEYS[1] lease ZSET    KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4] DLQ index     KEYS[5] stats hash (minute)
 -- KEYS[6..15] band streams p0..p9
+-- KEYS[16..19] key-running hash, held counter, limited flag, wake stream
 --
 -- ARGV[1] now (ms)  ARGV[2] lease duration (ms)  ARGV[3] reclaiming worker id
 -- ARGV[4] group     ARGV[5] task key prefix       ARGV[6] idempotency key prefix
 -- ARGV[7] max tasks to take over   ARGV[8] events maxlen   ARGV[9] retention (s)
 -- ARGV[10] attempts history cap    ARGV[11] "1" = DLQ enabled  ARGV[12] DLQ maxlen
 -- ARGV[13] call nonce (see replayed)
--- ARGV[14..] pairs of task id, attempt the reclaiming process runs now
+-- ARGV[14] key wait list prefix  ARGV[15] task key prefix
+-- ARGV[16..] pairs of task id, attempt the reclaiming process runs now
 --
 -- Returns the tasks taken over, each {id, attempt, type, payload, timeout_ms,
 -- max_attempts, idem_key, created_at, cancel_requested, metadata, priority}.
@@ -35,20 +37,21 @@ local again = replayed(KEYS[1], lease_s, worker, nonce, ARGV[5])
 if #again > 0 then return again end
 
 local mine = {}
-for i = 14, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
+for i = 16, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
+local lk = limit_keys(16, 6, 14)
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
 local out = {}
 local fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
   'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
-  'previous_attempts'}
+  'previous_attempts', 'ckey'}
 for _, tid in ipairs(expired) do
   local tk = ARGV[5] .. tid
   local h = hget_map(tk, fields)
   local f = {task_key = tk, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
     stats = KEYS[5], stream = KEYS[6 + tonumber(h.priority or '0')], now = now, tid = tid, group = ARGV[4],
     idem_prefix = ARGV[6], events_maxlen = ARGV[8], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
-    dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5]}
+    dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5], l = lk}
   if h.status ~= 'running' then
     redis.call('ZREM', KEYS[1], tid) -- stale lease of a task that moved on
   elseif h.worker_id == worker and (mine[tid] == h.attempt
@@ -74,6 +77,8 @@ for _, tid in ipairs(expired) do
       out[#out + 1] = claimed_tuple(tid, h, attempt)
     else
       release_entry(f, h)
+      release_key(lk, h)
+      wake_limited(lk)
       local sid = redis.call('XADD', f.stream, '*', 't', tid, 'a', attempt)
       redis.call('HSET', tk, hf, hv, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
       redis.call('HDEL', tk, 'worker_id', 'started_at', 'finished_at', 'claim', 'error_class', 'error_message',

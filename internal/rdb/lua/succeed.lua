@@ -11,12 +11,14 @@
 --
 -- KEYS[1] lease ZSET  KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4] stats hash (minute)  KEYS[5..14] band streams p0..p9
--- then per task i: KEYS[15 + 2*(i-1)] task hash, KEYS[16 + 2*(i-1)] result key
+-- KEYS[15..18] key-running hash, held counter, limited flag, wake stream
+-- then per task i: KEYS[19 + 2*(i-1)] task hash, KEYS[20 + 2*(i-1)] result key
 --
 -- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] group
 -- ARGV[4] idempotency key prefix  ARGV[5] events maxlen  ARGV[6] retention (s)
 -- ARGV[7] result retention (s)  ARGV[8] attempts history cap  ARGV[9] tasks
--- then per task i (base = 10 + 4*(i-1)): task id, attempt, result JSON
+-- ARGV[10] key wait list prefix  ARGV[11] task key prefix
+-- then per task i (base = 12 + 4*(i-1)): task id, attempt, result JSON
 -- ("" = none), "1" when the result was too large to keep
 --
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
@@ -32,12 +34,13 @@ local fields = {} -- each task's HSET arguments, refilled
 local history_cap = tonumber(ARGV[8])
 -- What a success needs of the task: fewer fields than fence_fields.
 local need = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
-  'cancel_requested', 'priority', 'previous_attempts', 'error_class'}
+  'cancel_requested', 'priority', 'previous_attempts', 'error_class', 'ckey'}
+local lk = limit_keys(15, 5, 10)
 local succeeded = {'succeeded'}
 local h_buf = {}
 for i = 1, n do
-  local tk, rk = KEYS[15 + 2 * (i - 1)], KEYS[16 + 2 * (i - 1)]
-  local ab = 10 + 4 * (i - 1)
+  local tk, rk = KEYS[19 + 2 * (i - 1)], KEYS[20 + 2 * (i - 1)]
+  local ab = 12 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
   local h, seen = fence(tk, attempt, worker, need, h_buf)
   if not h then
@@ -76,6 +79,7 @@ for i = 1, n do
       ids[#ids + 1] = h.stream_id
     end
     leases[#leases + 1] = tid
+    release_key(lk, h)
     acc['run_ms_sum'] = (acc['run_ms_sum'] or 0) + dur
     local b = bucket_field('run_b', dur)
     acc[b] = (acc[b] or 0) + 1
@@ -89,5 +93,6 @@ if done > 0 then
   redis.call('DECRBY', KEYS[3], done)
   acc['succeeded'] = done
   stats_flush(KEYS[4], acc)
+  wake_limited(lk)
 end
 return out
