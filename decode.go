@@ -53,6 +53,11 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 			if err == nil && s.IdempotencyKey == "" {
 				err = invalid(field, "must be 1..255 characters")
 			}
+		case "concurrency_key":
+			s.ConcurrencyKey, err = jsonString(field, raw)
+			if err == nil && s.ConcurrencyKey == "" {
+				err = invalid(field, "must be 1..128 characters")
+			}
 		case "payload":
 			s.Payload = raw
 		case "metadata":

@@ -53,7 +53,15 @@ func (i *Inspector) GetQueue(ctx context.Context, queue string) (*dtqtype.QueueI
 	if err != nil {
 		return nil, err
 	}
-	return i.queueInfo(ctx, queue, workers)
+	qi, err := i.queueInfo(ctx, queue, workers)
+	if err != nil {
+		return nil, err
+	}
+	// One queue's page shows its limits; the list leaves them out.
+	if qi.Limits, err = i.GetLimits(ctx, queue); err != nil {
+		return nil, err
+	}
+	return qi, nil
 }
 
 func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.WorkerInfo) (*dtqtype.QueueInfo, error) {

@@ -42,6 +42,10 @@ type Submission struct {
 	// ASCII characters, scoped to the queue. An RFC 8941 quoted string is
 	// unquoted.
 	IdempotencyKey string
+	// ConcurrencyKey groups tasks for the queue's key_concurrency limit
+	// (running tasks at once per key, across all workers): 1..128 printable
+	// ASCII characters. "" means none: only the queue-wide limits apply.
+	ConcurrencyKey string
 }
 
 // Priority returns a pointer to p, for Submission.Priority.
@@ -56,6 +60,7 @@ const (
 	MaxMetadataBytes   = 4096
 	MaxJSONDepth       = 64
 	MaxIdempotencyKey  = 255
+	MaxConcurrencyKey  = 128
 	maxTypeLen         = 128
 	defaultMaxAttempts = 5
 )
@@ -124,6 +129,7 @@ type normalized struct {
 	metadata     []byte
 	key          string
 	fingerprint  string
+	ckey         string
 }
 
 // normalize validates s and applies defaults. It is the one validation
@@ -227,6 +233,17 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 		if n.key, err = NormalizeIdempotencyKey(s.IdempotencyKey); err != nil {
 			return nil, err
 		}
+	}
+	if s.ConcurrencyKey != "" {
+		if len(s.ConcurrencyKey) > MaxConcurrencyKey {
+			return nil, invalid("concurrency_key", "must be 1..128 characters")
+		}
+		for i := 0; i < len(s.ConcurrencyKey); i++ {
+			if c := s.ConcurrencyKey[i]; c < 0x21 || c > 0x7e {
+				return nil, invalid("concurrency_key", "must be printable ASCII without spaces (0x21..0x7e)")
+			}
+		}
+		n.ckey = s.ConcurrencyKey
 	}
 	if n.key != "" {
 		n.fingerprint = n.computeFingerprint() // only a keyed submission is ever compared

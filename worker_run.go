@@ -28,6 +28,7 @@ const idleBlock = time.Second
 func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	bg := context.WithoutCancel(ctx)
 	errDelay := 50 * time.Millisecond
+	wakeID := "0-0" // the last wake entry seen (see rdb.WaitWake)
 	for ctx.Err() == nil {
 		n, err := w.slots.acquire(ctx, queue, w.cfg.Concurrency)
 		if err != nil {
@@ -48,7 +49,21 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		}
 		errDelay = 50 * time.Millisecond
 		w.slots.release(n - w.startAll(hardCtx, res.Tasks))
+		if res.Held > 0 {
+			w.metrics.m.Throttled.WithLabelValues(queue, "key_concurrency").Add(float64(res.Held))
+		}
 		switch {
+		case res.Limited:
+			// Held back by the queue's limits: sleep until the next token,
+			// or until a running task finishes (its finalize writes the
+			// wake stream), never in a busy loop.
+			w.metrics.m.Throttled.WithLabelValues(queue, res.Reason).Inc()
+			if res.Wait > 0 {
+				sleepCtx(ctx, min(res.Wait, idleBlock))
+			} else if wakeID, err = w.rdb.WaitWake(ctx, queue, wakeID, idleBlock); err != nil && ctx.Err() == nil {
+				w.cfg.Logger.Warn("wait for a running task to finish failed", "queue", queue, "err", err)
+				sleepCtx(ctx, errDelay)
+			}
 		case len(res.Tasks) > 0 && len(res.LastIDs) == 0:
 			continue // slots ran out first: more may be ready
 		case res.NoGroup:

@@ -1,5 +1,11 @@
 package dtqtype
 
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
 // QueueInfo is a queue's state as the admin API shows it.
 type QueueInfo struct {
 	Name        string           `json:"queue"`
@@ -13,6 +19,7 @@ type QueueInfo struct {
 	DLQ         int64            `json:"dlq"`
 	LiveWorkers int              `json:"live_workers"`
 	Throughput  Throughput       `json:"throughput"`
+	Limits      *QueueLimits     `json:"limits,omitempty"` // nil when none are set
 }
 
 // Throughput summarizes a queue's last few minutes.
@@ -81,4 +88,43 @@ type BulkResult struct {
 	Matched    int64   `json:"matched"`
 	Processed  int64   `json:"processed"`
 	NextCursor *string `json:"next_cursor"`
+}
+
+// QueueLimits are a queue's flow-control limits, enforced by the claim
+// script across every worker. Unset fields (nil, 0) do not limit.
+type QueueLimits struct {
+	// Rate bounds task starts per period (a token bucket).
+	Rate *RateLimit `json:"rate,omitempty"`
+	// Concurrency bounds the queue's running tasks at once.
+	Concurrency int `json:"concurrency,omitempty"`
+	// KeyConcurrency bounds running tasks at once per concurrency key.
+	KeyConcurrency int `json:"key_concurrency,omitempty"`
+}
+
+// RateLimit allows Limit task starts per Period, spaced Period/Limit apart;
+// Burst (default 1) lets an idle queue start up to that many at once.
+type RateLimit struct {
+	Limit  int      `json:"limit"`
+	Period Duration `json:"period"`
+	Burst  int      `json:"burst,omitempty"`
+}
+
+// Duration is a time.Duration written in JSON as Go syntax ("1s", "250ms").
+type Duration time.Duration
+
+// MarshalJSON writes d as a string like "1m30s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`must be a duration string like "1s" or "500ms"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New(`must be a duration string like "1s" or "500ms"`)
+	}
+	*d = Duration(v)
+	return nil
 }

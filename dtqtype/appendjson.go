@@ -79,6 +79,10 @@ func (t *TaskInfo) appendMembers(b []byte) ([]byte, error) {
 	} else {
 		b = appendString(b, *t.IdempotencyKey)
 	}
+	if t.ConcurrencyKey != "" {
+		b = append(b, `,"concurrency_key":`...)
+		b = appendString(b, t.ConcurrencyKey)
+	}
 	b = append(b, `,"status":`...)
 	b = appendString(b, string(t.Status))
 	b = append(b, `,"created_at":`...)

@@ -100,6 +100,7 @@ type TaskInfo struct {
 	Attempt          int             `json:"attempt"`
 	TimeoutMS        int64           `json:"timeout_ms"`
 	IdempotencyKey   *string         `json:"idempotency_key"`
+	ConcurrencyKey   string          `json:"concurrency_key,omitempty"`
 	Status           Status          `json:"status"`
 	CreatedAt        Time            `json:"created_at"`
 	AvailableAt      Time            `json:"available_at"`

@@ -165,6 +165,9 @@ func (s *Server) routeTable() []route {
 		{http.MethodPost, "/api/v1/queues/{queue}/resume", RoleAdmin, s.resumeQueue, scopePath},
 		{http.MethodPost, "/api/v1/queues/{queue}/purge", RoleAdmin, s.purgeQueue, scopePath},
 		{http.MethodPost, "/api/v1/queues/{queue}/recount", RoleAdmin, s.recountQueue, scopePath},
+		{http.MethodGet, "/api/v1/queues/{queue}/limits", RoleReader, s.getLimits, scopePath},
+		{http.MethodPut, "/api/v1/queues/{queue}/limits", RoleAdmin, s.putLimits, scopePath},
+		{http.MethodDelete, "/api/v1/queues/{queue}/limits", RoleAdmin, s.deleteLimits, scopePath},
 
 		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ, scopeQuery},
 		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry, scopeTaskID},

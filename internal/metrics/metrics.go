@@ -21,6 +21,7 @@ type Worker struct {
 	Attempts        *prometheus.CounterVec   // queue, task_type, result
 	LeaseLost       *prometheus.CounterVec   // queue
 	FinalizeRetries *prometheus.CounterVec   // queue: finalize writes tried again after an error
+	Throttled       *prometheus.CounterVec   // queue, reason: starts held back by a flow-control limit
 	Inflight        prometheus.Gauge         // handlers running in this worker
 	Wait            *prometheus.HistogramVec // queue: created -> started
 	Execution       *prometheus.HistogramVec // queue, task_type: one attempt
@@ -46,6 +47,7 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 		Completed:       counter("dtq_tasks_completed_total", "Tasks that reached a terminal status, by status.", "queue", "task_type", "status"),
 		Attempts:        counter("dtq_task_attempts_total", "Finished attempts by result (success, retry, failure, cancelled, lease_lost).", "queue", "task_type", "result"),
 		LeaseLost:       counter("dtq_lease_lost_total", "Attempts whose lease was lost; their outcome was discarded.", "queue"),
+		Throttled:       counter("dtq_tasks_throttled_total", "Starts held back by a flow-control limit: claims a rate or concurrency limit refused, and tasks held on their concurrency key.", "queue", "reason"),
 		FinalizeRetries: counter("dtq_finalize_retries_total", "Finalize writes tried again after a Redis error (the outcome was kept and written later).", "queue"),
 		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dtq_worker_inflight",
 			Help: "Handlers running in this worker."}),
@@ -55,7 +57,7 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 		RetryDelay: hist("dtq_task_retry_delay_seconds", "Backoff chosen for retries.", "queue"),
 	}
 	reg.MustRegister(m.Started, m.Succeeded, m.Failed, m.Retried, m.DeadLettered, m.Completed, m.Attempts,
-		m.LeaseLost, m.FinalizeRetries, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay)
+		m.LeaseLost, m.FinalizeRetries, m.Throttled, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay)
 	return m
 }
 

@@ -38,6 +38,7 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		PreviousAttempts: int(atoi64(h["previous_attempts"])),
 		Attempts:         []dtqtype.AttemptRecord{},
 	}
+	t.ConcurrencyKey = h["ckey"]
 	if k, ok := h["idem_key"]; ok {
 		t.IdempotencyKey = &k
 	}

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// limitsBody is the answer of the limits routes.
+type limitsBody struct {
+	Queue  string               `json:"queue"`
+	Limits *dtqtype.QueueLimits `json:"limits"`
+}
+
+// getLimits is GET /api/v1/queues/{queue}/limits: the queue's limits,
+// {"limits": null} when none are set.
+func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := queueParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	l, err := s.cfg.Inspector.GetLimits(r.Context(), q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, limitsBody{Queue: q, Limits: l})
+}
+
+// putLimits is PUT /api/v1/queues/{queue}/limits: replaces the queue's
+// limits with the body's, e.g. {"rate": {"limit": 10, "period": "1s"},
+// "concurrency": 5, "key_concurrency": 1}. Audited.
+func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := queueParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var l dtqtype.QueueLimits
+	got, err := decodeActionBody(w, r, &l, `{"rate": {"limit": 10, "period": "1s"}, "concurrency": 5}`)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !got {
+		s.writeError(w, r, badRequest("", `the body must give the limits, like {"rate": {"limit": 10, "period": "1s"}}; DELETE removes them`))
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	if err := s.cfg.Admin.SetLimits(ctx, q, l); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.audited(r, "queue.limits.set", q, limitsSummary(&l))
+	s.writeJSON(w, r, http.StatusOK, limitsBody{Queue: q, Limits: &l})
+}
+
+// deleteLimits is DELETE /api/v1/queues/{queue}/limits. Audited.
+func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request) {
+	q, err := queueAction(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	existed, err := s.cfg.Admin.DeleteLimits(ctx, q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	detail := "none were set"
+	if existed {
+		detail = "removed"
+	}
+	s.audited(r, "queue.limits.delete", q, detail)
+	s.writeJSON(w, r, http.StatusOK, limitsBody{Queue: q})
+}
+
+// limitsSummary names limits for the audit log, e.g. "rate=10/1s concurrency=5".
+func limitsSummary(l *dtqtype.QueueLimits) string {
+	out := ""
+	add := func(s string) {
+		if out != "" {
+			out += " "
+		}
+		out += s
+	}
+	if l.Rate != nil {
+		add("rate=" + itoa(l.Rate.Limit) + "/" + durationString(l.Rate.Period))
+		if l.Rate.Burst > 1 {
+			add("burst=" + itoa(l.Rate.Burst))
+		}
+	}
+	if l.Concurrency > 0 {
+		add("concurrency=" + itoa(l.Concurrency))
+	}
+	if l.KeyConcurrency > 0 {
+		add("key_concurrency=" + itoa(l.KeyConcurrency))
+	}
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func durationString(d dtqtype.Duration) string { return time.Duration(d).String() }
