@@ -98,6 +98,6 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 	}
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
 		CPUusPerTask: total * 1e6 / float64(n),
-		Note: fmt.Sprintf("3 masters, %d queues, concurrency=%d, per-master Redis CPU share %s", queues, concurrency, strings.Join(shares, " / "))}
+		Note:         fmt.Sprintf("3 masters, %d queues, concurrency=%d, per-master Redis CPU share %s", queues, concurrency, strings.Join(shares, " / "))}
 	return r
 }

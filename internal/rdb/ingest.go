@@ -22,8 +22,8 @@ type NewTask struct {
 	ExpiresAt      int64  // epoch ms; 0 = none
 	Metadata       []byte // JSON object; nil = {}
 	Fingerprint    string
-	IdemTTL        int64 // seconds the idempotency record lives
-	CreatedAt      int64 // epoch ms
+	IdemTTL        int64  // seconds the idempotency record lives
+	CreatedAt      int64  // epoch ms
 	ConcurrencyKey string // "" = none
 }
 
