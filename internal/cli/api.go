@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,8 +144,10 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		Keys:            cfg.Keys(),
 		AllowedHosts:    cfg.AllowedHosts,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Logger:          log,
-		AccessLog:       cfg.NewLogger(access),
+		// 0 in the variable means totals only; 0 in the Config, the default.
+		MetricsMaxQueues: cmp.Or(cfg.MetricsMaxQueues, -1),
+		Logger:           log,
+		AccessLog:        cfg.NewLogger(access),
 	})
 	if err != nil {
 		return err
