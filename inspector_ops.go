@@ -15,7 +15,9 @@ import (
 // throughputWindow is how many recent minutes QueueInfo summarizes.
 const throughputWindow = 5
 
-// ListQueues returns every queue ever submitted to, by name.
+// ListQueues returns every queue ever submitted to, by name. It reads every
+// queue's full state, so its cost grows with the number of queues; the API
+// pages with ListQueuePage instead.
 func (i *Inspector) ListQueues(ctx context.Context) ([]*dtqtype.QueueInfo, error) {
 	names, err := i.rdb.Queues(ctx)
 	if err != nil {
@@ -198,7 +200,9 @@ func (i *Inspector) ListAudit(ctx context.Context, limit int, cursor string) ([]
 }
 
 // Stats returns per-minute counters for queue ("" = all queues summed) over
-// the last window (1 minute .. 2 hours), oldest minute first.
+// the last window (1 minute .. 2 hours), oldest minute first. Over all
+// queues it reads at most 50,000 per-minute records (queues × minutes): a
+// longer window is a *ValidationError naming the longest that fits.
 func (i *Inspector) Stats(ctx context.Context, queue string, window time.Duration) ([]*dtqtype.MinuteStats, error) {
 	if window < time.Minute || window > 2*time.Hour {
 		return nil, invalid("window", "must be between 1m and 2h")
@@ -207,6 +211,9 @@ func (i *Inspector) Stats(ctx context.Context, queue string, window time.Duratio
 	if queue == "" {
 		var err error
 		if queues, err = i.rdb.Queues(ctx); err != nil {
+			return nil, err
+		}
+		if err := statsWindowCheck(len(queues), int(window/time.Minute)); err != nil {
 			return nil, err
 		}
 	} else if !ValidQueueName(queue) {

@@ -128,3 +128,36 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(v)
 	return nil
 }
+
+// QueueSize is the part of a queue's state that is cheap to read for every
+// queue at once: counters and set sizes, no per-band stream reads.
+type QueueSize struct {
+	Name      string `json:"queue"`
+	Depth     int64  `json:"depth"`
+	Running   int64  `json:"running"`
+	Scheduled int64  `json:"scheduled"`
+	DLQ       int64  `json:"dlq"`
+	Paused    bool   `json:"paused"`
+}
+
+// QueueTotals sums QueueSize over many queues.
+type QueueTotals struct {
+	Queues    int   `json:"queues"`
+	Depth     int64 `json:"depth"`
+	Running   int64 `json:"running"`
+	Scheduled int64 `json:"scheduled"`
+	DLQ       int64 `json:"dlq"`
+	Paused    int   `json:"paused"` // queues paused
+}
+
+// Add counts one queue into t.
+func (t *QueueTotals) Add(s QueueSize) {
+	t.Queues++
+	t.Depth += s.Depth
+	t.Running += s.Running
+	t.Scheduled += s.Scheduled
+	t.DLQ += s.DLQ
+	if s.Paused {
+		t.Paused++
+	}
+}

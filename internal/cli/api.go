@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,14 +21,9 @@ import (
 	"github.com/dtq-io/dtq/web"
 )
 
-// HTTP server limits. There is no WriteTimeout: long-polls (?wait=) and the
-// event feed legitimately hold a response open.
+// Shutdown and start-up bounds; the HTTP server's own limits are
+// httpapi.ServerLimits' defaults.
 const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = time.Minute
-	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 1 << 20
-
 	// shutdownGrace is how long in-flight requests may finish on their own
 	// before their contexts are cancelled, which ends long-polls and streams.
 	shutdownGrace = time.Second
@@ -143,8 +139,10 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		Keys:            cfg.Keys(),
 		AllowedHosts:    cfg.AllowedHosts,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
-		Logger:          log,
-		AccessLog:       cfg.NewLogger(access),
+		// 0 in the variable means totals only; 0 in the Config, the default.
+		MetricsMaxQueues: cmp.Or(cfg.MetricsMaxQueues, -1),
+		Logger:           log,
+		AccessLog:        cfg.NewLogger(access),
 	})
 	if err != nil {
 		return err
@@ -188,15 +186,9 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := httpapi.NewHTTPServer(h, httpapi.ServerLimits{})
+	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -27,8 +29,8 @@ func queuePath(q string) string { return "/api/v1/queues/" + pathID(q) }
 
 func newQueuesCmd(e *env) *cobra.Command {
 	r := &remote{}
-	cmd := groupCmd(e, "queues", "Inspect, pause, resume and purge queues", r)
-	cmd.AddCommand(newQueuesListCmd(r), newQueuesStatsCmd(r),
+	cmd := groupCmd(e, "queues", "Inspect, create, delete, pause, resume and purge queues", r)
+	cmd.AddCommand(newQueuesListCmd(r), newQueuesStatsCmd(r), newQueuesCreateCmd(r), newQueuesDeleteCmd(r),
 		newQueueActionCmd(r, "pause", "Stop delivering a queue's tasks (admin)",
 			"Stop delivering a queue's tasks; submissions are still accepted. Any valid\nname may be paused, even one not used yet."),
 		newQueueActionCmd(r, "resume", "Deliver a paused queue's tasks again (admin)", ""),
@@ -40,14 +42,14 @@ func newQueuesListCmd(r *remote) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List queues with depth, ready, running, scheduled and DLQ sizes",
-		Long: "List every queue ever submitted to. DEPTH counts live tasks (ready, running,\n" +
-			"delayed and retrying); SCHEDULED is delayed and retrying tasks; PER_MIN is\n" +
-			"finished tasks per minute over the recent window.",
+		Long: "List every queue, by name, reading the API's pages of 1000. DEPTH counts\n" +
+			"live tasks (ready, running, delayed and retrying); SCHEDULED is delayed and\n" +
+			"retrying tasks; PER_MIN is finished tasks per minute over the recent window.",
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
 		return printList(cmd, r, listing[queueView]{
-			path: "/api/v1/queues", all: true,
+			path: "/api/v1/queues", query: url.Values{"limit": {"1000"}}, all: true,
 			header: []string{"QUEUE", "STATE", "DEPTH", "READY", "RUNNING", "SCHEDULED", "DLQ", "WORKERS", "PER_MIN"},
 			row: func(q queueView) []string {
 				return []string{q.Name, q.state(), itoa(q.Depth), itoa(q.ReadyTotal), itoa(q.Running),
@@ -248,4 +250,76 @@ func (r *remote) completeQueues(cmd *cobra.Command, args []string, _ string) ([]
 		}
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+func newQueuesCreateCmd(r *remote) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create <queue>",
+		Short: "Add a queue to the registry (admin)",
+		Long: "Add a queue to the registry. Under DTQ_QUEUE_POLICY=declared only such queues\n" +
+			"accept tasks; under the open policy a queue is also created by its first task.\n" +
+			"Creating a queue that exists changes nothing.",
+		Example: "  dtq queues create emails",
+		Args:    cobra.ExactArgs(1),
+	}
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		res, err := s.api.do(cmd.Context(), request{method: http.MethodPut, path: queuePath(args[0])})
+		if err != nil {
+			return err
+		}
+		var out struct {
+			Queue   string `json:"queue"`
+			Created bool   `json:"created"`
+		}
+		if err := decodeAnswer(res.body, &out); err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.raw(res.body)
+		}
+		if !out.Created {
+			return s.out.textf("queue %s already existed", out.Queue)
+		}
+		return s.out.textf("created queue %s", out.Queue)
+	})
+	return cmd
+}
+
+func newQueuesDeleteCmd(r *remote) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete <queue> --yes",
+		Short: "Remove an empty queue from the registry (admin)",
+		Long: "Remove a queue that holds no task (none live, none dead-lettered) from the\n" +
+			"registry, freeing its number. A queue that still holds tasks is refused with\n" +
+			"QUEUE_NOT_EMPTY, naming what it holds. It needs --yes.",
+		Example:           "  dtq queues delete emails --yes",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: r.completeQueues,
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "really delete the queue")
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		if err := requireYes(yes, "delete queue "+args[0]); err != nil {
+			return err
+		}
+		s, err := r.open(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		res, err := s.api.do(cmd.Context(), request{method: http.MethodDelete, path: queuePath(args[0])})
+		if err != nil {
+			return err
+		}
+		if s.out.json {
+			return s.out.raw(res.body)
+		}
+		return s.out.textf("deleted queue %s", args[0])
+	})
+	return cmd
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,4 +67,61 @@ func TestQueues(t *testing.T) {
 	tasks, _, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Queue: "images", Status: dtqtype.StatusCancelled})
 	require.NoError(t, err)
 	require.Len(t, tasks, 3)
+}
+
+func TestQueuesCreateDelete(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	require.Equal(t, "created queue billing\n", b.ok(t, "queues", "create", "billing"))
+	require.Equal(t, "queue billing already existed\n", b.ok(t, "queues", "create", "billing"))
+	var created map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "create", "invoices", "-o", "json")), &created))
+	require.Equal(t, map[string]any{"queue": "invoices", "created": true}, created)
+	names, err := b.insp.QueueNames(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"billing", "invoices"}, names)
+
+	code, stdout, stderr := b.run(t, "queues", "create", "Not_Valid")
+	requireAPIError(t, code, stdout, stderr, "INVALID_REQUEST")
+
+	// Delete needs --yes and touches nothing without it.
+	code, stdout, stderr = b.run(t, "queues", "delete", "billing")
+	require.Equal(t, 2, code)
+	require.Empty(t, stdout)
+	require.Equal(t, "dtq: refusing to delete queue billing without --yes\n", stderr)
+	names, err = b.insp.QueueNames(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"billing", "invoices"}, names)
+
+	// A queue holding a task is refused; an empty one goes.
+	b.submit(t, dtq.Submission{Queue: "invoices", Type: "echo"})
+	code, stdout, stderr = b.run(t, "queues", "delete", "invoices", "--yes")
+	requireAPIError(t, code, stdout, stderr, "QUEUE_NOT_EMPTY")
+	require.Equal(t, "deleted queue billing\n", b.ok(t, "queues", "delete", "billing", "--yes"))
+	names, err = b.insp.QueueNames(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"invoices"}, names)
+	code, stdout, stderr = b.run(t, "queues", "delete", "billing", "--yes")
+	requireAPIError(t, code, stdout, stderr, "QUEUE_NOT_FOUND")
+
+	b.ok(t, "queues", "create", "spare")
+	var deleted map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "delete", "spare", "--yes", "-o", "json")), &deleted))
+	require.Equal(t, map[string]any{"queue": "spare", "deleted": true}, deleted)
+}
+
+// TestQueuesListFollowsPages lists more queues than one API page holds.
+func TestQueuesListFollowsPages(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	const n = 1005
+	for i := range n {
+		_, err := b.admin.CreateQueue(b.ctx, fmt.Sprintf("q%04d", i))
+		require.NoError(t, err)
+	}
+	var items []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "list", "-o", "json")), &items))
+	require.Len(t, items, n)
+	require.Equal(t, "q0000", items[0]["queue"])
+	require.Equal(t, "q1004", items[n-1]["queue"])
 }

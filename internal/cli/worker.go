@@ -14,6 +14,7 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/examples"
 	"github.com/dtq-io/dtq/internal/config"
+	"github.com/dtq-io/dtq/internal/httpapi"
 )
 
 func newWorkerCmd(e *env) *cobra.Command {
@@ -85,7 +86,7 @@ func serveWorkerMetrics(ctx context.Context, addr string, w *dtq.Worker, log *sl
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", w.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()

@@ -92,6 +92,10 @@ type Config struct {
 	// MaxSubscribers is DTQ_MAX_SUBSCRIBERS, the event feed clients one API
 	// process serves at once. Default 1000.
 	MaxSubscribers int
+	// MetricsMaxQueues is DTQ_METRICS_MAX_QUEUES, the queues with their own
+	// gauges (and submission counter label) on the API's /metrics; 0 = totals
+	// only. Default 100.
+	MetricsMaxQueues int
 	// APIKey is DTQ_API_KEY, the legacy single admin key. Default none.
 	APIKey string
 	// APIKeys is DTQ_API_KEYS (role:name:secret,...). Default none.

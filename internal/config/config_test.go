@@ -74,6 +74,7 @@ func TestDefaults(t *testing.T) {
 	require.Empty(t, c.TaskTypes)
 	require.Equal(t, "127.0.0.1:9464", c.WorkerMetricsAddr)
 	require.Equal(t, 1000, c.MaxSubscribers)
+	require.Equal(t, 100, c.MetricsMaxQueues)
 	require.Equal(t, config.QueuePolicyOpen, c.QueuePolicy)
 	require.False(t, c.ClientConfig().DeclaredQueuesOnly)
 	for _, name := range config.Names() {
@@ -85,7 +86,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 35)
+	require.Len(t, config.Names(), 36)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -233,6 +234,7 @@ func TestBadValues(t *testing.T) {
 		{"API_ADDR", "8080", "host:port"},
 		{"ALLOWED_HOSTS", "dtq.example:8080", "without ports"},
 		{"MAX_SUBSCRIBERS", "0", "between 1 and 1000000"},
+		{"METRICS_MAX_QUEUES", "-1", "between 0 and 65535"},
 		{"QUEUE_POLICY", "closed", "open or declared"},
 		{"QUEUES_DECLARED", "billing,Bad", "does not match"},
 		{"ALLOWED_HOSTS", "a,,b", "1..253 characters"},

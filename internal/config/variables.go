@@ -148,6 +148,8 @@ var variables = []variable{
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.EventsMaxLen })},
 	{name: "MAX_SUBSCRIBERS", kind: "int", def: "1000", usage: "event feed clients (SSE and WebSocket) one API process serves at once; more get 503",
 		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxSubscribers })},
+	{name: "METRICS_MAX_QUEUES", kind: "int", def: "100", usage: "queues with their own gauges on the API's /metrics (the deepest); totals cover all; 0 = totals only",
+		parse: intIn(0, 65535, func(c *Config) *int { return &c.MetricsMaxQueues })},
 	{name: "API_KEY", kind: "secret", def: "", usage: "legacy single admin key; prefer DTQ_API_KEYS, and the environment over flags, which ps shows",
 		redact: redactSecret,
 		parse: func(c *Config, s string) error {

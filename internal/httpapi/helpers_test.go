@@ -32,6 +32,8 @@ type options struct {
 	keys   []APIKey
 	// allowedHosts is Config.AllowedHosts.
 	allowedHosts []string
+	// metricsMaxQueues is Config.MetricsMaxQueues.
+	metricsMaxQueues int
 }
 
 // bundle is what an API test needs: the server behind a real listener, a
@@ -65,8 +67,8 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
-		AllowedHosts: o.allowedHosts,
-		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	srv := newTestServer(t, api)
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),

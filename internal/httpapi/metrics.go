@@ -1,15 +1,20 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/metrics"
 )
 
@@ -19,25 +24,52 @@ import (
 type apiMetrics struct {
 	m       *metrics.API
 	handler http.Handler
+
+	// The submission counter is labelled by queue for the first maxQueues
+	// queues this process sees; later ones count under otherQueues, so the
+	// page stays bounded however many queues producers use.
+	maxQueues int
+	mu        sync.Mutex
+	labelled  map[string]struct{}
 }
 
-func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed) *apiMetrics {
+// otherQueues is the queue label of submissions to queues beyond
+// DTQ_METRICS_MAX_QUEUES. It cannot be a queue's name: names start with a
+// letter or digit.
+const otherQueues = "_other"
+
+// queueLabel is the queue label the submission counter uses for q.
+func (am *apiMetrics) queueLabel(q string) string {
+	am.mu.Lock()
+	defer am.mu.Unlock()
+	if _, ok := am.labelled[q]; ok {
+		return q
+	}
+	if len(am.labelled) >= am.maxQueues {
+		return otherQueues
+	}
+	am.labelled[q] = struct{}{}
+	return q
+}
+
+func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, maxQueues int) *apiMetrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
-	reg.MustRegister(&queueCollector{in: in})
+	reg.MustRegister(&queueCollector{in: in, max: maxQueues})
 	if sc, ok := feed.(subscriberCounter); ok {
 		reg.MustRegister(&subscriberCollector{feed: sc})
 	}
-	return &apiMetrics{m: metrics.NewAPI(reg), handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	return &apiMetrics{m: metrics.NewAPI(reg), handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		maxQueues: maxQueues, labelled: map[string]struct{}{}}
 }
 
 // observeSubmit counts one submission's outcome.
 func (am *apiMetrics) observeSubmit(res *dtq.SubmitResult, err error) {
 	switch {
 	case err == nil && !res.Duplicate:
-		am.m.Submitted.WithLabelValues(res.Task.Queue).Inc()
+		am.m.Submitted.WithLabelValues(am.queueLabel(res.Task.Queue)).Inc()
 	case err == nil:
 	case errors.Is(err, dtq.ErrPayloadTooLarge):
 		am.m.Rejected.WithLabelValues("too_large").Inc()
@@ -68,13 +100,28 @@ var (
 	descPaused    = prometheus.NewDesc("dtq_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil)
 	descWorkers   = prometheus.NewDesc("dtq_workers_active", "Workers with a recent heartbeat.", nil, nil)
 	descUp        = prometheus.NewDesc("dtq_redis_up", "1 when the last scrape could read Redis.", nil, nil)
+
+	descQueues        = prometheus.NewDesc("dtq_queues_registered", "Queues in the registry.", nil, nil)
+	descQueuesOmitted = prometheus.NewDesc("dtq_metrics_queues_omitted", "Registered queues without per-queue gauges here (beyond DTQ_METRICS_MAX_QUEUES).", nil, nil)
+	descSumDepth      = prometheus.NewDesc("dtq_all_queues_depth", "Live tasks over all queues.", nil, nil)
+	descSumRunning    = prometheus.NewDesc("dtq_all_queues_running", "Leased (running) tasks over all queues.", nil, nil)
+	descSumScheduled  = prometheus.NewDesc("dtq_all_queues_scheduled", "Delayed and retrying tasks over all queues.", nil, nil)
+	descSumDLQ        = prometheus.NewDesc("dtq_all_queues_dlq", "Dead-letter entries over all queues.", nil, nil)
+	descSumPaused     = prometheus.NewDesc("dtq_all_queues_paused", "Paused queues.", nil, nil)
 )
 
-// queueCollector reads queue and worker state at scrape time.
-type queueCollector struct{ in *dtq.Inspector }
+// queueCollector reads queue and worker state at scrape time. The totals
+// cover every queue with five commands each; the per-queue gauges, which
+// also read the band streams, cover at most max queues, so a registry of
+// thousands of queues neither floods the scraper nor slows the scrape.
+type queueCollector struct {
+	in  *dtq.Inspector
+	max int
+}
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDepth, descReady, descPending, descScheduled, descDLQ, descPaused, descWorkers, descUp} {
+	for _, d := range []*prometheus.Desc{descDepth, descReady, descPending, descScheduled, descDLQ, descPaused, descWorkers, descUp,
+		descQueues, descQueuesOmitted, descSumDepth, descSumRunning, descSumScheduled, descSumDLQ, descSumPaused} {
 		ch <- d
 	}
 }
@@ -82,26 +129,33 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	queues, err := c.in.ListQueues(ctx)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	listed, total, err := c.queues(ctx)
 	if err != nil {
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		gauge(descUp, 0)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
-	for _, q := range queues {
-		g := func(d *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, q.Name)
-		}
-		g(descDepth, float64(q.Depth))
-		g(descReady, float64(q.ReadyTotal))
-		g(descPending, float64(q.Pending))
-		g(descScheduled, float64(q.Scheduled))
-		g(descDLQ, float64(q.DLQ))
+	gauge(descUp, 1)
+	gauge(descQueues, float64(total.Queues))
+	gauge(descQueuesOmitted, float64(total.Queues-len(listed)))
+	gauge(descSumDepth, float64(total.Depth))
+	gauge(descSumRunning, float64(total.Running))
+	gauge(descSumScheduled, float64(total.Scheduled))
+	gauge(descSumDLQ, float64(total.DLQ))
+	gauge(descSumPaused, float64(total.Paused))
+	for _, q := range listed {
+		gauge(descDepth, float64(q.Depth), q.Name)
+		gauge(descReady, float64(q.ReadyTotal), q.Name)
+		gauge(descPending, float64(q.Pending), q.Name)
+		gauge(descScheduled, float64(q.Scheduled), q.Name)
+		gauge(descDLQ, float64(q.DLQ), q.Name)
 		paused := 0.0
 		if q.Paused {
 			paused = 1
 		}
-		g(descPaused, paused)
+		gauge(descPaused, paused, q.Name)
 	}
 	workers, err := c.in.ListWorkers(ctx)
 	if err == nil {
@@ -111,8 +165,39 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 				live++
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(live))
+		gauge(descWorkers, float64(live))
 	}
+}
+
+// queues returns the queues that get per-queue gauges, by name, and the
+// totals over all of them. The chosen ones are the max deepest, ties broken
+// by more dead letters, then by name, so the choice is deterministic.
+func (c *queueCollector) queues(ctx context.Context) ([]*dtqtype.QueueInfo, dtqtype.QueueTotals, error) {
+	var total dtqtype.QueueTotals
+	names, err := c.in.QueueNames(ctx)
+	if err != nil {
+		return nil, total, err
+	}
+	sizes, err := c.in.QueueSizes(ctx, names)
+	if err != nil {
+		return nil, total, err
+	}
+	for _, s := range sizes {
+		total.Add(s)
+	}
+	if len(sizes) > c.max {
+		slices.SortFunc(sizes, func(a, b dtqtype.QueueSize) int {
+			return cmp.Or(cmp.Compare(b.Depth, a.Depth), cmp.Compare(b.DLQ, a.DLQ), strings.Compare(a.Name, b.Name))
+		})
+		sizes = sizes[:c.max]
+	}
+	chosen := make([]string, len(sizes))
+	for i, s := range sizes {
+		chosen[i] = s.Name
+	}
+	slices.Sort(chosen)
+	listed, err := c.in.QueueInfos(ctx, chosen)
+	return listed, total, err
 }
 
 var (

@@ -3,30 +3,58 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// listQueues is GET /api/v1/queues: every queue ever submitted to, by name.
+// queueListPage is the answer of GET /api/v1/queues: a list page, and on
+// the first page the totals over every queue the caller may see.
+type queueListPage struct {
+	Items      []*dtqtype.QueueInfo `json:"items"`
+	NextCursor *string              `json:"next_cursor"`
+	Totals     *dtqtype.QueueTotals `json:"totals,omitempty"`
+}
+
+// listQueues is GET /api/v1/queues?limit=&cursor=: queues by name, a page
+// at a time (100 by default, at most 1000). A scoped key lists its queues
+// only.
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	items, err := s.cfg.Inspector.ListQueues(r.Context())
+	q, err := parseQuery(r, "limit", "cursor")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	limit, err := parseLimit(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var only []string
 	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
-		items = slices.DeleteFunc(items, func(qi *dtqtype.QueueInfo) bool { return !k.allows(qi.Name) })
+		only = k.Queues
 	}
-	if items == nil {
-		items = []*dtqtype.QueueInfo{}
+	cursor := q.Get("cursor")
+	items, next, err := s.cfg.Inspector.ListQueuePage(r.Context(), dtq.QueueListOptions{Limit: limit, Cursor: cursor, Only: only})
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
 	}
-	s.writeJSON(w, r, http.StatusOK, page(items, ""))
+	p := queueListPage{Items: items}
+	if next != "" {
+		p.NextCursor = &next
+	}
+	if cursor == "" {
+		// The first page carries the totals, so that a dashboard can show
+		// sums over every queue without reading every page.
+		t, err := s.cfg.Inspector.QueueTotals(r.Context(), only)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		p.Totals = &t
+	}
+	s.writeJSON(w, r, http.StatusOK, p)
 }
 
 // getQueue is GET /api/v1/queues/{queue}.

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +15,9 @@ import (
 )
 
 type queueListJSON struct {
-	Items      []dtqtype.QueueInfo `json:"items"`
-	NextCursor *string             `json:"next_cursor"`
+	Items      []dtqtype.QueueInfo  `json:"items"`
+	NextCursor *string              `json:"next_cursor"`
+	Totals     *dtqtype.QueueTotals `json:"totals"`
 }
 
 func TestQueuesRead(t *testing.T) {
@@ -22,7 +25,7 @@ func TestQueuesRead(t *testing.T) {
 	b := setup(t, options{})
 	res := b.do(t, http.MethodGet, "/api/v1/queues", "")
 	require.Equal(t, http.StatusOK, res.status)
-	require.JSONEq(t, `{"items":[],"next_cursor":null}`, string(res.body))
+	require.JSONEq(t, `{"items":[],"next_cursor":null,"totals":{"queues":0,"depth":0,"running":0,"scheduled":0,"dlq":0,"paused":0}}`, string(res.body))
 
 	for p := range 3 {
 		b.submit(t, dtq.Submission{Type: "echo", Queue: "ops", Priority: dtq.Priority(7 + p)})
@@ -54,7 +57,67 @@ func TestQueuesRead(t *testing.T) {
 	for _, q := range []string{"never-used", "Not_Valid", "%20"} {
 		b.do(t, http.MethodGet, "/api/v1/queues/"+q, "").requireError(t, http.StatusNotFound, codeQueueNotFound, "")
 	}
-	b.do(t, http.MethodGet, "/api/v1/queues?limit=1", "").requireError(t, http.StatusBadRequest, codeInvalidRequest, "limit")
+	b.do(t, http.MethodGet, "/api/v1/queues?state=x", "").requireError(t, http.StatusBadRequest, codeInvalidRequest, "state")
+}
+
+// TestQueuesPage pages through the queue list: every queue once, in name
+// order, totals on the first page only, and bad limits and cursors refused.
+func TestQueuesPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	var want []string
+	for i := range 7 {
+		q := fmt.Sprintf("page-%02d", i)
+		want = append(want, q)
+		_, err := b.admin.CreateQueue(b.ctx, q)
+		require.NoError(t, err)
+		for range i % 3 {
+			b.submit(t, dtq.Submission{Type: "echo", Queue: q})
+		}
+	}
+	_, err := b.admin.PauseQueue(b.ctx, "page-03", "test")
+	require.NoError(t, err)
+
+	var got []string
+	cursor, pages := "", 0
+	for {
+		var l queueListJSON
+		path := "/api/v1/queues?limit=3"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		res := b.do(t, http.MethodGet, path, "")
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		res.decode(t, &l)
+		if pages == 0 {
+			require.Equal(t, &dtqtype.QueueTotals{Queues: 7, Depth: 6, Paused: 1}, l.Totals)
+		} else {
+			require.Nil(t, l.Totals, "totals come on the first page only")
+		}
+		require.LessOrEqual(t, len(l.Items), 3)
+		for _, qi := range l.Items {
+			got = append(got, qi.Name)
+		}
+		pages++
+		if l.NextCursor == nil {
+			break
+		}
+		cursor = *l.NextCursor
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, 3, pages)
+
+	var l queueListJSON
+	b.do(t, http.MethodGet, "/api/v1/queues", "").decode(t, &l)
+	require.Len(t, l.Items, 7, "the default page holds 100")
+
+	for _, limit := range []string{"0", "1001", "ten"} {
+		b.do(t, http.MethodGet, "/api/v1/queues?limit="+limit, "").requireError(t, http.StatusBadRequest, codeInvalidRequest, "limit")
+	}
+	// Not base64; an empty name; a name that is not a queue name; too long.
+	for _, c := range []string{"garbage!", "cTE6", "cTE6Tk9U", strings.Repeat("A", 5000)} {
+		b.do(t, http.MethodGet, "/api/v1/queues?cursor="+c, "").requireError(t, http.StatusBadRequest, codeInvalidRequest, "cursor")
+	}
 }
 
 type pausedJSON struct {

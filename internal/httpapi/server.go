@@ -53,7 +53,15 @@ type Config struct {
 	// Registry receives the API's Prometheus metrics, served at /metrics.
 	// Default: a private registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// MetricsMaxQueues is DTQ_METRICS_MAX_QUEUES: /metrics carries per-queue
+	// gauges for at most this many queues, the deepest (then those with the
+	// most dead letters, then by name), and totals over all queues.
+	// Default DefaultMetricsMaxQueues; negative = totals only.
+	MetricsMaxQueues int
 }
+
+// DefaultMetricsMaxQueues is Config.MetricsMaxQueues's default.
+const DefaultMetricsMaxQueues = 100
 
 // DefaultMaxPayloadBytes is the payload limit used when
 // Config.MaxPayloadBytes is zero (SPEC §13).
@@ -121,6 +129,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AccessLog == nil {
 		cfg.AccessLog = cfg.Logger
 	}
+	switch {
+	case cfg.MetricsMaxQueues == 0:
+		cfg.MetricsMaxQueues = DefaultMetricsMaxQueues
+	case cfg.MetricsMaxQueues < 0:
+		cfg.MetricsMaxQueues = 0
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger,
@@ -129,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
 		xorigin: http.NewCrossOriginProtection(),
-		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events),
+		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events, cfg.MetricsMaxQueues),
 
 		allowedHosts: allowed,
 	}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -340,6 +341,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	if err != nil {
 		return nil, badRequest("", "the request body could not be read")
+	}
+	// JSON text is UTF-8 (RFC 8259); decoding would silently replace bad
+	// bytes in strings, storing something the client did not send.
+	if !utf8.Valid(b) {
+		return nil, badRequest("", "the request body is not valid UTF-8; JSON must be sent as UTF-8")
 	}
 	return b, nil
 }

@@ -44,9 +44,10 @@ const app = {
   // page.
   depthHistory: [],
 
-  recordDepth(queues) {
+  // recordDepth takes the live tasks over every queue (the queue list's
+  // totals).
+  recordDepth(depth) {
     const now = Date.now();
-    const depth = queues.reduce((n, q) => n + q.depth, 0);
     const hist = this.depthHistory;
     hist.push({t: now, depth});
     while (hist.length > 2 && hist[1].t < now - DEPTH_HISTORY_MS) hist.shift();

@@ -153,7 +153,7 @@ export function mount(root, {app, params}) {
 
   async function loadQueues() {
     try {
-      const qs = await api('queues', {signal: ctrl.signal});
+      const qs = await api('queues', {query: {limit: 1000}, signal: ctrl.signal});
       fillQueueSelect(queueSel, qs.items.map(q => q.queue));
     } catch { /* typed names still work */ }
   }

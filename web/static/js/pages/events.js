@@ -101,7 +101,7 @@ export function mount(root, {app, params}) {
 
   redraw();
   markReady(root);
-  api('queues', {signal: ctrl.signal}).then(qs => fillQueueSelect(queueSel, qs.items.map(q => q.queue))).catch(() => {});
+  api('queues', {query: {limit: 1000}, signal: ctrl.signal}).then(qs => fillQueueSelect(queueSel, qs.items.map(q => q.queue))).catch(() => {});
   const offState = app.feed?.on('state', showInfo);
 
   return {

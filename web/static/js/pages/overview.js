@@ -8,6 +8,9 @@ import {pageHeader, section} from '../ui.js';
 import {refresher, percentiles, sumBuckets, fmtEstimate, markReady, errorBox, keepFocus} from './common.js';
 
 const WINDOW_MIN = 15;
+// OVERVIEW_QUEUES is how many queues (by name) the overview's table shows;
+// the cards use the list's totals over every queue.
+const OVERVIEW_QUEUES = 20;
 const TASK_EVENT = /^TASK_/;
 
 function statCard(id, label, sub) {
@@ -47,6 +50,8 @@ export function mount(root, {app}) {
 
   const latBody = h('tbody', {});
   const queueBody = h('tbody', {});
+  const queueFoot = h('a', {href: '#/queues', id: 'ov-queues-more'}, 'All queue details →');
+  const tpNote = h('p', {class: 'note', id: 'ov-throughput-note', hidden: true});
   const status = h('div', {class: 'page-status'});
 
   add(root,
@@ -55,7 +60,7 @@ export function mount(root, {app}) {
     h('div', {class: 'stats'}, Object.values(cards).map(c => c.el)),
     h('div', {class: 'grid-2'},
       section('Throughput', h('p', {class: 'card-sub'}, `Per second, by minute, last ${WINDOW_MIN} minutes. Totals for the window:`),
-        tpLegend.el, tpChart.el),
+        tpNote, tpLegend.el, tpChart.el),
       section('Queue depth', h('p', {class: 'card-sub'}, 'Live tasks in all queues, sampled since the dashboard was opened.'),
         depthLegend.el, depthChart.el)),
     h('div', {class: 'grid-2'},
@@ -72,7 +77,7 @@ export function mount(root, {app}) {
             h('th', {class: 'num', scope: 'col'}, 'Ready'), h('th', {class: 'num', scope: 'col'}, 'Running'),
             h('th', {class: 'num', scope: 'col'}, 'Dead'), h('th', {scope: 'col'}, 'State'))),
           queueBody)),
-        h('p', {class: 'card-foot'}, h('a', {href: '#/queues'}, 'All queue details →')))));
+        h('p', {class: 'card-foot'}, queueFoot))));
 
   function renderLatency(items) {
     const rows = [['Wait (created → started)', 'wait_buckets', 'ov-wait'], ['Run (handler duration)', 'run_buckets', 'ov-run']];
@@ -113,13 +118,13 @@ export function mount(root, {app}) {
     renderLatency(items);
   }
 
-  function renderQueues(qs) {
-    app.recordDepth(qs);
-    const sum = f => qs.reduce((n, q) => n + f(q), 0);
-    const depth = sum(q => q.depth);
+  function renderQueues(qs, totals, more) {
+    app.recordDepth(totals.depth);
+    const depth = totals.depth;
     setStat(cards.depth, depth);
-    setStat(cards.running, sum(q => q.running));
-    const dead = sum(q => q.dlq);
+    setStat(cards.running, totals.running);
+    setText(queueFoot, more ? `All ${fmtInt(totals.queues)} queues →` : 'All queue details →');
+    const dead = totals.dlq;
     setStat(cards.dlq, dead);
     if (!dead) setText(cards.dlq.note, 'none');
     else if (!cards.dlq.note.querySelector('a')) cards.dlq.note.replaceChildren(h('a', {href: '#/dlq'}, 'Review dead letters →'));
@@ -161,14 +166,19 @@ export function mount(root, {app}) {
   async function load() {
     const signal = ctrl.signal;
     const [qs, ws, st] = await Promise.allSettled([
-      api('queues', {signal}),
+      api('queues', {query: {limit: OVERVIEW_QUEUES}, signal}),
       api('workers', {signal}),
       api('stats', {query: {window: `${WINDOW_MIN}m`}, signal}),
     ]);
     if (signal.aborted) return;
-    const failed = [qs, ws, st].find(r => r.status === 'rejected');
+    // With very many queues the API refuses to sum the window over all of
+    // them (a bound, not a failure): say so where the chart would be.
+    const tooMany = st.status === 'rejected' && st.reason?.status === 400 && ['window', 'queue'].includes(st.reason.details?.field);
+    tpNote.hidden = !tooMany;
+    if (tooMany) setText(tpNote, `Throughput over all queues is not shown: ${st.reason.message}`);
+    const failed = [qs, ws, st].find(r => r.status === 'rejected' && !(r === st && tooMany));
     status.replaceChildren(failed ? errorBox(failed.reason, () => refresh.now()) : '');
-    if (qs.status === 'fulfilled') renderQueues(qs.value.items);
+    if (qs.status === 'fulfilled') renderQueues(qs.value.items, qs.value.totals, !!qs.value.next_cursor);
     if (ws.status === 'fulfilled') renderWorkers(ws.value.items);
     if (st.status === 'fulfilled') renderStats(st.value.items);
     markReady(root);

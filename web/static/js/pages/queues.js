@@ -1,11 +1,16 @@
 // Queues: depth, ready tasks per priority band, delivered and scheduled
-// tasks, dead letters and workers per queue, with pause and resume.
+// tasks, dead letters and workers per queue, with pause and resume, and
+// creating and deleting queues. The API pages the list by name; the page
+// shows the first PAGE queues and reads more on request.
 
 import {api} from '../api.js';
 import {h, add, setText, fmtInt, fmtRate} from '../dom.js';
 import {bandBars} from '../charts.js';
 import {pageHeader, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
-import {refresher, errorBox, markReady} from './common.js';
+import {refresher, errorBox, markReady, field} from './common.js';
+
+const PAGE = 100;
+const QUEUE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export function mount(root, {app}) {
   const ctrl = new AbortController();
@@ -14,6 +19,19 @@ export function mount(root, {app}) {
   const rows = new Map(); // queue -> {tr, cells, key}
   const tbody = h('tbody', {});
   const status = h('div', {class: 'page-status'});
+  let shown = PAGE; // how many queues to read and show
+  const count = h('p', {class: 'muted small', id: 'queues-count'});
+  const moreBtn = h('button', {class: 'btn', type: 'button', id: 'queues-more', hidden: true,
+    onclick: () => { shown += PAGE; refresh.now(); }}, `Show ${PAGE} more`);
+
+  const createInput = h('input', {id: 'queue-create-name', type: 'text', placeholder: 'queue name', autocomplete: 'off',
+    spellcheck: 'false', class: 'mono', maxlength: 64, 'aria-describedby': 'queue-create-error'});
+  const createError = h('span', {class: 'form-error', id: 'queue-create-error', role: 'alert'});
+  const createForm = admin ? h('form', {class: 'inline-form', id: 'queue-create', 'aria-label': 'Create a queue'},
+    field('New queue', createInput),
+    h('button', {class: 'btn btn-primary', type: 'submit', id: 'queue-create-submit', dataset: {admin: ''}}, 'Create queue'),
+    createError) : null;
+  createForm?.addEventListener('submit', e => { e.preventDefault(); createQueue(); });
 
   const cols = [
     ['Queue', ''], ['State', ''], ['Live', 'num'], ['Ready', 'num'], ['By band (p9 → p0)', ''], ['Running', 'num'],
@@ -24,10 +42,12 @@ export function mount(root, {app}) {
   add(root,
     pageHeader('Queues'),
     admin ? null : readOnlyNote(),
+    createForm,
     status,
     h('div', {class: 'card card-flush'}, h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'queues-table'},
       h('thead', {}, h('tr', {}, cols.map(([c, cls]) => h('th', {class: cls || null, scope: 'col'}, c)))),
       tbody))),
+    h('div', {class: 'inline-form'}, count, moreBtn),
     h('p', {class: 'muted small'},
       'Live: tasks not finished yet (queued, delayed, running, retrying). Delivered: handed to a worker and not yet acknowledged. ',
       'Scheduled: delayed or waiting for a retry. A paused queue delivers nothing until it is resumed; running tasks finish.'));
@@ -38,12 +58,16 @@ export function mount(root, {app}) {
 
   function actionCell(q) {
     const label = q.paused ? 'Resume' : 'Pause';
-    return h('button', {
+    return [h('button', {
       class: q.paused ? 'btn btn-small btn-primary' : 'btn btn-small',
       type: 'button', dataset: {admin: '', action: label.toLowerCase(), queue: q.queue},
       disabled: busy.has(q.queue), 'aria-label': `${label} queue ${q.queue}`,
       onclick: () => togglePause(q),
-    }, label);
+    }, label), ' ', h('button', {
+      class: 'btn btn-small btn-ghost', type: 'button', dataset: {admin: '', action: 'delete', queue: q.queue},
+      disabled: busy.has(q.queue), 'aria-label': `Delete queue ${q.queue}`,
+      onclick: () => deleteQueue(q),
+    }, 'Delete')];
   }
 
   function makeRow(q) {
@@ -80,17 +104,20 @@ export function mount(root, {app}) {
       c.state.replaceChildren(stateBadge(q));
       if (c.action) {
         const hadFocus = c.action.contains(document.activeElement);
-        c.action.replaceChildren(actionCell(q));
+        c.action.replaceChildren(...actionCell(q));
         if (hadFocus) c.action.querySelector('button').focus();
       }
     }
   }
 
-  function render(qs) {
-    app.recordDepth(qs);
+  function render(qs, totals, more) {
+    app.recordDepth(totals.depth);
+    setText(count, more || qs.length < totals.queues
+      ? `Showing ${fmtInt(qs.length)} of ${fmtInt(totals.queues)} queues, by name.` : '');
+    moreBtn.hidden = !more;
     if (!qs.length) {
       rows.clear();
-      tbody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan: cols.length}, 'No queues yet: a queue appears with its first task.')));
+      tbody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan: cols.length}, 'No queues yet: a queue appears with its first task, or when an admin creates it.')));
       return;
     }
     tbody.querySelector('tr.empty')?.remove();
@@ -109,8 +136,19 @@ export function mount(root, {app}) {
 
   async function load() {
     try {
-      const res = await api('queues', {signal: ctrl.signal});
-      render(res.items);
+      // Follow the cursor until shown queues are read; the first page
+      // carries the totals over every queue.
+      const items = [];
+      let cursor = '', totals = null, more = false;
+      for (;;) {
+        const res = await api('queues', {query: {limit: Math.min(1000, shown - items.length), cursor}, signal: ctrl.signal});
+        totals ??= res.totals;
+        items.push(...res.items);
+        more = !!res.next_cursor;
+        if (!more || items.length >= shown) break;
+        cursor = res.next_cursor;
+      }
+      render(items, totals, more);
       status.replaceChildren();
     } catch (e) {
       if (e.name === 'AbortError') return;
@@ -137,6 +175,46 @@ export function mount(root, {app}) {
       toast(`Queue ${q.queue} ${pause ? 'paused' : 'resumed'}`, 'ok');
     } catch (e) {
       errorToast(e, `Could not ${pause ? 'pause' : 'resume'} ${q.queue}`);
+    } finally {
+      busy.delete(q.queue);
+      await refresh.now();
+    }
+  }
+
+  async function createQueue() {
+    const name = createInput.value.trim();
+    if (!QUEUE_NAME.test(name)) {
+      setText(createError, 'A queue name is 1 to 64 lowercase letters, digits, - or _, starting with a letter or digit.');
+      createInput.focus();
+      return;
+    }
+    setText(createError, '');
+    try {
+      const res = await api(`queues/${encodeURIComponent(name)}`, {method: 'PUT'});
+      toast(res.created ? `Queue ${name} created` : `Queue ${name} already existed`, 'ok');
+      createInput.value = '';
+    } catch (e) {
+      errorToast(e, `Could not create ${name}`);
+    } finally {
+      await refresh.now();
+    }
+  }
+
+  async function deleteQueue(q) {
+    const yes = await confirmAction({
+      title: `Delete queue ${q.queue}?`,
+      body: `${q.queue} leaves the queue list. Only an empty queue can be deleted: one that still holds tasks or dead letters is refused. Under the declared queue policy, producers can no longer submit to it.`,
+      confirm: 'Delete queue',
+      danger: true,
+    });
+    if (!yes) return;
+    busy.add(q.queue);
+    fill(rows.get(q.queue), q);
+    try {
+      await api(`queues/${encodeURIComponent(q.queue)}`, {method: 'DELETE'});
+      toast(`Queue ${q.queue} deleted`, 'ok');
+    } catch (e) {
+      errorToast(e, `Could not delete ${q.queue}`);
     } finally {
       busy.delete(q.queue);
       await refresh.now();

@@ -186,7 +186,7 @@ export function mount(root, {app, params}) {
 
   async function loadQueues() {
     try {
-      const qs = await api('queues', {signal: ctrl.signal});
+      const qs = await api('queues', {query: {limit: 1000}, signal: ctrl.signal});
       fillQueueSelect(queueSel, qs.items.map(q => q.queue));
     } catch { /* the filter still accepts typed names */ }
   }

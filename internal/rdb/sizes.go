@@ -1,0 +1,52 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// QueueSize is the cheap part of a queue's state: its depth counter and the
+// sizes of its lease, schedule and dead-letter sets. Reading it costs five
+// commands a queue, against about thirty for QueueStats.
+type QueueSize struct {
+	Name      string
+	Depth     int64 // live tasks (the depth gate's counter)
+	Running   int64 // delivered and leased
+	Scheduled int64 // pending (delayed) and retrying
+	DLQ       int64
+	Paused    bool
+}
+
+// QueueSizes reads the sizes of queues, in the order given, with one
+// pipeline. Metrics and list totals use it to cover every queue without
+// reading each queue's streams.
+func (r *RDB) QueueSizes(ctx context.Context, queues []string) ([]QueueSize, error) {
+	if len(queues) == 0 {
+		return nil, nil
+	}
+	k := r.keys
+	type cmds struct {
+		depth             *redis.StringCmd
+		lease, sched, dlq *redis.IntCmd
+		paused            *redis.IntCmd
+	}
+	pipe := r.c.Pipeline()
+	cs := make([]cmds, len(queues))
+	for i, q := range queues {
+		cs[i] = cmds{depth: pipe.Get(ctx, k.Depth(q)), lease: pipe.ZCard(ctx, k.Lease(q)),
+			sched: pipe.ZCard(ctx, k.Schedule(q)), dlq: pipe.ZCard(ctx, k.DLQ(q)), paused: pipe.Exists(ctx, k.Paused(q))}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]QueueSize, len(queues))
+	for i, q := range queues {
+		c := cs[i]
+		out[i] = QueueSize{Name: q, Running: c.lease.Val(), Scheduled: c.sched.Val(), DLQ: c.dlq.Val(), Paused: c.paused.Val() == 1}
+		out[i].Depth, _ = strconv.ParseInt(c.depth.Val(), 10, 64)
+	}
+	return out, nil
+}
