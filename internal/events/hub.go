@@ -4,9 +4,10 @@
 //
 // A Hub runs one reader per queue stream per process and fans the events out
 // to every subscription. The readers share a few Redis connections: one
-// blocking XREAD reads up to 256 streams (see group.go). Clients resume from an opaque cursor without loss
-// or duplication while the events are retained; a cursor older than the
-// retention gets an explicit reset, never a silent gap.
+// blocking XREAD reads up to 256 streams (see group.go). Clients resume from
+// an opaque cursor without loss or duplication while the events are
+// retained; a cursor older than the retention gets an explicit reset, never
+// a silent gap.
 package events
 
 import (
