@@ -42,7 +42,9 @@ func setup(t *testing.T, cfg *Config) *bundle {
 	return setupOn(t, s.Client, s.Prefix, cfg)
 }
 
-func setupOn(t *testing.T, rc *redis.Client, prefix string, cfg *Config) *bundle {
+// setupOn is setup on a given server and prefix; before runs on the hub
+// before it starts.
+func setupOn(t *testing.T, rc *redis.Client, prefix string, cfg *Config, before ...func(*Hub)) *bundle {
 	t.Helper()
 	if cfg == nil {
 		cfg = testConfig()
@@ -50,6 +52,9 @@ func setupOn(t *testing.T, rc *redis.Client, prefix string, cfg *Config) *bundle
 	r := rdb.New(rc, prefix)
 	hub, err := NewHub(r, cfg)
 	require.NoError(t, err)
+	for _, f := range before {
+		f(hub)
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/events", hub.ServeSSE)

@@ -3,9 +3,11 @@
 // Events (GET /api/v1/events) and WebSocket (GET /ws/events).
 //
 // A Hub runs one reader per queue stream per process and fans the events out
-// to every subscription. Clients resume from an opaque cursor without loss
-// or duplication while the events are retained; a cursor older than the
-// retention gets an explicit reset, never a silent gap.
+// to every subscription. The readers share a few Redis connections: one
+// blocking XREAD reads up to 256 streams (see group.go). Clients resume from
+// an opaque cursor without loss or duplication while the events are
+// retained; a cursor older than the retention gets an explicit reset, never
+// a silent gap.
 package events
 
 import (
@@ -39,18 +41,27 @@ const DefaultMaxSubscribers = 1000
 type Config struct {
 	// Logger receives reader outages and recoveries. Default: discard.
 	Logger *slog.Logger
-	// BlockingClient serves the readers' blocking reads, one connection per
-	// queue. Default: when the RDB's client is a *redis.Client, a client of
-	// the hub's own with the same address and credentials (closed when Run
-	// returns); otherwise the RDB's client itself, whose pool must then be
-	// larger than the number of queues plus the API's own traffic.
+	// BlockingClient serves the readers' reads. The readers are grouped by
+	// 256 streams; a group with a watched stream uses one connection at a
+	// time, blocked in one XREAD over all its streams when it is a
+	// *redis.Client. Default: when the RDB's client is a *redis.Client, one
+	// connection per such group, dialled with the same address and
+	// credentials and closed when the group has no watched stream left;
+	// otherwise (Redis Cluster) the RDB's client itself, polled every
+	// StreamPollInterval.
 	BlockingClient redis.UniversalClient
 	// PollInterval is how often the queue registry is read to find new
 	// queues. Default 1s.
 	PollInterval time.Duration
-	// Block bounds each blocking read, and so how long Run takes to stop.
-	// Default 1s.
+	// Block bounds each blocking read, and so how long Run takes to stop
+	// and how long a queue's first subscription may wait before its reader
+	// starts. Default 1s.
 	Block time.Duration
+	// StreamPollInterval is how often the watched streams are polled where
+	// one XREAD cannot block on many of them: on Redis Cluster, whose keys
+	// of different queues lie in different slots, and with any client but
+	// a *redis.Client. Default 200ms.
+	StreamPollInterval time.Duration
 	// RingSize is how many recent events per queue are kept in memory for
 	// the subscriptions that keep up. Default 1024.
 	RingSize int
@@ -91,6 +102,10 @@ func (c *Config) withDefaults() Config {
 	if out.Block <= 0 {
 		out.Block = time.Second
 	}
+	out.Block = max(out.Block, time.Millisecond) // XREAD BLOCK 0 would never end
+	if out.StreamPollInterval <= 0 {
+		out.StreamPollInterval = 200 * time.Millisecond
+	}
 	if out.RingSize <= 0 {
 		out.RingSize = 1024
 	}
@@ -116,16 +131,23 @@ func (c *Config) withDefaults() Config {
 // NewHub and keep Run running while the handlers serve; it is safe for
 // concurrent use.
 type Hub struct {
-	rdb   *rdb.RDB
-	main  redis.UniversalClient
-	block redis.UniversalClient
-	cfg   Config
-	log   *slog.Logger
+	rdb  *rdb.RDB
+	main redis.UniversalClient
+	cfg  Config
+	log  *slog.Logger
+
+	// How the groups read, set by Run: blocking on many streams at once,
+	// or polling; and, when the groups dial connections of their own, the
+	// options to dial with.
+	blocking    bool
+	own         *redis.Options
+	pollStreams bool // tests: poll even a single Redis, as on Cluster
 
 	mu      sync.Mutex
 	started bool
 	readers map[string]*reader
-	gen     uint64 // bumped when a reader is added
+	groups  []*group // each reads up to streamsPerRead readers
+	gen     uint64   // bumped when a reader is added
 	subs    map[*Subscription]struct{}
 	done    chan struct{} // closed when Run returns
 
@@ -152,7 +174,9 @@ func NewHub(r *rdb.RDB, cfg *Config) (*Hub, error) {
 
 // Run reads the event streams until ctx ends: one reader for the worker
 // events, one per queue of the registry, and a poll of the registry every
-// PollInterval for new queues. Redis outages are retried with backoff.
+// PollInterval for new queues. The readers are read in groups of 256
+// streams, each group on one connection (on Cluster, one per node) while
+// any of its streams is watched. Redis outages are retried with backoff.
 // When ctx ends, Run stops the readers, ends every subscription (their
 // handlers return) and returns nil. A hub runs once.
 func (h *Hub) Run(ctx context.Context) error {
@@ -164,15 +188,14 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.started = true
 	h.mu.Unlock()
 
-	var closeBlock func()
-	h.block, closeBlock = blockingClient(h.cfg.BlockingClient, h.main)
+	h.blocking, h.own = readMode(h.cfg.BlockingClient, h.main)
+	h.blocking = h.blocking && !h.pollStreams
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
-		closeBlock()
 		h.mu.Lock()
 		close(h.done)
 		h.mu.Unlock()
@@ -200,24 +223,41 @@ func (h *Hub) Run(ctx context.Context) error {
 	}
 }
 
-// blockingClient picks the client for blocking reads, and how to release it.
-func blockingClient(given, main redis.UniversalClient) (redis.UniversalClient, func()) {
+// readMode tells whether the groups can block on many streams with one
+// XREAD (a single Redis, or a Sentinel-managed one), and the options to
+// dial their own connections with when no client was given for them.
+func readMode(given, main redis.UniversalClient) (bool, *redis.Options) {
 	if given != nil {
-		return given, func() {}
+		_, single := given.(*redis.Client)
+		return single, nil
 	}
 	c, ok := main.(*redis.Client)
 	if !ok {
-		return main, func() {}
+		return false, nil // Cluster: streams of different queues cannot share an XREAD
 	}
 	opt := *c.Options()
-	// Lazily dialled: the pool size is a ceiling, not an allocation.
-	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.MaxActiveConns = 4096, 0, 0, 0
+	// One connection per group, used by its goroutine alone; its MULTIs
+	// must not open a second one in a pipeline pool.
+	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.MaxActiveConns = 1, 0, 1, 1
+	opt.PipelinePoolSize = -1
 	// Per-client machinery that must not be shared with main, and that
-	// plain XREADs do not need.
+	// plain stream reads do not need.
 	opt.PushNotificationProcessor = nil
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	opt.ClientSideCache, opt.ClientSideCacheConfig = nil, nil
-	own := redis.NewClient(&opt)
+	return true, &opt
+}
+
+// readClient returns the client a group reads on while it has watched
+// streams, and how to give it back when the group parks.
+func (h *Hub) readClient() (redis.UniversalClient, func()) {
+	switch {
+	case h.cfg.BlockingClient != nil:
+		return h.cfg.BlockingClient, func() {}
+	case h.own == nil || !h.blocking:
+		return h.main, func() {}
+	}
+	own := redis.NewClient(h.own)
 	return own, func() { _ = own.Close() }
 }
 
@@ -249,13 +289,26 @@ func (h *Hub) addReader(ctx context.Context, wg *sync.WaitGroup, queue, key stri
 		return
 	}
 	r := newReader(h, queue, key)
+	r.group = h.groupWithRoomLocked(ctx, wg)
+	r.group.add(r)
 	h.readers[queue] = r
 	h.gen++
 	for s := range h.subs {
 		s.wake()
 	}
 	h.mu.Unlock()
-	wg.Go(func() { r.run(ctx) })
+}
+
+// groupWithRoomLocked returns the newest group, or a new running one when
+// it is full. h.mu is held.
+func (h *Hub) groupWithRoomLocked(ctx context.Context, wg *sync.WaitGroup) *group {
+	if n := len(h.groups); n > 0 && !h.groups[n-1].full() {
+		return h.groups[n-1]
+	}
+	g := newGroup(h)
+	h.groups = append(h.groups, g)
+	wg.Go(func() { g.run(ctx) })
+	return g
 }
 
 // now estimates Redis's clock, which stamps the stream ids.

@@ -2,19 +2,16 @@ package events
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // reader is the one reader of one queue's event stream in this process. It
-// follows the stream and keeps its newest entries in a ring that every
-// subscription of the queue reads from; a subscription whose position is
-// older than the ring reads from Redis instead (catch-up) until it is back
-// inside the ring. So a slow client costs its own Redis reads, never memory
+// follows the stream (its group does the Redis reads, see group.go) and
+// keeps its newest entries in a ring that every subscription of the queue
+// reads from; a subscription whose position is older than the ring reads
+// from Redis instead (catch-up) until it is back inside the ring. So a slow client costs its own Redis reads, never memory
 // or the other clients' latency.
 //
 // A reader with no subscription parks: it reads nothing, so an API process
@@ -23,8 +20,10 @@ import (
 // stream's end; subscriptions behind that read from Redis.
 type reader struct {
 	hub   *Hub
+	group *group // reads the stream; nil only in unit tests
 	queue string
 	key   string
+	due   bool // entries may wait after last; only the group's goroutine uses it
 
 	mu      sync.RWMutex
 	ready   bool     // base and last are known
@@ -34,7 +33,6 @@ type reader struct {
 	lastOrd int64    // last's ordinal, or unknownOrd
 	ring    []*entry
 	subs    map[*Subscription]struct{}
-	resume  chan struct{} // a token: a subscription attached
 }
 
 // readStatus is what a ring lookup found.
@@ -47,7 +45,7 @@ const (
 )
 
 func newReader(h *Hub, queue, key string) *reader {
-	return &reader{hub: h, queue: queue, key: key, subs: map[*Subscription]struct{}{}, resume: make(chan struct{}, 1)}
+	return &reader{hub: h, queue: queue, key: key, subs: map[*Subscription]struct{}{}}
 }
 
 // after returns up to limit entries after pos from the ring.
@@ -82,9 +80,8 @@ func (r *reader) attach(s *Subscription) {
 	r.mu.Lock()
 	r.subs[s] = struct{}{}
 	r.mu.Unlock()
-	select {
-	case r.resume <- struct{}{}:
-	default:
+	if r.group != nil {
+		r.group.wake()
 	}
 }
 
@@ -151,98 +148,6 @@ func (r *reader) wake() {
 	for s := range r.subs {
 		s.wake()
 	}
-}
-
-// run follows the stream until ctx ends, reconnecting with backoff.
-func (r *reader) run(ctx context.Context) {
-	h := r.hub
-	var failing backoff
-	for ctx.Err() == nil {
-		if !r.watched() {
-			r.park()
-			select {
-			case <-r.resume:
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		last, lastOrd, ready := r.tail()
-		if !ready {
-			st, err := streamTail(ctx, h.main, r.key)
-			if err != nil {
-				r.fail(ctx, &failing, err)
-				continue
-			}
-			r.start(st)
-			continue
-		}
-		msgs, st, err := readAfter(ctx, h.main, r.key, last, int64(h.cfg.BatchSize))
-		if err != nil {
-			r.fail(ctx, &failing, err)
-			continue
-		}
-		trimmed := st.trimmedAfter(last, lastOrd)
-		if trimmed {
-			h.log.Warn("event stream trimmed past its reader; clients behind it get a reset",
-				"queue", r.queue, "last_read", last.String(), "trimmed_up_to", st.gone().String())
-		}
-		es := make([]*entry, 0, len(msgs))
-		first := st.readOrd(msgs, last, lastOrd)
-		for i, m := range msgs {
-			e, err := decodeEntry(r.queue, m)
-			if err != nil {
-				h.log.Warn("skipping an unreadable event", "queue", r.queue, "id", m.ID, "err", err)
-				continue
-			}
-			e.ord = ordAt(first, i)
-			es = append(es, e)
-		}
-		if len(msgs) > 0 || trimmed {
-			r.add(es, st)
-		}
-		if failing.recover() {
-			h.log.Info("event reader reconnected to Redis", "queue", r.queue)
-		}
-		if len(msgs) == h.cfg.BatchSize {
-			continue // more is waiting
-		}
-		r.wait(ctx, &failing)
-	}
-}
-
-// wait blocks until the stream has an entry after the reader's position.
-// The blocking read is only a wake-up: the entries are then read with
-// readAfter, which also checks for trimming.
-func (r *reader) wait(ctx context.Context, failing *backoff) {
-	for ctx.Err() == nil {
-		last, _, _ := r.tail()
-		err := waitAfter(ctx, r.hub.block, r.key, last, r.hub.cfg.Block)
-		if errors.Is(err, redis.Nil) {
-			if !r.watched() {
-				return // the last subscription left: park
-			}
-			continue
-		}
-		if err != nil {
-			r.fail(ctx, failing, err)
-		}
-		return
-	}
-}
-
-// fail logs a Redis error (once per outage at warning level) and waits out
-// the backoff.
-func (r *reader) fail(ctx context.Context, b *backoff, err error) {
-	if ctx.Err() != nil {
-		return
-	}
-	if b.first() {
-		r.hub.log.Warn("event reader lost Redis; retrying", "queue", r.queue, "err", err)
-	} else {
-		r.hub.log.Debug("event reader still failing", "queue", r.queue, "err", err)
-	}
-	b.sleep(ctx)
 }
 
 // backoff doubles a delay from 50 ms up to 2 s while an operation fails.
