@@ -84,8 +84,17 @@ func TestFaultWorkerPaused(t *testing.T) {
 		fault: func(t *testing.T, r *rig) {
 			ctx := context.Background()
 			keys := rdb.NewKeys(r.prefix)
-			require.Eventually(t, func() bool { return r.direct.HLen(ctx, r.prefix+":test:child_runs").Val() > 0 },
-				30*time.Second, 10*time.Millisecond, "the child worker never ran a task")
+			// Stop it while it holds a lease (its handlers take 2 s).
+			require.Eventually(t, func() bool {
+				ids, err := r.direct.ZRange(ctx, keys.Lease(queue), 0, -1).Result()
+				require.NoError(t, err)
+				for _, id := range ids {
+					if r.direct.HGet(ctx, keys.Task(queue, id), "worker_id").Val() == "child" {
+						return true
+					}
+				}
+				return false
+			}, 30*time.Second, 10*time.Millisecond, "the child worker never held a lease")
 			start, err := r.direct.XRevRangeN(ctx, keys.Events(queue), "+", "-", 1).Result()
 			require.NoError(t, err)
 			require.NoError(t, r.child.Process.Signal(syscall.SIGSTOP))

@@ -223,7 +223,7 @@ func (r *rig) startChild(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "DTQ_FAULT_ADDR="+r.srv.Addr, "DTQ_FAULT_PREFIX="+r.prefix,
 		"DTQ_FAULT_VISIBILITY_MS="+strconv.FormatInt(r.sc.visibility.Milliseconds(), 10),
-		"DTQ_FAULT_WORK_MS="+strconv.FormatInt(r.sc.work.Milliseconds(), 10))
+		"DTQ_FAULT_WORK_MS="+strconv.FormatInt(2000, 10)) // long enough to be caught holding a lease
 	cmd.Stderr = r.logs
 	require.NoError(t, cmd.Start())
 	r.child = cmd
