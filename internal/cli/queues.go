@@ -34,7 +34,7 @@ func newQueuesCmd(e *env) *cobra.Command {
 		newQueueActionCmd(r, "pause", "Stop delivering a queue's tasks (admin)",
 			"Stop delivering a queue's tasks; submissions are still accepted. Any valid\nname may be paused, even one not used yet."),
 		newQueueActionCmd(r, "resume", "Deliver a paused queue's tasks again (admin)", ""),
-		newQueuesPurgeCmd(r), newQueuesRecountCmd(r))
+		newQueuesPurgeCmd(r), newQueuesRecountCmd(r), newQueuesLimitsCmd(r))
 	return cmd
 }
 

@@ -125,3 +125,15 @@ func TestQueuesListFollowsPages(t *testing.T) {
 	require.Equal(t, "q0000", items[0]["queue"])
 	require.Equal(t, "q1004", items[n-1]["queue"])
 }
+
+func TestQueuesLimits(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "get", "emails"))
+	require.Equal(t, "queue emails: rate 10/1s (burst 3), concurrency 5\n",
+		b.ok(t, "queues", "limits", "set", "emails", "--rate", "10/1s", "--burst", "3", "--concurrency", "5"))
+	require.Equal(t, "queue emails: rate 10/1s (burst 3), concurrency 5\n", b.ok(t, "queues", "limits", "get", "emails"))
+	require.Equal(t, "queue emails: key_concurrency 1\n", b.ok(t, "queues", "limits", "set", "emails", "--key-concurrency", "1"))
+	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "delete", "emails"))
+	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "get", "emails"))
+}
