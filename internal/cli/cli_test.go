@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq/internal/redistest"
@@ -46,10 +47,21 @@ func TestDevSmoke(t *testing.T) {
 			r := startCmd(t, tt.vars, args...)
 			r.waitHealthy(t)
 
-			line := regexp.MustCompile(`^dtq dev: API and dashboard at (http://127\.0\.0\.1:\d+/) \(redis: (.*)\)\n$`).FindStringSubmatch(r.stdout.String())
-			require.NotNil(t, line, "startup line: %q", r.stdout.String())
+			line := regexp.MustCompile(`^dtq dev: API and dashboard at (http://127\.0\.0\.1:\d+/) \(redis: (.*)\)\n` +
+				`dtq dev: Redis at (redis://\S+); point your own clients and workers at it with DTQ_REDIS_URL=(redis://\S+)\n$`).FindStringSubmatch(r.stdout.String())
+			require.NotNil(t, line, "startup lines: %q", r.stdout.String())
 			require.Equal(t, r.base+"/", line[1])
 			require.Contains(t, line[2], tt.describe)
+			require.Equal(t, line[3], line[4])
+			if tt.vars["DTQ_REDIS_URL"] != "" {
+				require.Equal(t, tt.vars["DTQ_REDIS_URL"], line[3])
+			}
+			// The printed URL reaches the Redis dev uses.
+			opt, err := redis.ParseURL(line[3])
+			require.NoError(t, err)
+			rc := redis.NewClient(opt)
+			require.NoError(t, rc.Ping(context.Background()).Err())
+			require.NoError(t, rc.Close())
 
 			body := `{"task_type": "sleep", "payload": {"seconds": 30}}`
 			key := map[string]string{"Idempotency-Key": "smoke-1"}

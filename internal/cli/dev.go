@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -27,6 +29,8 @@ const (
 	redisAuto   = "auto"   // DTQ_REDIS_URL if set, else server if installed, else memory
 	redisServer = "server" // a private redis-server in --data-dir
 	redisMemory = "memory" // an in-process miniredis
+
+	redisURL = "url" // not a flag value: auto with DTQ_REDIS_URL set
 )
 
 // backendStopTimeout bounds how long dev waits for its Redis to stop.
@@ -74,12 +78,44 @@ func devTaskTypes(configured []string) []string {
 
 func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir string) error {
 	log := cfg.NewLogger(e.stderr)
+	if redisMode == redisAuto {
+		redisMode = redisMemory
+		switch {
+		case cfg.IsSet("REDIS_URL"):
+			redisMode = redisURL
+		case redisServerInstalled():
+			redisMode = redisServer
+		}
+	}
+
+	// The data directory and the API port are claimed before any Redis
+	// starts, so that a second `dtq dev` fails at once and never opens the
+	// first one's AOF.
+	if redisMode == redisServer {
+		lock, err := devredis.LockDir(dataDir)
+		var le *devredis.LockedError
+		switch {
+		case errors.As(err, &le):
+			return usageError(fmt.Errorf("%w; stop it first, or give this run its own directory with --data-dir (e.g. --data-dir %s)",
+				err, suggestDataDir(dataDir)))
+		case errors.Is(err, devredis.ErrLockUnsupported):
+			log.Warn("cannot lock the data directory on this system: do not run two dtq dev on one --data-dir", "data_dir", dataDir)
+		case err != nil:
+			return err
+		default:
+			defer lock.Unlock()
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w; is another dtq dev running? Choose another address with --api-addr", cfg.APIAddr, err)
+	}
+	defer ln.Close()
 
 	url, describe := "", ""
-	switch {
-	case redisMode == redisAuto && cfg.IsSet("REDIS_URL"):
+	if redisMode == redisURL {
 		url, describe = cfg.RedisURL, config.RedactURL(cfg.RedisURL)
-	default:
+	} else {
 		backend, err := startDevRedis(ctx, redisMode, dataDir, log)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -106,9 +142,11 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 	d := &devRuntime{cfg: cfg, log: log, redis: rc}
 	services := []service{
 		func(ctx context.Context) error {
-			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe,
-				announce: func(url string) {
-					fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", url, describe)
+			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe, listener: ln,
+				announce: func(base string) {
+					fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", base, describe)
+					fmt.Fprintf(e.stdout, "dtq dev: Redis at %s; point your own clients and workers at it with DTQ_REDIS_URL=%s\n",
+						config.RedactURL(url), config.RedactURL(url))
 				}})
 		},
 	}
@@ -118,6 +156,20 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 	}
 	services = append(services, workers...)
 	return runServices(ctx, services...)
+}
+
+// suggestDataDir proposes a sibling of dir for a second dev run.
+func suggestDataDir(dir string) string {
+	clean := filepath.Clean(dir)
+	if clean == ".dtq" {
+		return ".dtq-2"
+	}
+	return clean + "-2"
+}
+
+func redisServerInstalled() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
 }
 
 // devRuntime is what dev's services share.
@@ -139,12 +191,6 @@ func devWorkers(d *devRuntime) ([]service, error) {
 }
 
 func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) (devredis.Backend, error) {
-	if mode == redisAuto {
-		mode = redisMemory
-		if _, err := exec.LookPath("redis-server"); err == nil {
-			mode = redisServer
-		}
-	}
 	if mode == redisMemory {
 		m, err := devredis.StartMemory()
 		if err != nil {
