@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,6 +51,10 @@ type Config struct {
 	// localhost and loopback addresses (DTQ_ALLOWED_HOSTS); "*" allows any.
 	// Ignored when Keys are configured. Default none.
 	AllowedHosts []string
+	// ServedCacheTTL is how long the API reuses its reading of the queues
+	// live workers serve when it warns about a submission to an unserved
+	// queue (see servedQueues). Default DefaultServedCacheTTL.
+	ServedCacheTTL time.Duration
 	// Registry receives the API's Prometheus metrics, served at /metrics.
 	// Default: a private registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -80,6 +85,7 @@ type Server struct {
 	metrics *apiMetrics
 
 	allowedHosts map[string]struct{} // normalised Config.AllowedHosts
+	served       *servedQueues
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -133,6 +139,10 @@ func New(cfg Config) (*Server, error) {
 
 		allowedHosts: allowed,
 	}
+	if cfg.ServedCacheTTL <= 0 {
+		cfg.ServedCacheTTL = DefaultServedCacheTTL
+	}
+	s.served = &servedQueues{ttl: cfg.ServedCacheTTL, read: s.liveQueues}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.scope, rt.handler))
