@@ -137,6 +137,9 @@ func TestDevSmoke(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, "/ready: %v", ready)
 
 			require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+			// The stop says what it waits for: the sleep is still running.
+			require.Contains(t, r.stderr.String(), "press Ctrl-C again to quit at once")
+			require.Contains(t, r.stderr.String(), "draining 1 running task, up to 1 s")
 			if strings.Contains(tt.describe, "redis-server") {
 				_, err := os.Stat(filepath.Join(dataDir, "appendonlydir"))
 				require.NoError(t, err, "the AOF lives in the data directory")

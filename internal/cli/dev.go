@@ -155,7 +155,16 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 		return err
 	}
 	services = append(services, workers...)
+	defer announceStop(ctx, log)()
 	return runServices(ctx, services...)
+}
+
+// announceStop logs, once ctx ends, that the process is stopping and how to
+// cut the drain short; the returned function cancels the notice.
+func announceStop(ctx context.Context, log *slog.Logger) func() bool {
+	return context.AfterFunc(ctx, func() {
+		log.Info("stopping: running tasks get DTQ_DRAIN_TIMEOUT_S to finish; press Ctrl-C again to quit at once")
+	})
 }
 
 // suggestDataDir proposes a sibling of dir for a second dev run.

@@ -45,6 +45,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		if err != nil {
 			return usageError(err)
 		}
+		defer announceStop(cmd.Context(), log)()
 		return runServices(cmd.Context(),
 			func(ctx context.Context) error { return runWorker(ctx, w) },
 			func(ctx context.Context) error { return serveWorkerMetrics(ctx, cfg.WorkerMetricsAddr, w, log) })
