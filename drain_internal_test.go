@@ -1,8 +1,10 @@
 package dtq
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -20,5 +22,20 @@ func TestDrainingMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, drainingMessage(tt.n, tt.timeout))
+	}
+}
+
+func TestLogErrorMessage(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 300)
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"planned failure 1 of 2", "planned failure 1 of 2"},
+		{long, strings.Repeat("é", maxLoggedErrorMessage-1) + "…"},
+	}
+	for _, tt := range tests {
+		got := logErrorMessage(tt.in)
+		require.Equal(t, tt.want, got)
+		require.LessOrEqual(t, utf8.RuneCountInString(got), maxLoggedErrorMessage)
 	}
 }

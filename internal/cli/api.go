@@ -52,7 +52,7 @@ func newAPICmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		log := cfg.NewLogger(e.stderr)
+		log := serverLogger(cfg, e)
 		rc, err := config.NewRedisClient(cfg.RedisURL)
 		if err != nil {
 			return usageError(err)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -30,6 +31,9 @@ const (
 type env struct {
 	stdout, stderr io.Writer
 	lookupEnv      config.LookupEnv
+	// environ lists the environment as NAME=value (os.Environ); nil skips
+	// the check for unknown DTQ_* variables.
+	environ func() []string
 	// onListen, when set, is told the API's bound address (tests use it to
 	// find a port chosen by the kernel).
 	onListen func(addr string)
@@ -40,7 +44,8 @@ type env struct {
 // for a usage or configuration error. ctx ending (SIGINT/SIGTERM) makes
 // long-running commands shut down gracefully and return 0.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return execute(ctx, args, &env{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv})
+	installRedisLogger()
+	return execute(ctx, args, &env{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv, environ: os.Environ})
 }
 
 func execute(ctx context.Context, args []string, e *env) int {
@@ -111,6 +116,25 @@ func newRootCmd(e *env) *cobra.Command {
 	root.AddCommand(newAPICmd(e), newDevCmd(e), newWorkerCmd(e), newVersionCmd(e))
 	root.AddCommand(operatorCommands(e)...)
 	return root
+}
+
+// serverLogger returns the logger of a server command (api, worker, dev)
+// and warns, through it, about DTQ_* variables that nothing reads: a
+// misspelt setting would otherwise be silently left at its default.
+func serverLogger(cfg *config.Config, e *env) *slog.Logger {
+	log := cfg.NewLogger(e.stderr)
+	redisLogTarget.Store(log)
+	if e.environ == nil {
+		return log
+	}
+	for _, u := range config.UnknownVariables(e.environ()) {
+		msg := "unknown environment variable " + u.Name + " is ignored"
+		if u.Suggestion != "" {
+			msg += "; did you mean " + u.Suggestion + "?"
+		}
+		log.Warn(msg, "see", "docs/configuration.md")
+	}
+	return log
 }
 
 // loadConfig reads the configuration from cmd's flags and the environment.

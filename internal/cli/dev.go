@@ -77,7 +77,7 @@ func devTaskTypes(configured []string) []string {
 }
 
 func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir string) error {
-	log := cfg.NewLogger(e.stderr)
+	log := serverLogger(cfg, e)
 	if redisMode == redisAuto {
 		redisMode = redisMemory
 		switch {

@@ -35,7 +35,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		log := cfg.NewLogger(e.stderr)
+		log := serverLogger(cfg, e)
 		rc, err := config.NewRedisClient(cfg.RedisURL)
 		if err != nil {
 			return usageError(err)
