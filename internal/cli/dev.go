@@ -20,7 +20,7 @@ import (
 	"github.com/dtq-io/dtq/internal/devredis"
 )
 
-// exampleTaskTypes are the task types of the example handlers (SPEC §6)
+// exampleTaskTypes are the task types of the example handlers (README.md, examples/)
 // that `dtq dev` runs; the API refuses any other with UNKNOWN_TASK_TYPE.
 var exampleTaskTypes = examples.Types
 

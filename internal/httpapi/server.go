@@ -3,7 +3,7 @@
 // dtq.Admin) and never around it into storage.
 //
 // Every response carries X-Request-ID; every error is the JSON envelope
-// {"code", "message", "details", "request_id"} with a SPEC §11 code. Routes
+// {"code", "message", "details", "request_id"} with one of the codes docs/http-api.md lists. Routes
 // live in one table (routes) that also drives authorization, so adding an
 // endpoint is one line there plus its handler. Every destructive operator
 // action is written to the audit log (see audit.go).
@@ -61,10 +61,10 @@ type Config struct {
 }
 
 // DefaultMaxPayloadBytes is the payload limit used when
-// Config.MaxPayloadBytes is zero (SPEC §13).
+// Config.MaxPayloadBytes is zero (docs/configuration.md).
 const DefaultMaxPayloadBytes = 262144
 
-// Body limits (SPEC §3): a single submission may carry its payload twice
+// Body limits (docs/http-api.md): a single submission may carry its payload twice
 // over (escaping) plus the other fields; a batch is capped at 16 MiB.
 const (
 	bodySlack         = 64 << 10

@@ -47,7 +47,7 @@ func (r taskResponse) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// submitTask is POST /api/v1/tasks (SPEC §3, §4).
+// submitTask is POST /api/v1/tasks (docs/http-api.md, docs/idempotency.md).
 func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if err := requireJSON(r); err != nil {
 		s.writeError(w, r, err)
