@@ -44,7 +44,10 @@ func newDevCmd(e *env) *cobra.Command {
 		Long: "Run the API, a worker with the example handlers and the dashboard in one process.\n\n" +
 			"With DTQ_REDIS_URL set it uses that Redis. Otherwise it starts a private\n" +
 			"redis-server from PATH with its data and AOF in --data-dir (./.dtq), or, when\n" +
-			"redis-server is not installed, an in-process Redis that keeps data in memory only.",
+			"redis-server is not installed, an in-process Redis that keeps data in memory only.\n" +
+			"It locks --data-dir first, so a second dev on the same directory is refused,\n" +
+			"and prints the Redis URL it uses (set DTQ_REDIS_URL to it in your own code).\n\n" +
+			exampleHelp,
 		Args: cobra.NoArgs,
 	}
 	config.RegisterFlags(cmd.Flags())

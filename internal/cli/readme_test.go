@@ -126,3 +126,17 @@ func TestReadmeSteps(t *testing.T) {
 	require.Equal(t, []readmeStep{{script: "echo 1\n", answer: "HTTP/1.1 200 OK\n"}, {script: "echo 2\n"}}, readmeSteps(t, md, "A"))
 	require.Equal(t, []readmeStep{{script: "echo 3\n"}}, readmeSteps(t, md, "B"))
 }
+
+// TestExamplePayloadsDocumented checks that every example task type is
+// listed with its payload in `dtq worker --help` and in the README.
+func TestExamplePayloadsDocumented(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	code, help, _ := runCmd(t, nil, "worker", "--help")
+	require.Equal(t, 0, code)
+	for _, typ := range exampleTaskTypes {
+		require.Regexp(t, `(?m)^  `+typ+` +\S`, help, "dtq worker --help lists %s", typ)
+		require.Regexp(t, "(?m)^\\| `"+typ+"` \\| \\S", string(readme), "the README's table lists %s", typ)
+	}
+}
