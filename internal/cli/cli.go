@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -60,7 +61,7 @@ func execute(ctx context.Context, args []string, e *env) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	fmt.Fprintln(e.stderr, "dtq: "+oneLine(err.Error()))
+	fmt.Fprintln(e.stderr, "dtq: "+errorText(err.Error()))
 	return code
 }
 
@@ -88,6 +89,27 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		}
 		return &exitError{code: exitFailure, err: err}
 	}
+}
+
+// errorText is an error message as the CLI prints it: its own line breaks
+// kept (cobra's "Did you mean this?" suggestions span lines), other control
+// characters dropped, trailing blanks and repeated empty lines removed.
+func errorText(s string) string {
+	lines := strings.Split(s, "\n")
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		l = strings.TrimRightFunc(strings.Map(func(r rune) rune {
+			if r != '\t' && unicode.IsControl(r) {
+				return -1
+			}
+			return r
+		}, l), unicode.IsSpace)
+		if l == "" && (len(out) == 0 || out[len(out)-1] == "") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n")
 }
 
 // oneLine keeps an error message on one line, so it can be read as one

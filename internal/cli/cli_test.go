@@ -221,7 +221,9 @@ func TestConfigErrors(t *testing.T) {
 			require.Equal(t, 2, code, stderr)
 			require.Empty(t, stdout)
 			require.True(t, strings.HasPrefix(stderr, "dtq: "), stderr)
-			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			if !strings.Contains(stderr, "Did you mean this?") { // suggestions keep their own lines
+				require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			}
 			require.NotContains(t, stderr, "hunter2")
 			if strings.HasSuffix(tt.want, "\n") {
 				require.Equal(t, tt.want, stderr)
@@ -229,6 +231,28 @@ func TestConfigErrors(t *testing.T) {
 				require.Contains(t, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestErrorKeepsItsLines checks that a mistyped command prints cobra's
+// suggestion as written, lines and all.
+func TestErrorKeepsItsLines(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCmd(t, nil, "task", "list")
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, "dtq: unknown command \"task\" for \"dtq\"\n\nDid you mean this?\n\ttasks\n", stderr)
+}
+
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\n\n\nb\n", "a\n\nb"},
+		{"x\x1b[31m red\r", "x[31m red"},
+		{"keep\ttab  \n", "keep\ttab"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, errorText(tt.in), "%q", tt.in)
 	}
 }
 
