@@ -11,8 +11,8 @@ LDFLAGS := -X github.com/dtq-io/dtq/internal/cli.version=$(VERSION)
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-7s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-dev: ## Run the all-in-one local setup (go run ./cmd/dtq dev)
-	$(GO) run ./cmd/dtq dev
+dev: build ## Build bin/dtq and run the all-in-one local setup (bin/dtq dev; DEV_ARGS adds flags)
+	./$(BIN) dev $(DEV_ARGS)
 
 test: ## Run every test with the race detector (needs redis-server on PATH)
 	$(GO) test -race -count=1 ./...

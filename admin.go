@@ -231,7 +231,7 @@ func (a *Admin) ResumeQueue(ctx context.Context, queue, actor string) (bool, err
 	return a.rdb.SetPaused(ctx, queue, false, &a.s, a.clk(), actor)
 }
 
-// CreateQueue adds queue to the registry (SPEC §20: under the declared
+// CreateQueue adds queue to the registry (docs/security.md: under the declared
 // policy only such queues accept tasks). It reports whether the queue is
 // new; creating an existing queue changes nothing. All 65535 numbers in use
 // is a *ValidationError.

@@ -54,6 +54,19 @@ func errorClass(err error) string {
 // maxErrorMessage is the longest error_message kept, in characters.
 const maxErrorMessage = 500
 
+// maxLoggedErrorMessage is the longest handler error message a worker's
+// log line carries, in characters; the task keeps up to maxErrorMessage.
+const maxLoggedErrorMessage = 200
+
+// logErrorMessage is a handler's error message cut for a log line. The
+// message is the handler's error text only: payloads are never logged.
+func logErrorMessage(msg string) string {
+	if utf8.RuneCountInString(msg) <= maxLoggedErrorMessage {
+		return msg
+	}
+	return oneLine(msg, maxLoggedErrorMessage-1) + "…"
+}
+
 // oneLine makes s safe to store and show: control characters become spaces
 // and it is cut to n characters (never inside a UTF-8 sequence).
 func oneLine(s string, n int) string {

@@ -15,7 +15,7 @@ import (
 )
 
 // ClientConfig configures a Client. The zero value of every field selects
-// the default given in its comment (the defaults of SPEC §13).
+// the default given in its comment (see docs/configuration.md).
 type ClientConfig struct {
 	// KeyPrefix starts every Redis key. Default "dtq".
 	KeyPrefix string
@@ -36,7 +36,7 @@ type ClientConfig struct {
 	// TaskTypes, when set, is the list of accepted task types; others are
 	// refused with ErrUnknownTaskType. Default: any type.
 	TaskTypes []string
-	// DeclaredQueuesOnly selects the declared queue policy (SPEC §20): a
+	// DeclaredQueuesOnly selects the declared queue policy (docs/security.md): a
 	// submission to a queue the registry does not hold (one an admin did not
 	// create) fails with ErrQueueNotFound instead of creating it. Default
 	// false: the open policy, where the first submission creates a queue.

@@ -3,9 +3,11 @@ package dtq
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,10 +29,27 @@ func DecodeSubmission(data []byte) (Submission, error) {
 		return s, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
 	}
 	var m map[string]json.RawMessage
-	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
+	if len(data) == 0 || data[0] != '{' {
 		return s, fmt.Errorf("%w: expected an object like {\"task_type\": \"echo\", \"payload\": {}}", ErrInvalidJSON)
 	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return s, fmt.Errorf("%w: %s", ErrInvalidJSON, syntaxPosition(data, err))
+	}
 	return submissionFromFields(m)
+}
+
+// syntaxPosition describes a JSON decoding error with where it happened
+// (line and column, counted from 1), so that a stray comma can be found.
+func syntaxPosition(data []byte, err error) string {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return "expected an object like {\"task_type\": \"echo\", \"payload\": {}}"
+	}
+	off := min(max(int(se.Offset)-1, 0), len(data))
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := off - bytes.LastIndexByte(data[:off], '\n')
+	msg := strings.TrimPrefix(se.Error(), "json: ")
+	return fmt.Sprintf("not valid JSON at line %d, column %d (byte %d): %s", line, col, off+1, msg)
 }
 
 func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {

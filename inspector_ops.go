@@ -87,6 +87,7 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 			}
 		}
 	}
+	qi.Unserved = qi.LiveWorkers == 0
 	tp := &qi.Throughput
 	tp.WindowMinutes = throughputWindow
 	for _, m := range st.Minutes {

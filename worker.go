@@ -353,11 +353,31 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// drainingMessage says what a stopping worker waits for, e.g. "draining 1
+// running task, up to 30 s".
+func drainingMessage(n int, timeout time.Duration) string {
+	tasks := "tasks"
+	if n == 1 {
+		tasks = "task"
+	}
+	limit := timeout.String()
+	if timeout%time.Second == 0 {
+		limit = fmt.Sprintf("%d s", timeout/time.Second)
+	}
+	return fmt.Sprintf("draining %d running %s, up to %s", n, tasks, limit)
+}
+
 // drainGrace is how long Run waits for cancelled handlers after the drain
 // deadline before returning anyway.
 const drainGrace = 2 * time.Second
 
 func (w *Worker) drain(ctx context.Context, hardStop context.CancelFunc) {
+	w.mu.Lock()
+	n := len(w.inflight)
+	w.mu.Unlock()
+	if n > 0 {
+		w.cfg.Logger.Info(drainingMessage(n, w.cfg.DrainTimeout), "worker_id", w.cfg.WorkerID)
+	}
 	done := make(chan struct{})
 	go func() { w.handlers.Wait(); close(done) }()
 	t := time.NewTimer(w.cfg.DrainTimeout)

@@ -410,11 +410,11 @@ func (w *Worker) report(ct *rdb.ClaimedTask, d *decision, outcome string, took t
 	case "retrying":
 		delay = d.delay
 		w.retried.Add(1)
-		log.Info("task failed; retry scheduled", "error_class", d.class, "retry_delay_ms", delay.Milliseconds())
+		log.Info("task failed; retry scheduled", "error_class", d.class, "error", logErrorMessage(d.message), "retry_delay_ms", delay.Milliseconds())
 	case "dead_lettered", "failed":
 		w.failed.Add(1)
 		w.processed.Add(1)
-		log.Warn("task "+outcome, "error_class", d.class)
+		log.Warn("task "+outcome, "error_class", d.class, "error", logErrorMessage(d.message))
 	case "lease_lost":
 		if d.op == opNone {
 			log.Warn("task lease lost; result discarded")

@@ -18,6 +18,7 @@ type QueueInfo struct {
 	Paused      bool             `json:"paused"`
 	DLQ         int64            `json:"dlq"`
 	LiveWorkers int              `json:"live_workers"`
+	Unserved    bool             `json:"unserved"` // no live worker serves the queue: its tasks wait
 	Throughput  Throughput       `json:"throughput"`
 	Limits      *QueueLimits     `json:"limits,omitempty"` // nil when none are set
 }

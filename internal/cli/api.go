@@ -48,7 +48,7 @@ func newAPICmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		log := cfg.NewLogger(e.stderr)
+		log := serverLogger(cfg, e)
 		rc, err := config.NewRedisClient(cfg.RedisURL)
 		if err != nil {
 			return usageError(err)
@@ -67,6 +67,9 @@ type apiParams struct {
 	redisName string // for messages: a redacted URL or a description
 	// announce, when set, is called with the API's base URL once it listens.
 	announce func(url string)
+	// listener, when set, is where the API serves; else it listens on
+	// cfg.APIAddr once Redis has been checked.
+	listener net.Listener
 }
 
 // runAPI checks Redis, loads the scripts and serves the HTTP API on
@@ -148,9 +151,11 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.APIAddr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w", cfg.APIAddr, err)
+	ln := p.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+			return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w", cfg.APIAddr, err)
+		}
 	}
 	addr := ln.Addr().String()
 	if len(cfg.Keys()) == 0 {

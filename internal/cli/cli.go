@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +32,9 @@ const (
 type env struct {
 	stdout, stderr io.Writer
 	lookupEnv      config.LookupEnv
+	// environ lists the environment as NAME=value (os.Environ); nil skips
+	// the check for unknown DTQ_* variables.
+	environ func() []string
 	// onListen, when set, is told the API's bound address (tests use it to
 	// find a port chosen by the kernel).
 	onListen func(addr string)
@@ -40,7 +45,8 @@ type env struct {
 // for a usage or configuration error. ctx ending (SIGINT/SIGTERM) makes
 // long-running commands shut down gracefully and return 0.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return execute(ctx, args, &env{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv})
+	installRedisLogger()
+	return execute(ctx, args, &env{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv, environ: os.Environ})
 }
 
 func execute(ctx context.Context, args []string, e *env) int {
@@ -55,7 +61,7 @@ func execute(ctx context.Context, args []string, e *env) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	fmt.Fprintln(e.stderr, "dtq: "+oneLine(err.Error()))
+	fmt.Fprintln(e.stderr, "dtq: "+errorText(err.Error()))
 	return code
 }
 
@@ -85,6 +91,27 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 	}
 }
 
+// errorText is an error message as the CLI prints it: its own line breaks
+// kept (cobra's "Did you mean this?" suggestions span lines), other control
+// characters dropped, trailing blanks and repeated empty lines removed.
+func errorText(s string) string {
+	lines := strings.Split(s, "\n")
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		l = strings.TrimRightFunc(strings.Map(func(r rune) rune {
+			if r != '\t' && unicode.IsControl(r) {
+				return -1
+			}
+			return r
+		}, l), unicode.IsSpace)
+		if l == "" && (len(out) == 0 || out[len(out)-1] == "") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n")
+}
+
 // oneLine keeps an error message on one line, so it can be read as one
 // record in logs.
 func oneLine(s string) string {
@@ -111,6 +138,25 @@ func newRootCmd(e *env) *cobra.Command {
 	root.AddCommand(newAPICmd(e), newDevCmd(e), newWorkerCmd(e), newVersionCmd(e))
 	root.AddCommand(operatorCommands(e)...)
 	return root
+}
+
+// serverLogger returns the logger of a server command (api, worker, dev)
+// and warns, through it, about DTQ_* variables that nothing reads: a
+// misspelt setting would otherwise be silently left at its default.
+func serverLogger(cfg *config.Config, e *env) *slog.Logger {
+	log := cfg.NewLogger(e.stderr)
+	redisLogTarget.Store(log)
+	if e.environ == nil {
+		return log
+	}
+	for _, u := range config.UnknownVariables(e.environ()) {
+		msg := "unknown environment variable " + u.Name + " is ignored"
+		if u.Suggestion != "" {
+			msg += "; did you mean " + u.Suggestion + "?"
+		}
+		log.Warn(msg, "see", "docs/configuration.md")
+	}
+	return log
 }
 
 // loadConfig reads the configuration from cmd's flags and the environment.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq/internal/redistest"
@@ -46,10 +47,21 @@ func TestDevSmoke(t *testing.T) {
 			r := startCmd(t, tt.vars, args...)
 			r.waitHealthy(t)
 
-			line := regexp.MustCompile(`^dtq dev: API and dashboard at (http://127\.0\.0\.1:\d+/) \(redis: (.*)\)\n$`).FindStringSubmatch(r.stdout.String())
-			require.NotNil(t, line, "startup line: %q", r.stdout.String())
+			line := regexp.MustCompile(`^dtq dev: API and dashboard at (http://127\.0\.0\.1:\d+/) \(redis: (.*)\)\n` +
+				`dtq dev: Redis at (redis://\S+); point your own clients and workers at it with DTQ_REDIS_URL=(redis://\S+)\n$`).FindStringSubmatch(r.stdout.String())
+			require.NotNil(t, line, "startup lines: %q", r.stdout.String())
 			require.Equal(t, r.base+"/", line[1])
 			require.Contains(t, line[2], tt.describe)
+			require.Equal(t, line[3], line[4])
+			if tt.vars["DTQ_REDIS_URL"] != "" {
+				require.Equal(t, tt.vars["DTQ_REDIS_URL"], line[3])
+			}
+			// The printed URL reaches the Redis dev uses.
+			opt, err := redis.ParseURL(line[3])
+			require.NoError(t, err)
+			rc := redis.NewClient(opt)
+			require.NoError(t, rc.Ping(context.Background()).Err())
+			require.NoError(t, rc.Close())
 
 			body := `{"task_type": "sleep", "payload": {"seconds": 30}}`
 			key := map[string]string{"Idempotency-Key": "smoke-1"}
@@ -125,6 +137,9 @@ func TestDevSmoke(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, "/ready: %v", ready)
 
 			require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+			// The stop says what it waits for: the sleep is still running.
+			require.Contains(t, r.stderr.String(), "press Ctrl-C again to quit at once")
+			require.Contains(t, r.stderr.String(), "draining 1 running task, up to 1 s")
 			if strings.Contains(tt.describe, "redis-server") {
 				_, err := os.Stat(filepath.Join(dataDir, "appendonlydir"))
 				require.NoError(t, err, "the AOF lives in the data directory")
@@ -206,7 +221,9 @@ func TestConfigErrors(t *testing.T) {
 			require.Equal(t, 2, code, stderr)
 			require.Empty(t, stdout)
 			require.True(t, strings.HasPrefix(stderr, "dtq: "), stderr)
-			require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			if !strings.Contains(stderr, "Did you mean this?") { // suggestions keep their own lines
+				require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			}
 			require.NotContains(t, stderr, "hunter2")
 			if strings.HasSuffix(tt.want, "\n") {
 				require.Equal(t, tt.want, stderr)
@@ -214,6 +231,28 @@ func TestConfigErrors(t *testing.T) {
 				require.Contains(t, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestErrorKeepsItsLines checks that a mistyped command prints cobra's
+// suggestion as written, lines and all.
+func TestErrorKeepsItsLines(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCmd(t, nil, "task", "list")
+	require.Equal(t, exitUsage, code)
+	require.Equal(t, "dtq: unknown command \"task\" for \"dtq\"\n\nDid you mean this?\n\ttasks\n", stderr)
+}
+
+func TestErrorText(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\n\n\nb\n", "a\n\nb"},
+		{"x\x1b[31m red\r", "x[31m red"},
+		{"keep\ttab  \n", "keep\ttab"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, errorText(tt.in), "%q", tt.in)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -18,7 +20,7 @@ import (
 	"github.com/dtq-io/dtq/internal/devredis"
 )
 
-// exampleTaskTypes are the task types of the example handlers (SPEC §6)
+// exampleTaskTypes are the task types of the example handlers (README.md, examples/)
 // that `dtq dev` runs; the API refuses any other with UNKNOWN_TASK_TYPE.
 var exampleTaskTypes = examples.Types
 
@@ -27,6 +29,8 @@ const (
 	redisAuto   = "auto"   // DTQ_REDIS_URL if set, else server if installed, else memory
 	redisServer = "server" // a private redis-server in --data-dir
 	redisMemory = "memory" // an in-process miniredis
+
+	redisURL = "url" // not a flag value: auto with DTQ_REDIS_URL set
 )
 
 // backendStopTimeout bounds how long dev waits for its Redis to stop.
@@ -40,7 +44,10 @@ func newDevCmd(e *env) *cobra.Command {
 		Long: "Run the API, a worker with the example handlers and the dashboard in one process.\n\n" +
 			"With DTQ_REDIS_URL set it uses that Redis. Otherwise it starts a private\n" +
 			"redis-server from PATH with its data and AOF in --data-dir (./.dtq), or, when\n" +
-			"redis-server is not installed, an in-process Redis that keeps data in memory only.",
+			"redis-server is not installed, an in-process Redis that keeps data in memory only.\n" +
+			"It locks --data-dir first, so a second dev on the same directory is refused,\n" +
+			"and prints the Redis URL it uses (set DTQ_REDIS_URL to it in your own code).\n\n" +
+			exampleHelp,
 		Args: cobra.NoArgs,
 	}
 	config.RegisterFlags(cmd.Flags())
@@ -73,13 +80,45 @@ func devTaskTypes(configured []string) []string {
 }
 
 func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir string) error {
-	log := cfg.NewLogger(e.stderr)
+	log := serverLogger(cfg, e)
+	if redisMode == redisAuto {
+		redisMode = redisMemory
+		switch {
+		case cfg.IsSet("REDIS_URL"):
+			redisMode = redisURL
+		case redisServerInstalled():
+			redisMode = redisServer
+		}
+	}
+
+	// The data directory and the API port are claimed before any Redis
+	// starts, so that a second `dtq dev` fails at once and never opens the
+	// first one's AOF.
+	if redisMode == redisServer {
+		lock, err := devredis.LockDir(dataDir)
+		var le *devredis.LockedError
+		switch {
+		case errors.As(err, &le):
+			return usageError(fmt.Errorf("%w; stop it first, or give this run its own directory with --data-dir (e.g. --data-dir %s)",
+				err, suggestDataDir(dataDir)))
+		case errors.Is(err, devredis.ErrLockUnsupported):
+			log.Warn("cannot lock the data directory on this system: do not run two dtq dev on one --data-dir", "data_dir", dataDir)
+		case err != nil:
+			return err
+		default:
+			defer lock.Unlock()
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w; is another dtq dev running? Choose another address with --api-addr", cfg.APIAddr, err)
+	}
+	defer ln.Close()
 
 	url, describe := "", ""
-	switch {
-	case redisMode == redisAuto && cfg.IsSet("REDIS_URL"):
+	if redisMode == redisURL {
 		url, describe = cfg.RedisURL, config.RedactURL(cfg.RedisURL)
-	default:
+	} else {
 		backend, err := startDevRedis(ctx, redisMode, dataDir, log)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -106,9 +145,11 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 	d := &devRuntime{cfg: cfg, log: log, redis: rc}
 	services := []service{
 		func(ctx context.Context) error {
-			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe,
-				announce: func(url string) {
-					fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", url, describe)
+			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe, listener: ln,
+				announce: func(base string) {
+					fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", base, describe)
+					fmt.Fprintf(e.stdout, "dtq dev: Redis at %s; point your own clients and workers at it with DTQ_REDIS_URL=%s\n",
+						config.RedactURL(url), config.RedactURL(url))
 				}})
 		},
 	}
@@ -117,7 +158,30 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 		return err
 	}
 	services = append(services, workers...)
+	defer announceStop(ctx, log)()
 	return runServices(ctx, services...)
+}
+
+// announceStop logs, once ctx ends, that the process is stopping and how to
+// cut the drain short; the returned function cancels the notice.
+func announceStop(ctx context.Context, log *slog.Logger) func() bool {
+	return context.AfterFunc(ctx, func() {
+		log.Info("stopping: running tasks get DTQ_DRAIN_TIMEOUT_S to finish; press Ctrl-C again to quit at once")
+	})
+}
+
+// suggestDataDir proposes a sibling of dir for a second dev run.
+func suggestDataDir(dir string) string {
+	clean := filepath.Clean(dir)
+	if clean == ".dtq" {
+		return ".dtq-2"
+	}
+	return clean + "-2"
+}
+
+func redisServerInstalled() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
 }
 
 // devRuntime is what dev's services share.
@@ -139,12 +203,6 @@ func devWorkers(d *devRuntime) ([]service, error) {
 }
 
 func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) (devredis.Backend, error) {
-	if mode == redisAuto {
-		mode = redisMemory
-		if _, err := exec.LookPath("redis-server"); err == nil {
-			mode = redisServer
-		}
-	}
 	if mode == redisMemory {
 		m, err := devredis.StartMemory()
 		if err != nil {

@@ -53,8 +53,8 @@ func newEventsTailCmd(r *remote) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tail",
 		Short: "Print events as they happen, one line each",
-		Long: "Print events as they happen: time, type, queue, task id, attempt and worker,\n" +
-			"one line each (with -o json: the event's JSON, one a line). A dropped\n" +
+		Long: "Print events as they happen under a header: time, event type, queue, task\n" +
+			"type, task id, attempt and worker, one line each (with -o json: the event's JSON, one a line). A dropped\n" +
 			"connection is resumed from the last event seen, so nothing is missed or\n" +
 			"repeated while the events are retained; if they were trimmed first, a\n" +
 			"notice goes to stderr and the feed continues from its live end. Stop it\n" +
@@ -95,6 +95,8 @@ type tailer struct {
 	// connected is set once a stream was opened: from then on a failure is
 	// retried instead of ending the command.
 	connected bool
+	// headed is set once the table's header is printed.
+	headed bool
 }
 
 // run streams until ctx ends (then it returns nil) or a failure that a
@@ -182,6 +184,12 @@ func (t *tailer) stream(parent context.Context) (opened bool, err error) {
 		return false, fmt.Errorf("the API at %s answered GET /api/v1/events with %q, not an event stream", t.api.base, mt)
 	}
 	t.connected = true
+	if !t.headed && !t.out.json {
+		t.headed = true
+		if err := t.out.textf("%s", eventHeader); err != nil {
+			return true, &exitError{code: exitFailure, err: err}
+		}
+	}
 
 	idle := time.AfterFunc(sseIdleTimeout, expire)
 	defer idle.Stop()
@@ -288,13 +296,20 @@ type eventView struct {
 	WorkerID string `json:"worker_id"`
 }
 
-// line is the event's table line: time, type, queue, task id, attempt,
-// worker, in fixed-width columns so that lines of a stream align.
+// eventColumns is the format of an event line: time, event type, queue,
+// task type, task id, attempt, worker, in fixed-width columns so that the
+// lines of a stream align under the header.
+const eventColumns = "%-24s  %-23s  %-16s  %-16s  %-32s  %-7s  %s"
+
+// eventHeader is the table's header line, printed once before the events.
+var eventHeader = strings.TrimRight(fmt.Sprintf(eventColumns, "TIME", "EVENT", "QUEUE", "TASK_TYPE", "TASK_ID", "ATTEMPT", "WORKER"), " ")
+
+// line is the event's table line.
 func (ev *eventView) line() string {
 	attempt := ""
 	if ev.Attempt > 0 {
 		attempt = strconv.Itoa(ev.Attempt)
 	}
-	return strings.TrimRight(fmt.Sprintf("%-24s  %-23s  %-16s  %-32s  %-3s  %s",
-		cell(ev.TS), cell(ev.Type), cell(ev.Queue), cell(ev.TaskID), cell(attempt), cell(ev.WorkerID)), " ")
+	return strings.TrimRight(fmt.Sprintf(eventColumns,
+		cell(ev.TS), cell(ev.Type), cell(ev.Queue), cell(ev.TaskType), cell(ev.TaskID), cell(attempt), cell(ev.WorkerID)), " ")
 }

@@ -82,7 +82,7 @@ func TestEventsTailLive(t *testing.T) {
 	// The first task's history, from before this command ran.
 	history := startTail(t, b.vars, "--task-id", first, "--since", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
 	// The table may also print the first task's events: wait for this one's.
-	table.waitMatch(t, `TASK_SUCCEEDED\s+feed\s+`+id)
+	table.waitMatch(t, `TASK_SUCCEEDED\s+feed\s+echo\s+`+id)
 	asJSON.waitOutput(t, "TASK_SUCCEEDED")
 	history.waitOutput(t, "TASK_SUCCEEDED")
 	require.Equal(t, 0, table.stop(t))
@@ -91,18 +91,20 @@ func TestEventsTailLive(t *testing.T) {
 	require.Contains(t, history.stdout.String(), "TASK_QUEUED")
 
 	var types []string
-	for _, l := range lines(table.stdout.String()) {
+	tableLines := lines(table.stdout.String())
+	require.Equal(t, []string{"TIME", "EVENT", "QUEUE", "TASK_TYPE", "TASK_ID", "ATTEMPT", "WORKER"}, strings.Fields(tableLines[0]))
+	for _, l := range tableLines[1:] {
 		f := strings.Fields(l)
-		require.Len(t, f, 6, l)
+		require.Len(t, f, 7, l)
 		require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, f[0])
-		if f[3] == first {
+		if f[4] == first {
 			continue // a feed that just learnt of the queue may start a little early
 		}
-		require.Equal(t, []string{"feed", id, "1"}, f[2:5], l)
+		require.Equal(t, []string{"feed", "echo", id, "1"}, f[2:6], l)
 		if f[1] == "TASK_QUEUED" {
-			require.Equal(t, "-", f[5], "no worker yet")
+			require.Equal(t, "-", f[6], "no worker yet")
 		} else {
-			require.Equal(t, "cli-events-worker", f[5])
+			require.Equal(t, "cli-events-worker", f[6])
 		}
 		types = append(types, f[1])
 	}
@@ -215,10 +217,12 @@ func TestEventsTailReconnects(t *testing.T) {
 	tc.waitOutput(t, "WORKER_STOPPED")
 	require.Equal(t, 0, tc.stop(t))
 
+	// One header, even across reconnects.
 	require.Equal(t, ""+
-		"2026-11-30T04:05:57.274Z  TASK_QUEUED              q                 01a22aa1819a7000b3e1e8a7a4900001  1    -\n"+
-		"2026-11-30T04:05:57.301Z  TASK_STARTED             q                 01a22aa1819a7000b3e1e8a7a4900001  1    w-1\n"+
-		"2026-11-30T04:05:58.000Z  WORKER_STOPPED           -                 -                                 -    w-1\n",
+		"TIME                      EVENT                    QUEUE             TASK_TYPE         TASK_ID                           ATTEMPT  WORKER\n"+
+		"2026-11-30T04:05:57.274Z  TASK_QUEUED              q                 echo              01a22aa1819a7000b3e1e8a7a4900001  1        -\n"+
+		"2026-11-30T04:05:57.301Z  TASK_STARTED             q                 echo              01a22aa1819a7000b3e1e8a7a4900001  1        w-1\n"+
+		"2026-11-30T04:05:58.000Z  WORKER_STOPPED           -                 -                 -                                 -        w-1\n",
 		tc.stdout.String())
 	stderr := tc.stderr.String()
 	require.Equal(t, 2, strings.Count(stderr, "dtq: event stream interrupted (the API closed the stream); reconnecting\n"), stderr)

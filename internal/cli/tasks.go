@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -358,6 +359,9 @@ func newTasksListCmd(r *remote) *cobra.Command {
 	fs.BoolVar(&all, "all", false, "read every page")
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusNames(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		if status != "" && !slices.Contains(statusNames(), status) {
+			return usageError(fmt.Errorf("--status=%q: must be one of %s", status, strings.Join(statusNames(), ", ")))
+		}
 		q := filterQuery(map[string]string{"queue": queue, "status": status, "type": typ, "cursor": cursor}, limit)
 		return printList(cmd, r, listing[taskView]{
 			path: "/api/v1/tasks", query: q, all: all, hint: "dtq tasks list",

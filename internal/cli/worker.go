@@ -22,11 +22,11 @@ func newWorkerCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker with the example handlers",
-		Long: "Run a worker that executes tasks with the example handlers (echo, sleep,\n" +
-			"fibonacci, flaky, always_fail, counter_task, send_receipt). Your own handlers\n" +
+		Long: "Run a worker that executes tasks with the example handlers. Your own handlers\n" +
 			"run in your own binary with dtq.NewWorker. SIGTERM/SIGINT drain the worker:\n" +
 			"running tasks get DTQ_DRAIN_TIMEOUT_S to finish, the rest are handed back.\n" +
-			"Only workers serving a queue run or promote its tasks: an unserved queue waits.",
+			"Only workers serving a queue run or promote its tasks: an unserved queue waits.\n\n" +
+			exampleHelp,
 		Args: cobra.NoArgs,
 	}
 	config.RegisterFlags(cmd.Flags())
@@ -36,7 +36,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		log := cfg.NewLogger(e.stderr)
+		log := serverLogger(cfg, e)
 		rc, err := config.NewRedisClient(cfg.RedisURL)
 		if err != nil {
 			return usageError(err)
@@ -46,12 +46,24 @@ func newWorkerCmd(e *env) *cobra.Command {
 		if err != nil {
 			return usageError(err)
 		}
+		defer announceStop(cmd.Context(), log)()
 		return runServices(cmd.Context(),
 			func(ctx context.Context) error { return runWorker(ctx, w) },
 			func(ctx context.Context) error { return serveWorkerMetrics(ctx, cfg.WorkerMetricsAddr, w, log) })
 	})
 	return cmd
 }
+
+// exampleHelp lists the example handlers with their payloads, for --help.
+const exampleHelp = `Example task types and their payloads (a payload that lacks a field or holds
+an out-of-range value fails permanently, error class InvalidPayload):
+  echo          any object                returns the payload
+  sleep         {"seconds": 10}           0..3600, fractions allowed; returns {seconds}
+  fibonacci     {"n": 50}                 0..90; returns {n, fib}
+  flaky         {"fail_times": 2}         fails retryably while attempt <= fail_times
+  always_fail   any, e.g. {}              always fails retryably, ends dead-lettered
+  counter_task  {"counter": "visits"}     plain INCR (not idempotent); returns {counter, value}
+  send_receipt  {"order_id": 42}          at most once per order in 24 h (IdempotentOperation)`
 
 // newExampleWorker builds a worker with the example handlers registered.
 func newExampleWorker(cfg *config.Config, rc redis.UniversalClient, strict bool, log *slog.Logger) (*dtq.Worker, error) {

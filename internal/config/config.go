@@ -1,4 +1,4 @@
-// Package config reads dtq's server configuration (SPEC §13): every DTQ_*
+// Package config reads dtq's server configuration (docs/configuration.md): every DTQ_*
 // environment variable, each with a --lower-case-with-dashes flag. A flag
 // overrides the environment, which overrides the default. Every value is
 // validated at start, and a bad one is reported with the variable's name,

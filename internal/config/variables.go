@@ -38,7 +38,7 @@ const (
 	QueuePolicyDeclared = "declared"
 )
 
-// variables lists every setting of SPEC §13, in documentation order.
+// variables lists every setting docs/configuration.md lists, in documentation order.
 var variables = []variable{
 	{name: "REDIS_URL", kind: "url", def: "redis://127.0.0.1:6379/0",
 		usage:  "Redis to use: redis://, rediss://, redis+sentinel://, redis+cluster://",

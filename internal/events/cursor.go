@@ -11,7 +11,7 @@ import (
 	"github.com/dtq-io/dtq"
 )
 
-// MaxCursorLen bounds the encoded cursor a client may send (SPEC §20): a
+// MaxCursorLen bounds the encoded cursor a client may send (docs/security.md): a
 // cursor is parsed before anything else and echoed in every frame, so its
 // size must not be the client's choice.
 const MaxCursorLen = 4 << 10

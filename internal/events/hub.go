@@ -33,7 +33,7 @@ var ErrHubClosed = errors.New("events: hub closed")
 // Config.MaxSubscribers subscriptions.
 var ErrTooManySubscribers = errors.New("events: too many subscribers")
 
-// DefaultMaxSubscribers is Config.MaxSubscribers's default (SPEC §20).
+// DefaultMaxSubscribers is Config.MaxSubscribers's default (docs/security.md).
 const DefaultMaxSubscribers = 1000
 
 // Config configures a Hub. The zero value of every field selects the

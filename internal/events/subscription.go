@@ -71,7 +71,7 @@ type Subscription struct {
 // Config.MaxSubscribers are open. Close the subscription when done. ctx
 // bounds the Redis reads that find "now" in the streams whose readers are
 // parked, and the registry look-up of a cursor's unknown queues: a cursor
-// keeps positions only for queues of the registry (SPEC §20), so a forged
+// keeps positions only for queues of the registry (docs/security.md), so a forged
 // one cannot make every frame carry thousands of made-up queues.
 func (h *Hub) Subscribe(ctx context.Context, f Filter, c *Cursor) (*Subscription, error) {
 	if err := f.Validate(); err != nil {

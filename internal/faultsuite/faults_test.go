@@ -11,7 +11,7 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// The scenarios of SPEC §15. Each runs under load from two producers; see
+// The fault scenarios (see doc.go). Each runs under load from two producers; see
 // run for what each asserts. A fault's duration is slept on purpose: it is
 // the fault, not a wait for something asynchronous.
 

@@ -51,7 +51,7 @@ type APIKey struct {
 	Role   Role
 	Name   string // shown in logs and the audit log as the actor
 	Secret string // never logged or echoed
-	// Queues, when not nil, scopes the key (SPEC §20): it sees and acts on
+	// Queues, when not nil, scopes the key (docs/security.md): it sees and acts on
 	// these queues only, and is refused global views (metrics, workers,
 	// audit). Nil: every queue.
 	Queues []string
@@ -244,7 +244,7 @@ func credential(r *http.Request) (string, error) {
 }
 
 // authorize wraps h so that only keys of role need or stronger reach it
-// (SPEC §10). need 0 is an open route; with no keys configured every route
+// (docs/security.md). need 0 is an open route; with no keys configured every route
 // is open.
 func (s *Server) authorize(need Role, sc scope, h http.HandlerFunc) http.HandlerFunc {
 	if need == 0 {

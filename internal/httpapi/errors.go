@@ -20,7 +20,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// Error codes (SPEC §11).
+// Error codes (docs/http-api.md, "Errors").
 const (
 	codeInvalidRequest   = "INVALID_REQUEST"
 	codeInvalidTask      = "INVALID_TASK"

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Host check (SPEC §20). A page on a name the attacker controls can make
+// Host check (docs/security.md). A page on a name the attacker controls can make
 // that name resolve to 127.0.0.1 (DNS rebinding); the browser then treats
 // the API as same-origin and sends the attacker's Host. In open mode no key
 // stands in the way, so only a loopback Host, "localhost" or a name the

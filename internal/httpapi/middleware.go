@@ -67,9 +67,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) logRequest(r *http.Request, status int, d time.Duration, st *reqState) {
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelWarn
+	level := requestLevel(r, status)
+	if !s.access.Enabled(r.Context(), level) {
+		return
 	}
 	attrs := []slog.Attr{
 		slog.String("method", clean(r.Method)),
@@ -82,6 +82,27 @@ func (s *Server) logRequest(r *http.Request, status int, d time.Duration, st *re
 		attrs = append(attrs, slog.String("key", clean(st.keyName)))
 	}
 	s.access.LogAttrs(r.Context(), level, "http request", attrs...)
+}
+
+// ClientHeader is the request header the dashboard sets on its reads
+// (Dtq-Client: dashboard), so that its polling is logged at DEBUG.
+const ClientHeader = "Dtq-Client"
+
+// requestLevel is the level of a request's log line: WARN for a 5xx; DEBUG
+// for what polls (probes, /metrics, and the dashboard's own successful
+// reads), which would otherwise bury the requests worth reading; else INFO.
+func requestLevel(r *http.Request, status int) slog.Level {
+	switch {
+	case status >= 500:
+		return slog.LevelWarn
+	case status >= 400:
+		return slog.LevelInfo
+	case r.URL.Path == "/health" || r.URL.Path == "/ready" || r.URL.Path == "/metrics":
+		return slog.LevelDebug
+	case r.Method == http.MethodGet && r.Header.Get(ClientHeader) == "dashboard":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // requestID returns the client's X-Request-ID when it is sane (one value,

@@ -52,7 +52,7 @@ func TestQueuesRead(t *testing.T) {
 	var raw map[string]json.RawMessage
 	res.decode(t, &raw)
 	require.ElementsMatch(t, []string{"queue", "depth", "ready", "ready_total", "running", "pending", "scheduled",
-		"paused", "dlq", "live_workers", "throughput"}, keysOf(raw))
+		"paused", "dlq", "live_workers", "unserved", "throughput"}, keysOf(raw))
 
 	for _, q := range []string{"never-used", "Not_Valid", "%20"} {
 		b.do(t, http.MethodGet, "/api/v1/queues/"+q, "").requireError(t, http.StatusNotFound, codeQueueNotFound, "")

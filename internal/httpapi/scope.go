@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// scope says how a route meets a scoped key (SPEC §20): which queue the
+// scope says how a route meets a scoped key (docs/security.md): which queue the
 // request is about, and so whether the key may make it.
 type scope int
 

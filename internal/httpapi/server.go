@@ -3,7 +3,7 @@
 // dtq.Admin) and never around it into storage.
 //
 // Every response carries X-Request-ID; every error is the JSON envelope
-// {"code", "message", "details", "request_id"} with a SPEC §11 code. Routes
+// {"code", "message", "details", "request_id"} with one of the codes docs/http-api.md lists. Routes
 // live in one table (routes) that also drives authorization, so adding an
 // endpoint is one line there plus its handler. Every destructive operator
 // action is written to the audit log (see audit.go).
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,6 +51,10 @@ type Config struct {
 	// localhost and loopback addresses (DTQ_ALLOWED_HOSTS); "*" allows any.
 	// Ignored when Keys are configured. Default none.
 	AllowedHosts []string
+	// ServedCacheTTL is how long the API reuses its reading of the queues
+	// live workers serve when it warns about a submission to an unserved
+	// queue (see servedQueues). Default DefaultServedCacheTTL.
+	ServedCacheTTL time.Duration
 	// Registry receives the API's Prometheus metrics, served at /metrics.
 	// Default: a private registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -64,10 +69,10 @@ type Config struct {
 const DefaultMetricsMaxQueues = 100
 
 // DefaultMaxPayloadBytes is the payload limit used when
-// Config.MaxPayloadBytes is zero (SPEC §13).
+// Config.MaxPayloadBytes is zero (docs/configuration.md).
 const DefaultMaxPayloadBytes = 262144
 
-// Body limits (SPEC §3): a single submission may carry its payload twice
+// Body limits (docs/http-api.md): a single submission may carry its payload twice
 // over (escaping) plus the other fields; a batch is capped at 16 MiB.
 const (
 	bodySlack         = 64 << 10
@@ -88,6 +93,7 @@ type Server struct {
 	metrics *apiMetrics
 
 	allowedHosts map[string]struct{} // normalised Config.AllowedHosts
+	served       *servedQueues
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -147,6 +153,10 @@ func New(cfg Config) (*Server, error) {
 
 		allowedHosts: allowed,
 	}
+	if cfg.ServedCacheTTL <= 0 {
+		cfg.ServedCacheTTL = DefaultServedCacheTTL
+	}
+	s.served = &servedQueues{ttl: cfg.ServedCacheTTL, read: s.liveQueues}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.pattern, s.authorize(rt.role, rt.scope, rt.handler))

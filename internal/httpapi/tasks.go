@@ -48,7 +48,7 @@ func (r taskResponse) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// submitTask is POST /api/v1/tasks (SPEC §3, §4).
+// submitTask is POST /api/v1/tasks (docs/http-api.md, docs/idempotency.md).
 func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if err := requireJSON(r); err != nil {
 		s.writeError(w, r, err)
@@ -86,6 +86,8 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if res.Duplicate {
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
+	} else {
+		s.warnUnserved(w, r, queueOf(sub))
 	}
 	w.Header().Set("Location", "/api/v1/tasks/"+res.TaskID)
 	s.writeJSON(w, r, status, taskResponse{TaskInfo: res.Task, Duplicate: res.Duplicate})
@@ -125,6 +127,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 
 	items := make([]batchItem, len(raws))
+	var accepted []string // queues that got a new task
 	subs := make([]dtq.Submission, 0, len(raws))
 	at := make([]int, 0, len(raws)) // subs[j] is item at[j]
 	for i, raw := range raws {
@@ -156,8 +159,13 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 			it.HTTPStatus, it.Duplicate, it.Task = http.StatusAccepted, res.Result.Duplicate, res.Result.Task
 			if res.Result.Duplicate {
 				it.HTTPStatus = http.StatusOK
+			} else if !slices.Contains(accepted, it.Task.Queue) {
+				accepted = append(accepted, it.Task.Queue)
 			}
 		}
+	}
+	for _, q := range accepted {
+		s.warnUnserved(w, r, q)
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
 }

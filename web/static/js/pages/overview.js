@@ -146,7 +146,19 @@ export function mount(root, {app}) {
       h('td', {class: 'num'}, fmtInt(q.ready_total)),
       h('td', {class: 'num'}, fmtInt(q.running)),
       h('td', {class: 'num'}, fmtInt(q.dlq)),
-      h('td', {}, q.paused ? h('span', {class: 'badge st-paused'}, 'paused') : h('span', {class: 'badge st-active'}, 'active'))))));
+      h('td', {}, ...queueBadges(q))))));
+  }
+
+  // queueBadges says whether a queue runs: paused, and whether any live
+  // worker serves it (an unserved queue's tasks wait, silently otherwise).
+  function queueBadges(q) {
+    const out = [];
+    if (q.paused) out.push(h('span', {class: 'badge st-paused'}, 'paused'));
+    if (q.unserved) {
+      out.push(h('span', {class: 'badge st-unserved', title: `No live worker serves queue ${q.queue}: its tasks wait until one does.`}, 'no worker'));
+    }
+    if (!out.length) out.push(h('span', {class: 'badge st-active'}, 'active'));
+    return out;
   }
 
   function renderWorkers(ws) {

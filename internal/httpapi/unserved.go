@@ -1,0 +1,141 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// WarningHeader is the response header that tells a producer something it
+// should know about an accepted submission, e.g. that no live worker serves
+// the task's queue.
+const WarningHeader = "Dtq-Warning"
+
+// DefaultServedCacheTTL is how long the API trusts its last reading of
+// which queues live workers serve (Config.ServedCacheTTL).
+const DefaultServedCacheTTL = 5 * time.Second
+
+// maxWarnedQueues bounds the queues remembered as already warned about, so
+// that many distinct queue names cannot grow the map without end.
+const maxWarnedQueues = 10_000
+
+// servedQueues answers "does a live worker serve queue q?" at submit time
+// without a Redis read per submission: it reads the workers' heartbeat
+// records (through the Inspector) at most once per ttl per API process and
+// answers from that set until it is stale. A worker that started a moment
+// ago may thus be missed for up to ttl, and one that died is still counted
+// until its heartbeat is 3 intervals old (then Inspector stops calling it
+// live) plus ttl. The answer only decides a warning, never whether a task
+// is accepted.
+type servedQueues struct {
+	ttl  time.Duration
+	read func(ctx context.Context) (map[string]bool, error)
+
+	mu      sync.Mutex
+	served  map[string]bool
+	readAt  time.Time
+	ok      bool // the last read succeeded
+	warned  map[string]bool
+	reading chan struct{} // non-nil while one request refreshes
+}
+
+// unserved reports whether no live worker serves q. known is false when
+// the workers could not be read: then nothing is claimed either way.
+func (c *servedQueues) unserved(ctx context.Context, q string) (unserved, known bool) {
+	c.mu.Lock()
+	for c.served == nil || time.Since(c.readAt) >= c.ttl {
+		if c.reading != nil { // another request is reading: wait for it
+			ch := c.reading
+			c.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return false, false
+			}
+			c.mu.Lock()
+			continue
+		}
+		ch := make(chan struct{})
+		c.reading = ch
+		c.mu.Unlock()
+		served, err := c.read(ctx)
+		c.mu.Lock()
+		c.reading = nil
+		close(ch)
+		c.readAt, c.ok = time.Now(), err == nil
+		if err == nil {
+			c.served = served
+		} else if c.served == nil {
+			c.served = map[string]bool{}
+		}
+		break
+	}
+	defer c.mu.Unlock()
+	if !c.ok {
+		return false, false
+	}
+	return !c.served[q], true
+}
+
+// firstWarning reports whether q was not warned about since it was last
+// seen served, and remembers it.
+func (c *servedQueues) firstWarning(q string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.warned == nil {
+		c.warned = map[string]bool{}
+	}
+	if c.warned[q] || len(c.warned) >= maxWarnedQueues {
+		return false
+	}
+	c.warned[q] = true
+	return true
+}
+
+// forgetWarning lets q be warned about again once it is unserved again.
+func (c *servedQueues) forgetWarning(q string) {
+	c.mu.Lock()
+	delete(c.warned, q)
+	c.mu.Unlock()
+}
+
+// liveQueues reads the queues live workers serve.
+func (s *Server) liveQueues(ctx context.Context) (map[string]bool, error) {
+	ws, err := s.cfg.Inspector.ListWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, w := range ws {
+		if !w.Live {
+			continue
+		}
+		for _, q := range w.Queues {
+			name, _, _ := strings.Cut(q, ":")
+			out[name] = true
+		}
+	}
+	return out, nil
+}
+
+// warnUnserved adds a Dtq-Warning header to an accepted submission whose
+// queue no live worker serves, and logs it once per queue (again after the
+// queue was served in between).
+func (s *Server) warnUnserved(w http.ResponseWriter, r *http.Request, q string) {
+	unserved, known := s.served.unserved(r.Context(), q)
+	if !known {
+		return
+	}
+	if !unserved {
+		s.served.forgetWarning(q)
+		return
+	}
+	w.Header().Add(WarningHeader, "no live worker serves queue "+strconv.Quote(q))
+	if s.served.firstWarning(q) {
+		s.log.WarnContext(r.Context(), "task accepted on a queue no live worker serves; it waits until a worker serves the queue",
+			"queue", q, "request_id", RequestIDFromContext(r.Context()))
+	}
+}
