@@ -55,15 +55,7 @@ func (i *Inspector) GetQueue(ctx context.Context, queue string) (*dtqtype.QueueI
 	if err != nil {
 		return nil, err
 	}
-	qi, err := i.queueInfo(ctx, queue, workers)
-	if err != nil {
-		return nil, err
-	}
-	// One queue's page shows its limits; the list leaves them out.
-	if qi.Limits, err = i.GetLimits(ctx, queue); err != nil {
-		return nil, err
-	}
-	return qi, nil
+	return i.queueInfo(ctx, queue, workers)
 }
 
 func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.WorkerInfo) (*dtqtype.QueueInfo, error) {
@@ -96,6 +88,9 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 		tp.Retried += m.Counts["retried"]
 	}
 	tp.PerMinute = float64(tp.Succeeded+tp.Failed) / throughputWindow
+	if qi.Limits, err = i.GetLimits(ctx, q); err != nil {
+		return nil, err
+	}
 	return qi, nil
 }
 

@@ -121,3 +121,20 @@ func TestQueuesPageShowsMore(t *testing.T) {
 	require.Equal(t, 20, eval[int](tb, `document.querySelectorAll('#ov-queues tbody tr[data-queue]').length`))
 	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
 }
+
+// TestQueuesPageShowsLimits: a queue's flow-control limits appear in its
+// row, and go when they are removed.
+func TestQueuesPageShowsLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.waitStatus(t, b.submit(t, `{"task_type": "echo", "queue": "default"}`).TaskID, "succeeded")
+	require.Equal(t, http.StatusOK, b.call(t, http.MethodPut, "/api/v1/queues/default/limits",
+		`{"rate": {"limit": 10, "period": "1s"}, "concurrency": 5, "key_concurrency": 1}`, nil))
+	tb := newTab(t, b)
+	tb.open("/queues")
+	tb.waitPage("queues")
+	cell := `document.querySelector('#queues-table tr[data-queue="default"] td.cell-limits')?.textContent`
+	tb.waitFor(cell + ` === '10/1s · 5 running · 1 per key'`)
+	require.Equal(t, http.StatusOK, b.call(t, http.MethodDelete, "/api/v1/queues/default/limits", "", nil))
+	tb.waitFor(cell + ` === ''`)
+}

@@ -36,6 +36,7 @@ export function mount(root, {app}) {
   const cols = [
     ['Queue', ''], ['State', ''], ['Live', 'num'], ['Ready', 'num'], ['By band (p9 → p0)', ''], ['Running', 'num'],
     ['Delivered', 'num'], ['Scheduled', 'num'], ['Dead', 'num'], ['Workers', 'num'], ['Done / min', 'num'],
+    ['Limits', ''],
   ];
   if (admin) cols.push(['', '']);
 
@@ -78,6 +79,7 @@ export function mount(root, {app}) {
       c.state = h('td', {}),
       num('depth'), num('ready'), c.bands = h('td', {class: 'cell-bands'}), num('running'),
       num('pending'), num('scheduled'), c.dlq = h('td', {class: 'num'}), num('workers'), num('rate'),
+      c.limits = h('td', {class: 'cell-limits small'}),
       admin ? (c.action = h('td', {class: 'cell-action'})) : null);
     return {tr, c, key: ''};
   }
@@ -91,6 +93,7 @@ export function mount(root, {app}) {
     setText(c.scheduled, fmtInt(q.scheduled));
     setText(c.workers, fmtInt(q.live_workers));
     setText(c.rate, fmtRate(q.throughput?.per_minute ?? 0));
+    setText(c.limits, describeLimits(q.limits));
     const bandKey = JSON.stringify(q.ready);
     if (c.bands.dataset.key !== bandKey) {
       c.bands.dataset.key = bandKey;
@@ -234,4 +237,15 @@ export function mount(root, {app}) {
       refresh.stop();
     },
   };
+}
+
+// describeLimits names a queue's flow-control limits, e.g.
+// "10/1s · 5 running · 1 per key"; "" when none are set.
+export function describeLimits(l) {
+  if (!l) return '';
+  const parts = [];
+  if (l.rate) parts.push(`${l.rate.limit}/${l.rate.period}` + (l.rate.burst > 1 ? ` (burst ${l.rate.burst})` : ''));
+  if (l.concurrency) parts.push(`${l.concurrency} running`);
+  if (l.key_concurrency) parts.push(`${l.key_concurrency} per key`);
+  return parts.join(' · ');
 }
