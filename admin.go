@@ -39,6 +39,11 @@ type AdminConfig struct {
 	ReplicaAckTimeout time.Duration
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
+	// Client submits the tasks of triggered schedules, and its limits
+	// (attempts cap, payload size, task types) validate schedules' task
+	// fields. It must use the same KeyPrefix. Default: a Client with default
+	// limits on the same Redis.
+	Client *Client
 }
 
 // Admin performs operator actions: cancel, run-now, delete, queue
@@ -46,9 +51,10 @@ type AdminConfig struct {
 // one atomic script per task (bulk actions: per batch of at most 500). It is
 // safe for concurrent use.
 type Admin struct {
-	rdb *rdb.RDB
-	s   rdb.AdminSettings
-	clk func() time.Time
+	rdb    *rdb.RDB
+	s      rdb.AdminSettings
+	clk    func() time.Time
+	client *Client
 }
 
 // NewAdmin returns an Admin acting through c.
@@ -81,8 +87,18 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
+	if o.Client == nil {
+		cl, err := NewClient(c, &ClientConfig{KeyPrefix: o.KeyPrefix, EventsMaxLen: o.EventsMaxLen,
+			ReplicaAcks: o.ReplicaAcks, ReplicaAckTimeout: o.ReplicaAckTimeout, Clock: o.Clock})
+		if err != nil {
+			return nil, err
+		}
+		o.Client = cl
+	} else if o.Client.cfg.KeyPrefix != o.KeyPrefix {
+		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", o.Client.cfg.KeyPrefix, o.KeyPrefix)
+	}
 	r := replicated(rdb.New(c, o.KeyPrefix), o.ReplicaAcks, o.ReplicaAckTimeout)
-	return &Admin{rdb: r, clk: o.Clock, s: rdb.AdminSettings{
+	return &Admin{rdb: r, clk: o.Clock, client: o.Client, s: rdb.AdminSettings{
 		EventsMaxLen: o.EventsMaxLen, TaskRetention: o.TaskRetention, IdempotencyTTL: o.IdempotencyTTL,
 		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
 	}}, nil

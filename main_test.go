@@ -13,6 +13,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childModeEnv); mode != "" {
 		os.Exit(runChildWorker(mode))
 	}
+	if os.Getenv(childSchedulerEnv) != "" {
+		os.Exit(runChildScheduler())
+	}
 	code := redistest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

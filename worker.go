@@ -87,6 +87,14 @@ type WorkerConfig struct {
 	// Clock returns the current time for leases, due times and expiry.
 	// Default time.Now.
 	Clock func() time.Time
+	// DisableScheduler stops Run from running a Scheduler (SPEC §18).
+	// Default false: every worker fires due schedules.
+	DisableScheduler bool
+	// SchedulerClient configures the Client the worker's Scheduler submits
+	// schedules' tasks with (queue depth, payload and attempts limits, task
+	// types). Its KeyPrefix, EventsMaxLen, replica acknowledgements and
+	// Clock are the worker's. Default: default limits.
+	SchedulerClient *ClientConfig
 }
 
 func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
@@ -189,7 +197,8 @@ type Worker struct {
 	slots        *slots
 	metrics      *workerMetrics
 	instance     string
-	identity     []any // the heartbeat record's fixed fields
+	sched        *Scheduler // nil with DisableScheduler
+	identity     []any      // the heartbeat record's fixed fields
 	redisVersion string
 	started      time.Time
 
@@ -261,6 +270,9 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
 		TaskRetention: conf.TaskRetention, ResultRetention: conf.ResultRetention,
 		DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
+	}
+	if w.sched, err = w.newScheduler(); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
@@ -339,6 +351,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)
+	if w.sched != nil {
+		spawn(ctx, func(c context.Context) { _ = w.sched.Run(c) })
+	}
 	w.cfg.Logger.Info("worker started", "worker_id", w.cfg.WorkerID, "queues", w.queues(), "concurrency", w.cfg.Concurrency,
 		"redis_version", w.redisVersion)
 

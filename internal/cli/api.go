@@ -110,7 +110,13 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err := inspector.Ready(checkCtx); err != nil {
 		log.Warn("Redis is not ready for dtq; /ready will report it", "redis", p.redisName, "err", err)
 	}
-	admin, err := dtq.NewAdmin(p.redis, cfg.AdminConfig())
+	adminCfg := cfg.AdminConfig()
+	adminCfg.Client = client // schedules are validated and triggered with the API's limits
+	admin, err := dtq.NewAdmin(p.redis, adminCfg)
+	if err != nil {
+		return err
+	}
+	sched, err := dtq.NewScheduler(client, &dtq.SchedulerConfig{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -179,9 +185,11 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	defer stopHub()
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx) }()
+	schedDone := make(chan error, 1)
+	go func() { schedDone <- sched.Run(hubCtx) }() // every API process fires due schedules too
 	err = serveHTTP(ctx, ln, withDashboard(api), log)
 	stopHub()
-	return errors.Join(err, <-hubDone)
+	return errors.Join(err, <-hubDone, <-schedDone)
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down: new connections

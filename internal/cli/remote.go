@@ -39,7 +39,7 @@ type remote struct {
 
 // operatorCommands are the commands that talk to the HTTP API.
 func operatorCommands(e *env) []*cobra.Command {
-	return []*cobra.Command{newTasksCmd(e), newDLQCmd(e), newQueuesCmd(e), newWorkersCmd(e), newAuditCmd(e), newEventsCmd(e)}
+	return []*cobra.Command{newTasksCmd(e), newDLQCmd(e), newQueuesCmd(e), newWorkersCmd(e), newAuditCmd(e), newEventsCmd(e), newSchedulesCmd(e)}
 }
 
 // groupCmd is a command group of operator commands with the shared flags.

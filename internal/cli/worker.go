@@ -67,7 +67,9 @@ an out-of-range value fails permanently, error class InvalidPayload):
 
 // newExampleWorker builds a worker with the example handlers registered.
 func newExampleWorker(cfg *config.Config, rc redis.UniversalClient, strict bool, log *slog.Logger) (*dtq.Worker, error) {
-	w, err := dtq.NewWorker(rc, cfg.WorkerConfig(strict, log))
+	wc := cfg.WorkerConfig(strict, log)
+	wc.SchedulerClient = cfg.ClientConfig() // schedules' tasks get the same limits as the API's
+	w, err := dtq.NewWorker(rc, wc)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,9 @@ const (
 	TypeWorkerStarted = "WORKER_STARTED"
 	// TypeWorkerStopped: a worker process stopped.
 	TypeWorkerStopped = "WORKER_STOPPED"
+	// TypeScheduleFired: a schedule made its task for a tick, or was
+	// triggered (docs/schedules.md).
+	TypeScheduleFired = "SCHEDULE_FIRED"
 )
 
 // Types lists every event type, in lifecycle order. The type filter
@@ -63,6 +66,7 @@ var Types = []string{
 	TypeTaskSucceeded, TypeTaskRetryScheduled, TypeTaskFailed, TypeTaskDeadLettered,
 	TypeTaskCancelled, TypeTaskCancelRequested, TypeTaskExpired, TypeTaskDuplicateAbsorbed,
 	TypeQueuePaused, TypeQueueResumed, TypeWorkerStarted, TypeWorkerStopped,
+	TypeScheduleFired,
 }
 
 // Envelope is one event as the feed sends it. Empty strings and a zero

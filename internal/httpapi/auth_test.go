@@ -59,8 +59,13 @@ func newAuthFixture(t *testing.T, b *bundle) *authFixture {
 	f := &authFixture{b: b, workerID: w.ID()}
 	f.taskID = b.submit(t, dtq.Submission{Type: "echo", Queue: "idle"})
 	f.dlqID = f.deadLettered(t)
+	_, _, err := b.admin.PutSchedule(b.ctx, dtq.Schedule{Name: authSchedule, Spec: "@every 1h", Queue: "idle", TaskType: "echo"})
+	require.NoError(t, err)
 	return f
 }
+
+// authSchedule is the fixture's schedule, on queue "idle".
+const authSchedule = "idle-hourly"
 
 // deadLettered returns the id of a new task in the dead-letter queue.
 func (f *authFixture) deadLettered(t *testing.T) string {
@@ -125,12 +130,26 @@ func (f *authFixture) samples() map[string]sample {
 			fresh: func(t *testing.T) string { return "/api/v1/dlq/" + f.deadLettered(t) + "/discard" }},
 		// The bulk samples select a queue with nothing in it, so that they
 		// leave the fixture's entries alone.
-		"POST /api/v1/dlq/requeue": {method: http.MethodPost, path: "/api/v1/dlq/requeue", body: `{"queue":"empty"}`, ok: 200},
-		"POST /api/v1/dlq/purge":   {method: http.MethodPost, path: "/api/v1/dlq/purge?queue=empty", ok: 200},
-		"GET /api/v1/workers":      {method: http.MethodGet, path: "/api/v1/workers", ok: 200},
-		"GET /api/v1/workers/{id}": {method: http.MethodGet, path: "/api/v1/workers/" + f.workerID, ok: 200},
-		"GET /api/v1/stats":        {method: http.MethodGet, path: "/api/v1/stats?window=5m", ok: 200},
-		"GET /api/v1/audit":        {method: http.MethodGet, path: "/api/v1/audit?limit=5", ok: 200},
+		"POST /api/v1/dlq/requeue":     {method: http.MethodPost, path: "/api/v1/dlq/requeue", body: `{"queue":"empty"}`, ok: 200},
+		"POST /api/v1/dlq/purge":       {method: http.MethodPost, path: "/api/v1/dlq/purge?queue=empty", ok: 200},
+		"GET /api/v1/schedules":        {method: http.MethodGet, path: "/api/v1/schedules", ok: 200},
+		"GET /api/v1/schedules/{name}": {method: http.MethodGet, path: "/api/v1/schedules/" + authSchedule, ok: 200},
+		"PUT /api/v1/schedules/{name}": {method: http.MethodPut, path: "/api/v1/schedules/" + authSchedule, ok: 200,
+			body: `{"spec":"@every 1h","queue":"idle","task_type":"echo"}`},
+		"DELETE /api/v1/schedules/{name}": {method: http.MethodDelete, path: "/api/v1/schedules/" + authSchedule, ok: 200,
+			fresh: func(t *testing.T) string {
+				n := "gone-" + newQueueSuffix()
+				_, _, err := b.admin.PutSchedule(b.ctx, dtq.Schedule{Name: n, Spec: "@every 1h", Queue: "idle", TaskType: "echo"})
+				require.NoError(t, err)
+				return "/api/v1/schedules/" + n
+			}},
+		"POST /api/v1/schedules/{name}/pause":   {method: http.MethodPost, path: "/api/v1/schedules/" + authSchedule + "/pause", ok: 200},
+		"POST /api/v1/schedules/{name}/resume":  {method: http.MethodPost, path: "/api/v1/schedules/" + authSchedule + "/resume", ok: 200},
+		"POST /api/v1/schedules/{name}/trigger": {method: http.MethodPost, path: "/api/v1/schedules/" + authSchedule + "/trigger", ok: 202},
+		"GET /api/v1/workers":                   {method: http.MethodGet, path: "/api/v1/workers", ok: 200},
+		"GET /api/v1/workers/{id}":              {method: http.MethodGet, path: "/api/v1/workers/" + f.workerID, ok: 200},
+		"GET /api/v1/stats":                     {method: http.MethodGet, path: "/api/v1/stats?window=5m", ok: 200},
+		"GET /api/v1/audit":                     {method: http.MethodGet, path: "/api/v1/audit?limit=5", ok: 200},
 	}
 }
 
@@ -212,6 +231,10 @@ func TestAuthRoles(t *testing.T) {
 		"POST /api/v1/dlq/requeue": RoleAdmin, "POST /api/v1/dlq/purge": RoleAdmin,
 		"GET /api/v1/workers": RoleReader, "GET /api/v1/workers/{id}": RoleReader,
 		"GET /api/v1/stats": RoleReader, "GET /api/v1/audit": RoleAdmin,
+		"GET /api/v1/schedules": RoleReader, "GET /api/v1/schedules/{name}": RoleReader,
+		"PUT /api/v1/schedules/{name}": RoleAdmin, "DELETE /api/v1/schedules/{name}": RoleAdmin,
+		"POST /api/v1/schedules/{name}/pause": RoleAdmin, "POST /api/v1/schedules/{name}/resume": RoleAdmin,
+		"POST /api/v1/schedules/{name}/trigger": RoleAdmin,
 	}
 	got := map[string]Role{}
 	for _, rt := range s.routeTable() {

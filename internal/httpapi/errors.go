@@ -31,6 +31,7 @@ const (
 	codeDLQNotFound      = "DLQ_ENTRY_NOT_FOUND"
 	codeWorkerNotFound   = "WORKER_NOT_FOUND"
 	codeQueueNotFound    = "QUEUE_NOT_FOUND"
+	codeScheduleNotFound = "SCHEDULE_NOT_FOUND"
 	codeNotFound         = "NOT_FOUND" // no such endpoint
 	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
 	codeTaskTerminal     = "TASK_TERMINAL"
@@ -157,6 +158,9 @@ func classify(err error) *apiError {
 	case errors.Is(err, dtq.ErrDLQEntryNotFound):
 		return &apiError{status: http.StatusNotFound, code: codeDLQNotFound,
 			message: "this task is not in the dead-letter queue (no such task, or it was requeued or discarded)"}
+	case errors.Is(err, dtq.ErrScheduleNotFound):
+		return &apiError{status: http.StatusNotFound, code: codeScheduleNotFound,
+			message: "no schedule has this name; GET /api/v1/schedules lists them"}
 	case errors.Is(err, dtq.ErrWorkerNotFound):
 		return &apiError{status: http.StatusNotFound, code: codeWorkerNotFound,
 			message: "no worker with this id heartbeated in the last 24 hours"}

@@ -60,7 +60,7 @@ func TestScopeMatrix(t *testing.T) {
 			// without ?queue= reads the key's queues.
 			unnamed := rt.scope == scopeQuery && !strings.Contains(sm.path, "queue=")
 			single := unnamed && len(k.Queues) == 1 || rt.scope == scopeQueueList && !strings.Contains(sm.path, "queue=")
-			reaches := allowed && (rt.scope == scopeOpen || rt.scope == scopeInHandler && rt.pattern == "/api/v1/queues" ||
+			reaches := allowed && (rt.scope == scopeOpen || rt.scope == scopeInHandler && (rt.pattern == "/api/v1/queues" || rt.pattern == "/api/v1/schedules") ||
 				single || inScope && rt.scope != scopeGlobal && !madeUp && !unnamed)
 			// A refused id must be a real one: an unknown id is 404 for anyone.
 			fresh := reaches || allowed && (rt.scope == scopeTaskID || madeUp)

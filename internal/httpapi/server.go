@@ -200,6 +200,14 @@ func (s *Server) routeTable() []route {
 		{http.MethodPost, "/api/v1/dlq/requeue", RoleAdmin, s.requeueDLQBulk, scopeInHandler},
 		{http.MethodPost, "/api/v1/dlq/purge", RoleAdmin, s.purgeDLQBulk, scopeInHandler},
 
+		{http.MethodGet, "/api/v1/schedules", RoleReader, s.listSchedules, scopeInHandler},
+		{http.MethodGet, "/api/v1/schedules/{name}", RoleReader, s.getSchedule, scopeInHandler},
+		{http.MethodPut, "/api/v1/schedules/{name}", RoleAdmin, s.putSchedule, scopeInHandler},
+		{http.MethodDelete, "/api/v1/schedules/{name}", RoleAdmin, s.deleteSchedule, scopeInHandler},
+		{http.MethodPost, "/api/v1/schedules/{name}/pause", RoleAdmin, s.pauseSchedule, scopeInHandler},
+		{http.MethodPost, "/api/v1/schedules/{name}/resume", RoleAdmin, s.resumeSchedule, scopeInHandler},
+		{http.MethodPost, "/api/v1/schedules/{name}/trigger", RoleAdmin, s.triggerSchedule, scopeInHandler},
+
 		{http.MethodGet, "/api/v1/workers", RoleReader, s.listWorkers, scopeGlobal},
 		{http.MethodGet, "/api/v1/workers/{id}", RoleReader, s.getWorker, scopeGlobal},
 		{http.MethodGet, "/api/v1/stats", RoleReader, s.stats, scopeQuery},

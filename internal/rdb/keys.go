@@ -134,3 +134,22 @@ func (k Keys) SysEvents() string { return k.prefix + ":events:_sys" }
 
 // Operation is the key of a handler-level IdempotentOperation.
 func (k Keys) Operation(key string) string { return k.prefix + ":op:" + key }
+
+// scheduleTag is the Cluster hash tag every schedule key carries, so that
+// one script can change a schedule's hash and both indexes. Queue names
+// cannot start with '_', so no queue shares it by name.
+const scheduleTag = "{_schedules}"
+
+// ScheduleNames is the global ZSET of every schedule's name (score 0,
+// listed in name order).
+func (k Keys) ScheduleNames() string { return k.prefix + ":schedules:" + scheduleTag + ":names" }
+
+// ScheduleDue is the global ZSET of running (not paused) schedules by next
+// tick (epoch ms).
+func (k Keys) ScheduleDue() string { return k.prefix + ":schedules:" + scheduleTag + ":due" }
+
+// ScheduleDefPrefix is the same-slot prefix of the schedule hashes.
+func (k Keys) ScheduleDefPrefix() string { return k.prefix + ":schedules:" + scheduleTag + ":def:" }
+
+// ScheduleDef is the hash holding one schedule: its definition and state.
+func (k Keys) ScheduleDef(name string) string { return k.ScheduleDefPrefix() + name }

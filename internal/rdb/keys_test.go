@@ -66,8 +66,23 @@ func TestKeyPrefixIsUsedEverywhere(t *testing.T) {
 		k.Schedule("q"), k.Lease("q"), k.Expiry("q"), k.Depth("q"), k.Recent("q"), k.DLQ("q"),
 		k.Events("q"), k.Paused("q"), k.Stats("q", 1), k.CancelChannel("q"),
 		k.Queues(), k.Workers(), k.Worker("w"), k.Audit(), k.SysEvents(), k.Operation("o"),
+		k.ScheduleNames(), k.ScheduleDue(), k.ScheduleDef("s"),
 	} {
 		require.True(t, strings.HasPrefix(key, "t42:"), key)
+	}
+}
+
+// Schedule keys are global but share one hash tag, so that one script can
+// change a schedule and its indexes; no queue can own that tag.
+func TestScheduleKeys(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	require.Equal(t, "dtq:schedules:{_schedules}:names", k.ScheduleNames())
+	require.Equal(t, "dtq:schedules:{_schedules}:due", k.ScheduleDue())
+	require.Equal(t, "dtq:schedules:{_schedules}:def:nightly.report", k.ScheduleDef("nightly.report"))
+	require.True(t, strings.HasPrefix(k.ScheduleDef("x"), k.ScheduleDefPrefix()))
+	for _, key := range []string{k.ScheduleNames(), k.ScheduleDue(), k.ScheduleDef("a"), k.ScheduleDef("zz-9")} {
+		require.Equal(t, HashSlot("{_schedules}"), HashSlot(key), key)
 	}
 }
 

@@ -159,6 +159,7 @@ func TestSlotCheckerCatchesCrossSlotCalls(t *testing.T) {
 var globalScripts = map[string]bool{
 	"register_queue": true, "worker_start": true, "worker_beat": true,
 	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true,
+	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
 }
 
 // exerciseScripts drives every script of lua/ through the RDB method that
@@ -300,6 +301,21 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	_, err = r.OpFinish(ctx, "receipt:1", "tok", "done", time.Hour, []byte(`{"sent":true}`))
 	require.NoError(t, err)
 
+	// Global scripts: schedules.
+	next := now.Add(time.Minute).UnixMilli()
+	_, _, _, err = r.PutSchedule(ctx, "nightly", now, next, []any{"spec", "@every 1m", "queue", "emails"})
+	require.NoError(t, err)
+	_, err = r.RecordSchedule(ctx, now, ScheduleRun{Name: "nightly", Tick: next, NextRun: next + 60000, Version: "1", TaskID: "t1"})
+	require.NoError(t, err)
+	_, err = r.RecordSchedule(ctx, now, ScheduleRun{Name: "nightly", TaskID: "t2"})
+	require.NoError(t, err)
+	_, err = r.SetSchedulePaused(ctx, "nightly", true, now, 0)
+	require.NoError(t, err)
+	_, err = r.SetSchedulePaused(ctx, "nightly", false, now, next)
+	require.NoError(t, err)
+	_, err = r.DeleteSchedule(ctx, "nightly")
+	require.NoError(t, err)
+
 	// A queue that holds tasks is refused; an empty one is deleted.
 	del, err := r.DeleteQueue(ctx, "emails")
 	require.NoError(t, err)
@@ -372,6 +388,10 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 			require.Equal(t, []string{prefix + ":audit"}, call.Keys)
 		case "worker_start", "worker_beat":
 			require.Equal(t, []string{prefix + ":worker:w1"}, call.Keys)
+		case "schedule_put", "schedule_delete", "schedule_pause", "schedule_record":
+			for _, k := range call.Keys {
+				require.Contains(t, k, ":{_schedules}:", "%s key %q", scriptName(call.Script), k)
+			}
 		}
 	}
 }

@@ -13,6 +13,7 @@ import * as task from './pages/task.js';
 import * as queues from './pages/queues.js';
 import * as dlq from './pages/dlq.js';
 import * as workers from './pages/workers.js';
+import * as schedules from './pages/schedules.js';
 import * as events from './pages/events.js';
 
 const ROUTES = [
@@ -22,6 +23,7 @@ const ROUTES = [
   {re: /^\/queues\/?$/, page: queues, nav: 'queues', title: 'Queues'},
   {re: /^\/dlq\/?$/, page: dlq, nav: 'dlq', title: 'Dead letters'},
   {re: /^\/workers\/?$/, page: workers, nav: 'workers', title: 'Workers'},
+  {re: /^\/schedules\/?$/, page: schedules, nav: 'schedules', title: 'Schedules'},
   {re: /^\/events\/?$/, page: events, nav: 'events', title: 'Live events'},
 ];
 

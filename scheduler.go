@@ -1,0 +1,189 @@
+package dtq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/maintenance"
+	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/schedule"
+)
+
+// SchedulerConfig configures a Scheduler. Zero values select the defaults
+// noted.
+type SchedulerConfig struct {
+	// Logger receives a line for every tick that made no task, and Redis
+	// errors. Default slog.Default().
+	Logger *slog.Logger
+	// MaxSleep bounds the time between two reads of the due schedules, so
+	// that new and changed schedules are seen. Default 1s.
+	MaxSleep time.Duration
+	// Clock returns the current time. Default: the Client's clock.
+	Clock func() time.Time
+	// EventsMaxLen caps the _sys event stream. Default: the Client's
+	// EventsMaxLen.
+	EventsMaxLen int64
+}
+
+// Scheduler fires the schedules stored in Redis (see Admin.PutSchedule):
+// for each due schedule it submits the task of the latest due tick through
+// its Client with the idempotency key ScheduleKey(name, tick), so any
+// number of Schedulers, in any number of processes, make exactly one task
+// per tick without a leader. Workers (Worker.Run) and the API server (dtq
+// api) run one each. It is safe for concurrent use.
+type Scheduler struct {
+	client *Client
+	rdb    *rdb.RDB
+	log    *slog.Logger
+	clk    func() time.Time
+	sleep  time.Duration
+	maxLen int64
+}
+
+// dueBatch bounds the schedules fired per read of the due index.
+const dueBatch = 100
+
+// NewScheduler returns a Scheduler submitting through c.
+func NewScheduler(c *Client, cfg *SchedulerConfig) (*Scheduler, error) {
+	if c == nil {
+		return nil, errors.New("dtq: NewScheduler needs a Client")
+	}
+	var o SchedulerConfig
+	if cfg != nil {
+		o = *cfg
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxSleep <= 0 {
+		o.MaxSleep = time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = c.cfg.Clock
+	}
+	if o.EventsMaxLen == 0 {
+		o.EventsMaxLen = c.cfg.EventsMaxLen
+	}
+	return &Scheduler{client: c, rdb: c.rdb, log: o.Logger, clk: o.Clock, sleep: o.MaxSleep, maxLen: o.EventsMaxLen}, nil
+}
+
+// Run fires due schedules until ctx ends: it sleeps until the next tick of
+// any schedule, at most MaxSleep, and backs off while Redis fails. It
+// returns nil when ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	maintenance.Run(ctx, maintenance.Service{Name: "scheduler", Logger: s.log, MaxSleep: s.sleep,
+		Step: func(ctx context.Context) (maintenance.Result, error) {
+			wait, full, err := s.fireDue(ctx)
+			return maintenance.Result{Full: full, Wait: wait}, err
+		}})
+	return nil
+}
+
+// fireDue fires every schedule due now (at most dueBatch) and returns how
+// long until the next one is due (0 = unknown) and whether more may be due.
+func (s *Scheduler) fireDue(ctx context.Context) (time.Duration, bool, error) {
+	now := s.clk()
+	due, next, err := s.rdb.DueSchedules(ctx, now, dueBatch)
+	if err != nil {
+		return 0, false, err
+	}
+	var errs []error
+	for _, m := range due {
+		n, err := s.fire(ctx, decodeSchedule(m), m["version"], now)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if n > 0 && (next == 0 || n < next) {
+			next = n
+		}
+	}
+	var wait time.Duration
+	if next > 0 {
+		wait = max(time.UnixMilli(next).Sub(now), time.Millisecond)
+	}
+	return wait, len(due) == dueBatch, errors.Join(errs...)
+}
+
+// fire submits the task of info's latest due tick and records the run. A
+// tick whose task exists already (another scheduler made it) is recorded
+// like one made here; a tick the queue refuses is recorded with the error
+// and skipped. Only Redis errors are returned: the tick stays due. It
+// returns the schedule's next tick (epoch ms) when it recorded one.
+func (s *Scheduler) fire(ctx context.Context, info *dtqtype.ScheduleInfo, version string, now time.Time) (int64, error) {
+	spec, err := schedule.Parse(info.Spec, info.Timezone)
+	if err != nil {
+		s.log.Error("stored schedule does not parse; it is skipped", "schedule", info.Name, "err", err)
+		return 0, nil
+	}
+	notBefore := time.Time{}
+	if !info.LastScheduledFor.IsZero() {
+		notBefore = info.LastScheduledFor.Add(time.Millisecond)
+	}
+	tick, ok := spec.Latest(now, notBefore)
+	if !ok {
+		return 0, nil // recorded already by a scheduler whose clock is ahead
+	}
+	run := rdb.ScheduleRun{Name: info.Name, Tick: tick.UnixMilli(), NextRun: spec.Next(tick).UnixMilli(), Version: version}
+	sub, err := scheduleSubmission(info, tick, false)
+	created := false
+	if err == nil {
+		var res *SubmitResult
+		res, err = s.client.Submit(ctx, sub)
+		if err == nil {
+			run.TaskID, created = res.TaskID, !res.Duplicate
+		}
+	}
+	var ic *IdempotencyConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &ic):
+		run.TaskID = ic.TaskID // another scheduler's task for this tick
+	case refusedTick(err):
+		run.Error = err.Error()
+		s.log.Warn("schedule tick made no task", "schedule", info.Name, "queue", info.Queue,
+			"scheduled_for", tick.UTC().Format(dtqtype.TimeLayout), "err", err)
+	default:
+		return 0, err
+	}
+	if created {
+		// Only the scheduler whose submission created the task announces
+		// it, before recording: a failed record is retried, and the retry
+		// finds the task made already.
+		if err := s.rdb.AppendSysEvent(ctx, s.maxLen, scheduleFiredEvent(info, run.TaskID, tick, now, false)); err != nil {
+			s.log.Warn("SCHEDULE_FIRED event not written", "schedule", info.Name, "task_id", run.TaskID, "err", err)
+		}
+	}
+	if _, err := s.rdb.RecordSchedule(ctx, now, run); err != nil && !errors.Is(err, rdb.ErrNotFound) {
+		return 0, err
+	}
+	return run.NextRun, nil
+}
+
+// refusedTick reports whether err is the queue or the validation refusing a
+// tick's task, as opposed to Redis failing: such a tick is skipped.
+func refusedTick(err error) bool {
+	var ve *ValidationError
+	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueNotFound) || errors.As(err, &ve)
+}
+
+// newScheduler returns the Scheduler Worker.Run runs, nil when disabled.
+func (w *Worker) newScheduler() (*Scheduler, error) {
+	if w.cfg.DisableScheduler {
+		return nil, nil
+	}
+	var cc ClientConfig
+	if w.cfg.SchedulerClient != nil {
+		cc = *w.cfg.SchedulerClient
+	}
+	cc.KeyPrefix, cc.EventsMaxLen, cc.Clock = w.cfg.KeyPrefix, w.cfg.EventsMaxLen, w.cfg.Clock
+	cc.ReplicaAcks, cc.ReplicaAckTimeout = w.cfg.ReplicaAcks, w.cfg.ReplicaAckTimeout
+	c, err := NewClient(w.rdb.Client(), &cc)
+	if err != nil {
+		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
+	}
+	return NewScheduler(c, &SchedulerConfig{Logger: w.cfg.Logger})
+}
