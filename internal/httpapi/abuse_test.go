@@ -144,14 +144,14 @@ type bodyRoute struct {
 func bodyRoutes(s *Server) []bodyRoute {
 	var out []bodyRoute
 	fill := strings.NewReplacer("{id}", "01a2312a0000700000000000000a0001", "{task_id}", "01a2312a0000700000000000000a0001",
-		"{queue}", "abuse")
+		"{queue}", "abuse", "{name}", "abuse")
 	for _, rt := range s.routes {
 		if rt.method == http.MethodGet {
 			continue
 		}
 		limit := maxActionBody
 		switch rt.pattern {
-		case "/api/v1/tasks":
+		case "/api/v1/tasks", "/api/v1/schedules/{name}": // both carry a payload
 			limit = int(s.maxBody)
 		case "/api/v1/tasks/batch":
 			limit = maxBatchBodyBytes
