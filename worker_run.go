@@ -366,8 +366,11 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *decisio
 			}
 			return err
 		}
-		if tries == 0 {
+		switch {
+		case tries == 0:
 			log.Warn("finalize failed; retrying while the lease is renewed", "err", err)
+		case tries%30 == 0: // about once a minute at the 2 s cap: a fault that does not pass shows
+			log.Error("finalize still failing; the task stays in flight with its lease renewed", "tries", tries, "err", err)
 		}
 		w.metrics.m.FinalizeRetries.WithLabelValues(a.Queue).Inc()
 		if !sleepCtx(hardCtx, delay) {
