@@ -1,6 +1,7 @@
 package dtq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,7 +126,11 @@ func workerInfo(w *rdb.WorkerInfo) *dtqtype.WorkerInfo {
 		Concurrency: int(n("concurrency")), HeartbeatIntervalMS: n("heartbeat_interval_ms"),
 		StartedAt: dtqtype.MillisTime(n("started_at")), LastHeartbeat: dtqtype.MillisTime(n("last_heartbeat")),
 		Status: f["status"], Processed: n("processed"), Failed: n("failed"), Retried: n("retried"),
-		Queues: []string{}, InFlight: []string{},
+		Queues: []string{}, InFlight: []string{}, Kind: cmp.Or(f["kind"], "go"),
+	}
+	if lc := n("last_claim"); lc > 0 {
+		t := dtqtype.MillisTime(lc)
+		wi.LastClaim = &t
 	}
 	_ = json.Unmarshal([]byte(f["queues"]), &wi.Queues)
 	_ = json.Unmarshal([]byte(f["in_flight"]), &wi.InFlight)

@@ -49,6 +49,12 @@ type WorkerInfo struct {
 	Processed           int64    `json:"processed"`
 	Failed              int64    `json:"failed"`
 	Retried             int64    `json:"retried"`
+	// Kind is "go" for a Worker, "http" for a worker claiming through the
+	// HTTP API.
+	Kind string `json:"kind"`
+	// LastClaim is when an HTTP worker last asked for tasks (nil for Go
+	// workers).
+	LastClaim *Time `json:"last_claim,omitempty"`
 }
 
 // DLQEntry is a dead-lettered task with the time it was dead-lettered.

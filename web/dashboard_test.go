@@ -330,3 +330,29 @@ func TestFeedResumesAndResets(t *testing.T) {
 	after := b.submit(t, `{"task_type": "echo"}`)
 	tb.waitFor(rowsOf(after.TaskID, "TASK_SUCCEEDED") + ` === 1`)
 }
+
+// TestWorkersPageShowsHTTPWorkers lists a worker that claims over HTTP
+// with its kind, last claim and the task it holds.
+func TestWorkersPageShowsHTTPWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{queues: map[string]int{"default": 1}})
+	tk := b.submit(t, `{"task_type": "resize", "queue": "remote"}`)
+	var claimed struct {
+		Tasks []struct {
+			TaskID string `json:"task_id"`
+		} `json:"tasks"`
+	}
+	require.Equal(t, http.StatusOK, b.call(t, http.MethodPost, "/api/v1/claims",
+		`{"worker_id": "py-dash", "queues": ["remote"], "lease": "1m"}`, &claimed))
+	require.Len(t, claimed.Tasks, 1)
+	require.Equal(t, tk.TaskID, claimed.Tasks[0].TaskID)
+
+	tb := newTab(t, b)
+	tb.open("/workers")
+	tb.waitPage("workers")
+	row := `document.querySelector('#workers-table tr[data-worker-id="py-dash"]')`
+	tb.waitFor(row + `?.dataset.kind === 'http'`)
+	require.Contains(t, eval[string](tb, row+`.textContent`), "HTTP worker · last claim")
+	require.Contains(t, eval[string](tb, row+`.querySelector('.cell-running').textContent`), tk.TaskID[16:28])
+	require.Equal(t, "true", eval[string](tb, row+`.dataset.live`))
+}

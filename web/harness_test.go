@@ -162,7 +162,9 @@ func setup(t *testing.T, o options) *bundle {
 	if o.gate != nil {
 		feed = gatedFeed{hub, o.gate}
 	}
-	api, err := httpapi.New(httpapi.Config{Client: client, Inspector: insp, Admin: admin, Keys: keys, Events: feed})
+	remote, err := dtq.NewRemote(rc, &dtq.WorkerConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	api, err := httpapi.New(httpapi.Config{Client: client, Inspector: insp, Admin: admin, Remote: remote, Keys: keys, Events: feed})
 	require.NoError(t, err)
 
 	// The dashboard next to the API, as the API server mounts it.
@@ -184,6 +186,11 @@ func setup(t *testing.T, o options) *bundle {
 	wg.Go(func() {
 		if err := hub.Run(ctx); err != nil {
 			t.Errorf("hub: %v", err)
+		}
+	})
+	wg.Go(func() {
+		if err := remote.Run(ctx); err != nil {
+			t.Errorf("remote: %v", err)
 		}
 	})
 	b := &bundle{url: srv.URL, rc: rc, prefix: prefix, http: srv.Client(), ctx: ctx, wg: &wg}

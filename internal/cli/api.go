@@ -132,6 +132,12 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if cfg.QueuePolicy == config.QueuePolicyDeclared {
 		log.Info("queue policy declared: only created queues accept tasks")
 	}
+	// HTTP workers: claims go through the worker scripts; expired leases of
+	// the queues claimed through this process come back here.
+	remote, err := dtq.NewRemote(p.redis, cfg.RemoteConfig(log))
+	if err != nil {
+		return err
+	}
 	hub, err := events.NewHub(rdb.New(p.redis, cfg.KeyPrefix), &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
 	if err != nil {
 		return err
@@ -144,6 +150,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		Client:          client,
 		Inspector:       inspector,
 		Admin:           admin,
+		Remote:          remote,
 		Events:          hub,
 		Keys:            cfg.Keys(),
 		AllowedHosts:    cfg.AllowedHosts,
@@ -187,9 +194,12 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	go func() { hubDone <- hub.Run(hubCtx) }()
 	schedDone := make(chan error, 1)
 	go func() { schedDone <- sched.Run(hubCtx) }() // every API process fires due schedules too
+	remoteDone := make(chan error, 1)
+	go func() { remoteDone <- remote.Run(hubCtx) }()
 	err = serveHTTP(ctx, ln, withDashboard(api), log)
 	stopHub()
-	return errors.Join(err, <-hubDone, <-schedDone)
+	remote.Close()
+	return errors.Join(err, <-hubDone, <-schedDone, <-remoteDone)
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down: new connections

@@ -52,7 +52,9 @@ func startAPI(t *testing.T, rc redis.UniversalClient, prefix string, mod func(*d
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(hctx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
-	h, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Events: hub,
+	remote, err := dtq.NewRemote(rc, &dtq.WorkerConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	h, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Events: hub,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

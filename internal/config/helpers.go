@@ -58,6 +58,7 @@ func (c *Config) NewLogger(w io.Writer) *slog.Logger {
 
 // WorkerConfig returns the dtq.WorkerConfig the configuration describes;
 // strict serves the queues in their listed order instead of by weight.
+// RemoteConfig (below) derives the API's HTTP-worker settings from it.
 func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 	wc := &dtq.WorkerConfig{
 		KeyPrefix:         c.KeyPrefix,
@@ -101,4 +102,13 @@ func (c *Config) AdminConfig() *dtq.AdminConfig {
 		ReplicaAcks:       c.ReplicaAcks,
 		ReplicaAckTimeout: c.ReplicaAckTimeout,
 	}
+}
+
+// RemoteConfig is the configuration of the API's HTTP-worker service
+// (dtq.NewRemote): the worker settings, with the id made up by the API so
+// that it never collides with a Go worker's DTQ_WORKER_ID.
+func (c *Config) RemoteConfig(log *slog.Logger) *dtq.WorkerConfig {
+	wc := c.WorkerConfig(false, log)
+	wc.WorkerID, wc.Queues = "", nil
+	return wc
 }

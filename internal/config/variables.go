@@ -161,7 +161,7 @@ var variables = []variable{
 			c.APIKey = s
 			return nil
 		}},
-	{name: "API_KEYS", kind: "list", def: "", usage: "API keys, role:name:secret[:queues=q1,q2],... with roles reader, producer, admin; prefer the environment over the flag, which ps shows",
+	{name: "API_KEYS", kind: "list", def: "", usage: "API keys, role:name:secret[:queues=q1,q2],... with roles reader, producer, worker, admin; prefer the environment over the flag, which ps shows",
 		redact: redactSecret,
 		parse: func(c *Config, s string) error {
 			if s == "" {
@@ -170,7 +170,7 @@ var variables = []variable{
 			}
 			keys, err := httpapi.ParseAPIKeys(s)
 			if err != nil {
-				return fmt.Errorf("must be role:name:secret,... with roles reader, producer or admin: %v", err)
+				return fmt.Errorf("must be role:name:secret,... with roles reader, producer, worker or admin: %v", err)
 			}
 			c.APIKeys = keys
 			return nil

@@ -154,7 +154,9 @@ func newRig(t *testing.T, sc scenario) *rig {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: r.prefix})
 	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm,
+	remote, err := dtq.NewRemote(apiRedis, &dtq.WorkerConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote,
 		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	r.api = httptest.NewServer(api)

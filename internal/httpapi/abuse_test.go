@@ -151,7 +151,7 @@ func bodyRoutes(s *Server) []bodyRoute {
 		}
 		limit := maxActionBody
 		switch rt.pattern {
-		case "/api/v1/tasks", "/api/v1/schedules/{name}": // both carry a payload
+		case "/api/v1/tasks", "/api/v1/schedules/{name}", "/api/v1/tasks/{id}/complete": // they carry a payload or a result
 			limit = int(s.maxBody)
 		case "/api/v1/tasks/batch":
 			limit = maxBatchBodyBytes

@@ -32,7 +32,12 @@ func actionContext(r *http.Request) (context.Context, context.CancelFunc) {
 // alone; a body must be sent as JSON and hold only dst's fields. example is
 // a valid body, for the error message.
 func decodeActionBody(w http.ResponseWriter, r *http.Request, dst any, example string) (bool, error) {
-	raw, err := readBody(w, r, maxActionBody)
+	return decodeBody(w, r, dst, example, maxActionBody)
+}
+
+// decodeBody is decodeActionBody with a body limit of limit bytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any, example string, limit int64) (bool, error) {
+	raw, err := readBody(w, r, limit)
 	if err != nil {
 		return false, err
 	}

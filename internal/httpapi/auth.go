@@ -13,15 +13,23 @@ import (
 	"github.com/dtq-io/dtq"
 )
 
-// Role is an API key's role; each includes the ones before it.
+// Role is an API key's role. Roles are sets of rights: reader is in
+// producer and in worker, and admin has every right.
 type Role int
 
-// Roles, weakest first.
+// Roles.
 const (
 	RoleReader Role = iota + 1
 	RoleProducer
 	RoleAdmin
+	RoleWorker
 )
+
+// Grants reports whether a key of role r may call a route that needs role
+// need: the same role, reader for any role, and anything for admin.
+func (r Role) Grants(need Role) bool {
+	return r == need || need == RoleReader || r == RoleAdmin
+}
 
 // String returns the role's name as written in DTQ_API_KEYS.
 func (r Role) String() string {
@@ -32,12 +40,14 @@ func (r Role) String() string {
 		return "producer"
 	case RoleAdmin:
 		return "admin"
+	case RoleWorker:
+		return "worker"
 	}
 	return fmt.Sprintf("Role(%d)", int(r))
 }
 
 func parseRole(s string) (Role, bool) {
-	for _, r := range []Role{RoleReader, RoleProducer, RoleAdmin} {
+	for _, r := range []Role{RoleReader, RoleProducer, RoleAdmin, RoleWorker} {
 		if s == r.String() {
 			return r, true
 		}
@@ -71,7 +81,7 @@ func AdminKey(secret string) APIKey {
 	return APIKey{Role: RoleAdmin, Name: "admin", Secret: secret}
 }
 
-const keyForm = "expected comma-separated role:name:secret[:queues=q1,q2] entries, role one of reader, producer, admin"
+const keyForm = "expected comma-separated role:name:secret[:queues=q1,q2] entries, role one of reader, producer, worker, admin"
 
 // scopeMark starts the queue list of a scoped key inside its entry.
 const scopeMark = ":queues="
@@ -132,7 +142,7 @@ func validateKeys(keys []APIKey) error {
 	for i, k := range keys {
 		n := i + 1
 		switch {
-		case k.Role < RoleReader || k.Role > RoleAdmin:
+		case k.Role < RoleReader || k.Role > RoleWorker:
 			return fmt.Errorf("API key entry %d has an unknown role; %s", n, keyForm)
 		case k.Name == "":
 			return fmt.Errorf("API key entry %d has an empty name; %s", n, keyForm)
@@ -243,7 +253,7 @@ func credential(r *http.Request) (string, error) {
 	return header, nil
 }
 
-// authorize wraps h so that only keys of role need or stronger reach it
+// authorize wraps h so that only keys whose role grants need reach it
 // (docs/security.md). need 0 is an open route; with no keys configured every route
 // is open.
 func (s *Server) authorize(need Role, sc scope, h http.HandlerFunc) http.HandlerFunc {
@@ -273,7 +283,7 @@ func (s *Server) authorize(need Role, sc scope, h http.HandlerFunc) http.Handler
 		if st := stateFrom(r.Context()); st != nil {
 			st.keyName = key.Name
 		}
-		if key.Role < need {
+		if !key.Role.Grants(need) {
 			s.writeAPIError(w, r, &apiError{status: http.StatusForbidden, code: codeForbidden,
 				message: fmt.Sprintf("this endpoint needs the %s role; the key %q has the %s role", need, key.Name, key.Role),
 				details: map[string]any{"required_role": need.String(), "role": key.Role.String()}})

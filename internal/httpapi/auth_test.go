@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +23,7 @@ var testKeys = []APIKey{
 	{Role: RoleReader, Name: "viewer", Secret: "reader-secret"},
 	{Role: RoleProducer, Name: "ingest", Secret: "producer-secret"},
 	{Role: RoleAdmin, Name: "ops", Secret: "admin-secret"},
+	{Role: RoleWorker, Name: "py", Secret: "worker-secret"},
 }
 
 // sample is one valid request for a route.
@@ -103,8 +106,13 @@ func (f *authFixture) samples() map[string]sample {
 				require.NoError(t, err)
 				return "/api/v1/tasks/" + id
 			}},
-		"GET /api/v1/queues":         {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
-		"GET /api/v1/queues/{queue}": {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
+		"POST /api/v1/claims": {method: http.MethodPost, path: "/api/v1/claims", body: `{"worker_id": "auth", "queues": ["empty"]}`, ok: 200},
+		// A token of another attempt: allowed callers get LEASE_LOST.
+		"POST /api/v1/tasks/{id}/heartbeat": {method: http.MethodPost, path: "/api/v1/tasks/" + f.taskID + "/heartbeat", body: staleToken(f.taskID), ok: 409},
+		"POST /api/v1/tasks/{id}/complete":  {method: http.MethodPost, path: "/api/v1/tasks/" + f.taskID + "/complete", body: staleToken(f.taskID), ok: 409},
+		"POST /api/v1/tasks/{id}/fail":      {method: http.MethodPost, path: "/api/v1/tasks/" + f.taskID + "/fail", body: staleToken(f.taskID), ok: 409},
+		"GET /api/v1/queues":                {method: http.MethodGet, path: "/api/v1/queues", ok: 200},
+		"GET /api/v1/queues/{queue}":        {method: http.MethodGet, path: "/api/v1/queues/idle", ok: 200},
 		"PUT /api/v1/queues/{queue}": {method: http.MethodPut, path: "/api/v1/queues/made", ok: 201,
 			fresh: func(t *testing.T) string { return "/api/v1/queues/made-" + newQueueSuffix() }},
 		"DELETE /api/v1/queues/{queue}": {method: http.MethodDelete, path: "/api/v1/queues/idle", ok: 200,
@@ -191,7 +199,7 @@ func TestAuthMatrix(t *testing.T) {
 				if c.secret != "" {
 					h = hdr(c.secret)
 				}
-				allowed := rt.role == 0 || (c.role != 0 && c.role >= rt.role)
+				allowed := rt.role == 0 || (c.role != 0 && c.role.Grants(rt.role))
 				res := sm.send(t, b, allowed, h...)
 				where := rt.method + " " + rt.pattern + " with " + c.name + " via " + how
 				switch {
@@ -220,7 +228,9 @@ func TestAuthRoles(t *testing.T) {
 		"GET /api/v1/tasks": RoleReader, "GET /api/v1/tasks/{id}": RoleReader,
 		"POST /api/v1/tasks/{id}/cancel": RoleAdmin, "POST /api/v1/tasks/{id}/run-now": RoleAdmin,
 		"DELETE /api/v1/tasks/{id}": RoleAdmin,
-		"GET /api/v1/queues":        RoleReader, "GET /api/v1/queues/{queue}": RoleReader,
+		"POST /api/v1/claims":       RoleWorker, "POST /api/v1/tasks/{id}/heartbeat": RoleWorker,
+		"POST /api/v1/tasks/{id}/complete": RoleWorker, "POST /api/v1/tasks/{id}/fail": RoleWorker,
+		"GET /api/v1/queues": RoleReader, "GET /api/v1/queues/{queue}": RoleReader,
 		"PUT /api/v1/queues/{queue}": RoleAdmin, "DELETE /api/v1/queues/{queue}": RoleAdmin,
 		"GET /api/v1/queues/{queue}/limits": RoleReader, "PUT /api/v1/queues/{queue}/limits": RoleAdmin,
 		"DELETE /api/v1/queues/{queue}/limits": RoleAdmin,
@@ -382,23 +392,31 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{})
 	require.Error(t, err)
 
-	c, in, adm := b.client, b.insp, b.admin
+	c, in, adm, rem := b.client, b.insp, b.admin, b.remote
 	for _, cfg := range []Config{
+		{Client: c, Inspector: in, Admin: adm},
 		{Client: c},
 		{Inspector: in},
 		{Admin: adm},
 		{Client: c, Inspector: in},
 		{Client: c, Admin: adm},
 		{Inspector: in, Admin: adm},
-		{Client: c, Inspector: in, Admin: adm, MaxPayloadBytes: -1},
-		{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{{Role: RoleAdmin, Name: "a", Secret: "dup-TOPSECRET"}, {Role: RoleReader, Name: "b", Secret: "dup-TOPSECRET"}}},
-		{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{{Role: 7, Name: "a", Secret: "s"}}},
-		{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{AdminKey("")}},
+		{Client: c, Inspector: in, Admin: adm, Remote: rem, MaxPayloadBytes: -1},
+		{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{{Role: RoleAdmin, Name: "a", Secret: "dup-TOPSECRET"}, {Role: RoleReader, Name: "b", Secret: "dup-TOPSECRET"}}},
+		{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{{Role: 9, Name: "a", Secret: "s"}}},
+		{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{AdminKey("")}},
 	} {
 		_, err := New(cfg)
 		require.Error(t, err)
 		require.NotContains(t, err.Error(), "TOPSECRET")
 	}
-	_, err = New(Config{Client: c, Inspector: in, Admin: adm, Keys: []APIKey{AdminKey("k")}})
+	_, err = New(Config{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{AdminKey("k")}})
 	require.NoError(t, err)
+}
+
+// staleToken is a well-formed lease token body for task id that no
+// attempt holds.
+func staleToken(id string) string {
+	raw, _ := json.Marshal(map[string]any{"i": id, "q": "idle", "a": 7, "w": "nobody", "p": 5, "m": 9})
+	return `{"lease_token": "` + base64.RawURLEncoding.EncodeToString(raw) + `"}`
 }

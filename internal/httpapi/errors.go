@@ -36,6 +36,8 @@ const (
 	codeIdemInProgress   = "IDEMPOTENCY_IN_PROGRESS"
 	codeTaskTerminal     = "TASK_TERMINAL"
 	codeTaskConflict     = "TASK_CONFLICT"
+	codeLeaseLost        = "LEASE_LOST"
+	codeWorkerIDInUse    = "WORKER_ID_IN_USE"
 	codeQueueNotEmpty    = "QUEUE_NOT_EMPTY"
 	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
@@ -153,6 +155,12 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest,
 			message: "cursor: is not a cursor this API returned; start again without one",
 			details: map[string]any{"field": "cursor"}}
+	case errors.Is(err, dtq.ErrLeaseLost):
+		return &apiError{status: http.StatusConflict, code: codeLeaseLost,
+			message: "this lease_token no longer owns the task (its lease expired and the task was reclaimed, or it finished); nothing was written: drop the task and claim again"}
+	case errors.Is(err, dtq.ErrWorkerIDInUse):
+		return &apiError{status: http.StatusConflict, code: codeWorkerIDInUse,
+			message: "a live Go worker uses this worker_id; give each HTTP worker its own id"}
 	case errors.Is(err, dtq.ErrTaskNotFound):
 		return &apiError{status: http.StatusNotFound, code: codeTaskNotFound, message: "no task has this id (or its retention has passed)"}
 	case errors.Is(err, dtq.ErrDLQEntryNotFound):

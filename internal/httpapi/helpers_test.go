@@ -45,6 +45,7 @@ type bundle struct {
 	prefix string
 	keys   rdb.Keys
 	client *dtq.Client
+	remote *dtq.Remote
 	insp   *dtq.Inspector
 	admin  *dtq.Admin
 	api    *Server
@@ -65,14 +66,21 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
+	remote, err := dtq.NewRemote(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
+		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond})
+	require.NoError(t, err)
+	runCtx, stopRemote := context.WithCancel(context.Background())
+	remoteDone := make(chan error, 1)
+	go func() { remoteDone <- remote.Run(runCtx) }()
+	t.Cleanup(func() { stopRemote(); require.NoError(t, <-remoteDone) })
 	logs := &syncBuffer{}
-	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
+	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
 		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	srv := newTestServer(t, api)
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),
-		client: c, insp: in, admin: adm, api: api, srv: srv, logs: logs}
+		client: c, remote: remote, insp: in, admin: adm, api: api, srv: srv, logs: logs}
 }
 
 // response is a finished HTTP exchange.
@@ -303,4 +311,12 @@ func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// newRemote is a Remote on rc that is not run (tests that do not claim).
+func newRemote(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.Remote {
+	t.Helper()
+	r, err := dtq.NewRemote(rc, &dtq.WorkerConfig{KeyPrefix: prefix})
+	require.NoError(t, err)
+	return r
 }

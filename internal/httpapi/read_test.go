@@ -228,7 +228,7 @@ func downServer(t *testing.T) *bundle {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(rc, nil)
 	require.NoError(t, err)
-	api, err := New(Config{Client: c, Inspector: in, Admin: adm})
+	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: newRemote(t, rc, "")})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)

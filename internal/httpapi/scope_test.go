@@ -39,7 +39,7 @@ func TestScopeMatrix(t *testing.T) {
 	t.Parallel()
 	in := "idle,dlq,default,empty"
 	var keys []APIKey
-	for _, role := range []Role{RoleReader, RoleProducer, RoleAdmin} {
+	for _, role := range []Role{RoleReader, RoleProducer, RoleWorker, RoleAdmin} {
 		keys = append(keys,
 			APIKey{Role: role, Name: role.String() + "-in", Secret: role.String() + "-in-secret", Queues: strings.Split(in, ",")},
 			APIKey{Role: role, Name: role.String() + "-out", Secret: role.String() + "-out-secret", Queues: []string{"elsewhere"}})
@@ -51,7 +51,7 @@ func TestScopeMatrix(t *testing.T) {
 		sm := reqs[rt.method+" "+rt.pattern]
 		for _, k := range keys {
 			where := rt.method + " " + rt.pattern + " with " + k.Name
-			allowed := rt.role == 0 || k.Role >= rt.role
+			allowed := rt.role == 0 || k.Role.Grants(rt.role)
 			inScope := strings.HasSuffix(k.Name, "-in")
 			// Queues made up by the samples themselves are in no scope.
 			madeUp := rt.pattern == "/api/v1/queues/{queue}" && rt.method != http.MethodGet

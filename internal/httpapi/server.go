@@ -31,6 +31,9 @@ type Config struct {
 	// Admin performs operator actions (cancel, run-now, delete, queue and
 	// dead-letter operations) and appends them to the audit log. Required.
 	Admin *dtq.Admin
+	// Remote serves HTTP workers: claims, heartbeats, completes and fails
+	// (docs/http-workers.md). Required.
+	Remote *dtq.Remote
 	// Keys are the accepted API keys; empty = open mode (no auth).
 	Keys []APIKey
 	// MaxPayloadBytes is DTQ_MAX_PAYLOAD_BYTES; it bounds the size of a
@@ -106,12 +109,12 @@ type route struct {
 	scope   scope // how a scoped key's queues are checked
 }
 
-// New returns the API handler. It fails when Client, Inspector or Admin is
+// New returns the API handler. It fails when Client, Inspector, Admin or Remote is
 // missing, MaxPayloadBytes is negative, or a key is invalid (unknown role,
 // empty name or secret, a secret used twice).
 func New(cfg Config) (*Server, error) {
-	if cfg.Client == nil || cfg.Inspector == nil || cfg.Admin == nil {
-		return nil, errors.New("httpapi: Config needs a Client, an Inspector and an Admin")
+	if cfg.Client == nil || cfg.Inspector == nil || cfg.Admin == nil || cfg.Remote == nil {
+		return nil, errors.New("httpapi: Config needs a Client, an Inspector, an Admin and a Remote")
 	}
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, fmt.Errorf("httpapi: MaxPayloadBytes must not be negative, got %d", cfg.MaxPayloadBytes)
@@ -180,6 +183,11 @@ func (s *Server) routeTable() []route {
 		{http.MethodPost, "/api/v1/tasks/{id}/cancel", RoleAdmin, s.cancelTask, scopeTaskID},
 		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow, scopeTaskID},
 		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask, scopeTaskID},
+
+		{http.MethodPost, "/api/v1/claims", RoleWorker, s.claim, scopeInHandler},
+		{http.MethodPost, "/api/v1/tasks/{id}/heartbeat", RoleWorker, s.heartbeat, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/complete", RoleWorker, s.complete, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/fail", RoleWorker, s.fail, scopeTaskID},
 
 		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues, scopeInHandler},
 		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue, scopePath},

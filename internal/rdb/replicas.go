@@ -22,7 +22,7 @@ var ErrNotReplicated = errors.New("write not acknowledged by enough replicas in 
 var unacked = map[string]bool{
 	"claim": true, "renew": true, "reclaim": true, "promote": true, "sweep_expired": true,
 	"prune_consumers": true, "worker_start": true, "worker_beat": true, "op_claim": true,
-	"op_finish": true, "register_queue": true,
+	"op_finish": true, "register_queue": true, "remote_beat": true,
 }
 
 // SetReplicaAcks makes every acknowledged write (submission, finalize,

@@ -157,7 +157,7 @@ func TestSlotCheckerCatchesCrossSlotCalls(t *testing.T) {
 
 // globalScripts touch only global keys (no queue tag).
 var globalScripts = map[string]bool{
-	"register_queue": true, "worker_start": true, "worker_beat": true,
+	"register_queue": true, "worker_start": true, "worker_beat": true, "remote_beat": true,
 	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true,
 	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
 }
@@ -295,6 +295,8 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	// Global scripts: worker heartbeats and handler-level operations.
 	require.NoError(t, r.WorkerStart(ctx, "w1", now, time.Minute, 1000, []any{"instance", "i1", "status", "running"}))
 	require.NoError(t, r.WorkerBeat(ctx, "w1", "i1", now, 1000, false, []any{"status", "running"}))
+	require.NoError(t, r.RemoteWorkerBeat(ctx, &RemoteWorker{ID: "h1", Mode: RemoteClaim, LeaseEnd: now.Add(time.Minute),
+		Queues: []string{"emails"}, Interval: 10 * time.Second, TaskIDs: []string{"t1"}, EventsMax: 1000}, now))
 	state, _, err := r.OpClaim(ctx, "receipt:1", "tok", time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "claimed", state)
@@ -392,6 +394,8 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 			for _, k := range call.Keys {
 				require.Contains(t, k, ":{_schedules}:", "%s key %q", scriptName(call.Script), k)
 			}
+		case "remote_beat":
+			require.Equal(t, []string{prefix + ":worker:h1"}, call.Keys)
 		}
 	}
 }

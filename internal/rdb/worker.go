@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -489,4 +490,46 @@ func (r *RDB) WaitWake(ctx context.Context, queue, after string, block time.Dura
 		return res[0].Messages[len(res[0].Messages)-1].ID, nil
 	}
 	return after, nil
+}
+
+// RemoteBeat modes: what the HTTP worker just did.
+const (
+	RemoteClaim = "claim" // claimed tasks (ids) or asked for some
+	RemoteBeat  = "beat"  // renewed the leases of ids
+	RemoteDone  = "done"  // finished ids
+)
+
+// RemoteWorker is the record update of an HTTP worker's call.
+type RemoteWorker struct {
+	ID        string
+	Mode      string    // RemoteClaim, RemoteBeat or RemoteDone
+	LeaseEnd  time.Time // end of the leases of IDs (claim, beat)
+	Queues    []string  // nil = keep the recorded ones
+	Interval  time.Duration
+	Version   string
+	TaskIDs   []string
+	EventsMax int64
+}
+
+// RemoteWorkerBeat writes the heartbeat record of an HTTP worker and
+// indexes it in the workers ZSET. It fails with ErrDuplicateWorker when a
+// live Go worker uses the id.
+func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Time) error {
+	queues := ""
+	if w.Queues != nil {
+		b, _ := json.Marshal(w.Queues)
+		queues = string(b)
+	}
+	args := []any{now.UnixMilli(), w.Mode, w.LeaseEnd.UnixMilli(), queues, w.Interval.Milliseconds(), w.Version}
+	for _, id := range w.TaskIDs {
+		args = append(args, id)
+	}
+	v, err := r.run(ctx, "remote_beat", []string{r.keys.Worker(w.ID)}, args...).Text()
+	if err != nil {
+		return err
+	}
+	if v == "duplicate" {
+		return ErrDuplicateWorker
+	}
+	return r.indexWorker(ctx, w.ID, now, w.EventsMax, "")
 }

@@ -57,8 +57,13 @@ export function mount(root, {app}) {
 
   function fill({tr, c}, w) {
     tr.dataset.live = String(w.live);
+    tr.dataset.kind = w.kind || 'go';
     tr.classList.toggle('row-stale', !w.live);
-    setText(c.host, `${w.hostname || '?'} · pid ${w.pid} · ${w.version || ''}`);
+    const http = w.kind === 'http';
+    // An HTTP worker (any language, over the API) has no host or slots the
+    // server knows of: show when it last asked for tasks instead.
+    setText(c.host, http ? `HTTP worker · last claim ${w.last_claim ? fmtAgo(w.last_claim) : 'never'}`
+      : `${w.hostname || '?'} · pid ${w.pid} · ${w.version || ''}`);
     const stateKey = `${w.live}|${w.status}`;
     if (c.state.dataset.key !== stateKey) {
       c.state.dataset.key = stateKey;
@@ -67,7 +72,8 @@ export function mount(root, {app}) {
     }
     setText(c.queues, w.queues.join(', '));
     const busy = w.in_flight.length;
-    setText(c.inflight, `${fmtInt(busy)} / ${fmtInt(w.concurrency)}`);
+    setText(c.inflight, http ? fmtInt(busy) : `${fmtInt(busy)} / ${fmtInt(w.concurrency)}`);
+    c.fill.parentNode.hidden = http;
     c.fill.style.width = `${(w.concurrency ? Math.min(1, busy / w.concurrency) * 100 : 0).toFixed(1)}%`;
     c.fill.parentNode.setAttribute('aria-label', `${busy} of ${w.concurrency} slots busy`);
     setText(c.processed, fmtInt(w.processed));
@@ -75,7 +81,7 @@ export function mount(root, {app}) {
     setText(c.retried, fmtInt(w.retried));
     setText(c.beat, fmtAgo(w.last_heartbeat));
     c.beat.title = w.last_heartbeat || '';
-    setText(c.up, 'up since ' + fmtAgo(w.started_at).replace(' ago', ''));
+    setText(c.up, (http ? 'first seen ' : 'up since ') + fmtAgo(w.started_at).replace(' ago', ''));
     // The running list is rebuilt only when it changed, keeping focus.
     const runKey = w.in_flight.map(id => id + (typeOf.get(id) || '')).join();
     if (c.running.dataset.key !== runKey) {

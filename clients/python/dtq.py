@@ -1,0 +1,345 @@
+"""A small client for dtq's HTTP API: a worker and a producer helper.
+
+Standard library only (urllib, json, threading). See docs/http-workers.md
+for the protocol.
+
+    from dtq import Worker
+
+    def resize(task):
+        return {"width": task.payload["width"] // 2}
+
+    Worker("http://127.0.0.1:8080", token, ["default"]).handle("resize", resize).run()
+
+A handler gets a Task and returns any JSON-encodable result (the task
+succeeds) or raises: Permanent(...) dead-letters the task at once,
+RetryAfter(seconds, ...) retries after that delay, any other exception is
+retried with the server's backoff while attempts remain. While a handler
+runs, a background thread renews its lease; task.cancelled is set when a
+cancel was requested (the handler should stop and raise), task.lost when
+the lease was lost (its result will be discarded).
+"""
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+__all__ = ["APIError", "LeaseLost", "Permanent", "RetryAfter", "Task", "Worker", "Producer", "TERMINAL"]
+
+TERMINAL = frozenset(["succeeded", "failed", "dead_lettered", "cancelled", "expired"])
+
+# Statuses worth sending a request again for: the server or a proxy could
+# not serve it now.
+_RETRY_STATUS = frozenset([429, 502, 503, 504])
+
+
+class APIError(Exception):
+    """An error answer of the API: status, code, message, details."""
+
+    def __init__(self, status, code, message, details=None):
+        super().__init__("%s %s: %s" % (status, code, message))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+class LeaseLost(APIError):
+    """409 LEASE_LOST: the lease token no longer owns the task; nothing was written."""
+
+
+class Permanent(Exception):
+    """Raise from a handler to dead-letter the task without retrying."""
+
+
+class RetryAfter(Exception):
+    """Raise from a handler to retry the task after `seconds`."""
+
+    def __init__(self, seconds, message=""):
+        super().__init__(message)
+        self.seconds = float(seconds)
+
+
+class _HTTP:
+    """JSON requests with retries of transport errors and 429/5xx-unavailable answers."""
+
+    def __init__(self, url, token, retries=6, timeout=10.0):
+        self.base = url.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.timeout = timeout
+
+    def call(self, method, path, body=None, timeout=None, retry=True):
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        delay = 0.1
+        attempt = 0
+        while True:
+            attempt += 1
+            req = urllib.request.Request(self.base + path, data=data, method=method)
+            req.add_header("Accept", "application/json")
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
+            if self.token:
+                req.add_header("Authorization", "Bearer " + self.token)
+            try:
+                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as res:
+                    raw = res.read()
+                    return json.loads(raw) if raw else None
+            except urllib.error.HTTPError as e:
+                raw = e.read()
+                try:
+                    env = json.loads(raw)
+                except ValueError:
+                    env = {"code": "HTTP_%d" % e.code, "message": raw.decode("utf-8", "replace")[:200]}
+                if retry and e.code in _RETRY_STATUS and attempt <= self.retries:
+                    wait = delay
+                    ra = e.headers.get("Retry-After")
+                    if ra and ra.isdigit():
+                        wait = max(wait, float(ra))
+                    time.sleep(wait * random.uniform(0.8, 1.2))
+                    delay = min(delay * 2, 5.0)
+                    continue
+                cls = LeaseLost if env.get("code") == "LEASE_LOST" else APIError
+                raise cls(e.code, env.get("code"), env.get("message"), env.get("details")) from None
+            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError):
+                if not retry or attempt > self.retries:
+                    raise
+                time.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, 5.0)
+
+
+class Producer:
+    """Submits tasks and reads them back (needs a producer key)."""
+
+    def __init__(self, url, token=None, retries=6):
+        self._http = _HTTP(url, token, retries)
+
+    def submit(self, task_type, payload=None, queue=None, idempotency_key=None, **fields):
+        """Submits one task; fields are other submission members (priority, delay_s, ...).
+
+        Returns the task as the API answers it. Pass an idempotency_key to make
+        resending after a lost reply safe.
+        """
+        body = dict(fields, task_type=task_type)
+        if payload is not None:
+            body["payload"] = payload
+        if queue is not None:
+            body["queue"] = queue
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        return self._http.call("POST", "/api/v1/tasks", body, retry=idempotency_key is not None)
+
+    def submit_many(self, tasks):
+        """Submits up to 1000 task objects in one request; returns the per-item answers."""
+        return self._http.call("POST", "/api/v1/tasks/batch", {"tasks": tasks}, timeout=60, retry=False)["items"]
+
+    def get(self, task_id):
+        """Returns the task with its result and attempts."""
+        return self._http.call("GET", "/api/v1/tasks/" + urllib.parse.quote(task_id, safe=""))
+
+    def wait(self, task_id, timeout=60.0):
+        """Waits until the task is finished (long-polls); returns it, or raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            path = "/api/v1/tasks/%s?wait=%.3f" % (urllib.parse.quote(task_id, safe=""), max(0.0, min(left, 30.0)))
+            t = self._http.call("GET", path, timeout=45)
+            if t["status"] in TERMINAL:
+                return t
+            if left <= 0:
+                raise TimeoutError("task %s is still %s" % (task_id, t["status"]))
+
+
+class Task:
+    """A claimed task. Read payload and metadata; watch cancelled and lost."""
+
+    def __init__(self, raw):
+        self.id = raw["task_id"]
+        self.queue = raw["queue"]
+        self.type = raw["task_type"]
+        self.payload = raw.get("payload")
+        self.metadata = raw.get("metadata")
+        self.attempt = raw["attempt"]
+        self.max_attempts = raw["max_attempts"]
+        self.timeout_ms = raw.get("timeout_ms")
+        self.idempotency_key = raw.get("idempotency_key")
+        self.lease_token = raw["lease_token"]
+        self.cancelled = threading.Event()
+        self.lost = threading.Event()
+        if raw.get("cancel_requested"):
+            self.cancelled.set()
+
+
+class Worker:
+    """Claims tasks over HTTP and runs registered handlers in threads.
+
+    url: the API's base URL; token: a worker key; queues: the queues served.
+    concurrency: handlers at once (and the most one claim asks for).
+    lease: seconds each claim and heartbeat lease lasts (5..3600); heartbeats
+    run every lease/3. wait: seconds one claim long-polls (0..30).
+    drain_timeout: seconds run() waits for running handlers after stop().
+    """
+
+    def __init__(self, url, token, queues, worker_id=None, concurrency=10, lease=30.0, wait=10.0,
+                 drain_timeout=30.0, retries=6, log=None):
+        self._http = _HTTP(url, token, retries, timeout=max(10.0, wait + 10.0))
+        self.queues = list(queues)
+        self.worker_id = worker_id or "py-%s-%d-%04x" % (socket.gethostname(), os.getpid(), random.getrandbits(16))
+        self.concurrency = concurrency
+        self.lease = lease
+        self.wait = wait
+        self.drain_timeout = drain_timeout
+        self._handlers = {}
+        self._stop = threading.Event()
+        self._done = threading.Event()  # run() has drained: heartbeats end
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._lock = threading.Lock()
+        self._running = {}  # task id -> Task
+        self._threads = set()
+        self._log = log or (lambda msg: None)
+        self.processed = 0
+
+    def handle(self, task_type, fn):
+        """Registers fn(task) for task_type; returns the worker, so calls chain."""
+        self._handlers[task_type] = fn
+        return self
+
+    def stop(self):
+        """Asks run() to stop claiming and return once running handlers finished."""
+        self._stop.set()
+
+    def run(self):
+        """Claims and runs tasks until stop() or SIGTERM/SIGINT (in the main thread)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+        beat = threading.Thread(target=self._heartbeats, name="dtq-heartbeat", daemon=True)
+        beat.start()
+        delay = 0.1
+        while not self._stop.is_set():
+            free = self._acquire_free()
+            if free == 0:
+                continue
+            try:
+                got = self._http.call("POST", "/api/v1/claims", {
+                    "worker_id": self.worker_id, "queues": self.queues, "max": free,
+                    "wait": "%.3fs" % self.wait, "lease": "%.3fs" % self.lease})["tasks"]
+                delay = 0.1
+            except Exception as e:  # the API is away: keep trying with backoff
+                self._log("claim failed: %s" % e)
+                for _ in range(free):
+                    self._slots.release()
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            for _ in range(free - len(got)):
+                self._slots.release()
+            for raw in got:
+                self._start(Task(raw))
+        self._drain()
+        self._done.set()
+        beat.join(timeout=5)
+
+    def _acquire_free(self):
+        """Waits for one free slot, then takes all free ones; returns how many."""
+        if not self._slots.acquire(timeout=0.5):
+            return 0
+        n = 1
+        while n < self.concurrency and self._slots.acquire(blocking=False):
+            n += 1
+        return n
+
+    def _start(self, task):
+        with self._lock:
+            self._running[task.id] = task
+        t = threading.Thread(target=self._execute, args=(task,), name="dtq-task-" + task.id, daemon=True)
+        with self._lock:
+            self._threads.add(t)
+        t.start()
+
+    def _execute(self, task):
+        try:
+            fn = self._handlers.get(task.type)
+            try:
+                if fn is None:
+                    raise Permanent("no handler for task type %r" % task.type)
+                result = fn(task)
+            except Exception as e:  # the handler's failure is the task's
+                self._finish(task, "fail", self._failure(task, e))
+            else:
+                self._finish(task, "complete", {"result": result})
+        finally:
+            with self._lock:
+                self._running.pop(task.id, None)
+                self._threads.discard(threading.current_thread())
+            self._slots.release()
+
+    @staticmethod
+    def _failure(task, e):
+        cls = type(e).__name__
+        if isinstance(e, (Permanent, RetryAfter)) and e.__cause__ is not None:
+            cls = type(e.__cause__).__name__
+        if task.cancelled.is_set():
+            cls = "Cancelled"
+        cls = re.sub(r"[^A-Za-z0-9_.:@-]", "_", cls)[:128] or "Error"  # the API's error_class form
+        body = {"error": {"class": cls, "message": str(e)[:500]}, "retryable": not isinstance(e, Permanent)}
+        if isinstance(e, RetryAfter):
+            body["retry_after"] = "%.3fs" % e.seconds
+        return body
+
+    def _finish(self, task, what, body):
+        if task.lost.is_set():
+            self._log("task %s: lease lost; result discarded" % task.id)
+            return
+        body["lease_token"] = task.lease_token
+        try:
+            # Complete and fail are idempotent: resending after a lost reply is safe.
+            self._http.call("POST", "/api/v1/tasks/%s/%s" % (task.id, what), body)
+            self.processed += 1
+        except LeaseLost:
+            self._log("task %s: lease lost before %s; nothing written" % (task.id, what))
+        except Exception as e:
+            self._log("task %s: %s failed: %s; its lease will run out and it will be retried" % (task.id, what, e))
+
+    def _heartbeats(self):
+        every = self.lease / 3.0
+        while not self._done.wait(every):
+            for task in self._running_tasks():
+                if task.lost.is_set():
+                    continue
+                try:
+                    ren = self._http.call("POST", "/api/v1/tasks/%s/heartbeat" % task.id,
+                                          {"lease_token": task.lease_token, "lease": "%.3fs" % self.lease})
+                    if ren.get("cancel_requested"):
+                        task.cancelled.set()
+                except LeaseLost:
+                    task.lost.set()
+                    task.cancelled.set()
+                except Exception as e:
+                    self._log("heartbeat of %s failed: %s" % (task.id, e))
+
+    def _running_tasks(self):
+        with self._lock:
+            return list(self._running.values())
+
+    def _drain(self):
+        deadline = time.monotonic() + self.drain_timeout
+        while True:
+            with self._lock:
+                threads = list(self._threads)
+            if not threads:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                # Unfinished tasks keep their leases until they run out;
+                # then the server hands them to another worker.
+                self._log("drain timeout: %d tasks still running" % len(threads))
+                return
+            threads[0].join(timeout=left)

@@ -1,0 +1,234 @@
+"""Tests of the dtq Python client against a live `dtq api`.
+
+The Go test internal/cli TestPythonClient starts Redis and `dtq api` and runs
+these with DTQ_URL and the DTQ_*_TOKEN keys set; run them by hand the same
+way against your own API:
+
+    DTQ_URL=http://127.0.0.1:8080 DTQ_WORKER_TOKEN=... DTQ_PRODUCER_TOKEN=... \\
+        DTQ_ADMIN_TOKEN=... python3 -m unittest -v test_dtq
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+import dtq
+
+URL = os.environ.get("DTQ_URL", "")
+WORKER = os.environ.get("DTQ_WORKER_TOKEN", "")
+PRODUCER = os.environ.get("DTQ_PRODUCER_TOKEN", "")
+ADMIN = os.environ.get("DTQ_ADMIN_TOKEN", "")
+
+
+def fresh_queue(name):
+    return "%s-%s" % (name, uuid.uuid4().hex[:8])
+
+
+def admin(method, path, body=None):
+    return dtq._HTTP(URL, ADMIN).call(method, path, body)
+
+
+def wait_until(cond, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Running:
+    """A Worker running in a thread for the duration of a with block."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.thread = threading.Thread(target=worker.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self.worker
+
+    def __exit__(self, *exc):
+        self.worker.stop()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "worker did not stop"
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not (URL and WORKER and PRODUCER and ADMIN):
+            raise RuntimeError("set DTQ_URL, DTQ_WORKER_TOKEN, DTQ_PRODUCER_TOKEN and DTQ_ADMIN_TOKEN (see the module docstring)")
+
+    def setUp(self):
+        self.producer = dtq.Producer(URL, PRODUCER)
+
+    def test_thousand_tasks_none_lost_none_twice(self):
+        q = fresh_queue("bulk")
+        n = 1000
+        seen = {}
+        lock = threading.Lock()
+
+        def handle(task):
+            with lock:
+                seen[task.id] = seen.get(task.id, 0) + 1
+            return {"n": task.payload["n"] * 2}
+
+        ids = []
+        for start in range(0, n, 500):
+            items = self.producer.submit_many(
+                [{"task_type": "double", "queue": q, "payload": {"n": i}} for i in range(start, start + 500)])
+            for it in items:
+                self.assertIn(it["http_status"], (200, 202), it)
+                ids.append(it["task"]["task_id"])
+        self.assertEqual(len(set(ids)), n)
+        w = dtq.Worker(URL, WORKER, [q], concurrency=10, wait=1).handle("double", handle)
+        began = time.monotonic()
+        with Running(w):
+            wait_until(lambda: w.processed >= n, timeout=120, what="1000 tasks")
+        took = time.monotonic() - began
+        print("\nHTTP worker (python, max 10): %d tasks in %.2fs = %.0f tasks/s" % (n, took, n / took))
+        self.assertEqual(set(seen), set(ids), "every task ran")
+        self.assertEqual([i for i, c in seen.items() if c != 1], [], "no task ran twice")
+        for i in ids[:: n // 50]:
+            t = self.producer.get(i)
+            self.assertEqual(t["status"], "succeeded")
+            self.assertEqual(t["attempt"], 1)
+            self.assertEqual(t["result"]["n"], t["payload"]["n"] * 2)
+
+    def test_stale_token_gets_lease_lost_and_writes_nothing(self):
+        q = fresh_queue("stale")
+        t = self.producer.submit("job", {"x": 1}, queue=q)
+        http = dtq._HTTP(URL, WORKER)
+        first = http.call("POST", "/api/v1/claims", {"worker_id": "py-stale-1", "queues": [q], "lease": "5s"})["tasks"]
+        self.assertEqual(len(first), 1)
+        # No heartbeat: the lease runs out, the API reclaims the task and a
+        # second claim gets attempt 2.
+        again = []
+        deadline = time.monotonic() + 30
+        while not again and time.monotonic() < deadline:
+            again = http.call("POST", "/api/v1/claims", {"worker_id": "py-stale-2", "queues": [q], "wait": "5s"},
+                              timeout=20)["tasks"]
+        self.assertEqual(len(again), 1)
+        self.assertEqual(again[0]["attempt"], 2)
+        before = self.producer.get(t["task_id"])
+        for route, body in (("heartbeat", {}), ("complete", {"result": "stale"}),
+                            ("fail", {"error": {"class": "Stale", "message": "x"}, "retryable": False})):
+            body["lease_token"] = first[0]["lease_token"]
+            with self.assertRaises(dtq.LeaseLost) as cm:
+                http.call("POST", "/api/v1/tasks/%s/%s" % (t["task_id"], route), body)
+            self.assertEqual(cm.exception.status, 409)
+        self.assertEqual(self.producer.get(t["task_id"]), before, "a stale token wrote nothing")
+        done = http.call("POST", "/api/v1/tasks/%s/complete" % t["task_id"],
+                         {"lease_token": again[0]["lease_token"], "result": "fresh"})
+        self.assertEqual(done["status"], "succeeded")
+        # Sent again after success (a lost reply): 200 again.
+        done = http.call("POST", "/api/v1/tasks/%s/complete" % t["task_id"],
+                         {"lease_token": again[0]["lease_token"], "result": "fresh"})
+        self.assertEqual(done["status"], "succeeded")
+        self.assertEqual(done["result"], "fresh")
+
+    def test_cancel_seen_on_next_heartbeat(self):
+        q = fresh_queue("cancel")
+        started = threading.Event()
+
+        def slow(task):
+            started.set()
+            if not task.cancelled.wait(30):
+                return "not cancelled"
+            raise RuntimeError("stopped on request")
+
+        t = self.producer.submit("slow", queue=q)
+        w = dtq.Worker(URL, WORKER, [q], lease=6, wait=1).handle("slow", slow)
+        with Running(w):
+            self.assertTrue(started.wait(20))
+            admin("POST", "/api/v1/tasks/%s/cancel" % t["task_id"], {"reason": "test"})
+            final = self.producer.wait(t["task_id"], timeout=30)
+        self.assertEqual(final["status"], "cancelled")
+
+    def test_retry_then_success(self):
+        q = fresh_queue("retry")
+        calls = []
+
+        def flaky(task):
+            calls.append(task.attempt)
+            if task.attempt == 1:
+                raise dtq.RetryAfter(0.05, "try again")
+            return "ok"
+
+        t = self.producer.submit("flaky", queue=q, max_attempts=3)
+        with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("flaky", flaky)):
+            final = self.producer.wait(t["task_id"], timeout=30)
+        self.assertEqual(final["status"], "succeeded")
+        self.assertEqual(calls, [1, 2])
+
+    def test_permanent_failure_dead_letters(self):
+        q = fresh_queue("perm")
+
+        def bad(task):
+            raise dtq.Permanent("cannot do this")
+
+        t = self.producer.submit("bad", queue=q, max_attempts=5)
+        with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("bad", bad)):
+            final = self.producer.wait(t["task_id"], timeout=30)
+        self.assertEqual(final["status"], "dead_lettered")
+        self.assertEqual(final["attempt"], 1)
+        self.assertEqual(final["execution"]["error_class"], "Permanent")
+
+    def test_roles(self):
+        q = fresh_queue("roles")
+        with self.assertRaises(dtq.APIError) as cm:
+            dtq.Producer(URL, WORKER).submit("x", queue=q)
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "FORBIDDEN"))
+        with self.assertRaises(dtq.APIError) as cm:
+            dtq._HTTP(URL, PRODUCER).call("POST", "/api/v1/claims", {"worker_id": "p", "queues": [q]})
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "FORBIDDEN"))
+
+    def test_http_worker_listed(self):
+        q = fresh_queue("listed")
+        started, release = threading.Event(), threading.Event()
+
+        def hold(task):
+            started.set()
+            release.wait(30)
+
+        t = self.producer.submit("hold", queue=q)
+        w = dtq.Worker(URL, WORKER, [q], worker_id="py-listed-" + q, wait=1).handle("hold", hold)
+        with Running(w):
+            self.assertTrue(started.wait(20))
+            rec = dtq._HTTP(URL, WORKER).call("GET", "/api/v1/workers/" + w.worker_id)
+            release.set()
+        self.assertEqual(rec["kind"], "http")
+        self.assertEqual(rec["in_flight"], [t["task_id"]])
+        self.assertTrue(rec["live"])
+        self.assertIn("last_claim", rec)
+
+    def test_example_worker_stops_gracefully_on_sigterm(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        example = os.path.join(here, "..", "..", "examples", "python", "resize_worker.py")
+        env = dict(os.environ, DTQ_URL=URL, DTQ_TOKEN=WORKER)
+        proc = subprocess.Popen([sys.executable, example], env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            t = self.producer.submit("resize", {"width": 640, "height": 480}, queue="images")
+            self.assertEqual(self.producer.wait(t["task_id"], timeout=30)["result"], {"width": 320, "height": 240})
+            # A task in flight when SIGTERM comes is finished, not dropped.
+            t = self.producer.submit("resize", {"width": 10, "height": 10}, queue="images")
+            wait_until(lambda: self.producer.get(t["task_id"])["status"] == "running", what="running")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+            self.assertEqual(proc.returncode, 0, err)
+            self.assertIn("stopped after 2 tasks", err)
+            self.assertEqual(self.producer.get(t["task_id"])["status"], "succeeded")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+if __name__ == "__main__":
+    unittest.main()

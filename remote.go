@@ -1,0 +1,574 @@
+package dtq
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/maintenance"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// Bounds of remote (HTTP) worker calls.
+const (
+	// MaxClaimWait bounds how long a claim waits for tasks.
+	MaxClaimWait = 30 * time.Second
+	// MinRemoteLease and MaxRemoteLease bound the lease of a remote claim
+	// or heartbeat; DefaultRemoteLease is used when none is given.
+	MinRemoteLease     = 5 * time.Second
+	MaxRemoteLease     = time.Hour
+	DefaultRemoteLease = 30 * time.Second
+	// MaxClaimTasks bounds the tasks one claim may ask for.
+	MaxClaimTasks = 100
+	// MaxClaimQueues bounds the queues one claim may name.
+	MaxClaimQueues = 16
+)
+
+var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
+
+// ValidWorkerID reports whether id is a valid worker id (the form
+// DTQ_WORKER_ID accepts): 1..128 characters of A-Z a-z 0-9 _ . : @ -.
+func ValidWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
+
+// Remote runs tasks on behalf of workers that are not Go programs and reach
+// dtq over HTTP: it claims, renews and finalizes with the same scripts,
+// leases and fencing as a Worker. A lease token names the attempt and the
+// worker id, so a stale token is refused exactly as a Go worker that lost
+// its lease is. Run keeps expired leases of the queues it has seen claimed
+// coming back (and their due retries promoted), so remote workers need no
+// Go worker beside them. It is safe for concurrent use.
+type Remote struct {
+	rdb      *rdb.RDB
+	cfg      WorkerConfig
+	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
+
+	mu      sync.Mutex
+	seen    map[string]bool
+	full    bool            // MaxRemoteQueues was reached (logged once)
+	runCtx  context.Context // set while Run runs
+	loops   sync.WaitGroup
+	waiters sync.WaitGroup // background waits of multi-queue claims
+}
+
+// NewRemote returns a Remote reading through c. cfg is a worker's
+// configuration: its retention, result, retry, DLQ, events and replica
+// settings apply to remote tasks as they would to a Go worker's; WorkerID
+// names this process in the tasks it reclaims (default api-host-pid-random);
+// HeartbeatInterval is how often Run looks for expired leases (default 5s).
+// Queues, Concurrency and DrainTimeout are ignored.
+func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
+	if c == nil {
+		return nil, errors.New("dtq: NewRemote needs a Redis client")
+	}
+	var o WorkerConfig
+	if cfg != nil {
+		o = *cfg
+	}
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), newNonce()[:6])
+	}
+	o.Queues = nil
+	conf, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Remote{
+		rdb:  replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
+		cfg:  conf,
+		seen: map[string]bool{},
+	}
+	r.settings = rdb.WorkerSettings{
+		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
+		TaskRetention: conf.TaskRetention, ResultRetention: conf.ResultRetention,
+		DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
+	}
+	return r, nil
+}
+
+// ClaimRequest is one remote worker's claim.
+type ClaimRequest struct {
+	// WorkerID names the worker; it fences the tasks claimed (validated like
+	// DTQ_WORKER_ID). Required.
+	WorkerID string
+	// Queues are served in the order given. 1..MaxClaimQueues valid names.
+	Queues []string
+	// Max is how many tasks to claim at most, 1..MaxClaimTasks. Default 1.
+	Max int
+	// Wait is how long to wait for a first task, 0..MaxClaimWait.
+	Wait time.Duration
+	// Lease is each task's lease, MinRemoteLease..MaxRemoteLease. Default
+	// DefaultRemoteLease.
+	Lease time.Duration
+}
+
+// LeasedTask is a task a remote worker now runs, under its lease.
+type LeasedTask struct {
+	ID             string          `json:"task_id"`
+	Queue          string          `json:"queue"`
+	Type           string          `json:"task_type"`
+	Payload        json.RawMessage `json:"payload"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	TimeoutMS      int64           `json:"timeout_ms"`
+	Metadata       json.RawMessage `json:"metadata"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	Priority       int             `json:"priority"`
+	// CancelRequested is set when a cancel was requested before the claim:
+	// the worker should stop and fail the task (it then ends cancelled).
+	CancelRequested bool `json:"cancel_requested"`
+	// LeaseToken fences the heartbeat, complete and fail calls of this
+	// attempt. It is opaque and not a secret.
+	LeaseToken     string       `json:"lease_token"`
+	LeaseExpiresAt dtqtype.Time `json:"lease_expires_at"`
+}
+
+// leaseToken is what a lease token encodes: the attempt it fences.
+type leaseToken struct {
+	ID          string `json:"i"`
+	Queue       string `json:"q"`
+	Attempt     int    `json:"a"`
+	Worker      string `json:"w"`
+	Priority    int    `json:"p"`
+	MaxAttempts int    `json:"m"`
+}
+
+func (t *leaseToken) encode() string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parseToken decodes a lease token of task id. A token that is not one this
+// API issued is invalid input; one of another task is a lost lease.
+func parseToken(id, s string) (*leaseToken, error) {
+	if len(s) == 0 || len(s) > 1024 {
+		return nil, invalid("lease_token", "is required: pass the lease_token the claim returned")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	var t leaseToken
+	if err != nil || json.Unmarshal(raw, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
+		t.Attempt < 1 || t.MaxAttempts < 1 || t.Priority < 0 || t.Priority > 9 {
+		return nil, invalid("lease_token", "is not a lease token this API issued; pass the lease_token the claim returned")
+	}
+	if t.ID != id {
+		return nil, ErrLeaseLost
+	}
+	return &t, nil
+}
+
+func (r *Remote) workerSettings(worker string, lease time.Duration) *rdb.WorkerSettings {
+	s := r.settings
+	s.WorkerID, s.Lease = worker, lease
+	return &s
+}
+
+func checkLease(d time.Duration) (time.Duration, error) {
+	if d == 0 {
+		return DefaultRemoteLease, nil
+	}
+	if d < MinRemoteLease || d > MaxRemoteLease {
+		return 0, invalid("lease", "must be between %v and %v, got %v", MinRemoteLease, MaxRemoteLease, d)
+	}
+	return d, nil
+}
+
+func (c *ClaimRequest) validate() error {
+	if !ValidWorkerID(c.WorkerID) {
+		return invalid("worker_id", "must be 1..128 characters of A-Z a-z 0-9 _ . : @ -")
+	}
+	if len(c.Queues) == 0 || len(c.Queues) > MaxClaimQueues {
+		return invalid("queues", "must name 1..%d queues", MaxClaimQueues)
+	}
+	for i, q := range c.Queues {
+		if !ValidQueueName(q) {
+			return invalid("queues", "queue %q must match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
+		}
+		for _, p := range c.Queues[:i] {
+			if p == q {
+				return invalid("queues", "queue %q is named twice", q)
+			}
+		}
+	}
+	if c.Max == 0 {
+		c.Max = 1
+	}
+	if c.Max < 1 || c.Max > MaxClaimTasks {
+		return invalid("max", "must be between 1 and %d", MaxClaimTasks)
+	}
+	if c.Wait < 0 || c.Wait > MaxClaimWait {
+		return invalid("wait", "must be between 0s and %v", MaxClaimWait)
+	}
+	var err error
+	c.Lease, err = checkLease(c.Lease)
+	return err
+}
+
+// Claim delivers up to req.Max ready tasks of req.Queues to the remote
+// worker, each under a lease of req.Lease, waiting up to req.Wait for a
+// first one (a blocking read, never a poll). It answers an empty list when
+// nothing came, or when the queues' limits allowed no start within the
+// wait. Priorities, limits, pauses and expiry apply exactly as for a Go
+// worker. Errors: *ValidationError for a bad request, ErrWorkerIDInUse
+// when a live Go worker uses the id.
+func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, error) {
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	s := r.workerSettings(req.WorkerID, req.Lease)
+	if err := r.beat(ctx, rdb.RemoteClaim, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
+		return nil, err
+	}
+	for _, q := range req.Queues {
+		r.see(q)
+	}
+	deadline := time.Now().Add(req.Wait)
+	var out []*LeasedTask
+	for {
+		waits := make([]func(context.Context, time.Duration), 0, len(req.Queues))
+		for _, q := range req.Queues {
+			if len(out) >= req.Max || ctx.Err() != nil {
+				break
+			}
+			tasks, wait, err := r.claimQueue(ctx, q, s, req.Max-len(out), false)
+			out = append(out, tasks...)
+			if err != nil {
+				if len(out) > 0 {
+					break // hand over what was claimed; the rest waits
+				}
+				return nil, err
+			}
+			if wait != nil {
+				waits = append(waits, wait)
+			}
+		}
+		left := time.Until(deadline)
+		if len(out) > 0 || left <= 0 || ctx.Err() != nil || len(waits) == 0 {
+			break
+		}
+		r.waitAny(ctx, waits, min(left, idleBlock))
+	}
+	if len(out) > 0 {
+		ids := make([]string, len(out))
+		for i, t := range out {
+			ids[i] = t.ID
+		}
+		// The tasks are claimed: a record that failed to update must not
+		// lose them, so the error is only logged.
+		if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteBeat, req.WorkerID, req.Lease, nil, ids); err != nil {
+			r.cfg.Logger.Warn("remote worker record update failed", "worker_id", req.WorkerID, "err", err)
+		}
+	}
+	return out, nil
+}
+
+// claimQueue claims up to n tasks of queue. With none, it returns how to
+// wait for the next chance. regrouped says the groups were just created.
+func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
+	bg := context.WithoutCancel(ctx) // a claim is never cut in half
+	now, nonce := r.cfg.Clock(), newNonce()
+	res, err := resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
+		return r.rdb.Claim(bg, queue, s, n, now, nonce)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]*LeasedTask, 0, len(res.Tasks))
+	until := dtqtype.Time{Time: now.Add(s.Lease).UTC()}
+	for _, ct := range res.Tasks {
+		out = append(out, leased(&ct, s.WorkerID, until))
+	}
+	switch {
+	case len(out) > 0:
+		return out, nil, nil
+	case res.NoGroup && !regrouped:
+		// The first claim of a queue creates its groups (as a Go worker
+		// does at start), then claims again.
+		if err := r.rdb.EnsureGroups(bg, queue); err != nil {
+			return nil, nil, err
+		}
+		return r.claimQueue(ctx, queue, s, n, true)
+	case res.NoGroup:
+		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil
+	case res.Limited && res.Wait > 0:
+		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, min(d, res.Wait)) }, nil
+	case res.Limited:
+		return nil, func(ctx context.Context, d time.Duration) { _, _ = r.rdb.WaitWake(ctx, queue, "$", d) }, nil
+	case len(res.LastIDs) > 0:
+		return nil, func(ctx context.Context, d time.Duration) { _ = r.rdb.WaitReady(ctx, queue, res.LastIDs, d) }, nil
+	}
+	return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil // paused
+}
+
+// waitAny runs the waits at once and returns when the first returns. The
+// others end within d on their own (a blocking read is not interrupted);
+// Close waits for them.
+func (r *Remote) waitAny(ctx context.Context, waits []func(context.Context, time.Duration), d time.Duration) {
+	if len(waits) == 1 {
+		waits[0](ctx, d)
+		return
+	}
+	first := make(chan struct{}, len(waits))
+	for _, w := range waits {
+		r.waiters.Add(1)
+		go func() {
+			defer r.waiters.Done()
+			w(ctx, d)
+			first <- struct{}{}
+		}()
+	}
+	select {
+	case <-first:
+	case <-ctx.Done():
+	}
+}
+
+func leased(ct *rdb.ClaimedTask, worker string, until dtqtype.Time) *LeasedTask {
+	t := &LeasedTask{
+		ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Payload: json.RawMessage(ct.Payload), Attempt: ct.Attempt,
+		MaxAttempts: ct.MaxAttempts, TimeoutMS: ct.TimeoutMS, Priority: ct.Priority,
+		CancelRequested: ct.CancelRequested, LeaseExpiresAt: until, Metadata: json.RawMessage("null"),
+	}
+	if len(ct.Payload) == 0 {
+		t.Payload = json.RawMessage("null")
+	}
+	if len(ct.Metadata) > 0 {
+		t.Metadata = json.RawMessage(ct.Metadata)
+	}
+	if ct.IdempotencyKey != "" {
+		k := ct.IdempotencyKey
+		t.IdempotencyKey = &k
+	}
+	t.LeaseToken = (&leaseToken{ID: ct.ID, Queue: ct.Queue, Attempt: ct.Attempt, Worker: worker,
+		Priority: ct.Priority, MaxAttempts: ct.MaxAttempts}).encode()
+	return t
+}
+
+// beat updates the remote worker's heartbeat record.
+func (r *Remote) beat(ctx context.Context, mode, worker string, lease time.Duration, queues, ids []string) error {
+	now := r.cfg.Clock()
+	err := r.rdb.RemoteWorkerBeat(ctx, &rdb.RemoteWorker{ID: worker, Mode: mode, LeaseEnd: now.Add(lease), Queues: queues,
+		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: r.cfg.EventsMaxLen}, now)
+	if errors.Is(err, rdb.ErrDuplicateWorker) {
+		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, worker)
+	}
+	return err
+}
+
+// Renewal is a heartbeat's answer.
+type Renewal struct {
+	LeaseExpiresAt  dtqtype.Time `json:"lease_expires_at"`
+	CancelRequested bool         `json:"cancel_requested"`
+}
+
+// Heartbeat renews the lease of task id for lease (0 = DefaultRemoteLease),
+// fenced by token, and reports whether a cancel was requested. It fails
+// with ErrLeaseLost when the token's attempt no longer owns the task.
+func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (*Renewal, error) {
+	t, err := parseToken(id, token)
+	if err != nil {
+		return nil, err
+	}
+	if lease, err = checkLease(lease); err != nil {
+		return nil, err
+	}
+	now := r.cfg.Clock()
+	st, err := r.rdb.RenewLeases(ctx, t.Queue, r.workerSettings(t.Worker, lease), now, []rdb.LeaseRef{{ID: id, Attempt: t.Attempt}})
+	if err != nil {
+		return nil, err
+	}
+	if len(st) != 1 || st[0] == rdb.LeaseLost {
+		return nil, ErrLeaseLost
+	}
+	if err := r.beat(ctx, rdb.RemoteBeat, t.Worker, lease, nil, []string{id}); err != nil && !errors.Is(err, ErrWorkerIDInUse) {
+		r.cfg.Logger.Warn("remote worker record update failed", "worker_id", t.Worker, "err", err)
+	}
+	return &Renewal{LeaseExpiresAt: dtqtype.Time{Time: now.Add(lease).UTC()}, CancelRequested: st[0] == rdb.CancelRequested}, nil
+}
+
+// Complete finalizes task id as succeeded with result (JSON; nil = none),
+// fenced by token. A result over ResultMaxBytes is dropped and flagged
+// truncated. Sent again after success with the same token it answers nil
+// again. It fails with ErrLeaseLost when the attempt no longer owns the
+// task; then nothing is written.
+func (r *Remote) Complete(ctx context.Context, id, token string, result json.RawMessage) error {
+	t, err := parseToken(id, token)
+	if err != nil {
+		return err
+	}
+	if len(result) > 0 && !json.Valid(result) {
+		return invalid("result", "must be valid JSON")
+	}
+	succ := rdb.Success{ID: id, Attempt: t.Attempt, Result: result}
+	if len(result) > r.cfg.ResultMaxBytes {
+		succ.Result, succ.Truncated = nil, true
+	}
+	if string(succ.Result) == "null" {
+		succ.Result = nil
+	}
+	errs, err := r.rdb.FinishSucceeded(context.WithoutCancel(ctx), t.Queue, r.workerSettings(t.Worker, r.cfg.VisibilityTimeout),
+		r.cfg.Clock(), []rdb.Success{succ})
+	if err != nil {
+		return err
+	}
+	if errs[0] != nil {
+		return ErrLeaseLost
+	}
+	r.done(ctx, t.Worker, id)
+	return nil
+}
+
+// Failure is a remote worker's report of a failed attempt.
+type Failure struct {
+	// Class is the error_class, default "Error"; Message the
+	// error_message (one line, at most 500 characters kept).
+	Class, Message string
+	// Retryable: the task is tried again (while attempts remain). A
+	// permanent failure is dead-lettered (or failed with the DLQ off).
+	Retryable bool
+	// RetryAfter, when positive, replaces the backoff before the next
+	// attempt.
+	RetryAfter time.Duration
+}
+
+// Fail finalizes task id's attempt as failed, fenced by token: retrying
+// (backoff or f.RetryAfter) while retryable with attempts left, else
+// dead-lettered (failed with the DLQ off). A task with a cancel request
+// ends cancelled instead. Sent again with the same token it answers as the
+// first time. It fails with ErrLeaseLost when the attempt no longer owns
+// the task; then nothing is written.
+func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
+	t, err := parseToken(id, token)
+	if err != nil {
+		return err
+	}
+	if f.Class == "" {
+		f.Class = "Error"
+	}
+	if len(f.Class) > 128 || !ValidWorkerID(f.Class) {
+		return invalid("error.class", "must be 1..128 characters of A-Z a-z 0-9 _ . : @ -")
+	}
+	if f.RetryAfter < 0 || f.RetryAfter > 365*24*time.Hour {
+		return invalid("retry_after", "must be a duration between 0s and 8760h")
+	}
+	msg := oneLine(f.Message, maxErrorMessage)
+	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Priority: t.Priority, Now: r.cfg.Clock()}
+	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout)
+	bg := context.WithoutCancel(ctx)
+	if f.Retryable && t.Attempt < t.MaxAttempts {
+		delay := f.RetryAfter
+		if delay == 0 {
+			delay = backoff(t.Attempt, r.cfg.RetryBaseDelay, r.cfg.RetryMaxDelay, r.cfg.RetryJitter, mrand.Float64())
+		}
+		err = r.rdb.FinishRetry(bg, a, s, delay, f.Class, msg)
+	} else {
+		err = r.rdb.FinishDead(bg, a, s, f.Class, msg, f.Retryable)
+	}
+	switch {
+	case errors.Is(err, rdb.ErrLeaseLost):
+		return ErrLeaseLost
+	case err != nil && !errors.Is(err, rdb.ErrCancelWon):
+		return err
+	}
+	r.done(ctx, t.Worker, id)
+	return nil
+}
+
+// done drops a finished task from its worker's record.
+func (r *Remote) done(ctx context.Context, worker, id string) {
+	if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteDone, worker, r.cfg.VisibilityTimeout, nil, []string{id}); err != nil &&
+		!errors.Is(err, ErrWorkerIDInUse) {
+		r.cfg.Logger.Warn("remote worker record update failed", "worker_id", worker, "err", err)
+	}
+}
+
+// MaxRemoteQueues bounds the queues one Remote services (three background
+// loops each): claims of further queues work, but their expired leases come
+// back only through another process that services them.
+const MaxRemoteQueues = 1024
+
+// see notes that queue was claimed from, starting its maintenance when Run
+// runs.
+func (r *Remote) see(queue string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen[queue] {
+		return
+	}
+	if len(r.seen) >= MaxRemoteQueues {
+		if !r.full {
+			r.full = true
+			r.cfg.Logger.Warn("HTTP workers claim from more queues than this API process services; expired leases of the others are not reclaimed here",
+				"limit", MaxRemoteQueues, "queue", queue)
+		}
+		return
+	}
+	r.seen[queue] = true
+	if r.runCtx != nil {
+		r.startQueue(r.runCtx, queue)
+	}
+}
+
+// Run keeps the queues claimed from through r serviced until ctx ends:
+// expired leases come back (queued with attempt +1, or dead-lettered with
+// no attempts left), due retries are promoted and overdue tasks expired,
+// exactly as a Go worker serving them would. Any number of API processes
+// may run it at once. It returns when ctx ends and its loops stopped.
+func (r *Remote) Run(ctx context.Context) error {
+	r.mu.Lock()
+	if r.runCtx != nil {
+		r.mu.Unlock()
+		return errors.New("dtq: Remote.Run is already running")
+	}
+	r.runCtx = ctx
+	for q := range r.seen {
+		r.startQueue(ctx, q)
+	}
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.loops.Wait()
+	r.waiters.Wait()
+	r.mu.Lock()
+	r.runCtx = nil
+	r.mu.Unlock()
+	return nil
+}
+
+// startQueue starts queue's reclaimer, promoter and sweeper; r.mu is held.
+func (r *Remote) startQueue(ctx context.Context, queue string) {
+	mcfg := maintenance.Config{RDB: r.rdb, Settings: &r.settings, Clock: r.cfg.Clock, Logger: r.cfg.Logger}
+	r.loops.Add(3)
+	go func() {
+		defer r.loops.Done()
+		maintenance.Run(ctx, maintenance.Service{Name: "reclaim", Queue: queue, Logger: r.cfg.Logger,
+			MaxSleep: r.cfg.HeartbeatInterval, Step: r.reclaimStep(queue)})
+	}()
+	go func() { defer r.loops.Done(); maintenance.RunPromoter(ctx, mcfg, queue) }()
+	go func() { defer r.loops.Done(); maintenance.RunSweeper(ctx, mcfg, queue) }()
+}
+
+// reclaimStep returns expired leases of queue to their band stream. It
+// takes nothing over (no room): this process runs no handlers, so the next
+// claim, remote or Go, delivers them with attempt +1.
+func (r *Remote) reclaimStep(queue string) func(context.Context) (maintenance.Result, error) {
+	return func(ctx context.Context) (maintenance.Result, error) {
+		now, nonce := r.cfg.Clock(), newNonce()
+		_, err := resend(ctx, r.cfg.VisibilityTimeout/2, func() ([]rdb.ClaimedTask, error) {
+			return r.rdb.Reclaim(ctx, queue, &r.settings, 0, now, nonce, nil)
+		})
+		return maintenance.Result{Wait: r.cfg.HeartbeatInterval}, err
+	}
+}
+
+// Close waits for the background waits of claims that returned; call it
+// after the HTTP server stopped.
+func (r *Remote) Close() { r.waiters.Wait() }
