@@ -89,8 +89,8 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 		tp.Retried += m.Counts["retried"]
 	}
 	tp.PerMinute = float64(tp.Succeeded+tp.Failed) / throughputWindow
-	if qi.Limits, err = i.GetLimits(ctx, q); err != nil {
-		return nil, err
+	if !st.Limits.IsZero() {
+		qi.Limits = limitsFromRDB(st.Limits) // read in the same pipeline as the stats
 	}
 	return qi, nil
 }

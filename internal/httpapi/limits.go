@@ -99,20 +99,16 @@ func limitsSummary(l *dtqtype.QueueLimits) string {
 		out += s
 	}
 	if l.Rate != nil {
-		add("rate=" + itoa(l.Rate.Limit) + "/" + durationString(l.Rate.Period))
+		add("rate=" + strconv.Itoa(l.Rate.Limit) + "/" + time.Duration(l.Rate.Period).String())
 		if l.Rate.Burst > 1 {
-			add("burst=" + itoa(l.Rate.Burst))
+			add("burst=" + strconv.Itoa(l.Rate.Burst))
 		}
 	}
 	if l.Concurrency > 0 {
-		add("concurrency=" + itoa(l.Concurrency))
+		add("concurrency=" + strconv.Itoa(l.Concurrency))
 	}
 	if l.KeyConcurrency > 0 {
-		add("key_concurrency=" + itoa(l.KeyConcurrency))
+		add("key_concurrency=" + strconv.Itoa(l.KeyConcurrency))
 	}
 	return out
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func durationString(d dtqtype.Duration) string { return time.Duration(d).String() }

@@ -48,7 +48,12 @@ func (r *RDB) GetLimits(ctx context.Context, queue string) (Limits, error) {
 	if err != nil {
 		return Limits{}, err
 	}
+	return parseLimits(m), nil
+}
+
+// parseLimits reads the limits hash's fields (see limits.lua).
+func parseLimits(m map[string]string) Limits {
 	n := func(f string) int { v, _ := strconv.Atoi(m[f]); return v }
 	return Limits{RateLimit: n("rate_limit"), RatePeriod: time.Duration(n("rate_period_ms")) * time.Millisecond,
-		Burst: n("burst"), Concurrency: n("concurrency"), KeyConcurrency: n("key_concurrency")}, nil
+		Burst: n("burst"), Concurrency: n("concurrency"), KeyConcurrency: n("key_concurrency")}
 }

@@ -27,6 +27,7 @@ type QueueStats struct {
 	Paused    bool
 	DLQ       int64
 	Minutes   []MinuteStats // the last few minutes, oldest first
+	Limits    Limits        // flow-control limits; zero when none are set
 }
 
 // MinuteStats are the per-minute counters the scripts keep.
@@ -73,6 +74,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	sched := pipe.ZCard(ctx, k.Schedule(queue))
 	paused := pipe.Exists(ctx, k.Paused(queue))
 	dlq := pipe.ZCard(ctx, k.DLQ(queue))
+	limits := pipe.HGetAll(ctx, k.Limits(queue))
 	first := minuteOf(now) - int64(minutes) + 1
 	mins := make([]*redis.MapStringStringCmd, minutes)
 	for i := range mins {
@@ -96,6 +98,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	if err := lease.Err(); err != nil {
 		return nil, err
 	}
+	qs.Limits = parseLimits(limits.Val())
 	for i, m := range mins {
 		ms := MinuteStats{Minute: first + int64(i), Counts: map[string]int64{}}
 		for f, v := range m.Val() {

@@ -3,7 +3,6 @@ package rdb
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // Readiness checks, named in ReadyError.Check.
@@ -62,10 +61,8 @@ func (r *RDB) Ready(ctx context.Context) error {
 		if ierr != nil {
 			return nil // cannot tell: do not fail readiness on a missing command
 		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, found := strings.CutPrefix(strings.TrimSpace(line), "maxmemory_policy:"); found {
-				policy = map[string]string{"maxmemory-policy": v}
-			}
+		if v := infoField(info, "maxmemory_policy"); v != "" {
+			policy = map[string]string{"maxmemory-policy": v}
 		}
 	}
 	if p, found := policy["maxmemory-policy"]; found && p != "noeviction" {

@@ -27,8 +27,9 @@ end
 local _, rec = history_field(h, h.worker_id, h.started_at or ARGV[1], ARGV[1], 'handback', 'Shutdown',
   'worker stopped before the task finished')
 release_entry(f, h)
-release_key(limit_keys(5, 9, 8), h)
-wake_limited(limit_keys(5, 9, 8))
+local lk = limit_keys(5, 9, 8)
+release_key(lk, h)
+wake_limited(lk)
 local sid = redis.call('XADD', KEYS[4], '*', 't', f.tid, 'a', h.attempt)
 redis.call('HSET', KEYS[1], 'status', 'queued', 'stream_id', sid, field, rec)
 redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at', 'claim')
