@@ -15,32 +15,60 @@ import (
 // run for what each asserts. A fault's duration is slept on purpose: it is
 // the fault, not a wait for something asynchronous.
 
-// TestFaultConnectionResetMidFinalize cuts connections around finalizes,
+// TestFaultConnectionResetMidFinalize (on a queue with rate, concurrency and
+// per-key limits, so their counts are replayed too) cuts connections around finalizes,
 // claims, submissions and renewals for 3 s: half the cuts let the request
 // reach Redis and lose its reply, half reset the connection before it is
 // sent; and every connection is reset now and then. max_attempts 1: a
 // success that does not land, or a claim answered to nobody, would end the
 // task dead-lettered.
 func TestFaultConnectionResetMidFinalize(t *testing.T) {
-	run(t, scenario{name: "reset_mid_finalize", maxAttempts: 1, fault: func(t *testing.T, r *rig) {
-		calls := [][]byte{[]byte(rdb.ScriptHash("succeed")), []byte(rdb.ScriptHash("claim")),
-			[]byte(rdb.ScriptHash("ingest")), []byte(rdb.ScriptHash("renew"))}
-		end := time.Now().Add(3 * time.Second)
-		for i := 0; time.Now().Before(end); i++ {
-			call := calls[(i/2)%len(calls)]
-			if i%2 == 0 {
-				r.proxy.CutAfter(call, 2)
-			} else {
-				r.proxy.CutBefore(call, 2)
+	run(t, scenario{name: "reset_mid_finalize", maxAttempts: 1, keys: 4,
+		limits: `{"rate": {"limit": 400, "period": "1s", "burst": 20}, "concurrency": 12, "key_concurrency": 2}`, fault: func(t *testing.T, r *rig) {
+			calls := [][]byte{[]byte(rdb.ScriptHash("succeed")), []byte(rdb.ScriptHash("claim")),
+				[]byte(rdb.ScriptHash("ingest")), []byte(rdb.ScriptHash("renew"))}
+			end := time.Now().Add(3 * time.Second)
+			for i := 0; time.Now().Before(end); i++ {
+				call := calls[(i/2)%len(calls)]
+				if i%2 == 0 {
+					r.proxy.CutAfter(call, 2)
+				} else {
+					r.proxy.CutBefore(call, 2)
+				}
+				time.Sleep(150 * time.Millisecond)
+				if i%3 == 2 {
+					r.proxy.ResetAll()
+				}
 			}
-			time.Sleep(150 * time.Millisecond)
-			if i%3 == 2 {
-				r.proxy.ResetAll()
+			r.proxy.CutAfter(nil, 0)
+			require.Positive(t, r.proxy.Cuts(), "no call was cut")
+		}})
+}
+
+// TestFaultHTTPWorkerResets runs the HTTP worker protocol (claims and
+// completes through the API) with no Go worker, while connections between
+// the API and Redis are cut around claims and finalizes and reset now and
+// then: max_attempts 1, so a completed task whose success did not land, or
+// a claim answered to nobody and reclaimed, would end dead-lettered.
+func TestFaultHTTPWorkerResets(t *testing.T) {
+	run(t, scenario{name: "http_worker_resets", workers: -1, httpWorkers: 2, maxAttempts: 1, visibility: 30 * time.Second,
+		fault: func(t *testing.T, r *rig) {
+			calls := [][]byte{[]byte(rdb.ScriptHash("succeed")), []byte(rdb.ScriptHash("claim"))}
+			end := time.Now().Add(3 * time.Second)
+			for i := 0; time.Now().Before(end); i++ {
+				if i%2 == 0 {
+					r.proxy.CutAfter(calls[(i/2)%2], 2)
+				} else {
+					r.proxy.CutBefore(calls[(i/2)%2], 2)
+				}
+				time.Sleep(150 * time.Millisecond)
+				if i%4 == 3 {
+					r.proxy.ResetAll()
+				}
 			}
-		}
-		r.proxy.CutAfter(nil, 0)
-		require.Positive(t, r.proxy.Cuts(), "no call was cut")
-	}})
+			r.proxy.CutAfter(nil, 0)
+			require.Positive(t, r.proxy.Cuts(), "no call was cut")
+		}})
 }
 
 // TestFaultRefusedWrites makes Redis refuse every write for 2 s
@@ -59,11 +87,12 @@ func TestFaultRefusedWrites(t *testing.T) {
 // TestFaultOutage takes Redis away for 5 s (every connection reset, new
 // ones refused) under load. Leases are longer than the outage.
 func TestFaultOutage(t *testing.T) {
-	run(t, scenario{name: "outage_5s", visibility: 9 * time.Second, fault: func(t *testing.T, r *rig) {
-		r.proxy.SetDown(true)
-		time.Sleep(5 * time.Second)
-		r.proxy.SetDown(false)
-	}})
+	run(t, scenario{name: "outage_5s", visibility: 9 * time.Second, keys: 3,
+		limits: `{"concurrency": 10, "key_concurrency": 3}`, fault: func(t *testing.T, r *rig) {
+			r.proxy.SetDown(true)
+			time.Sleep(5 * time.Second)
+			r.proxy.SetDown(false)
+		}})
 }
 
 // TestFaultLatency adds 500 ms to every reply for 4 s under load.

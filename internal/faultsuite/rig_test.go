@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -69,6 +70,9 @@ type scenario struct {
 	every       time.Duration // each of the two producers submits this often (default 20ms)
 	redisArgs   []string      // extra redis-server arguments
 	child       bool          // also run a worker in a child process
+	limits      string        // flow-control limits of the queue (a PUT body), "" = none
+	keys        int           // spread tasks over this many concurrency keys (0 = none)
+	httpWorkers int           // workers using the HTTP worker protocol (with workers: -1 for no Go worker)
 	// fault runs the fault while the load goes on and returns when it has
 	// ended.
 	fault func(t *testing.T, r *rig)
@@ -156,19 +160,93 @@ func newRig(t *testing.T, sc scenario) *rig {
 	require.NoError(t, err)
 	remote, err := dtq.NewRemote(apiRedis, &dtq.WorkerConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
+	if sc.httpWorkers > 0 {
+		// The API process reclaims what its HTTP workers claimed.
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = remote.Run(rctx) }()
+		t.Cleanup(func() { stop(); <-done; remote.Close() })
+	}
 	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote,
 		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	r.api = httptest.NewServer(api)
 	t.Cleanup(r.api.Close)
 
+	if sc.limits != "" {
+		req, err := http.NewRequest(http.MethodPut, r.api.URL+"/api/v1/queues/"+queue+"/limits", strings.NewReader(sc.limits))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
 	for i := range sc.workers {
 		r.startWorker(t, fmt.Sprintf("w%d", i+1))
+	}
+	for i := range sc.httpWorkers {
+		r.startHTTPWorker(t, fmt.Sprintf("http-%d", i+1))
 	}
 	if sc.child {
 		r.startChild(t)
 	}
 	return r
+}
+
+// startHTTPWorker runs a worker of the HTTP protocol (what a Python or Node
+// client does): claim up to 5, "work", complete each, sending every call
+// again on a transport error or 503 (complete with the same token is
+// idempotent) until the test ends.
+func (r *rig) startHTTPWorker(t *testing.T, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	hc := &http.Client{Timeout: 15 * time.Second}
+	call := func(path, body string) (int, []byte) {
+		for ctx.Err() == nil {
+			resp, err := hc.Post(r.api.URL+path, "application/json", strings.NewReader(body))
+			if err == nil {
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					return resp.StatusCode, raw
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return 0, nil
+	}
+	go func() {
+		defer close(done)
+		claim := fmt.Sprintf(`{"worker_id":%q,"queues":[%q],"max":5,"wait":"1s","lease":"30s"}`, id, queue)
+		for ctx.Err() == nil {
+			status, raw := call("/api/v1/claims", claim)
+			var got struct {
+				Tasks []struct {
+					TaskID     string `json:"task_id"`
+					LeaseToken string `json:"lease_token"`
+				} `json:"tasks"`
+			}
+			if status != http.StatusOK || json.Unmarshal(raw, &got) != nil {
+				continue
+			}
+			for _, tk := range got.Tasks {
+				r.mu.Lock()
+				r.runs[tk.TaskID]++
+				r.held[tk.TaskID] = true // it holds a 30 s lease: longer than any fault here
+				r.mu.Unlock()
+				status, raw := call("/api/v1/tasks/"+tk.TaskID+"/complete", fmt.Sprintf(`{"lease_token":%q,"result":{"ok":true}}`, tk.LeaseToken))
+				if status != http.StatusOK && status != 0 {
+					t.Errorf("complete of %s answered %d: %s", tk.TaskID, status, raw)
+				}
+			}
+		}
+	}()
 }
 
 // startWorker runs an in-process worker through the proxy. Its client
@@ -283,8 +361,11 @@ func runChild() int {
 // it again (same key) until it is acknowledged: 202 or 200, or 409 (a send
 // whose answer was lost created it). It returns the task id.
 func (r *rig) submit(ctx context.Context, key string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"task_type": taskType, "queue": queue,
-		"max_attempts": r.sc.maxAttempts, "idempotency_key": key})
+	sub := map[string]any{"task_type": taskType, "queue": queue, "max_attempts": r.sc.maxAttempts, "idempotency_key": key}
+	if r.sc.keys > 0 {
+		sub["concurrency_key"] = fmt.Sprintf("key-%d", int(key[len(key)-1])%r.sc.keys) // by the last digit
+	}
+	body, _ := json.Marshal(sub)
 	delay := 50 * time.Millisecond
 	hc := &http.Client{Timeout: 15 * time.Second}
 	for {
@@ -497,6 +578,9 @@ func run(t *testing.T, sc scenario) {
 	require.Greater(t, len(acked), 20, "too little load to mean anything")
 	require.Zero(t, r.direct.ZCard(ctx, keys.Lease(queue)).Val(), "leases left")
 	require.Equal(t, "0", r.direct.Get(ctx, keys.Depth(queue)).Val(), "depth drifted")
+	// Flow control gave back every slot it took, once.
+	require.Zero(t, r.direct.HLen(ctx, keys.KeyRunning(queue)).Val(), "key slots left taken")
+	require.Contains(t, []string{"", "0"}, r.direct.Get(ctx, keys.Held(queue)).Val(), "held tasks left")
 }
 
 func signalContext() (context.Context, context.CancelFunc) {
