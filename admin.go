@@ -20,7 +20,13 @@ type AdminConfig struct {
 	KeyPrefix string
 	// EventsMaxLen caps each queue's event stream. Default 100000.
 	EventsMaxLen int64
-	// TaskRetention is how long finished tasks are kept. Default 7 days.
+	// FailedRetention is how long a task the Admin ends (cancelled, purged,
+	// discarded from the DLQ) is kept, unless its own retention says
+	// otherwise. Default 7 days; NoRetention deletes it at once.
+	FailedRetention time.Duration
+	// TaskRetention sets FailedRetention when that is zero.
+	//
+	// Deprecated: set FailedRetention.
 	TaskRetention time.Duration
 	// IdempotencyTTL is the fresh TTL a DLQ requeue gives the task's
 	// idempotency record. Default 24h.
@@ -75,8 +81,11 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if o.EventsMaxLen == 0 {
 		o.EventsMaxLen = 100000
 	}
-	if o.TaskRetention == 0 {
-		o.TaskRetention = 7 * 24 * time.Hour
+	if o.FailedRetention == 0 {
+		o.FailedRetention = o.TaskRetention
+	}
+	if o.FailedRetention == 0 {
+		o.FailedRetention = DefaultFailedRetention
 	}
 	if o.IdempotencyTTL == 0 {
 		o.IdempotencyTTL = 24 * time.Hour
@@ -99,7 +108,7 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	}
 	r := replicated(rdb.New(c, o.KeyPrefix), o.ReplicaAcks, o.ReplicaAckTimeout)
 	return &Admin{rdb: r, clk: o.Clock, client: o.Client, s: rdb.AdminSettings{
-		EventsMaxLen: o.EventsMaxLen, TaskRetention: o.TaskRetention, IdempotencyTTL: o.IdempotencyTTL,
+		EventsMaxLen: o.EventsMaxLen, FailedRetention: kept(o.FailedRetention), IdempotencyTTL: o.IdempotencyTTL,
 		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
 	}}, nil
 }
@@ -199,7 +208,7 @@ func (a *Admin) DeleteTask(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	out, st, err := a.rdb.DeleteTask(ctx, q, id)
+	out, st, err := a.rdb.DeleteTask(ctx, q, id, a.clk())
 	if err != nil {
 		return err
 	}

@@ -239,6 +239,7 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 		MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, IdempotencyKey: n.key,
 		AvailableAt: n.availableAt, ExpiresAt: n.expiresAt, Metadata: n.metadata,
 		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(), ConcurrencyKey: n.ckey,
+		Retention: n.retention, KeepPayload: n.keepPayload,
 	}, nil
 }
 
@@ -286,6 +287,11 @@ func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.Task
 		k := n.key
 		info.IdempotencyKey = &k
 	}
+	if n.retention != 0 {
+		r := max(n.retention, 0) // -1: kept for 0 s
+		info.RetentionSeconds = &r
+	}
+	info.KeepPayload = n.keepPayload
 	return info
 }
 

@@ -101,6 +101,17 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 			var v int64
 			v, err = jsonInt(field, raw, 1, math.MaxInt32)
 			s.TTL = time.Duration(v) * time.Second
+		case "retention_seconds":
+			var v int64
+			v, err = jsonInt(field, raw, 0, int64(MaxRetention/time.Second))
+			s.Retention = time.Duration(v) * time.Second
+			if v == 0 {
+				s.Retention = NoRetention
+			}
+		case "keep_payload":
+			if err = json.Unmarshal(raw, &s.KeepPayload); err != nil {
+				err = invalid(field, "must be true or false")
+			}
 		case "run_at":
 			s.RunAt, err = jsonTime(field, raw)
 		case "expires_at":

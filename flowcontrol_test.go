@@ -167,7 +167,7 @@ func TestConcurrencySlotOfADeadWorkerComesBack(t *testing.T) {
 	r := rdb.New(b.rc, b.prefix)
 	require.NoError(t, r.EnsureGroups(b.ctx, "solo"))
 	dead := &rdb.WorkerSettings{WorkerID: "dead", Lease: 3 * time.Second, EventsMaxLen: 1000,
-		TaskRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
+		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
 	cr, err := r.Claim(b.ctx, "solo", dead, 1, time.Now(), "")
 	require.NoError(t, err)
 	require.Len(t, cr.Tasks, 1)

@@ -90,8 +90,8 @@ func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 	}
 	r.settings = rdb.WorkerSettings{
 		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
-		TaskRetention: conf.TaskRetention, ResultRetention: conf.ResultRetention,
-		DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
+		SucceededRetention: kept(conf.SucceededRetention), FailedRetention: kept(conf.FailedRetention),
+		ResultRetention: conf.ResultRetention, DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
 	}
 	return r, nil
 }

@@ -46,6 +46,43 @@ type Submission struct {
 	// (running tasks at once per key, across all workers): 1..128 printable
 	// ASCII characters. "" means none: only the queue-wide limits apply.
 	ConcurrencyKey string
+	// Retention is how long the task is kept once it has finished, 1s..366
+	// days in whole seconds, or NoRetention to delete it as it finishes. It
+	// overrides the workers' SucceededRetention and FailedRetention for
+	// this task; a task with an idempotency key is still kept as long as
+	// its record. 0 means the workers' setting. Not part of the
+	// idempotency fingerprint.
+	Retention time.Duration
+	// KeepPayload keeps the payload and metadata of the task once it has
+	// succeeded; by default a succeeded task keeps only what replays and
+	// the dashboard show (see docs/operations.md, "Sizing Redis").
+	KeepPayload bool
+}
+
+// NoRetention, as a retention (Submission.Retention,
+// WorkerConfig.SucceededRetention, FailedRetention), keeps nothing: a task
+// is deleted as it finishes, unless its idempotency record still needs it
+// for replays.
+const NoRetention time.Duration = -1
+
+// Retention defaults and bound.
+const (
+	// DefaultSucceededRetention is how long a succeeded task is kept.
+	DefaultSucceededRetention = time.Hour
+	// DefaultFailedRetention is how long a failed, cancelled, expired or
+	// (out of the DLQ index) dead-lettered task is kept.
+	DefaultFailedRetention = 7 * 24 * time.Hour
+	// MaxRetention is the longest retention that may be set.
+	MaxRetention = 366 * 24 * time.Hour
+)
+
+// kept is a configured retention as the scripts take it: NoRetention
+// becomes 0, "delete as it finishes".
+func kept(d time.Duration) time.Duration {
+	if d == NoRetention {
+		return 0
+	}
+	return d
 }
 
 // Priority returns a pointer to p, for Submission.Priority.
@@ -130,6 +167,8 @@ type normalized struct {
 	key          string
 	fingerprint  string
 	ckey         string
+	retention    int64 // seconds; 0 = the workers' setting, -1 = none
+	keepPayload  bool
 }
 
 // normalize validates s and applies defaults. It is the one validation
@@ -244,6 +283,17 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 			}
 		}
 		n.ckey = s.ConcurrencyKey
+	}
+	n.keepPayload = s.KeepPayload
+	switch {
+	case s.Retention == NoRetention:
+		n.retention = -1
+	case s.Retention != 0:
+		if s.Retention < time.Second || s.Retention > MaxRetention || s.Retention%time.Second != 0 {
+			return nil, invalid("retention_seconds", "must be a whole number of seconds between 0 and %d (366 days)",
+				int64(MaxRetention/time.Second))
+		}
+		n.retention = int64(s.Retention / time.Second)
 	}
 	if n.key != "" {
 		n.fingerprint = n.computeFingerprint() // only a keyed submission is ever compared

@@ -104,6 +104,11 @@ func TestSubmissionFieldErrors(t *testing.T) {
 		{"idempotency_key not ASCII", `"idempotency_key":"caf\u00e9"`, "idempotency_key", dtq.ErrInvalidTask},
 		{"idempotency_key quoted empty", `"idempotency_key":"\"\""`, "idempotency_key", dtq.ErrInvalidTask},
 		{"idempotency_key bad quoting", `"idempotency_key":"\"a\"b\""`, "idempotency_key", dtq.ErrInvalidTask},
+		{"retention_seconds negative", `"retention_seconds":-1`, "retention_seconds", dtq.ErrInvalidTask},
+		{"retention_seconds past 366 days", `"retention_seconds":31622401`, "retention_seconds", dtq.ErrInvalidTask},
+		{"retention_seconds fraction", `"retention_seconds":1.5`, "retention_seconds", dtq.ErrInvalidTask},
+		{"retention_seconds string", `"retention_seconds":"1h"`, "retention_seconds", dtq.ErrInvalidTask},
+		{"keep_payload string", `"keep_payload":"yes"`, "keep_payload", dtq.ErrInvalidTask},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -242,6 +247,18 @@ func TestSubmissionAcceptedValues(t *testing.T) {
 			require.Equal(t, `"abc`, *got.IdempotencyKey)
 		}},
 		{"idempotency key 255 printable", `{"task_type":"echo","idempotency_key":"` + strings.Repeat("~", 254) + ` "}`, nil},
+		{"retention and keep_payload", `{"task_type":"echo","retention_seconds":600,"keep_payload":true}`, func(t *testing.T, got *dtqtype.TaskInfo) {
+			require.EqualValues(t, 600, *got.RetentionSeconds)
+			require.True(t, got.KeepPayload)
+		}},
+		{"retention 0 keeps nothing", `{"task_type":"echo","retention_seconds":0}`, func(t *testing.T, got *dtqtype.TaskInfo) {
+			require.Zero(t, *got.RetentionSeconds)
+			require.False(t, got.KeepPayload)
+		}},
+		{"retention 366 days", `{"task_type":"echo","retention_seconds":31622400}`, nil},
+		{"no retention given", `{"task_type":"echo"}`, func(t *testing.T, got *dtqtype.TaskInfo) {
+			require.Nil(t, got.RetentionSeconds)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -255,6 +272,8 @@ func TestSubmissionAcceptedValues(t *testing.T) {
 			require.Equal(t, res.Task.AvailableAt, got.AvailableAt)
 			require.Equal(t, res.Task.ExpiresAt, got.ExpiresAt)
 			require.Equal(t, res.Task.Status, got.Status)
+			require.Equal(t, res.Task.RetentionSeconds, got.RetentionSeconds, "the answer shows what is stored")
+			require.Equal(t, res.Task.KeepPayload, got.KeepPayload)
 			if c.check != nil {
 				c.check(t, got)
 			}

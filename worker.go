@@ -55,7 +55,20 @@ type WorkerConfig struct {
 	// RetryJitter spreads retries by ±jitter·delay, 0..1. Default 0.2;
 	// negative means none.
 	RetryJitter float64
-	// TaskRetention is how long a finished task is kept. Default 7 days.
+	// SucceededRetention is how long a succeeded task is kept, as a
+	// compact record (see docs/operations.md, "Sizing Redis"). Default 1h;
+	// NoRetention deletes it as it finishes. A task with an idempotency key
+	// is kept at least as long as its record, and a task's own
+	// Submission.Retention wins.
+	SucceededRetention time.Duration
+	// FailedRetention is how long a failed, cancelled or expired task is
+	// kept, and a dead-lettered one once it leaves the DLQ index. Default
+	// 7 days; NoRetention deletes it as it finishes.
+	FailedRetention time.Duration
+	// TaskRetention sets SucceededRetention and FailedRetention where they
+	// are zero.
+	//
+	// Deprecated: set SucceededRetention and FailedRetention.
 	TaskRetention time.Duration
 	// ResultRetention is how long a result is kept. Default 1h.
 	ResultRetention time.Duration
@@ -165,7 +178,15 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	case o.RetryJitter > 1:
 		return o, errors.New("dtq: RetryJitter must be between 0 and 1")
 	}
-	def(&o.TaskRetention, 7*24*time.Hour)
+	def(&o.SucceededRetention, o.TaskRetention)
+	def(&o.FailedRetention, o.TaskRetention)
+	def(&o.SucceededRetention, DefaultSucceededRetention)
+	def(&o.FailedRetention, DefaultFailedRetention)
+	for _, d := range []time.Duration{o.SucceededRetention, o.FailedRetention} {
+		if d != NoRetention && (d < 0 || d > MaxRetention) {
+			return o, errors.New("dtq: SucceededRetention and FailedRetention must be NoRetention or up to 366 days")
+		}
+	}
 	def(&o.ResultRetention, time.Hour)
 	if o.ResultMaxBytes == 0 {
 		o.ResultMaxBytes = 8192
@@ -268,13 +289,40 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	w.identity = w.identityFields()
 	w.settings = rdb.WorkerSettings{
 		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
-		TaskRetention: conf.TaskRetention, ResultRetention: conf.ResultRetention,
-		DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
+		SucceededRetention: kept(conf.SucceededRetention), FailedRetention: kept(conf.FailedRetention),
+		ResultRetention: conf.ResultRetention, DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
 	}
 	if w.sched, err = w.newScheduler(); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// register prepares Redis for the worker (version check, scripts, consumer
+// groups) and records the worker as starting.
+func (w *Worker) register(ctx context.Context) error {
+	if v, err := w.rdb.CheckVersion(ctx); err != nil {
+		return fmt.Errorf("dtq: check Redis version: %w", err) // names the version found
+	} else if v != "" {
+		w.redisVersion = v
+	}
+	if err := w.rdb.LoadScripts(ctx); err != nil {
+		return fmt.Errorf("dtq: load scripts: %w", err)
+	}
+	for _, q := range w.queues() {
+		if err := w.rdb.EnsureGroups(ctx, q); err != nil {
+			return fmt.Errorf("dtq: %w", err)
+		}
+	}
+	w.started = w.cfg.Clock()
+	err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record("starting"))
+	if errors.Is(err, rdb.ErrDuplicateWorker) {
+		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
+	}
+	if err != nil {
+		return fmt.Errorf("dtq: register worker: %w", err)
+	}
+	return nil
 }
 
 // ID returns the worker id.
@@ -301,26 +349,11 @@ func (w *Worker) queues() []string {
 // when Redis is older than 7.0 (the error names the version found).
 func (w *Worker) Run(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
-	if v, err := w.rdb.CheckVersion(ctx); err != nil {
-		return fmt.Errorf("dtq: check Redis version: %w", err) // names the version found
-	} else if v != "" {
-		w.redisVersion = v
-	}
-	if err := w.rdb.LoadScripts(ctx); err != nil {
-		return fmt.Errorf("dtq: load scripts: %w", err)
-	}
-	for _, q := range w.queues() {
-		if err := w.rdb.EnsureGroups(ctx, q); err != nil {
-			return fmt.Errorf("dtq: %w", err)
+	if err := w.register(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil // stopped while starting: nothing ran, nothing to drain
 		}
-	}
-	w.started = w.cfg.Clock()
-	err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record("starting"))
-	if errors.Is(err, rdb.ErrDuplicateWorker) {
-		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
-	}
-	if err != nil {
-		return fmt.Errorf("dtq: register worker: %w", err)
+		return err
 	}
 
 	// hardCtx ends handlers at the drain deadline; loopCtx ends the loops
@@ -348,6 +381,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 		spawn(ctx, func(c context.Context) { maintenance.RunPromoter(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
+		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })
 	}
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)

@@ -241,6 +241,19 @@ func TestDuplicateWorkerIDRefused(t *testing.T) {
 	require.ErrorIs(t, err, dtq.ErrWorkerIDInUse)
 }
 
+// TestStopWhileStartingIsNoError: a worker stopped before it finished
+// starting (a Ctrl-C during start) returns nil, not the cancelled start's
+// error, and registers nothing.
+func TestStopWhileStartingIsNoError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	w := b.worker(t, func(c *dtq.WorkerConfig) { c.WorkerID = "stopped-early" })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, w.Run(ctx))
+	require.Zero(t, b.rc.Exists(b.ctx, b.keys.Worker("stopped-early")).Val())
+}
+
 func TestRetryKeepsRecordProcessingAndForeignRecordUntouched(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

@@ -46,7 +46,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency | http | qstats | cluster-e2e")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency | http | qstats | cluster-e2e | memory")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -60,6 +60,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	replicas := flag.Int("replica-acks", 0, "attach this many replicas and make dtq's writes wait for them (DTQ_REPLICA_ACKS)")
 	queues := flag.Int("queues", 3, "queues (cluster-e2e)")
+	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
+	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (memory)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
 	flag.Parse()
 	if *compareRuns > 0 {
@@ -101,6 +103,8 @@ func main() {
 			res = asynqE2E(ctx, rc, srv.Addr, *n, *concurrency, payloadBytes)
 		case "latency":
 			res = asynqLatency(ctx, rc, srv.Addr, *rate, *duration, *concurrency, *poll)
+		case "memory":
+			res = asynqMemory(ctx, rc, srv.Addr, *n, payloadBytes, memoryRun{retention: *retention, idem: *idem})
 		default:
 			fmt.Fprintln(os.Stderr, "scenario not available for asynq:", *scenario)
 			os.Exit(2)
@@ -121,6 +125,8 @@ func main() {
 			res = clusterE2E(ctx, *n, *concurrency, *queues, payload)
 		case "qstats":
 			res = queueStats(ctx, rc, *n, payload)
+		case "memory":
+			res = memory(ctx, rc, *n, payload, memoryRun{retention: *retention, idem: *idem})
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)
@@ -258,7 +264,16 @@ func batch(ctx context.Context, rc *redis.Client, n int, payload any) result {
 }
 
 func newWorker(rc *redis.Client, concurrency int) *dtq.Worker {
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{Concurrency: concurrency, ReplicaAcks: replicaAcks, Logger: slog.New(slog.DiscardHandler)})
+	return newWorkerWith(rc, concurrency, nil)
+}
+
+// newWorkerWith is newWorker with a change to its configuration.
+func newWorkerWith(rc *redis.Client, concurrency int, change func(*dtq.WorkerConfig)) *dtq.Worker {
+	conf := &dtq.WorkerConfig{Concurrency: concurrency, ReplicaAcks: replicaAcks, Logger: slog.New(slog.DiscardHandler)}
+	if change != nil {
+		change(conf)
+	}
+	w, err := dtq.NewWorker(rc, conf)
 	if err != nil {
 		panic(err)
 	}

@@ -21,6 +21,13 @@ type QueueInfo struct {
 	Unserved    bool             `json:"unserved"` // no live worker serves the queue: its tasks wait
 	Throughput  Throughput       `json:"throughput"`
 	Limits      *QueueLimits     `json:"limits,omitempty"` // nil when none are set
+	// Retained counts the finished tasks kept until their retention ends,
+	// by status (succeeded, failed, dead_lettered, cancelled, expired;
+	// statuses with none are left out).
+	// Dead letters still in the DLQ are counted by DLQ, not here. A task
+	// counts until the minute (the hour, for retentions over 6 h) its
+	// retention ends in has passed.
+	Retained map[string]int64 `json:"retained"`
 }
 
 // Throughput summarizes a queue's last few minutes.
@@ -145,6 +152,15 @@ type QueueSize struct {
 	Scheduled int64  `json:"scheduled"`
 	DLQ       int64  `json:"dlq"`
 	Paused    bool   `json:"paused"`
+	Retained  int64  `json:"retained"` // finished tasks kept (see QueueInfo.Retained)
+}
+
+// RedisMemory is Redis's memory use (on Redis Cluster, summed over the
+// masters).
+type RedisMemory struct {
+	UsedBytes int64 `json:"used_bytes"`
+	// MaxBytes is maxmemory; 0 means none is set.
+	MaxBytes int64 `json:"max_bytes"`
 }
 
 // QueueTotals sums QueueSize over many queues.
@@ -154,7 +170,8 @@ type QueueTotals struct {
 	Running   int64 `json:"running"`
 	Scheduled int64 `json:"scheduled"`
 	DLQ       int64 `json:"dlq"`
-	Paused    int   `json:"paused"` // queues paused
+	Paused    int   `json:"paused"`   // queues paused
+	Retained  int64 `json:"retained"` // finished tasks kept
 }
 
 // Add counts one queue into t.
@@ -164,6 +181,7 @@ func (t *QueueTotals) Add(s QueueSize) {
 	t.Running += s.Running
 	t.Scheduled += s.Scheduled
 	t.DLQ += s.DLQ
+	t.Retained += s.Retained
 	if s.Paused {
 		t.Paused++
 	}

@@ -122,6 +122,16 @@ func (t *TaskInfo) appendMembers(b []byte) ([]byte, error) {
 	b = strconv.AppendBool(b, t.ResultExpired)
 	b = append(b, `,"previous_attempts":`...)
 	b = strconv.AppendInt(b, int64(t.PreviousAttempts), 10)
+	if t.RetentionSeconds != nil {
+		b = append(b, `,"retention_seconds":`...)
+		b = strconv.AppendInt(b, *t.RetentionSeconds, 10)
+	}
+	if t.KeepPayload {
+		b = append(b, `,"keep_payload":true`...)
+	}
+	if t.PayloadDropped {
+		b = append(b, `,"payload_dropped":true`...)
+	}
 	return b, nil
 }
 

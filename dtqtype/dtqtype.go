@@ -113,6 +113,16 @@ type TaskInfo struct {
 	ResultTruncated  bool            `json:"result_truncated"`
 	ResultExpired    bool            `json:"result_expired"`
 	PreviousAttempts int             `json:"previous_attempts"`
+	// RetentionSeconds is how long the task is kept once finished, when
+	// its submission chose (0: deleted as it finishes); nil means the
+	// workers' setting.
+	RetentionSeconds *int64 `json:"retention_seconds,omitempty"`
+	// KeepPayload says the submission asked to keep payload and metadata
+	// once the task succeeded.
+	KeepPayload bool `json:"keep_payload,omitempty"`
+	// PayloadDropped says the task succeeded and its payload and metadata
+	// were not kept (both are null).
+	PayloadDropped bool `json:"payload_dropped,omitempty"`
 }
 
 // Execution describes the current or last attempt of a task.

@@ -19,7 +19,8 @@ import (
 func TestPagesLoadWithoutConsoleErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	done := b.submit(t, `{"task_type": "echo", "payload": {"hello": "world"}, "metadata": {"source": "test"}}`)
+	// keep_payload: a succeeded task keeps its payload only when asked.
+	done := b.submit(t, `{"task_type": "echo", "payload": {"hello": "world"}, "metadata": {"source": "test"}, "keep_payload": true}`)
 	dead := b.submit(t, `{"task_type": "always_fail", "queue": "emails", "max_attempts": 1}`)
 	b.waitStatus(t, done.TaskID, "succeeded")
 	b.waitStatus(t, dead.TaskID, "dead_lettered")

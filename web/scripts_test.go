@@ -142,3 +142,56 @@ func TestFeedParser(t *testing.T) {
 		require.Equal(t, tt.wantRetry, got.Retry, tt.name)
 	}
 }
+
+// TestMemoryAndKeptText checks how the overview writes Redis's memory and
+// how the queues page sums and describes a queue's kept tasks.
+func TestMemoryAndKeptText(t *testing.T) {
+	t.Parallel()
+	tb := scriptTab(t)
+	sizes := []struct {
+		bytes int64
+		want  string
+	}{
+		{0, "0 B"},
+		{512, "512 B"},
+		{1024, "1.0 KB"},
+		{1536, "1.5 KB"},
+		{29884416, "28.5 MB"},
+		{150 * 1024 * 1024, "150 MB"},
+		{1024*1024 - 20, "1.0 MB"}, // not "1024 KB"
+		{1 << 30, "1.0 GB"},
+	}
+	for _, tt := range sizes {
+		got := run[string](tb, fmt.Sprintf(`const {fmtBytes} = await mod('dom.js'); return fmtBytes(%d);`, tt.bytes))
+		require.Equal(t, tt.want, got, "%d bytes", tt.bytes)
+	}
+
+	notes := []struct{ memory, want string }{
+		{`{"used_bytes": 29884416, "max_bytes": 1073741824}`, "of 1.0 GB (3%)"},
+		{`{"used_bytes": 1048576, "max_bytes": 1073741824}`, "of 1.0 GB (<1%)"},
+		{`{"used_bytes": 966367641, "max_bytes": 1073741824}`, "of 1.0 GB (90%)"},
+		{`{"used_bytes": 29884416, "max_bytes": 0}`, "no maxmemory set"},
+	}
+	for _, tt := range notes {
+		got := run[string](tb, `const {memoryNote} = await mod('pages/overview.js'); return memoryNote(`+tt.memory+`);`)
+		require.Equal(t, tt.want, got, tt.memory)
+	}
+
+	type kept struct {
+		Total int    `json:"total"`
+		Title string `json:"title"`
+	}
+	counts := []struct {
+		retained string
+		want     kept
+	}{
+		{`{}`, kept{0, "No finished tasks kept."}},
+		{`undefined`, kept{0, "No finished tasks kept."}},
+		{`{"expired": 1, "succeeded": 12, "dead_lettered": 2, "failed": 0}`,
+			kept{15, "Finished tasks kept until their retention ends:\n12 succeeded\n2 dead lettered\n1 expired"}},
+	}
+	for _, tt := range counts {
+		got := run[kept](tb, `const {keptCounts} = await mod('pages/queues.js'); return keptCounts(`+tt.retained+`);`)
+		require.Equal(t, tt.want, got, tt.retained)
+	}
+}

@@ -79,13 +79,14 @@ class ClientTest(unittest.TestCase):
                 seen[task.id] = seen.get(task.id, 0) + 1
             return {"n": task.payload["n"] * 2}
 
-        ids = []
+        ids, sent = [], {}
         for start in range(0, n, 500):
             items = self.producer.submit_many(
                 [{"task_type": "double", "queue": q, "payload": {"n": i}} for i in range(start, start + 500)])
             for it in items:
                 self.assertIn(it["http_status"], (200, 202), it)
                 ids.append(it["task"]["task_id"])
+                sent[it["task"]["task_id"]] = it["task"]["payload"]["n"]
         self.assertEqual(len(set(ids)), n)
         w = dtq.Worker(URL, WORKER, [q], concurrency=10, wait=1).handle("double", handle)
         began = time.monotonic()
@@ -99,7 +100,8 @@ class ClientTest(unittest.TestCase):
             t = self.producer.get(i)
             self.assertEqual(t["status"], "succeeded")
             self.assertEqual(t["attempt"], 1)
-            self.assertEqual(t["result"]["n"], t["payload"]["n"] * 2)
+            self.assertEqual(t["result"]["n"], sent[i] * 2)
+            self.assertTrue(t["payload_dropped"], "a succeeded task keeps no payload by default")
 
     def test_stale_token_gets_lease_lost_and_writes_nothing(self):
         q = fresh_queue("stale")

@@ -146,6 +146,9 @@ func newRootCmd(e *env) *cobra.Command {
 func serverLogger(cfg *config.Config, e *env) *slog.Logger {
 	log := cfg.NewLogger(e.stderr)
 	redisLogTarget.Store(log)
+	for _, msg := range cfg.Deprecations() {
+		log.Warn(msg, "see", "docs/configuration.md")
+	}
 	if e.environ == nil {
 		return log
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,14 @@ func TestLimitsSchedulesAndHTTPWorkersOnEveryMaster(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { return cc.HLen(t.Context(), keys.KeyRunning(q)).Val() == 0 },
 				10*time.Second, 10*time.Millisecond, "every key slot given back")
+			// Retention on this master: compact records, counts, tidy.
+			ti := a.waitStatus(t, ids[0], dtqtype.StatusSucceeded)
+			require.True(t, ti.PayloadDropped)
+			qi, err := a.insp.GetQueue(t.Context(), q)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, qi.Retained["succeeded"], int64(len(ids)))
+			_, err = rdb.New(cc, prefix).Tidy(t.Context(), q, time.Now())
+			require.NoError(t, err)
 			status, raw = a.call(t, http.MethodGet, "/api/v1/queues/"+q+"/limits", "")
 			require.Equal(t, http.StatusOK, status)
 			require.Contains(t, string(raw), `"key_concurrency":1`)
@@ -75,6 +85,18 @@ func TestLimitsSchedulesAndHTTPWorkersOnEveryMaster(t *testing.T) {
 			a.waitStatus(t, tid, dtqtype.StatusSucceeded)
 		})
 	}
+	// Redis memory is the sum over the masters.
+	mem, err := a.insp.RedisMemory(t.Context())
+	require.NoError(t, err)
+	require.NotNil(t, mem)
+	var one int64
+	for _, m := range c.Masters(t.Context()) {
+		v, _ := strconv.ParseInt(infoValue(m.Client(t).Info(t.Context(), "memory").Val(), "used_memory"), 10, 64)
+		require.Less(t, v, mem.UsedBytes, "one master holds less than the sum")
+		one = v
+	}
+	require.Positive(t, one)
+
 	// An HTTP worker on a queue no Go worker serves, placed by the cluster
 	// wherever its tag lands.
 	status, id := a.submit(t, `{"task_type":"resize","queue":"http-jobs"}`)
@@ -95,4 +117,14 @@ func TestLimitsSchedulesAndHTTPWorkersOnEveryMaster(t *testing.T) {
 		fmt.Sprintf(`{"lease_token":%q,"result":{"ok":true}}`, claimed.Tasks[0].LeaseToken))
 	require.Equal(t, http.StatusOK, status, string(raw))
 	a.waitStatus(t, id, dtqtype.StatusSucceeded)
+}
+
+// infoValue reads one field of an INFO reply.
+func infoValue(info, field string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

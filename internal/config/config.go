@@ -62,15 +62,24 @@ type Config struct {
 	// RetryJitter is DTQ_RETRY_JITTER, the ± fraction applied to a backoff,
 	// 0..1. Default 0.2.
 	RetryJitter float64
-	// TaskRetention is DTQ_TASK_RETENTION_S, how long a terminal task is
-	// kept. Default 7 days.
+	// SucceededRetention is DTQ_SUCCEEDED_RETENTION, how long a succeeded
+	// task is kept; 0 deletes it as it finishes. Default 1h.
+	SucceededRetention time.Duration
+	// FailedRetention is DTQ_FAILED_RETENTION, how long a failed,
+	// dead-lettered (once out of the DLQ index), cancelled or expired task
+	// is kept; 0 deletes it as it finishes. Default 7 days.
+	FailedRetention time.Duration
+	// TaskRetention is DTQ_TASK_RETENTION_S, deprecated: when given, it
+	// sets SucceededRetention and FailedRetention where those were not
+	// given (Load applies it). 0 when not given.
 	TaskRetention time.Duration
 	// ResultRetention is DTQ_RESULT_RETENTION_S. Default 1h.
 	ResultRetention time.Duration
 	// ResultMaxBytes is DTQ_RESULT_MAX_BYTES; larger results are dropped and
 	// flagged truncated. Default 8192.
 	ResultMaxBytes int
-	// IdempotencyTTL is DTQ_IDEM_TTL_S, at most TaskRetention. Default 24h.
+	// IdempotencyTTL is DTQ_IDEM_TTL_S. A task with a key is kept at least
+	// as long as its record. Default 24h.
 	IdempotencyTTL time.Duration
 	// DrainTimeout is DTQ_DRAIN_TIMEOUT_S, how long a stopping worker waits
 	// for running handlers. Default 30s.
@@ -269,10 +278,13 @@ func (c *Config) crossCheck(fs *pflag.FlagSet) error {
 		return fail("RETRY_MAX_DELAY", c.RetryMaxDelay.String(), fmt.Sprintf(
 			"must be at least DTQ_RETRY_BASE_DELAY (%s)", c.RetryBaseDelay))
 	}
-	if c.IdempotencyTTL > c.TaskRetention {
-		return fail("IDEM_TTL_S", secs(c.IdempotencyTTL), fmt.Sprintf(
-			"must be at most DTQ_TASK_RETENTION_S (%s), or a replay could outlive its task",
-			secs(c.TaskRetention)))
+	if c.set["TASK_RETENTION_S"] {
+		if !c.set["SUCCEEDED_RETENTION"] {
+			c.SucceededRetention = c.TaskRetention
+		}
+		if !c.set["FAILED_RETENTION"] {
+			c.FailedRetention = c.TaskRetention
+		}
 	}
 	for _, k := range c.APIKeys {
 		if c.APIKey != "" && k.Secret == c.APIKey {
@@ -283,6 +295,17 @@ func (c *Config) crossCheck(fs *pflag.FlagSet) error {
 }
 
 func secs(d time.Duration) string { return fmt.Sprint(int64(d / time.Second)) }
+
+// Deprecations returns a warning for each deprecated variable that was
+// given, for the process to log at start.
+func (c *Config) Deprecations() []string {
+	var out []string
+	if c.set["TASK_RETENTION_S"] {
+		out = append(out, fmt.Sprintf("DTQ_TASK_RETENTION_S is deprecated; use DTQ_SUCCEEDED_RETENTION and DTQ_FAILED_RETENTION "+
+			"(now in effect: succeeded %s, failed %s)", c.SucceededRetention, c.FailedRetention))
+	}
+	return out
+}
 
 // variable describes one DTQ_* setting.
 type variable struct {

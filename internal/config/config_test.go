@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/config"
 	"github.com/dtq-io/dtq/internal/httpapi"
 	"github.com/dtq-io/dtq/internal/redistest"
@@ -58,7 +59,10 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, time.Second, c.RetryBaseDelay)
 	require.Equal(t, time.Minute, c.RetryMaxDelay)
 	require.InDelta(t, 0.2, c.RetryJitter, 1e-9)
-	require.Equal(t, 7*24*time.Hour, c.TaskRetention)
+	require.Equal(t, time.Hour, c.SucceededRetention)
+	require.Equal(t, 7*24*time.Hour, c.FailedRetention)
+	require.Zero(t, c.TaskRetention)
+	require.Empty(t, c.Deprecations())
 	require.Equal(t, time.Hour, c.ResultRetention)
 	require.Equal(t, 8192, c.ResultMaxBytes)
 	require.Equal(t, 24*time.Hour, c.IdempotencyTTL)
@@ -86,7 +90,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 36)
+	require.Len(t, config.Names(), 38)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -119,6 +123,53 @@ func TestPrecedence(t *testing.T) {
 			require.Equal(t, tt.want, c.MaxQueueDepth)
 			require.Equal(t, tt.set, c.IsSet("DTQ_MAX_QUEUE_DEPTH"))
 			require.Equal(t, tt.set, c.IsSet("MAX_QUEUE_DEPTH"))
+		})
+	}
+}
+
+func TestRetentionVariables(t *testing.T) {
+	t.Parallel()
+	const day = 24 * time.Hour
+	tests := []struct {
+		name              string
+		env               map[string]string
+		succeeded, failed time.Duration
+		deprecated        bool
+		bad               string // the variable an error names
+	}{
+		{"defaults", nil, time.Hour, 7 * day, false, ""},
+		{"seconds", map[string]string{"DTQ_SUCCEEDED_RETENTION": "3600", "DTQ_FAILED_RETENTION": "86400"}, time.Hour, day, false, ""},
+		{"go syntax and days", map[string]string{"DTQ_SUCCEEDED_RETENTION": "90m", "DTQ_FAILED_RETENTION": "30d"}, 90 * time.Minute, 30 * day, false, ""},
+		{"zero keeps nothing", map[string]string{"DTQ_SUCCEEDED_RETENTION": "0"}, 0, 7 * day, false, ""},
+		{"alias sets both", map[string]string{"DTQ_TASK_RETENTION_S": "7200"}, 2 * time.Hour, 2 * time.Hour, true, ""},
+		{"explicit beats alias", map[string]string{"DTQ_TASK_RETENTION_S": "7200", "DTQ_FAILED_RETENTION": "1d"}, 2 * time.Hour, day, true, ""},
+		{"negative", map[string]string{"DTQ_SUCCEEDED_RETENTION": "-1s"}, 0, 0, false, "DTQ_SUCCEEDED_RETENTION"},
+		{"fraction of a second", map[string]string{"DTQ_FAILED_RETENTION": "1.5"}, 0, 0, false, "DTQ_FAILED_RETENTION"},
+		{"past 366 days", map[string]string{"DTQ_FAILED_RETENTION": "367d"}, 0, 0, false, "DTQ_FAILED_RETENTION"},
+		{"not a duration", map[string]string{"DTQ_SUCCEEDED_RETENTION": "a week"}, 0, 0, false, "DTQ_SUCCEEDED_RETENTION"},
+		{"alias out of range", map[string]string{"DTQ_TASK_RETENTION_S": "1h"}, 0, 0, false, "DTQ_TASK_RETENTION_S"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := load(t, tt.env)
+			if tt.bad != "" {
+				var cerr *config.Error
+				require.ErrorAs(t, err, &cerr)
+				require.Equal(t, tt.bad, cerr.Var)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.succeeded, c.SucceededRetention)
+			require.Equal(t, tt.failed, c.FailedRetention)
+			require.Equal(t, tt.deprecated, len(c.Deprecations()) == 1)
+			wc := c.WorkerConfig(false, nil)
+			if tt.succeeded == 0 {
+				require.Equal(t, dtq.NoRetention, wc.SucceededRetention)
+			} else {
+				require.Equal(t, tt.succeeded, wc.SucceededRetention)
+			}
+			require.Equal(t, wc.FailedRetention, c.AdminConfig().FailedRetention)
 		})
 	}
 }
@@ -259,7 +310,8 @@ func TestBadValues(t *testing.T) {
 		{"RETRY_MAX_DELAY", "NaN", "duration between"},
 		{"RETRY_JITTER", "1.5", "between 0 and 1"},
 		{"RETRY_JITTER", "-0.1", "between 0 and 1"},
-		{"TASK_RETENTION_S", "0", "between 1 and"},
+		{"TASK_RETENTION_S", "-1", "between 0 and"},
+		{"SUCCEEDED_RETENTION", "1w", "like 3600, 90m, 1h or 7d"},
 		{"RESULT_RETENTION_S", "1h", "whole number of seconds"},
 		{"RESULT_MAX_BYTES", "0", "between 1 and 16777216"},
 		{"IDEM_TTL_S", "x", "whole number of seconds"},
@@ -339,8 +391,6 @@ func TestCrossFieldRules(t *testing.T) {
 			"DTQ_HEARTBEAT_INTERVAL_S", "so at most 4"},
 		{"max delay under base delay", map[string]string{"DTQ_RETRY_BASE_DELAY": "10s", "DTQ_RETRY_MAX_DELAY": "5"}, nil,
 			"DTQ_RETRY_MAX_DELAY", "at least DTQ_RETRY_BASE_DELAY (10s)"},
-		{"idempotency ttl over retention", map[string]string{"DTQ_TASK_RETENTION_S": "3600"}, nil,
-			"DTQ_IDEM_TTL_S", "at most DTQ_TASK_RETENTION_S (3600)"},
 		{"legacy key reuses a secret", map[string]string{"DTQ_API_KEYS": "admin:ops:k1", "DTQ_API_KEY": "k1"}, nil,
 			"DTQ_API_KEY", "must differ"},
 	}

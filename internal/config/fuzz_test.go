@@ -38,7 +38,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		if c.HeartbeatInterval*3 > c.VisibilityTimeout || c.RetryMaxDelay < c.RetryBaseDelay || c.IdempotencyTTL > c.TaskRetention {
+		if c.HeartbeatInterval*3 > c.VisibilityTimeout || c.RetryMaxDelay < c.RetryBaseDelay {
 			t.Fatalf("%s=%q: cross-field rules not applied", name, value)
 		}
 		_ = c.ClientConfig()

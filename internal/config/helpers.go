@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/dtq-io/dtq"
 )
@@ -61,25 +62,26 @@ func (c *Config) NewLogger(w io.Writer) *slog.Logger {
 // RemoteConfig (below) derives the API's HTTP-worker settings from it.
 func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 	wc := &dtq.WorkerConfig{
-		KeyPrefix:         c.KeyPrefix,
-		Queues:            c.QueueWeights(),
-		Concurrency:       c.WorkerConcurrency,
-		WorkerID:          c.WorkerID,
-		VisibilityTimeout: c.VisibilityTimeout,
-		HeartbeatInterval: c.HeartbeatInterval,
-		RetryBaseDelay:    c.RetryBaseDelay,
-		RetryMaxDelay:     c.RetryMaxDelay,
-		RetryJitter:       c.RetryJitter,
-		TaskRetention:     c.TaskRetention,
-		ResultRetention:   c.ResultRetention,
-		ResultMaxBytes:    c.ResultMaxBytes,
-		DisableDLQ:        !c.DLQEnabled,
-		DLQMaxLen:         c.DLQMaxLen,
-		EventsMaxLen:      c.EventsMaxLen,
-		DrainTimeout:      c.DrainTimeout,
-		ReplicaAcks:       c.ReplicaAcks,
-		ReplicaAckTimeout: c.ReplicaAckTimeout,
-		Logger:            log,
+		KeyPrefix:          c.KeyPrefix,
+		Queues:             c.QueueWeights(),
+		Concurrency:        c.WorkerConcurrency,
+		WorkerID:           c.WorkerID,
+		VisibilityTimeout:  c.VisibilityTimeout,
+		HeartbeatInterval:  c.HeartbeatInterval,
+		RetryBaseDelay:     c.RetryBaseDelay,
+		RetryMaxDelay:      c.RetryMaxDelay,
+		RetryJitter:        c.RetryJitter,
+		SucceededRetention: retentionOf(c.SucceededRetention),
+		FailedRetention:    retentionOf(c.FailedRetention),
+		ResultRetention:    c.ResultRetention,
+		ResultMaxBytes:     c.ResultMaxBytes,
+		DisableDLQ:         !c.DLQEnabled,
+		DLQMaxLen:          c.DLQMaxLen,
+		EventsMaxLen:       c.EventsMaxLen,
+		DrainTimeout:       c.DrainTimeout,
+		ReplicaAcks:        c.ReplicaAcks,
+		ReplicaAckTimeout:  c.ReplicaAckTimeout,
+		Logger:             log,
 	}
 	if c.RetryJitter == 0 {
 		wc.RetryJitter = -1 // an explicit 0 means no jitter
@@ -93,11 +95,11 @@ func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 // AdminConfig returns the dtq.AdminConfig the configuration describes.
 func (c *Config) AdminConfig() *dtq.AdminConfig {
 	return &dtq.AdminConfig{
-		KeyPrefix:      c.KeyPrefix,
-		EventsMaxLen:   c.EventsMaxLen,
-		TaskRetention:  c.TaskRetention,
-		IdempotencyTTL: c.IdempotencyTTL,
-		DisableDLQ:     !c.DLQEnabled,
+		KeyPrefix:       c.KeyPrefix,
+		EventsMaxLen:    c.EventsMaxLen,
+		FailedRetention: retentionOf(c.FailedRetention),
+		IdempotencyTTL:  c.IdempotencyTTL,
+		DisableDLQ:      !c.DLQEnabled,
 
 		ReplicaAcks:       c.ReplicaAcks,
 		ReplicaAckTimeout: c.ReplicaAckTimeout,
@@ -111,4 +113,13 @@ func (c *Config) RemoteConfig(log *slog.Logger) *dtq.WorkerConfig {
 	wc := c.WorkerConfig(false, log)
 	wc.WorkerID, wc.Queues = "", nil
 	return wc
+}
+
+// retentionOf is a configured retention as the library takes it: 0 (keep
+// nothing) is dtq.NoRetention, since a zero field means "the default".
+func retentionOf(d time.Duration) time.Duration {
+	if d == 0 {
+		return dtq.NoRetention
+	}
+	return d
 }

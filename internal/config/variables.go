@@ -126,13 +126,23 @@ var variables = []variable{
 			c.RetryJitter = f
 			return nil
 		}},
-	{name: "TASK_RETENTION_S", kind: "seconds", def: "604800", usage: "how long a finished task is kept",
-		parse: seconds(1, maxRetentionS, func(c *Config) *time.Duration { return &c.TaskRetention })},
+	{name: "SUCCEEDED_RETENTION", kind: "duration", def: "1h", usage: "how long a succeeded task is kept (0 = deleted as it finishes)",
+		parse: retention(func(c *Config) *time.Duration { return &c.SucceededRetention })},
+	{name: "FAILED_RETENTION", kind: "duration", def: "7d",
+		usage: "how long a failed, dead-lettered (out of the DLQ), cancelled or expired task is kept (0 = deleted as it finishes)",
+		parse: retention(func(c *Config) *time.Duration { return &c.FailedRetention })},
+	{name: "TASK_RETENTION_S", kind: "seconds", def: "", usage: "deprecated: sets DTQ_SUCCEEDED_RETENTION and DTQ_FAILED_RETENTION where not given",
+		parse: func(c *Config, s string) error {
+			if s == "" {
+				return nil
+			}
+			return seconds(0, maxRetentionS, func(c *Config) *time.Duration { return &c.TaskRetention })(c, s)
+		}},
 	{name: "RESULT_RETENTION_S", kind: "seconds", def: "3600", usage: "how long a task's result is kept",
 		parse: seconds(1, maxRetentionS, func(c *Config) *time.Duration { return &c.ResultRetention })},
 	{name: "RESULT_MAX_BYTES", kind: "int", def: "8192", usage: "largest stored result; larger ones are flagged truncated",
 		parse: intIn(1, maxResult, func(c *Config) *int { return &c.ResultMaxBytes })},
-	{name: "IDEM_TTL_S", kind: "seconds", def: "86400", usage: "idempotency record lifetime, at most the task retention",
+	{name: "IDEM_TTL_S", kind: "seconds", def: "86400", usage: "idempotency record lifetime (a keyed task is kept at least as long)",
 		parse: seconds(1, maxRetentionS, func(c *Config) *time.Duration { return &c.IdempotencyTTL })},
 	{name: "DRAIN_TIMEOUT_S", kind: "seconds", def: "30", usage: "how long a stopping worker waits for running handlers",
 		parse: seconds(1, maxDrainS, func(c *Config) *time.Duration { return &c.DrainTimeout })},
@@ -258,6 +268,31 @@ func duration(lo, hi time.Duration, field func(*Config) *time.Duration) func(*Co
 		d, err := ParseDuration(s)
 		if err != nil || d < lo || d > hi {
 			return fmt.Errorf("must be a duration between %s and %s, like 1.5s, 250ms or 1.5 (seconds)", lo, hi)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// retention accepts what duration does, plus whole days (7d), from 0 (keep
+// nothing) up to 366 days.
+func retention(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		s = strings.TrimSpace(s)
+		var d time.Duration
+		var err error
+		if days, ok := strings.CutSuffix(s, "d"); ok {
+			var n int64
+			n, err = strconv.ParseInt(days, 10, 64)
+			d = time.Duration(n) * 24 * time.Hour
+			if n > maxRetentionS/86400 {
+				err = fmt.Errorf("too long")
+			}
+		} else {
+			d, err = ParseDuration(s)
+		}
+		if err != nil || d < 0 || d > maxRetentionS*time.Second || d%time.Second != 0 {
+			return fmt.Errorf("must be whole seconds from 0 to 366 days, like 3600, 90m, 1h or 7d (0 deletes a task as it finishes)")
 		}
 		*field(c) = d
 		return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // SysQueue names the stream of worker events in event ids, cursors and the
@@ -168,6 +169,10 @@ type entry struct {
 	ord    int64  // its ordinal in the stream (see store.go), or unknownOrd
 }
 
+// maxTSOffset bounds a task event's ts offset (see event_ts in _lib.lua):
+// anything larger is an epoch-ms time.
+const maxTSOffset = 100_000_000_000
+
 // decodeEntry turns a stream entry of queue's stream into an entry. Fields
 // the scripts did not write stay empty; a missing or bad ts falls back to
 // the entry id's time.
@@ -187,8 +192,12 @@ func decodeEntry(queue string, m redis.XMessage) (*entry, error) {
 	}
 	env.Attempt, _ = strconv.Atoi(str("attempt"))
 	ms, err := strconv.ParseInt(str("ts"), 10, 64)
-	if err != nil {
+	switch {
+	case err != nil:
 		ms = int64(id.ms)
+	case ms > -maxTSOffset && ms < maxTSOffset && env.TaskID != "":
+		// A task's event stores ts as ms since the time in the task id.
+		ms += rdb.TaskIDTime(env.TaskID).UnixMilli()
 	}
 	env.TS = time.UnixMilli(ms)
 	data, err := env.MarshalJSON()

@@ -581,6 +581,20 @@ func run(t *testing.T, sc scenario) {
 	// Flow control gave back every slot it took, once.
 	require.Zero(t, r.direct.HLen(ctx, keys.KeyRunning(queue)).Val(), "key slots left taken")
 	require.Contains(t, []string{"", "0"}, r.direct.Get(ctx, keys.Held(queue)).Val(), "held tasks left")
+	// Retention started once per finished task: a finalize sent again
+	// never counts a task twice.
+	finished := map[string]int64{}
+	iter := r.direct.Scan(ctx, 0, keys.TaskPrefix(queue)+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if st := r.direct.HGet(ctx, iter.Val(), "status").Val(); terminal(dtqtype.Status(st)) && st != "dead_lettered" {
+			finished[st]++
+		}
+	}
+	require.NoError(t, iter.Err())
+	qi, err := r.insp.GetQueue(ctx, queue)
+	require.NoError(t, err)
+	delete(qi.Retained, "dead_lettered") // counted once out of the DLQ; the DLQ holds them here
+	require.Equal(t, finished, qi.Retained, "retained counts")
 }
 
 func signalContext() (context.Context, context.CancelFunc) {

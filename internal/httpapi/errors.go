@@ -185,6 +185,10 @@ func classify(err error) *apiError {
 	case errors.Is(err, dtq.ErrNotReplicated):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis did not replicate the write to enough replicas in time; it may not have happened: retry (with the same idempotency key for a submission)"}
+	case redis.IsOOMError(err):
+		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
+			message: "Redis is out of memory (it reached maxmemory and evicts nothing): nothing was written; " +
+				"retry later, and have an operator raise maxmemory or shorten DTQ_SUCCEEDED_RETENTION / DTQ_FAILED_RETENTION"}
 	case redisUnavailable(err):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis is unavailable; retry later"}

@@ -59,7 +59,15 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			message: msg, details: map[string]any{"check": check}})
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+	// Memory is reported, never failed on: a full Redis refuses writes but
+	// still serves reads and finalizes, and restarting the API would not help.
+	body := map[string]any{"status": "ready"}
+	if m, err := s.cfg.Inspector.RedisMemory(ctx); err == nil {
+		if warn := dtq.MemoryWarnings(m); len(warn) > 0 {
+			body["warnings"] = warn
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, body)
 }
 
 // openAPI is GET /api/v1/openapi.json.

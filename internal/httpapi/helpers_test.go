@@ -34,6 +34,8 @@ type options struct {
 	allowedHosts []string
 	// metricsMaxQueues is Config.MetricsMaxQueues.
 	metricsMaxQueues int
+	// redis is the Redis to use; nil means a fresh prefix on the shared server.
+	redis *redistest.Setup
 }
 
 // bundle is what an API test needs: the server behind a real listener, a
@@ -55,7 +57,10 @@ type bundle struct {
 
 func setup(t testing.TB, o options) *bundle {
 	t.Helper()
-	s := redistest.New(t)
+	s := o.redis
+	if s == nil {
+		s = redistest.New(t)
+	}
 	cfg := &dtq.ClientConfig{KeyPrefix: s.Prefix, MaxPayloadBytes: testPayloadLimit}
 	if o.client != nil {
 		o.client(cfg)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -83,6 +84,8 @@ func (am *apiMetrics) observeSubmit(res *dtq.SubmitResult, err error) {
 		am.m.Rejected.WithLabelValues("in_progress").Inc()
 	case errors.Is(err, dtq.ErrIdempotencyKeyMismatch):
 		am.m.Rejected.WithLabelValues("key_mismatch").Inc()
+	case redis.IsOOMError(err):
+		am.m.Rejected.WithLabelValues("redis_oom").Inc()
 	}
 }
 
@@ -100,6 +103,12 @@ var (
 	descPaused    = prometheus.NewDesc("dtq_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil)
 	descWorkers   = prometheus.NewDesc("dtq_workers_active", "Workers with a recent heartbeat.", nil, nil)
 	descUp        = prometheus.NewDesc("dtq_redis_up", "1 when the last scrape could read Redis.", nil, nil)
+	descRetained  = prometheus.NewDesc("dtq_retained_tasks",
+		"Finished tasks kept until their retention ends, by status (dead letters in the DLQ are in dtq_queue_dlq).",
+		[]string{"queue", "status"}, nil)
+	descMemUsed     = prometheus.NewDesc("dtq_redis_used_memory_bytes", "Redis used_memory (summed over a Cluster's masters).", nil, nil)
+	descMemMax      = prometheus.NewDesc("dtq_redis_maxmemory_bytes", "Redis maxmemory (summed over a Cluster's masters); 0 = none set.", nil, nil)
+	descSumRetained = prometheus.NewDesc("dtq_all_queues_retained", "Finished tasks kept, over all queues.", nil, nil)
 
 	descQueues        = prometheus.NewDesc("dtq_queues_registered", "Queues in the registry.", nil, nil)
 	descQueuesOmitted = prometheus.NewDesc("dtq_metrics_queues_omitted", "Registered queues without per-queue gauges here (beyond DTQ_METRICS_MAX_QUEUES).", nil, nil)
@@ -121,7 +130,8 @@ type queueCollector struct {
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descReady, descPending, descScheduled, descDLQ, descPaused, descWorkers, descUp,
-		descQueues, descQueuesOmitted, descSumDepth, descSumRunning, descSumScheduled, descSumDLQ, descSumPaused} {
+		descQueues, descQueuesOmitted, descSumDepth, descSumRunning, descSumScheduled, descSumDLQ, descSumPaused,
+		descRetained, descMemUsed, descMemMax, descSumRetained} {
 		ch <- d
 	}
 }
@@ -145,6 +155,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSumScheduled, float64(total.Scheduled))
 	gauge(descSumDLQ, float64(total.DLQ))
 	gauge(descSumPaused, float64(total.Paused))
+	gauge(descSumRetained, float64(total.Retained))
+	if m, err := c.in.RedisMemory(ctx); err == nil && m != nil {
+		gauge(descMemUsed, float64(m.UsedBytes))
+		gauge(descMemMax, float64(m.MaxBytes))
+	}
 	for _, q := range listed {
 		gauge(descDepth, float64(q.Depth), q.Name)
 		gauge(descReady, float64(q.ReadyTotal), q.Name)
@@ -156,6 +171,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		gauge(descPaused, paused, q.Name)
+		for status, n := range q.Retained {
+			gauge(descRetained, float64(n), q.Name, status)
+		}
 	}
 	workers, err := c.in.ListWorkers(ctx)
 	if err == nil {

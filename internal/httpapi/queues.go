@@ -14,6 +14,9 @@ type queueListPage struct {
 	Items      []*dtqtype.QueueInfo `json:"items"`
 	NextCursor *string              `json:"next_cursor"`
 	Totals     *dtqtype.QueueTotals `json:"totals,omitempty"`
+	// RedisMemory, on the first page, is Redis's memory use, when Redis
+	// reports it.
+	RedisMemory *dtqtype.RedisMemory `json:"redis_memory,omitempty"`
 }
 
 // listQueues is GET /api/v1/queues?limit=&cursor=: queues by name, a page
@@ -53,6 +56,10 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.Totals = &t
+		if p.RedisMemory, err = s.cfg.Inspector.RedisMemory(r.Context()); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	s.writeJSON(w, r, http.StatusOK, p)
 }

@@ -25,7 +25,14 @@ func TestQueuesRead(t *testing.T) {
 	b := setup(t, options{})
 	res := b.do(t, http.MethodGet, "/api/v1/queues", "")
 	require.Equal(t, http.StatusOK, res.status)
-	require.JSONEq(t, `{"items":[],"next_cursor":null,"totals":{"queues":0,"depth":0,"running":0,"scheduled":0,"dlq":0,"paused":0}}`, string(res.body))
+	var first map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(res.body, &first))
+	require.JSONEq(t, `[]`, string(first["items"]))
+	require.JSONEq(t, `null`, string(first["next_cursor"]))
+	require.JSONEq(t, `{"queues":0,"depth":0,"running":0,"scheduled":0,"dlq":0,"paused":0,"retained":0}`, string(first["totals"]))
+	var mem dtqtype.RedisMemory
+	require.NoError(t, json.Unmarshal(first["redis_memory"], &mem), "the first page shows Redis's memory")
+	require.Positive(t, mem.UsedBytes)
 
 	for p := range 3 {
 		b.submit(t, dtq.Submission{Type: "echo", Queue: "ops", Priority: dtq.Priority(7 + p)})
@@ -52,7 +59,7 @@ func TestQueuesRead(t *testing.T) {
 	var raw map[string]json.RawMessage
 	res.decode(t, &raw)
 	require.ElementsMatch(t, []string{"queue", "depth", "ready", "ready_total", "running", "pending", "scheduled",
-		"paused", "dlq", "live_workers", "unserved", "throughput"}, keysOf(raw))
+		"paused", "dlq", "live_workers", "unserved", "throughput", "retained"}, keysOf(raw))
 
 	for _, q := range []string{"never-used", "Not_Valid", "%20"} {
 		b.do(t, http.MethodGet, "/api/v1/queues/"+q, "").requireError(t, http.StatusNotFound, codeQueueNotFound, "")

@@ -210,7 +210,15 @@ func TestReady(t *testing.T) {
 	b := setup(t, options{keys: []APIKey{AdminKey("s3cret")}})
 	res := b.do(t, http.MethodGet, "/ready", "")
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
-	require.JSONEq(t, `{"status":"ready"}`, string(res.body))
+	// The test server sets no maxmemory: ready, with a warning.
+	var body struct {
+		Status   string   `json:"status"`
+		Warnings []string `json:"warnings"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &body))
+	require.Equal(t, "ready", body.Status)
+	require.Len(t, body.Warnings, 1)
+	require.Contains(t, body.Warnings[0], "no maxmemory set")
 }
 
 // downServer is an API whose Redis address refuses connections.

@@ -109,7 +109,7 @@ func TestHTTPWorkerStaleTokenWritesNothing(t *testing.T) {
 	// Another worker takes the task over once the lease has run out (the
 	// reclaim runs with a clock a minute ahead).
 	r := rdb.New(b.rc, b.prefix)
-	s := &rdb.WorkerSettings{WorkerID: "thief", Lease: time.Minute, EventsMaxLen: 1000, TaskRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
+	s := &rdb.WorkerSettings{WorkerID: "thief", Lease: time.Minute, EventsMaxLen: 1000, SucceededRetention: time.Hour, FailedRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
 	took, err := r.Reclaim(b.ctx, "img", s, 1, time.Now().Add(time.Minute), "n1", nil)
 	require.NoError(t, err)
 	require.Len(t, took, 1)

@@ -1,6 +1,7 @@
 // Package maintenance runs a worker's background services for each queue it
 // serves: the promoter (due pending/retrying tasks into their streams), the
-// expiry sweeper, and (through Run, from the worker) the reclaimer. All
+// expiry sweeper, the tidier (what finished tasks leave behind), and
+// (through Run, from the worker) the reclaimer. All
 // share one lifecycle: call a step, call again at once while the step was
 // full, else sleep until it is next needed, and back off after errors. Any
 // number of workers may run them at once without a leader, because every
@@ -108,6 +109,30 @@ func RunPromoter(ctx context.Context, cfg Config, queue string) {
 // RunSweeper expires overdue tasks of queue until ctx ends, like RunPromoter.
 func RunSweeper(ctx context.Context, cfg Config, queue string) {
 	Run(ctx, cfg.service("expiry sweep", queue, cfg.RDB.SweepExpired))
+}
+
+// Tidier pacing: one call of rdb.TidyBatch ids a second while walking the
+// recent index, then a rest once the walk reached its end.
+const (
+	tidyStep = time.Second
+	tidyRest = time.Minute
+)
+
+// RunTidier runs queue's tidy pass until ctx ends (see rdb.Tidy): it walks
+// the recent index at a steady pace, dropping the ids of tasks whose
+// retention ended, and prunes ended retained-count buckets.
+func RunTidier(ctx context.Context, cfg Config, queue string) {
+	Run(ctx, Service{Name: "tidy", Queue: queue, Logger: cfg.Logger, MaxSleep: tidyRest,
+		Step: func(ctx context.Context) (Result, error) {
+			res, err := cfg.RDB.Tidy(ctx, queue, cfg.Clock())
+			if err != nil {
+				return Result{}, err
+			}
+			if res.Wrapped {
+				return Result{Wait: tidyRest}, nil
+			}
+			return Result{Wait: tidyStep}, nil
+		}})
 }
 
 type step func(ctx context.Context, queue string, s *rdb.WorkerSettings, now time.Time) (rdb.Progress, error)

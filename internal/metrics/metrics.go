@@ -74,7 +74,7 @@ func NewAPI(reg prometheus.Registerer) *API {
 		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dtq_tasks_submitted_total",
 			Help: "Tasks created by submissions (replays not counted)."}, []string{"queue"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dtq_tasks_rejected_total",
-			Help: "Submissions refused, by reason (invalid, too_large, unknown_type, queue_full, in_progress, key_mismatch)."}, []string{"reason"}),
+			Help: "Submissions refused, by reason (invalid, too_large, unknown_type, queue_full, in_progress, key_mismatch, redis_oom)."}, []string{"reason"}),
 		Requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dtq_http_request_duration_seconds",
 			Help: "HTTP API request durations.", Buckets: DurationBuckets}, []string{"route", "code"}),
 	}

@@ -11,11 +11,14 @@ import (
 
 // AdminSettings are the limits the admin scripts apply.
 type AdminSettings struct {
-	EventsMaxLen   int64
-	TaskRetention  time.Duration
-	IdempotencyTTL time.Duration
-	DLQEnabled     bool
-	AuditMaxLen    int64
+	EventsMaxLen int64
+	// FailedRetention is how long a task the admin ends (cancelled, or
+	// discarded from the DLQ) is kept, unless its own retention says
+	// otherwise; 0 deletes it at once.
+	FailedRetention time.Duration
+	IdempotencyTTL  time.Duration
+	DLQEnabled      bool
+	AuditMaxLen     int64
 }
 
 // Admin outcomes shared by several scripts.
@@ -32,8 +35,8 @@ func (r *RDB) CancelTask(ctx context.Context, queue, id string, s *AdminSettings
 	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Expiry(queue), k.Events(queue),
 		k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
 	_, cluster := r.c.(*redis.ClusterClient)
-	v, err := r.run(ctx, "cancel", keys, now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
-		int64(s.TaskRetention/time.Second), k.CancelChannel(queue), boolArg(cluster), reason).StringSlice()
+	v, err := r.run(ctx, "cancel", append(keys, k.Retained(queue)), now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
+		seconds(s.FailedRetention), k.CancelChannel(queue), boolArg(cluster), reason).StringSlice()
 	return outcome(v, err)
 }
 
@@ -59,9 +62,10 @@ func (r *RDB) RunNow(ctx context.Context, queue, id string, s *AdminSettings, no
 }
 
 // DeleteTask removes a terminal task.
-func (r *RDB) DeleteTask(ctx context.Context, queue, id string) (string, string, error) {
+func (r *RDB) DeleteTask(ctx context.Context, queue, id string, now time.Time) (string, string, error) {
 	k := r.keys
-	v, err := r.run(ctx, "delete_task", []string{k.Task(queue, id), k.Result(queue, id), k.Recent(queue), k.DLQ(queue)}, id).StringSlice()
+	v, err := r.run(ctx, "delete_task", []string{k.Task(queue, id), k.Result(queue, id), k.Recent(queue), k.DLQ(queue),
+		k.Retained(queue)}, id, now.UnixMilli()).StringSlice()
 	return outcome(v, err)
 }
 
@@ -73,9 +77,9 @@ func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, no
 	for b := NumBands - 1; b >= 0; b-- {
 		start := "-"
 		for {
-			v, err := r.run(ctx, "purge_band", []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue)},
-				now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen,
-				int64(s.TaskRetention/time.Second)).Slice()
+			v, err := r.run(ctx, "purge_band", []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue),
+				k.Retained(queue)}, now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue),
+				s.EventsMaxLen, seconds(s.FailedRetention)).Slice()
 			if err != nil {
 				return total, err
 			}
@@ -113,7 +117,8 @@ func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 
 func (r *RDB) dlqKeys(queue string) []string {
 	k := r.keys
-	return append(append([]string{k.DLQ(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...), k.Expiry(queue))
+	return append(append([]string{k.DLQ(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...), k.Expiry(queue),
+		k.Retained(queue))
 }
 
 // DLQRequeue requeues one task of the DLQ index as a fresh start
@@ -136,7 +141,7 @@ func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSett
 		deadline = strconv.FormatInt(expiresAt.UnixMilli(), 10)
 	}
 	return r.run(ctx, "dlq_one", r.dlqKeys(queue), now.UnixMilli(), action, id, k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second),
+		k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
 		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled), deadline, AttemptsCap).Text()
 }
 
@@ -151,7 +156,7 @@ type DLQBulkResult struct {
 func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, taskType, errorClass string, s *AdminSettings, now time.Time) (DLQBulkResult, error) {
 	k := r.keys
 	v, err := r.run(ctx, "dlq_bulk", r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second),
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
 		int64(s.IdempotencyTTL/time.Second), AttemptsCap).Int64Slice()
 	if err != nil {
 		return DLQBulkResult{}, err

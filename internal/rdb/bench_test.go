@@ -54,7 +54,7 @@ func BenchmarkClaimSucceed(b *testing.B) {
 		b.Fatal(err)
 	}
 	ws := &WorkerSettings{WorkerID: "bench", Lease: 30 * time.Second, EventsMaxLen: 100000,
-		TaskRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 1000}
+		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 1000}
 	const batch = 32
 	b.ResetTimer()
 	for i := 0; i < b.N; i += batch {
@@ -96,7 +96,7 @@ func BenchmarkLifecycleScripts(b *testing.B) {
 		b.Fatal(err)
 	}
 	ws := &WorkerSettings{WorkerID: "bench", Lease: 30 * time.Second, EventsMaxLen: 100000,
-		TaskRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 1000}
+		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 1000}
 	// The first, one-task round only sizes b.N: no dumps there.
 	dumps := os.Getenv("DTQ_SCRIPT_COST_DUMPS") != "" && b.N > 1
 	phase := func(name string) {

@@ -19,6 +19,7 @@ func atoi64(s string) int64 {
 // decodeTask turns a task hash (see docs/redis-keys.md) into a TaskInfo.
 // result is the result key's value, nil when absent.
 func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.TaskInfo {
+	done := unpackDone(id, h)
 	t := &dtqtype.TaskInfo{
 		ID:               id,
 		Queue:            queue,
@@ -61,6 +62,19 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		e.RetryDelayMS = &d
 	}
 	t.Attempts = decodeHistory(h)
+	if done {
+		// The compact record folds the attempt that succeeded into done.
+		t.Attempts = append(t.Attempts, dtqtype.AttemptRecord{Attempt: t.Attempt, WorkerID: e.WorkerID,
+			StartedAt: e.StartedAt, FinishedAt: e.FinishedAt, DurationMS: *e.DurationMS, Outcome: "succeeded"})
+		if h["keep"] != "1" {
+			t.Payload, t.Metadata, t.PayloadDropped = nil, nil, true
+		}
+	}
+	if v, ok := h["ret"]; ok {
+		n := atoi64(v)
+		t.RetentionSeconds = &n
+	}
+	t.KeepPayload = h["keep"] == "1"
 	switch {
 	case result != nil:
 		t.Result = json.RawMessage(*result)
@@ -68,6 +82,31 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		t.ResultExpired = true
 	}
 	return t
+}
+
+// unpackDone spreads a succeeded task's packed field (see succeed.lua),
+// "attempt,priority,max_attempts,timeout_ms,created-id,started-created,
+// finished-started[,worker id]" (times as ms offsets; id is the time in the
+// task id), into the fields it replaced. It reports whether h had one.
+func unpackDone(id string, h map[string]string) bool {
+	v, ok := h["done"]
+	if !ok {
+		return false
+	}
+	p := strings.SplitN(v, ",", 8)
+	if len(p) < 7 {
+		return false
+	}
+	created := TaskIDTime(id).UnixMilli() + atoi64(p[4])
+	started := created + atoi64(p[5])
+	h["attempt"], h["priority"], h["max_attempts"], h["timeout_ms"] = p[0], p[1], p[2], p[3]
+	h["created_at"] = strconv.FormatInt(created, 10)
+	h["started_at"] = strconv.FormatInt(started, 10)
+	h["finished_at"] = strconv.FormatInt(started+atoi64(p[6]), 10)
+	if len(p) == 8 {
+		h["worker_id"] = p[7]
+	}
+	return true
 }
 
 func orDefault(s, def string) string {

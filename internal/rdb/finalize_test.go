@@ -11,7 +11,7 @@ import (
 )
 
 var testSettings = &WorkerSettings{WorkerID: "w1", Lease: 30 * time.Second, EventsMaxLen: 1000,
-	TaskRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
+	SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
 
 // claimOne ingests a task of queue q (changed by mod) and claims it as w1.
 func (b *testRDB) claimOne(t *testing.T, q string, mod func(*NewTask)) ClaimedTask {
@@ -104,7 +104,7 @@ func TestFinalizeSentAgainAnswersAsTheFirstTime(t *testing.T) {
 func TestCancelWinsOverRetryAndDeadLetter(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
-	as := &AdminSettings{EventsMaxLen: 1000, TaskRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
+	as := &AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
 	for _, q := range []string{"retry", "dead"} {
 		ct := b.claimOne(t, q, nil)
 		out, _, err := b.r.CancelTask(b.ctx, q, ct.ID, as, b.now, "test")
@@ -238,7 +238,7 @@ func TestDLQRequeueIsAFreshStart(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
 	ctx, r := b.ctx, b.r
-	as := &AdminSettings{EventsMaxLen: 1000, TaskRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
+	as := &AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
 	ct := b.claimOne(t, "q", func(nt *NewTask) {
 		nt.MaxAttempts = 3
 		nt.ExpiresAt = b.now.Add(2 * time.Second).UnixMilli()

@@ -25,6 +25,8 @@ type NewTask struct {
 	IdemTTL        int64  // seconds the idempotency record lives
 	CreatedAt      int64  // epoch ms
 	ConcurrencyKey string // "" = none
+	Retention      int64  // seconds kept once finished; 0 = the workers' setting, -1 = none
+	KeepPayload    bool   // keep payload and metadata once succeeded
 }
 
 // IngestOutcome says what Ingest did with one task.
@@ -66,7 +68,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 	for b := 0; b < NumBands; b++ {
 		keys = append(keys, k.Stream(queue, b))
 	}
-	args := make([]any, 0, 7+14*len(tasks))
+	args := make([]any, 0, 7+16*len(tasks))
 	args = append(args, now.UnixMilli(), opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
 		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks))
 	for i := range tasks {
@@ -85,8 +87,19 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		if string(meta) == "{}" {
 			meta = nil
 		}
+		ret, keep := "", ""
+		switch {
+		case t.Retention > 0:
+			ret = strconv.FormatInt(t.Retention, 10)
+		case t.Retention < 0:
+			ret = "0"
+		}
+		if t.KeepPayload {
+			keep = "1"
+		}
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
-			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey)
+			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
+			ret, keep)
 	}
 	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
 	if err != nil {

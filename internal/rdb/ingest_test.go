@@ -96,13 +96,17 @@ func TestIngestQueuedTask(t *testing.T) {
 	require.Equal(t, time.Duration(-1), b.c.TTL(b.ctx, b.keys.Task("q", nt.ID)).Val())
 
 	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
-	require.Equal(t, []string{nt.ID}, b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
+	require.Equal(t, []string{recentMember(nt.ID)}, b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
 	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Schedule("q")).Val())
 	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Expiry("q")).Val())
 	evs, err := b.c.XRange(b.ctx, b.keys.Events("q"), "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
-	require.Equal(t, map[string]any{"type": "TASK_QUEUED", "task_id": nt.ID, "task_type": "echo", "attempt": "1", "ts": ms}, evs[0].Values)
+	// Every entry has the same fields; a task event's ts counts from the
+	// time in its id.
+	tsOffset := strconv.FormatInt(b.now.UnixMilli()-TaskIDTime(nt.ID).UnixMilli(), 10)
+	require.Equal(t, map[string]any{"type": "TASK_QUEUED", "task_id": nt.ID, "task_type": "echo", "attempt": "1",
+		"ts": tsOffset, "worker_id": "", "meta": ""}, evs[0].Values)
 }
 
 func TestIngestDelayedExpiringKeyedTask(t *testing.T) {
@@ -237,7 +241,7 @@ func TestIngestRecentIndexIsCapped(t *testing.T) {
 	var ids []string
 	for range 5 {
 		nt := b.task(t, "q", "")
-		ids = append(ids, nt.ID)
+		ids = append(ids, recentMember(nt.ID))
 		b.ingest(t, "q", nt)
 	}
 	require.Equal(t, ids[2:], b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val(), "the newest ids stay")

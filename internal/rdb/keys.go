@@ -70,6 +70,14 @@ func (k Keys) Depth(queue string) string { return k.q("depth", queue) }
 // Recent is the capped index of task ids of queue, for listing newest first.
 func (k Keys) Recent(queue string) string { return k.q("recent", queue) }
 
+// Retained counts the finished tasks of queue whose retention runs, by
+// status and the minute (or hour) their retention ends: field
+// <status>:<bucket end, epoch s> -> count.
+func (k Keys) Retained(queue string) string { return k.q("retained", queue) }
+
+// Tidy holds where the tidy pass over queue's recent index resumes.
+func (k Keys) Tidy(queue string) string { return k.q("tidy", queue) }
+
 // DLQ is the dead-letter index of queue (ZSET task id → failed_at).
 func (k Keys) DLQ(queue string) string { return k.q("dlq", queue) }
 

@@ -28,6 +28,9 @@ type QueueStats struct {
 	DLQ       int64
 	Minutes   []MinuteStats // the last few minutes, oldest first
 	Limits    Limits        // flow-control limits; zero when none are set
+	// Retained counts the finished tasks whose retention runs, by status
+	// (statuses with none left out).
+	Retained map[string]int64
 }
 
 // MinuteStats are the per-minute counters the scripts keep.
@@ -75,6 +78,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	paused := pipe.Exists(ctx, k.Paused(queue))
 	dlq := pipe.ZCard(ctx, k.DLQ(queue))
 	limits := pipe.HGetAll(ctx, k.Limits(queue))
+	retained := pipe.HGetAll(ctx, k.Retained(queue))
 	first := minuteOf(now) - int64(minutes) + 1
 	mins := make([]*redis.MapStringStringCmd, minutes)
 	for i := range mins {
@@ -99,6 +103,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 		return nil, err
 	}
 	qs.Limits = parseLimits(limits.Val())
+	qs.Retained = retainedCounts(retained.Val(), now)
 	for i, m := range mins {
 		ms := MinuteStats{Minute: first + int64(i), Counts: map[string]int64{}}
 		for f, v := range m.Val() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,12 +19,13 @@ type QueueSize struct {
 	Scheduled int64 // pending (delayed) and retrying
 	DLQ       int64
 	Paused    bool
+	Retained  int64 // finished tasks whose retention runs (see retainedCounts)
 }
 
 // QueueSizes reads the sizes of queues, in the order given, with one
 // pipeline. Metrics and list totals use it to cover every queue without
 // reading each queue's streams.
-func (r *RDB) QueueSizes(ctx context.Context, queues []string) ([]QueueSize, error) {
+func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([]QueueSize, error) {
 	if len(queues) == 0 {
 		return nil, nil
 	}
@@ -32,12 +34,14 @@ func (r *RDB) QueueSizes(ctx context.Context, queues []string) ([]QueueSize, err
 		depth             *redis.StringCmd
 		lease, sched, dlq *redis.IntCmd
 		paused            *redis.IntCmd
+		retained          *redis.MapStringStringCmd
 	}
 	pipe := r.c.Pipeline()
 	cs := make([]cmds, len(queues))
 	for i, q := range queues {
 		cs[i] = cmds{depth: pipe.Get(ctx, k.Depth(q)), lease: pipe.ZCard(ctx, k.Lease(q)),
-			sched: pipe.ZCard(ctx, k.Schedule(q)), dlq: pipe.ZCard(ctx, k.DLQ(q)), paused: pipe.Exists(ctx, k.Paused(q))}
+			sched: pipe.ZCard(ctx, k.Schedule(q)), dlq: pipe.ZCard(ctx, k.DLQ(q)), paused: pipe.Exists(ctx, k.Paused(q)),
+			retained: pipe.HGetAll(ctx, k.Retained(q))}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
@@ -47,6 +51,9 @@ func (r *RDB) QueueSizes(ctx context.Context, queues []string) ([]QueueSize, err
 		c := cs[i]
 		out[i] = QueueSize{Name: q, Running: c.lease.Val(), Scheduled: c.sched.Val(), DLQ: c.dlq.Val(), Paused: c.paused.Val() == 1}
 		out[i].Depth, _ = strconv.ParseInt(c.depth.Val(), 10, 64)
+		for _, n := range retainedCounts(c.retained.Val(), now) {
+			out[i].Retained += n
+		}
 	}
 	return out, nil
 }

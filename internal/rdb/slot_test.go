@@ -170,7 +170,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	now := time.Now()
 	opt := IngestOptions{MaxDepth: 100, EventsMaxLen: 1000, RecentCap: 1000}
 	ws := &WorkerSettings{WorkerID: "w1", Lease: 30 * time.Second, EventsMaxLen: 1000,
-		TaskRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
+		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
 	fenceOK := func(err error) {
 		t.Helper()
 		if !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrCancelWon) {
@@ -243,7 +243,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	refs := []LeaseRef{{got[0].ID, got[0].Attempt}, {got[1].ID, got[1].Attempt}}
 	_, err = r.RenewLeases(ctx, "emails", ws, now, refs)
 	require.NoError(t, err)
-	as := &AdminSettings{EventsMaxLen: 1000, TaskRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true, AuditMaxLen: 100}
+	as := &AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true, AuditMaxLen: 100}
 	_, _, err = r.CancelTask(ctx, "emails", got[0].ID, as, now, "test") // running: a cancel request
 	require.NoError(t, err)
 	fenceOK(r.FinishRetry(ctx, finish(got[0], now), ws, time.Second, "Boom", "stopped")) // the cancel wins
@@ -266,7 +266,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 		_, err = r.DLQBulk(ctx, "emails", action, 0, "", "", as, now)
 		require.NoError(t, err)
 	}
-	_, _, err = r.DeleteTask(ctx, "emails", pendingPlain)
+	_, _, err = r.DeleteTask(ctx, "emails", pendingPlain, now)
 	require.NoError(t, err)
 	_, err = r.SetPaused(ctx, "emails", true, as, now, "admin")
 	require.NoError(t, err)
@@ -275,6 +275,8 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	_, err = r.PurgeQueue(ctx, "emails", as, now)
 	require.NoError(t, err)
 	_, _, err = r.Recount(ctx, "emails")
+	require.NoError(t, err)
+	_, err = r.Tidy(ctx, "emails", now.Add(2*time.Hour))
 	require.NoError(t, err)
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
 

@@ -39,7 +39,7 @@ func TestBandStreamsHoldOnlyUndelivered(t *testing.T) {
 	require.EqualValues(t, 3, b.c.XLen(ctx, stream).Val())
 
 	ws := &WorkerSettings{WorkerID: "w1", Lease: 30 * time.Second, EventsMaxLen: 1000,
-		TaskRetention: time.Hour, ResultRetention: time.Hour}
+		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour}
 	cr, err := r.Claim(ctx, "q", ws, 2, b.now, "")
 	require.NoError(t, err)
 	require.Len(t, cr.Tasks, 2)

@@ -1,9 +1,11 @@
 package rdb
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -82,4 +84,44 @@ func TaskIDTime(id string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:])))
+}
+
+// The recent index holds ids without their last four digits, which are
+// the queue's number and so the same in every id of one queue's index: 28
+// bytes fit Redis a smaller allocation than 32.
+const recentMemberLen = 28
+
+// recentMember is id as the recent index holds it.
+func recentMember(id string) string {
+	if len(id) < recentMemberLen {
+		return id
+	}
+	return id[:recentMemberLen]
+}
+
+// idSuffix is the last four digits of every task id of the queue numbered num.
+func idSuffix(num uint16) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[num>>12], digits[num>>8&0xf], digits[num>>4&0xf], digits[num&0xf]})
+}
+
+// idSuffixes returns idSuffix of each queue's registry number, read in one
+// command; a queue not in the registry gets "".
+func (r *RDB) idSuffixes(ctx context.Context, queues []string) ([]string, error) {
+	out := make([]string, len(queues))
+	if len(queues) == 0 {
+		return out, nil
+	}
+	vals, err := r.c.HMGet(ctx, r.keys.Queues(), queues...).Result()
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			if n, err := strconv.ParseUint(s, 10, 16); err == nil {
+				out[i] = idSuffix(uint16(n))
+			}
+		}
+	}
+	return out, nil
 }

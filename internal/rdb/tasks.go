@@ -82,7 +82,11 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 	}
 	start := "+"
 	if f.Cursor != "" {
-		start = "(" + f.Cursor
+		start = "(" + recentMember(f.Cursor)
+	}
+	suffixes, err := r.idSuffixes(ctx, queues)
+	if err != nil {
+		return nil, "", err
 	}
 
 	// Newest ids of each queue below the cursor, merged by id (ids sort by time).
@@ -97,7 +101,11 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 	type cand struct{ id, queue string }
 	var cands []cand
 	for i, c := range cmds {
-		for _, id := range c.Val() {
+		for _, m := range c.Val() {
+			id := m
+			if len(m) == recentMemberLen {
+				id += suffixes[i]
+			}
 			cands = append(cands, cand{id, queues[i]})
 		}
 	}

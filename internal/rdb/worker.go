@@ -20,14 +20,22 @@ const AttemptsCap = 20
 
 // WorkerSettings are the limits the worker-side scripts apply.
 type WorkerSettings struct {
-	WorkerID        string
-	Lease           time.Duration // DTQ_VISIBILITY_TIMEOUT_S
-	EventsMaxLen    int64
-	TaskRetention   time.Duration
-	ResultRetention time.Duration
-	DLQEnabled      bool
-	DLQMaxLen       int64
+	WorkerID     string
+	Lease        time.Duration // DTQ_VISIBILITY_TIMEOUT_S
+	EventsMaxLen int64
+	// SucceededRetention and FailedRetention are how long a finished task
+	// is kept (failed: also dead-lettered out of the DLQ index, cancelled
+	// and expired); 0 deletes it as it finishes. A task's own retention
+	// (Submission.Retention) wins over them.
+	SucceededRetention time.Duration
+	FailedRetention    time.Duration
+	ResultRetention    time.Duration
+	DLQEnabled         bool
+	DLQMaxLen          int64
 }
+
+// seconds is d in whole seconds, the unit the scripts take retentions in.
+func seconds(d time.Duration) int64 { return int64(d / time.Second) }
 
 // ErrLeaseLost is returned by a finalize whose fence refused it: the task is
 // no longer running under this worker and attempt.
@@ -104,9 +112,9 @@ func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max in
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
 		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	keys = append(keys, k.Limits(queue), k.Rate(queue), k.KeyRunning(queue), k.Held(queue), k.Limited(queue))
+	keys = append(keys, k.Limits(queue), k.Rate(queue), k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Retained(queue))
 	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, int64(s.TaskRetention/time.Second), nonce,
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention), nonce,
 		k.KeyWaitPrefix(queue)).Slice()
 	if err != nil {
 		return nil, err
@@ -200,7 +208,7 @@ func (r *RDB) limitKeys(queue string) []string {
 
 func (r *RDB) finishArgs(a *FinishArgs, s *WorkerSettings) []any {
 	return []any{a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
-		r.keys.IdempotencyPrefix(a.Queue), s.EventsMaxLen, int64(s.TaskRetention / time.Second), AttemptsCap}
+		r.keys.IdempotencyPrefix(a.Queue), s.EventsMaxLen, seconds(s.FailedRetention), AttemptsCap}
 }
 
 func fenced(v string, err error) error {
@@ -233,9 +241,9 @@ type Success struct {
 func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettings, now time.Time, tasks []Success) ([]error, error) {
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	keys = append(keys, r.limitKeys(queue)...)
+	keys = append(append(keys, r.limitKeys(queue)...), k.Retained(queue))
 	args := []any{now.UnixMilli(), s.WorkerID, Group, k.IdempotencyPrefix(queue), s.EventsMaxLen,
-		int64(s.TaskRetention / time.Second), int64(s.ResultRetention / time.Second), AttemptsCap, len(tasks),
+		seconds(s.SucceededRetention), seconds(s.ResultRetention), len(tasks),
 		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
 	for _, t := range tasks {
 		keys = append(keys, k.Task(queue, t.ID), k.Result(queue, t.ID))
@@ -264,7 +272,7 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 // FinishRetry schedules another attempt after delay.
 func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
 	keys := append(r.finishKeys(a), r.keys.Schedule(a.Queue), r.keys.Expiry(a.Queue))
-	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
+	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
 	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg, r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue))
 	return fenced(r.run(ctx, "retry", keys, args...).Text())
 }
@@ -273,7 +281,7 @@ func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings,
 // is off.
 func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, class, msg string, retryable bool) error {
 	keys := append(r.finishKeys(a), r.keys.DLQ(a.Queue))
-	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
+	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
 	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
 		r.keys.TaskPrefix(a.Queue), boolArg(retryable), r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue))
 	return fenced(r.run(ctx, "dead", keys, args...).Text())
@@ -339,10 +347,10 @@ func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room
 	k := r.keys
 	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.DLQ(queue),
 		k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	keys = append(keys, r.limitKeys(queue)...)
+	keys = append(append(keys, r.limitKeys(queue)...), k.Retained(queue))
 	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), room, s.EventsMaxLen,
-		int64(s.TaskRetention / time.Second), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce,
+		seconds(s.FailedRetention), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce,
 		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
 	for _, l := range mine {
 		args = append(args, l.ID, l.Attempt)
@@ -368,16 +376,16 @@ type Progress struct {
 func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
 	keys := append([]string{k.Schedule(queue), k.Expiry(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
-	return r.countAndNext(r.run(ctx, "promote", keys, now.UnixMilli(), k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, int64(s.TaskRetention/time.Second)))
+	return r.countAndNext(r.run(ctx, "promote", append(keys, k.Retained(queue)), now.UnixMilli(), k.TaskPrefix(queue),
+		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention)))
 }
 
 // SweepExpired expires overdue pending/queued/retrying tasks of queue.
 func (r *RDB) SweepExpired(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
 	keys := append([]string{k.Expiry(queue), k.Schedule(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
-	return r.countAndNext(r.run(ctx, "sweep_expired", keys, now.UnixMilli(), k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, int64(s.TaskRetention/time.Second)))
+	return r.countAndNext(r.run(ctx, "sweep_expired", append(keys, k.Retained(queue)), now.UnixMilli(), k.TaskPrefix(queue),
+		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention)))
 }
 
 func (r *RDB) countAndNext(cmd *redis.Cmd) (Progress, error) {

@@ -5,22 +5,35 @@
 
 local ev_buf = {} -- emit's argument list, refilled on every call
 
--- emit appends one lifecycle event to a queue's event stream. The fields go
--- through one reused table: hot scripts emit once per task.
+local ts_small = {}
+
+-- event_ts is an event's ts field: for a task's event, the ms since the time
+-- in its id (its creation), a small integer Redis stores in one to four
+-- bytes where an epoch-ms time takes nine; else now itself. Readers tell
+-- them apart by size: an offset is under 1e11 ms (three years).
+local function event_ts(tid, now)
+  local id_ms = tid ~= '' and tonumber(string.sub(tid, 1, 12), 16)
+  if not id_ms then return now end
+  local d = tonumber(now) - id_ms
+  if d >= 0 and d < 4096 then
+    local s = ts_small[d]
+    if not s then s = tostring(d); ts_small[d] = s end
+    return s
+  end
+  return string.format('%d', d)
+end
+
+-- emit appends one lifecycle event to a queue's event stream. Every entry
+-- has the same seven fields in the same order (worker_id and meta empty
+-- when there are none): Redis then stores the field names once per stream
+-- node instead of once per entry. The fields go through one reused table:
+-- hot scripts emit once per task.
 local function emit(events_key, maxlen, etype, tid, ttype, attempt, now, worker, meta)
   local ev = ev_buf
   ev[1], ev[2], ev[3], ev[4], ev[5], ev[6] = 'type', etype, 'task_id', tid, 'task_type', ttype
-  ev[7], ev[8], ev[9], ev[10] = 'attempt', attempt or 0, 'ts', now
-  local n = 10
-  if worker and worker ~= '' then
-    ev[n + 1], ev[n + 2] = 'worker_id', worker
-    n = n + 2
-  end
-  if meta and meta ~= '' then
-    ev[n + 1], ev[n + 2] = 'meta', meta
-    n = n + 2
-  end
-  return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev, 1, n))
+  ev[7], ev[8], ev[9], ev[10] = 'attempt', attempt or 0, 'ts', event_ts(tid, now)
+  ev[11], ev[12], ev[13], ev[14] = 'worker_id', worker or '', 'meta', meta or ''
+  return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev, 1, 14))
 end
 
 -- idem_set moves a task's idempotency record to state, but only while the
@@ -90,6 +103,62 @@ local function stats_flush(stats_key, acc)
   for field, n in pairs(acc) do stat(stats_key, field, n) end
 end
 
+-- retained_field names the retained-counts field of a task that ended with
+-- status and is kept until end_ms: status:<end of its bucket, epoch s>,
+-- with buckets of gran ms (see retention_gran).
+local function retained_field(status, end_ms, gran)
+  return status .. ':' .. string.format('%d', math.ceil(end_ms / gran) * gran / 1000)
+end
+
+-- retention_gran is the bucket size for a retention of ms: a minute, or an
+-- hour past 6 h, so the retained hash holds a few hundred fields per status
+-- however many tasks it counts.
+local function retention_gran(ms)
+  return ms <= 21600000 and 60000 or 3600000
+end
+
+-- retain starts the retention of a task that just ended with status: its
+-- own retention (field ret, seconds, given at submission) or else
+-- default_s. A task with an idempotency key is kept at least as long as its
+-- record, so that a replay still finds it. A retention of 0 deletes the
+-- task at once. A kept task is counted in the queue's retained hash under
+-- its status and retention bucket; acc, when given, gathers the counts for
+-- one HINCRBY per field at the end of a batch (see flush_retained).
+-- r: retained (hash key), idem_prefix, now (ms). h holds ret and idem_key
+-- when the caller read them (nil: read here). Returns the retention in ms,
+-- 0 when the task was deleted.
+local function retain(r, tk, status, default_s, h, acc)
+  local ret, ikey
+  if h then
+    ret, ikey = h.ret, h.idem_key
+  else
+    local v = redis.call('HMGET', tk, 'ret', 'idem_key')
+    ret, ikey = v[1], v[2]
+  end
+  local ms = tonumber(ret or default_s) * 1000
+  if ikey and ikey ~= '' then
+    local left = redis.call('PTTL', r.idem_prefix .. ikey)
+    if left > ms then ms = left end
+  end
+  if ms <= 0 then
+    redis.call('DEL', tk)
+    return 0
+  end
+  redis.call('PEXPIRE', tk, ms)
+  local field = retained_field(status, tonumber(r.now) + ms, retention_gran(ms))
+  if acc then
+    acc[field] = (acc[field] or 0) + 1
+  else
+    redis.call('HINCRBY', r.retained, field, 1)
+  end
+  return ms
+end
+
+-- flush_retained writes the counts retain gathered in acc.
+local function flush_retained(r, acc)
+  for field, n in pairs(acc) do redis.call('HINCRBY', r.retained, field, n) end
+end
+
 -- expire_task moves a not-yet-started task to expired: removes its stream or
 -- schedule entry and index entries, decrements depth, emits TASK_EXPIRED,
 -- marks its idempotency record failed and starts retention.
@@ -106,7 +175,7 @@ local function expire_task(c, tid, h)
   redis.call('DECR', c.depth)
   emit(c.events, c.events_maxlen, 'TASK_EXPIRED', tid, h.type, h.attempt, c.now, '', '')
   idem_set(c.idem_prefix, h.idem_key, tid, 'failed', c.now)
-  redis.call('EXPIRE', tk, c.retention)
+  retain(c, tk, 'expired', c.retention, nil)
 end
 
 -- later_ms reports whether epoch-ms text a is after b, without turning
@@ -210,6 +279,16 @@ local function landed(task_key, h, attempt, worker, outcomes)
     if string.find(rec, '"outcome":"' .. o .. '"', 1, true) then return o end
   end
   return nil
+end
+
+-- succeeded_by tells whether a succeeded task's compact record (see
+-- succeed.lua) names this attempt and worker: a success sent again after
+-- its reply was lost. h is the task's fields.
+local function succeeded_by(h, attempt, worker)
+  local d = h.done
+  if not d or string.match(d, '^(%d+),') ~= attempt then return false end
+  local w = h.worker_id or string.match(d, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(.*)$')
+  return w == worker
 end
 
 -- trim_history_to keeps the newest keep attempt records of a task hash (all
@@ -343,10 +422,10 @@ end
 local function cancel_running(f, h, err_msg)
   local dur = finish_attempt(f, h, 'cancelled', 'cancelled', 'Cancelled', err_msg, {'retryable', '0'})
   redis.call('HDEL', f.task_key, 'retry_delay_ms', 'stream_id')
-  redis.call('EXPIRE', f.task_key, f.retention)
   emit(f.events, f.events_maxlen, 'TASK_CANCELLED', f.tid, h.type, h.attempt, f.now, h.worker_id,
     cjson.encode({reason = 'cancel requested while running'}))
   idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
+  retain(f, f.task_key, 'cancelled', f.retention, nil)
   release_entry(f, h)
   release_key(f.l, h)
   wake_limited(f.l)
@@ -373,13 +452,12 @@ local function bury(f, h, err_class, err_msg, retryable)
     if over > 0 then
       local dropped = redis.call('ZPOPMIN', f.dlq_key, over)
       for i = 1, #dropped, 2 do
-        redis.call('EXPIRE', f.task_prefix .. dropped[i], f.retention)
+        retain(f, f.task_prefix .. dropped[i], 'dead_lettered', f.retention, nil)
       end
     end
-  else
-    redis.call('EXPIRE', f.task_key, f.retention)
   end
   idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
+  if not f.dlq then retain(f, f.task_key, 'failed', f.retention, nil) end
   release_entry(f, h)
   release_key(f.l, h)
   wake_limited(f.l)
@@ -475,6 +553,6 @@ local function dlq_discard_one(c, tid)
   end
   meta.discarded = true
   redis.call('HSET', tk, 'metadata', cjson.encode(meta))
-  redis.call('EXPIRE', tk, c.retention)
+  retain(c, tk, 'dead_lettered', c.retention, nil)
   return 'discarded'
 end

@@ -9,17 +9,18 @@
 --
 -- KEYS[1] task hash   KEYS[2] schedule ZSET  KEYS[3] expiry ZSET
 -- KEYS[4] event stream  KEYS[5] depth counter  KEYS[6] stats hash (minute)
--- KEYS[7..16] band streams p0..p9
+-- KEYS[7..16] band streams p0..p9  KEYS[17] retained counts hash
 --
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] idempotency key prefix
--- ARGV[4] events maxlen  ARGV[5] retention (s)  ARGV[6] cancel channel
+-- ARGV[4] events maxlen  ARGV[5] failed retention (s)  ARGV[6] cancel channel
 -- ARGV[7] "1" to publish with SPUBLISH (Redis Cluster)  ARGV[8] reason
 --
 -- Returns {"cancelled"} | {"already_cancelled"} | {"requested"} |
 -- {"already_requested"} | {"terminal", status} | {"not_found"}.
 
 local now, tid = tonumber(ARGV[1]), ARGV[2]
-local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id'})
+local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id',
+  'ret'})
 local st = h.status
 if not st then return {'not_found'} end
 if st == 'cancelled' then return {'already_cancelled'} end -- cancelling twice is not an error
@@ -44,6 +45,6 @@ redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now)
 redis.call('DECR', KEYS[5])
 emit(KEYS[4], ARGV[4], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = ARGV[8], previous_status = st}))
 idem_set(ARGV[3], h.idem_key, tid, 'failed', now)
-redis.call('EXPIRE', KEYS[1], ARGV[5])
+retain({retained = KEYS[17], idem_prefix = ARGV[3], now = now}, KEYS[1], 'cancelled', ARGV[5], h)
 stat(KEYS[6], 'cancelled', 1)
 return {'cancelled'}

@@ -18,10 +18,11 @@
 -- KEYS[8..17] band streams p0..p9
 -- KEYS[18] limits hash      KEYS[19] rate state (GCRA arrival time)
 -- KEYS[20] key-running hash KEYS[21] held counter  KEYS[22] limited flag
+-- KEYS[23] retained counts hash
 --
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
--- ARGV[7] idempotency key prefix  ARGV[8] events maxlen   ARGV[9] retention (s)
+-- ARGV[7] idempotency key prefix  ARGV[8] events maxlen   ARGV[9] failed retention (s)
 -- ARGV[10] call nonce: a call sent again with the same arguments after its
 --          reply was lost answers the tasks its first run started (see
 --          replayed) instead of starting more
@@ -103,7 +104,7 @@ for b = 0, 9 do streams[b] = KEYS[8 + b] end
 local c = {
   now = now, task_prefix = ARGV[6], idem_prefix = ARGV[7], events = KEYS[4],
   events_maxlen = ARGV[8], retention = ARGV[9], streams = streams,
-  schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5],
+  schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5], retained = KEYS[23],
 }
 local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
   'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',

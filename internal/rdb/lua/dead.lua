@@ -14,10 +14,11 @@
 -- KEYS[7] DLQ index ZSET
 -- KEYS[8..11] key-running hash, held counter, limited flag, wake stream
 -- KEYS[12..21] band streams p0..p9
+-- KEYS[22] retained counts hash
 --
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
 -- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
--- ARGV[8] task retention (s)  ARGV[9] attempts history cap
+-- ARGV[8] failed retention (s)  ARGV[9] attempts history cap
 -- ARGV[10] error class  ARGV[11] error message  ARGV[12] "1" = DLQ enabled
 -- ARGV[13] DLQ maxlen   ARGV[14] task key prefix  ARGV[15] "1" = retryable error
 -- ARGV[16] key wait list prefix  ARGV[17] task key prefix
@@ -26,10 +27,12 @@
 
 local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], dlq_key = KEYS[7], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5],
-  idem_prefix = ARGV[6], events_maxlen = ARGV[7], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
+  idem_prefix = ARGV[6], events_maxlen = ARGV[7], retained = KEYS[22], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
   dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14], l = limit_keys(8, 12, 16)}
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
 if not h then
+  -- Gone: it ended, kept for 0 s (a call sent again after its reply was lost).
+  if not seen.status then return 'ok' end
   local done = landed(KEYS[1], seen, ARGV[3], ARGV[4], {'dead_lettered', 'failed', 'cancelled'})
   if done == 'cancelled' then return done end
   return done and 'ok' or 'lease_lost'

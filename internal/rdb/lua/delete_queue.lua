@@ -2,7 +2,7 @@
 -- empty. A queue is empty when it holds no live task (depth counter,
 -- schedule, leases, expiry index, band streams and their delivered entries)
 -- and no dead-letter entry. Finished task hashes, results and per-minute
--- stats are left to their TTLs. Freeing the registry number is a separate
+-- stats are left to their TTLs; their retained counts and tidy cursor go. Freeing the registry number is a separate
 -- script on the global registry (unregister_queue), run after this one.
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
@@ -10,6 +10,7 @@
 -- KEYS[5]  dead-letter index        KEYS[6]  recent index ZSET
 -- KEYS[7]  event stream             KEYS[8]  paused flag
 -- KEYS[9..18] band streams p0..p9
+-- KEYS[19] retained counts hash     KEYS[20] tidy cursor
 --
 -- ARGV[1] consumer group name
 --

@@ -1,9 +1,10 @@
 -- delete_task: remove a terminal task: its hash, result and index entries.
 -- An idempotency record still naming it becomes stale (its next use creates a
--- new task).
+-- new task). A task whose retention had started leaves the retained counts.
 --
 -- KEYS[1] task hash  KEYS[2] result key  KEYS[3] recent index  KEYS[4] DLQ index
--- ARGV[1] task id
+-- KEYS[5] retained counts hash
+-- ARGV[1] task id  ARGV[2] now (ms)
 --
 -- Returns {"deleted"} | {"conflict", status} | {"not_found"}.
 
@@ -12,7 +13,18 @@ if not st then return {'not_found'} end
 if st ~= 'succeeded' and st ~= 'failed' and st ~= 'dead_lettered' and st ~= 'cancelled' and st ~= 'expired' then
   return {'conflict', st}
 end
+local left = redis.call('PTTL', KEYS[1])
+if left > 0 then
+  -- The bucket retain chose: a minute one, or an hour one for long retentions.
+  for _, gran in ipairs({60000, 3600000}) do
+    local field = retained_field(st, tonumber(ARGV[2]) + left, gran)
+    if tonumber(redis.call('HGET', KEYS[5], field) or '0') > 0 then
+      if redis.call('HINCRBY', KEYS[5], field, -1) <= 0 then redis.call('HDEL', KEYS[5], field) end
+      break
+    end
+  end
+end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[3], string.sub(ARGV[1], 1, 28), ARGV[1]) -- an older version kept whole ids
 redis.call('ZREM', KEYS[4], ARGV[1])
 return {'deleted'}

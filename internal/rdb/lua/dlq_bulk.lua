@@ -5,10 +5,11 @@
 --
 -- KEYS[1] DLQ index  KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4..13] band streams p0..p9  KEYS[14] expiry ZSET
+-- KEYS[15] retained counts hash
 -- ARGV[1] now (ms)  ARGV[2] "requeue" | "discard"  ARGV[3] offset
 -- ARGV[4] max entries (<= 500)  ARGV[5] task type filter ("" = any)
 -- ARGV[6] error class filter ("" = any)  ARGV[7] task key prefix
--- ARGV[8] idempotency key prefix  ARGV[9] events maxlen  ARGV[10] retention (s)
+-- ARGV[8] idempotency key prefix  ARGV[9] events maxlen  ARGV[10] failed retention (s)
 -- ARGV[11] idempotency TTL (s)  ARGV[12] attempts history cap
 -- A requeued task starts afresh without a deadline (see dlq_requeue_one).
 --
@@ -18,7 +19,7 @@ local streams = {}
 for b = 0, 9 do streams[b] = KEYS[4 + b] end
 local c = {now = tonumber(ARGV[1]), task_prefix = ARGV[7], idem_prefix = ARGV[8], dlq = KEYS[1],
   events = KEYS[2], events_maxlen = ARGV[9], depth = KEYS[3], streams = streams,
-  retention = ARGV[10], idem_ttl = ARGV[11], allow_failed = false, expiry = KEYS[14],
+  retained = KEYS[15], retention = ARGV[10], idem_ttl = ARGV[11], allow_failed = false, expiry = KEYS[14],
   expires_at = '', attempts_cap = tonumber(ARGV[12])}
 local offset, max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ids = redis.call('ZREVRANGE', KEYS[1], offset, offset + max - 1)

@@ -7,7 +7,8 @@
 -- first write. A replay writes nothing.
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
--- KEYS[3]  expiry ZSET              KEYS[4]  recent index ZSET
+-- KEYS[3]  expiry ZSET              KEYS[4]  recent index ZSET (ids
+--                                   without their last four digits)
 -- KEYS[5]  event stream             KEYS[6..15] band streams p0..p9
 -- then per task i (base = 16 + 2*(i-1)):
 -- KEYS[base]   task hash            KEYS[base+1] idempotency record (the task
@@ -17,10 +18,11 @@
 -- ARGV[3] events maxlen             ARGV[4] recent index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks
--- then per task i (base = 8 + 14*(i-1)): id, type, payload, priority,
+-- then per task i (base = 8 + 16*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint, record TTL (s),
--- created_at, concurrency key ("" = none)
+-- created_at, concurrency key ("" = none), retention once finished (s; ""
+-- = the workers' setting), "1" to keep the payload once succeeded
 --
 -- Returns one reply per task:
 --   {"created", id, status}
@@ -48,13 +50,13 @@ local band_key = {['0'] = KEYS[6], ['1'] = KEYS[7], ['2'] = KEYS[8], ['3'] = KEY
 
 for i = 1, n do
   local kb = 16 + 2 * (i - 1)
-  local ab = 8 + 14 * (i - 1)
+  local ab = 8 + 16 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
   local ikey, available_at, expires_at = ARGV[ab + 6], ARGV[ab + 7], ARGV[ab + 8]
   local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
-  local created_at, ckey = ARGV[ab + 12], ARGV[ab + 13]
+  local created_at, ckey, ret, keep = ARGV[ab + 12], ARGV[ab + 13], ARGV[ab + 14], ARGV[ab + 15]
 
   local reply = nil
   if ikey ~= '' then
@@ -121,6 +123,14 @@ for i = 1, n do
       f[nf + 1], f[nf + 2] = 'ckey', ckey
       nf = nf + 2
     end
+    if ret ~= '' then
+      f[nf + 1], f[nf + 2] = 'ret', ret
+      nf = nf + 2
+    end
+    if keep == '1' then
+      f[nf + 1], f[nf + 2] = 'keep', '1'
+      nf = nf + 2
+    end
     -- The stream entry id is part of the hash, so the entry is added first;
     -- inside the script the order cannot be observed.
     if delayed then
@@ -136,7 +146,9 @@ for i = 1, n do
     end
 
     recent[#recent + 1] = '0'
-    recent[#recent + 1] = id
+    -- The id without its last four digits, the queue's number (the same in
+    -- every id of the queue): 28 bytes fit a smaller allocation than 32.
+    recent[#recent + 1] = string.sub(id, 1, 28)
     depth = depth + 1
 
     emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '')

@@ -6,9 +6,10 @@
 --
 -- KEYS[1] schedule ZSET  KEYS[2] expiry ZSET  KEYS[3] event stream
 -- KEYS[4] depth counter  KEYS[5..14] band streams p0..p9
+-- KEYS[15] retained counts hash
 --
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
--- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] retention (s)
+-- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
 --
 -- Returns {moved, next_due, examined} where next_due is the earliest remaining
 -- due time (ms), or -1 when the schedule is empty, and examined the entries
@@ -20,7 +21,7 @@ local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
 local c = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[1],
-  expiry = KEYS[2], depth = KEYS[4]}
+  expiry = KEYS[2], depth = KEYS[4], retained = KEYS[15]}
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local moved = 0

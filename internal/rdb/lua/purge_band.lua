@@ -2,10 +2,10 @@
 -- most N entries examined per call, resuming after a stream id.
 --
 -- KEYS[1] band stream  KEYS[2] expiry ZSET  KEYS[3] event stream
--- KEYS[4] depth counter
+-- KEYS[4] depth counter  KEYS[5] retained counts hash
 -- ARGV[1] now (ms)  ARGV[2] start after this stream id ("-" = beginning)
 -- ARGV[3] max entries  ARGV[4] task key prefix  ARGV[5] idempotency key prefix
--- ARGV[6] events maxlen  ARGV[7] retention (s)
+-- ARGV[6] events maxlen  ARGV[7] failed retention (s)
 --
 -- Returns {cancelled, last id examined or ""}: "" means the band is done.
 
@@ -13,11 +13,12 @@ local now = tonumber(ARGV[1])
 local start = ARGV[2] == '-' and '-' or ('(' .. ARGV[2])
 local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', tonumber(ARGV[3]))
 local n, last = 0, ''
+local r = {retained = KEYS[5], idem_prefix = ARGV[5], now = now}
 for _, e in ipairs(entries) do
   local eid, tid = e[1], e[2][2]
   last = eid
   local tk = ARGV[4] .. tid
-  local h = hget_map(tk, {'status', 'stream_id', 'type', 'attempt', 'idem_key'})
+  local h = hget_map(tk, {'status', 'stream_id', 'type', 'attempt', 'idem_key', 'ret'})
   if h.status == 'queued' and h.stream_id == eid then
     redis.call('XDEL', KEYS[1], eid)
     redis.call('HDEL', tk, 'stream_id')
@@ -26,7 +27,7 @@ for _, e in ipairs(entries) do
     redis.call('DECR', KEYS[4])
     emit(KEYS[3], ARGV[6], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = 'queue purged'}))
     idem_set(ARGV[5], h.idem_key, tid, 'failed', now)
-    redis.call('EXPIRE', tk, ARGV[7])
+    retain(r, tk, 'cancelled', ARGV[7], h)
     n = n + 1
   end
 end

@@ -16,10 +16,11 @@
 -- KEYS[4] DLQ index     KEYS[5] stats hash (minute)
 -- KEYS[6..15] band streams p0..p9
 -- KEYS[16..19] key-running hash, held counter, limited flag, wake stream
+-- KEYS[20] retained counts hash
 --
 -- ARGV[1] now (ms)  ARGV[2] lease duration (ms)  ARGV[3] reclaiming worker id
 -- ARGV[4] group     ARGV[5] task key prefix       ARGV[6] idempotency key prefix
--- ARGV[7] max tasks to take over   ARGV[8] events maxlen   ARGV[9] retention (s)
+-- ARGV[7] max tasks to take over   ARGV[8] events maxlen   ARGV[9] failed retention (s)
 -- ARGV[10] attempts history cap    ARGV[11] "1" = DLQ enabled  ARGV[12] DLQ maxlen
 -- ARGV[13] call nonce (see replayed)
 -- ARGV[14] key wait list prefix  ARGV[15] task key prefix
@@ -50,7 +51,7 @@ for _, tid in ipairs(expired) do
   local h = hget_map(tk, fields)
   local f = {task_key = tk, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
     stats = KEYS[5], stream = KEYS[6 + tonumber(h.priority or '0')], now = now, tid = tid, group = ARGV[4],
-    idem_prefix = ARGV[6], events_maxlen = ARGV[8], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
+    idem_prefix = ARGV[6], events_maxlen = ARGV[8], retained = KEYS[20], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
     dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5], l = lk}
   if h.status ~= 'running' then
     redis.call('ZREM', KEYS[1], tid) -- stale lease of a task that moved on

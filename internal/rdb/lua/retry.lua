@@ -12,11 +12,11 @@
 -- KEYS[7] schedule ZSET  KEYS[8] expiry ZSET
 -- KEYS[9..12] key-running hash, held counter, limited flag, wake stream
 -- KEYS[13..22] band streams p0..p9 (a task held on the same concurrency
--- key goes back to its own band)
+-- key goes back to its own band)  KEYS[23] retained counts hash
 --
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
 -- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
--- ARGV[8] task retention (s)  ARGV[9] attempts history cap
+-- ARGV[8] failed retention (s)  ARGV[9] attempts history cap
 -- ARGV[10] retry delay (ms)  ARGV[11] error class  ARGV[12] error message
 -- ARGV[13] key wait list prefix  ARGV[14] task key prefix
 --
@@ -24,7 +24,7 @@
 
 local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],
-  events_maxlen = ARGV[7], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]), l = limit_keys(9, 13, 13)}
+  events_maxlen = ARGV[7], retained = KEYS[23], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]), l = limit_keys(9, 13, 13)}
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
 if not h then
   local done = landed(KEYS[1], seen, ARGV[3], ARGV[4], {'retry', 'cancelled'})

@@ -2,23 +2,35 @@
 -- of one queue per call. Each task is fenced on status running + attempt +
 -- worker; a task whose fence fails is skipped (its worker lost the lease).
 -- A task whose success by this worker and attempt is already recorded (a
--- call whose reply was lost, sent again) answers 2 and writes nothing.
--- Per task, in order: task hash (succeeded, history, retention TTL, the
--- error fields of an earlier attempt cleared) ->
--- TASK_SUCCEEDED -> result key -> idempotency record (completed). Then for
--- the whole call: XACK of the stream entries (claim trimmed their data),
--- lease removal, depth and stats.
+-- call whose reply was lost, sent again) answers 2 and writes nothing; so
+-- does a task already gone (kept for 0 s).
+-- Per task, in order: task hash (rebuilt compact, see below; retention
+-- starts) -> TASK_SUCCEEDED -> result key -> idempotency record
+-- (completed). Then for the whole call: XACK of the stream entries (claim
+-- trimmed their data), lease removal, depth, stats and retained counts.
+--
+-- The succeeded hash keeps what replays, the dashboard and operators read:
+-- status, type and one packed field, done = "attempt,priority,
+-- max_attempts,timeout_ms,created-id,started-created,finished-started
+-- [,worker id]" with times as offsets in ms (id: the time in the task id,
+-- nearly always created_at itself) and the worker id in its own field when
+-- done would pass 64 bytes; plus the optional fields the task has. Payload and metadata
+-- go unless the task was submitted with keep_payload; this attempt's
+-- record is done itself, earlier attempts' records stay. The hash is
+-- deleted and written anew: a hash that grew into a hashtable (a payload
+-- over hash-max-listpack-value) never turns back into a listpack.
 --
 -- KEYS[1] lease ZSET  KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4] stats hash (minute)  KEYS[5..14] band streams p0..p9
 -- KEYS[15..18] key-running hash, held counter, limited flag, wake stream
--- then per task i: KEYS[19 + 2*(i-1)] task hash, KEYS[20 + 2*(i-1)] result key
+-- KEYS[19] retained counts hash
+-- then per task i: KEYS[20 + 2*(i-1)] task hash, KEYS[21 + 2*(i-1)] result key
 --
 -- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] group
--- ARGV[4] idempotency key prefix  ARGV[5] events maxlen  ARGV[6] retention (s)
--- ARGV[7] result retention (s)  ARGV[8] attempts history cap  ARGV[9] tasks
--- ARGV[10] key wait list prefix  ARGV[11] task key prefix
--- then per task i (base = 12 + 4*(i-1)): task id, attempt, result JSON
+-- ARGV[4] idempotency key prefix  ARGV[5] events maxlen
+-- ARGV[6] succeeded retention (s)  ARGV[7] result retention (s)
+-- ARGV[8] tasks  ARGV[9] key wait list prefix  ARGV[10] task key prefix
+-- then per task i (base = 11 + 4*(i-1)): task id, attempt, result JSON
 -- ("" = none), "1" when the result was too large to keep
 --
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
@@ -27,50 +39,67 @@
 -- text is a costly float formatting, once per task.
 local now_s, worker, group = ARGV[1], ARGV[2], ARGV[3]
 local now = tonumber(now_s)
-local n = tonumber(ARGV[9])
+local n = tonumber(ARGV[8])
+local result_ms = tonumber(ARGV[7]) * 1000
 local out, acks, leases, done = {}, {}, {}, 0
-local acc = {}
-local fields = {} -- each task's HSET arguments, refilled
-local history_cap = tonumber(ARGV[8])
--- What a success needs of the task: fewer fields than fence_fields.
-local need = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
-  'cancel_requested', 'priority', 'previous_attempts', 'error_class', 'ckey'}
-local lk = limit_keys(15, 5, 10)
-local succeeded = {'succeeded'}
-local h_buf = {}
+local acc, kept = {}, {}
+local lk = limit_keys(15, 5, 9)
+local r = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
+-- Fields the compact hash drops: folded into done, or not needed once the
+-- task succeeded. Everything else (optional fields, earlier attempts'
+-- records) is kept.
+local drop = {status = true, type = true, attempt = true, priority = true, max_attempts = true,
+  timeout_ms = true, created_at = true, started_at = true, finished_at = true, worker_id = true,
+  stream_id = true, claim = true, fingerprint = true, error_class = true, error_message = true,
+  retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true}
 for i = 1, n do
-  local tk, rk = KEYS[19 + 2 * (i - 1)], KEYS[20 + 2 * (i - 1)]
-  local ab = 12 + 4 * (i - 1)
+  local tk, rk = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
+  local ab = 11 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
-  local h, seen = fence(tk, attempt, worker, need, h_buf)
-  if not h then
-    out[i] = (seen.status == 'succeeded' and landed(tk, seen, attempt, worker, succeeded)) and 2 or 0
+  local flat = redis.call('HGETALL', tk)
+  local h = {}
+  for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
+  if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
+    local again = h.status == nil or (h.status == 'succeeded' and succeeded_by(h, attempt, worker))
+    out[i] = again and 2 or 0
   else
     out[i] = 1
     done = done + 1
     local started = h.started_at or now_s
+    local created = tonumber(h.created_at or started)
     local dur = math.max(0, now - tonumber(started))
     local dur_s = itoa(dur)
-    local hf, hv = history_field(h, worker, started, now_s, 'succeeded', '', '', dur_s)
-    fields[1], fields[2], fields[3], fields[4], fields[5], fields[6] = 'status', 'succeeded', 'finished_at', now_s, hf, hv
-    local nf = 6
+    local id_ms = tonumber(string.sub(tid, 1, 12), 16) or created
+    local packed = h.attempt .. ',' .. h.priority .. ',' .. (h.max_attempts or '1') .. ',' ..
+      (h.timeout_ms or '0') .. ',' .. string.format('%d', created - id_ms) .. ',' ..
+      itoa(math.max(0, tonumber(started) - created)) .. ',' .. dur_s
+    local fields = {'status', 'succeeded', 'type', h.type}
+    if #packed + 1 + #worker <= 64 then
+      packed = packed .. ',' .. worker
+    else
+      fields[#fields + 1] = 'worker_id'; fields[#fields + 1] = worker
+    end
+    fields[#fields + 1] = 'done'; fields[#fields + 1] = packed
+    local keep = h.keep == '1'
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if not drop[f] or (keep and (f == 'payload' or f == 'metadata')) then
+        fields[#fields + 1] = f; fields[#fields + 1] = flat[j + 1]
+      end
+    end
     if truncated == '1' then
-      fields[7], fields[8] = 'result_truncated', '1'
-      nf = 8
+      fields[#fields + 1] = 'result_truncated'; fields[#fields + 1] = '1'
     elseif result ~= '' then
-      fields[7], fields[8] = 'has_result', '1'
-      nf = 8
+      fields[#fields + 1] = 'has_result'; fields[#fields + 1] = '1'
     end
-    redis.call('HSET', tk, unpack(fields, 1, nf))
-    if h.error_class then -- left by an earlier attempt: this one succeeded
-      redis.call('HDEL', tk, 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-    end
-    trim_history(tk, h, history_cap)
-    redis.call('EXPIRE', tk, ARGV[6])
+    redis.call('DEL', tk)
+    redis.call('HSET', tk, unpack(fields))
+    local ms = retain(r, tk, 'succeeded', ARGV[6], h, kept)
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
-    if truncated ~= '1' and result ~= '' then
-      redis.call('SET', rk, result, 'EX', ARGV[7])
+    if truncated ~= '1' and result ~= '' and ms > 0 then
+      -- A result outliving its task could never be read.
+      redis.call('SET', rk, result, 'PX', math.min(result_ms, ms))
     end
     idem_set(ARGV[4], h.idem_key, tid, 'completed', now)
     if h.stream_id and h.stream_id ~= '' then
@@ -93,6 +122,7 @@ if done > 0 then
   redis.call('DECRBY', KEYS[3], done)
   acc['succeeded'] = done
   stats_flush(KEYS[4], acc)
+  flush_retained(r, kept)
   wake_limited(lk)
 end
 return out

@@ -5,9 +5,10 @@
 --
 -- KEYS[1] expiry ZSET   KEYS[2] schedule ZSET  KEYS[3] event stream
 -- KEYS[4] depth counter KEYS[5..14] band streams p0..p9
+-- KEYS[15] retained counts hash
 --
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
--- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] retention (s)
+-- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
 --
 -- Returns {expired, next, examined} where next is the earliest remaining
 -- deadline (ms) or -1, and examined the entries looked at (a full call means
@@ -18,7 +19,7 @@ local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
 local c = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[2],
-  expiry = KEYS[1], depth = KEYS[4]}
+  expiry = KEYS[1], depth = KEYS[4], retained = KEYS[15]}
 
 local over = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local n = 0

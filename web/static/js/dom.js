@@ -90,6 +90,19 @@ export function fmtMS(ms) {
   return `${Math.floor(hr / 24)} d ${hr % 24} h`;
 }
 
+// fmtBytes shows a size in bytes in binary units, as Redis counts them
+// ("1gb" is 1024³ bytes): "512 B", "28.5 MB", "1.0 GB".
+const BYTE_UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
+export function fmtBytes(n) {
+  if (n === null || n === undefined || Number.isNaN(n)) return '—';
+  let v = Math.max(0, n), u = 0;
+  while (u < BYTE_UNITS.length - 1 && v >= 1024) { v /= 1024; u++; }
+  if (u === 0) return `${Math.round(v)} B`;
+  // 1023.96 KB would round to "1024 KB": show it as the next unit.
+  if (Math.round(v) >= 1024 && u < BYTE_UNITS.length - 1) { v /= 1024; u++; }
+  return `${v >= 99.95 ? Math.round(v) : v.toFixed(1)} ${BYTE_UNITS[u]}`;
+}
+
 function pad(n, w = 2) { return String(n).padStart(w, '0'); }
 
 // fmtTime shows a wire time (UTC, ISO) as local wall-clock time; the date

@@ -2,7 +2,7 @@
 // summary of the queues.
 
 import {api, ready} from '../api.js';
-import {h, add, setText, fmtInt, fmtRate, fmtTime} from '../dom.js';
+import {h, add, setText, fmtInt, fmtRate, fmtTime, fmtBytes} from '../dom.js';
 import {LineChart, legend} from '../charts.js';
 import {pageHeader, section} from '../ui.js';
 import {refresher, percentiles, sumBuckets, fmtEstimate, markReady, errorBox, keepFocus} from './common.js';
@@ -12,6 +12,9 @@ const WINDOW_MIN = 15;
 // the cards use the list's totals over every queue.
 const OVERVIEW_QUEUES = 20;
 const TASK_EVENT = /^TASK_/;
+// MEMORY_WARN_AT is the share of maxmemory past which the memory card
+// warns, as the server's /ready does (at 100 % Redis refuses writes).
+const MEMORY_WARN_AT = 0.8;
 
 function statCard(id, label, sub) {
   const value = h('span', {class: 'stat-value num', id, 'data-value': ''}, '—');
@@ -29,12 +32,16 @@ export function mount(root, {app}) {
   const ctrl = new AbortController();
   const cards = {
     redis: statCard('ov-redis', 'Redis'),
+    memory: statCard('ov-memory', 'Redis memory'),
     workers: statCard('ov-workers', 'Live workers'),
     depth: statCard('ov-depth', 'Live tasks', 'not finished yet'),
     running: statCard('ov-running', 'Running'),
     dlq: statCard('ov-dlq', 'Dead letters'),
+    kept: statCard('ov-kept', 'Finished, kept', 'until retention ends'),
     rate: statCard('ov-rate', 'Finished per second', 'last full minute'),
   };
+  // Shown once the server reports Redis's memory.
+  cards.memory.el.hidden = true;
 
   const tpSeries = [
     {key: 'succeeded', label: 'Succeeded', tone: 'ok', id: 'ov-succeeded'},
@@ -118,11 +125,13 @@ export function mount(root, {app}) {
     renderLatency(items);
   }
 
-  function renderQueues(qs, totals, more) {
+  function renderQueues(qs, totals, more, memory) {
     app.recordDepth(totals.depth);
     const depth = totals.depth;
     setStat(cards.depth, depth);
     setStat(cards.running, totals.running);
+    setStat(cards.kept, totals.retained);
+    renderMemory(memory);
     setText(queueFoot, more ? `All ${fmtInt(totals.queues)} queues →` : 'All queue details →');
     const dead = totals.dlq;
     setStat(cards.dlq, dead);
@@ -147,6 +156,20 @@ export function mount(root, {app}) {
       h('td', {class: 'num'}, fmtInt(q.running)),
       h('td', {class: 'num'}, fmtInt(q.dlq)),
       h('td', {}, ...queueBadges(q))))));
+  }
+
+  // renderMemory shows Redis's used memory against maxmemory; the card is
+  // left out when Redis does not report its memory.
+  function renderMemory(m) {
+    const card = cards.memory;
+    card.el.hidden = !m;
+    if (!m) return;
+    setStat(card, m.used_bytes, fmtBytes(m.used_bytes), memoryNote(m));
+    const high = m.max_bytes > 0 && m.used_bytes > MEMORY_WARN_AT * m.max_bytes;
+    card.el.dataset.tone = high ? 'warn' : '';
+    card.el.title = !m.max_bytes
+      ? 'Redis has no maxmemory set: it grows until the host runs out of memory.'
+      : high ? 'Redis is close to maxmemory: at 100 % every submission is refused.' : '';
   }
 
   // queueBadges says whether a queue runs: paused, and whether any live
@@ -190,7 +213,7 @@ export function mount(root, {app}) {
     if (tooMany) setText(tpNote, `Throughput over all queues is not shown: ${st.reason.message}`);
     const failed = [qs, ws, st].find(r => r.status === 'rejected' && !(r === st && tooMany));
     status.replaceChildren(failed ? errorBox(failed.reason, () => refresh.now()) : '');
-    if (qs.status === 'fulfilled') renderQueues(qs.value.items, qs.value.totals, !!qs.value.next_cursor);
+    if (qs.status === 'fulfilled') renderQueues(qs.value.items, qs.value.totals, !!qs.value.next_cursor, qs.value.redis_memory);
     if (ws.status === 'fulfilled') renderWorkers(ws.value.items);
     if (st.status === 'fulfilled') renderStats(st.value.items);
     markReady(root);
@@ -214,4 +237,12 @@ export function mount(root, {app}) {
       depthChart.destroy();
     },
   };
+}
+
+// memoryNote compares Redis's used memory with maxmemory: "of 1.0 GB (3%)",
+// or "no maxmemory set" when there is none (max_bytes 0).
+export function memoryNote(m) {
+  if (!m.max_bytes) return 'no maxmemory set';
+  const pct = 100 * m.used_bytes / m.max_bytes;
+  return `of ${fmtBytes(m.max_bytes)} (${pct > 0 && pct < 1 ? '<1' : fmtInt(pct)}%)`;
 }

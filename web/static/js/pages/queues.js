@@ -4,7 +4,7 @@
 // shows the first PAGE queues and reads more on request.
 
 import {api} from '../api.js';
-import {h, add, setText, fmtInt, fmtRate} from '../dom.js';
+import {h, add, setText, fmtInt, fmtRate, statusLabel, STATUSES} from '../dom.js';
 import {bandBars} from '../charts.js';
 import {pageHeader, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, markReady, field} from './common.js';
@@ -35,7 +35,7 @@ export function mount(root, {app}) {
 
   const cols = [
     ['Queue', ''], ['State', ''], ['Live', 'num'], ['Ready', 'num'], ['By band (p9 → p0)', ''], ['Running', 'num'],
-    ['Delivered', 'num'], ['Scheduled', 'num'], ['Dead', 'num'], ['Workers', 'num'], ['Done / min', 'num'],
+    ['Delivered', 'num'], ['Scheduled', 'num'], ['Dead', 'num'], ['Kept', 'num'], ['Workers', 'num'], ['Done / min', 'num'],
     ['Limits', ''],
   ];
   if (admin) cols.push(['', '']);
@@ -51,7 +51,8 @@ export function mount(root, {app}) {
     h('div', {class: 'inline-form'}, count, moreBtn),
     h('p', {class: 'muted small'},
       'Live: tasks not finished yet (queued, delayed, running, retrying). Delivered: handed to a worker and not yet acknowledged. ',
-      'Scheduled: delayed or waiting for a retry. A paused queue delivers nothing until it is resumed; running tasks finish.'));
+      'Scheduled: delayed or waiting for a retry. Kept: finished tasks kept until their retention ends (dead letters count under Dead). ',
+      'A paused queue delivers nothing until it is resumed; running tasks finish.'));
 
   function stateBadge(q) {
     return q.paused ? h('span', {class: 'badge st-paused'}, 'paused') : h('span', {class: 'badge st-active'}, 'active');
@@ -78,7 +79,8 @@ export function mount(root, {app}) {
       h('th', {scope: 'row'}, h('a', {href: `#/tasks?queue=${encodeURIComponent(q.queue)}`}, q.queue)),
       c.state = h('td', {}),
       num('depth'), num('ready'), c.bands = h('td', {class: 'cell-bands'}), num('running'),
-      num('pending'), num('scheduled'), c.dlq = h('td', {class: 'num'}), num('workers'), num('rate'),
+      num('pending'), num('scheduled'), c.dlq = h('td', {class: 'num'}), c.kept = h('td', {class: 'num cell-kept'}),
+      num('workers'), num('rate'),
       c.limits = h('td', {class: 'cell-limits small'}),
       admin ? (c.action = h('td', {class: 'cell-action'})) : null);
     return {tr, c, key: ''};
@@ -94,6 +96,10 @@ export function mount(root, {app}) {
     setText(c.workers, fmtInt(q.live_workers));
     setText(c.rate, fmtRate(q.throughput?.per_minute ?? 0));
     setText(c.limits, describeLimits(q.limits));
+    const kept = keptCounts(q.retained);
+    c.kept.dataset.value = String(kept.total);
+    setText(c.kept, fmtInt(kept.total));
+    c.kept.title = kept.title;
     const bandKey = JSON.stringify(q.ready);
     if (c.bands.dataset.key !== bandKey) {
       c.bands.dataset.key = bandKey;
@@ -248,4 +254,17 @@ export function describeLimits(l) {
   if (l.concurrency) parts.push(`${l.concurrency} running`);
   if (l.key_concurrency) parts.push(`${l.key_concurrency} per key`);
   return parts.join(' · ');
+}
+
+// keptCounts sums a queue's retained counts (by status; statuses with none
+// are left out) and describes them for a tooltip, one status a line.
+export function keptCounts(retained) {
+  const counts = Object.entries(retained || {}).filter(([, n]) => n > 0);
+  const rank = st => { const i = STATUSES.indexOf(st); return i < 0 ? STATUSES.length : i; };
+  counts.sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0]));
+  const total = counts.reduce((t, [, n]) => t + n, 0);
+  const title = total
+    ? ['Finished tasks kept until their retention ends:', ...counts.map(([st, n]) => `${fmtInt(n)} ${statusLabel(st)}`)].join('\n')
+    : 'No finished tasks kept.';
+  return {total, title};
 }

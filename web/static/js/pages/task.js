@@ -19,6 +19,25 @@ function jsonBlock(id, value, emptyText) {
   return h('pre', {class: 'json', id, tabindex: '0'}, prettyJSON(value));
 }
 
+// NOT_KEPT stands in for the payload and metadata of a succeeded task that
+// did not keep them (payload_dropped: both are null in the answer).
+const NOT_KEPT = 'Not kept (succeeded; submit with keep_payload to keep it)';
+
+function droppedBlock(id) {
+  return h('p', {class: 'muted', id, dataset: {dropped: ''}}, NOT_KEPT);
+}
+
+// retentionText describes what the submission chose about keeping the
+// task once finished; null when it chose nothing (the workers' settings).
+function retentionText(t) {
+  const own = t.retention_seconds !== undefined && t.retention_seconds !== null;
+  if (!own && !t.keep_payload) return null;
+  const parts = [!own ? "the workers' setting"
+    : t.retention_seconds === 0 ? 'none (deleted as it finishes)' : `${fmtMS(t.retention_seconds * 1000)} once finished`];
+  if (t.keep_payload) parts.push('payload kept');
+  return parts.join(' · ');
+}
+
 export function mount(root, {app, arg: id, setTitle}) {
   const ctrl = new AbortController();
   let task = null;
@@ -94,6 +113,7 @@ export function mount(root, {app, arg: id, setTitle}) {
           ['Available at', fmtTime(t.available_at, true)],
           ['Expires at', t.expires_at ? fmtTime(t.expires_at, true) : 'never'],
           ['Idempotency key', t.idempotency_key ? h('code', {}, t.idempotency_key) : 'none'],
+          retentionText(t) ? ['Retention', retentionText(t), 'task-retention'] : null,
         ])),
         section('Current or last attempt', dl([
           ['Worker', ex.worker_id ? h('code', {}, ex.worker_id) : '—'],
@@ -106,9 +126,9 @@ export function mount(root, {app, arg: id, setTitle}) {
           ex.retry_delay_ms !== null && ex.retry_delay_ms !== undefined ? ['Retry delay', fmtMS(ex.retry_delay_ms)] : null,
         ]))),
       h('div', {class: 'grid-3'},
-        section('Payload', jsonBlock('task-payload', t.payload, 'Empty.')),
+        section('Payload', t.payload_dropped ? droppedBlock('task-payload') : jsonBlock('task-payload', t.payload, 'Empty.')),
         section('Result', result),
-        section('Metadata', jsonBlock('task-metadata', t.metadata, 'None.'))),
+        section('Metadata', t.payload_dropped ? droppedBlock('task-metadata') : jsonBlock('task-metadata', t.metadata, 'None.'))),
       section('Attempts', timeline(t)));
   }
 

@@ -1,0 +1,116 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Statuses a finished task is retained under, in the order they are shown.
+var RetainedStatuses = []string{"succeeded", "failed", "dead_lettered", "cancelled", "expired"}
+
+// retainedCounts sums a retained counts hash (field <status>:<bucket end,
+// epoch s>) by status, counting the buckets that end after now; statuses
+// with none are left out. A task is counted until the minute (or hour, for
+// retentions over 6 h) its retention ends in has passed.
+func retainedCounts(h map[string]string, now time.Time) map[string]int64 {
+	out := map[string]int64{}
+	nowS := now.Unix()
+	for f, v := range h {
+		status, end, ok := strings.Cut(f, ":")
+		if !ok || !slices.Contains(RetainedStatuses, status) {
+			continue
+		}
+		if e, err := strconv.ParseInt(end, 10, 64); err == nil && e > nowS {
+			if n := atoi64(v); n > 0 {
+				out[status] += n
+			}
+		}
+	}
+	return out
+}
+
+// TidyBatch is how many recent-index ids one tidy call examines.
+const TidyBatch = 1000
+
+// TidyResult is what one Tidy call did.
+type TidyResult struct {
+	Examined, Dropped, Pruned int
+	// Wrapped means the walk reached the end of the recent index: the next
+	// call starts over, and nothing is left to do for a while.
+	Wrapped bool
+}
+
+// Tidy runs one step of queue's tidy pass (see tidy.lua): ids of tasks
+// whose retention ended leave the recent index, ended retained-count
+// buckets are pruned.
+func (r *RDB) Tidy(ctx context.Context, queue string, now time.Time) (TidyResult, error) {
+	k := r.keys
+	num, err := r.queueNumber(ctx, queue, false)
+	if errors.Is(err, ErrQueueNotRegistered) {
+		return TidyResult{Wrapped: true}, nil // deleted, or never used: nothing to tidy
+	}
+	if err != nil {
+		return TidyResult{}, err
+	}
+	v, err := r.run(ctx, "tidy", []string{k.Recent(queue), k.Tidy(queue), k.Retained(queue)},
+		now.UnixMilli(), k.TaskPrefix(queue), TidyBatch, idSuffix(num)).Int64Slice()
+	if err != nil {
+		return TidyResult{}, err
+	}
+	if len(v) != 4 {
+		return TidyResult{}, errors.New("rdb: malformed tidy reply")
+	}
+	return TidyResult{Examined: int(v[0]), Dropped: int(v[1]), Pruned: int(v[2]), Wrapped: v[3] == 1}, nil
+}
+
+// Memory is Redis's memory use: on Redis Cluster, summed over the masters.
+type Memory struct {
+	UsedBytes int64
+	// MaxBytes is maxmemory; 0 when unset (no limit).
+	MaxBytes int64
+}
+
+// Memory reads used_memory and maxmemory from INFO memory (every master's,
+// on Cluster). ok is false when the server does not report them (the
+// in-process dev Redis).
+func (r *RDB) Memory(ctx context.Context) (m Memory, ok bool, err error) {
+	read := func(ctx context.Context, c redis.UniversalClient) (Memory, bool, error) {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return Memory{}, false, err
+		}
+		used := infoField(info, "used_memory")
+		if used == "" {
+			return Memory{}, false, nil
+		}
+		return Memory{UsedBytes: atoi64(used), MaxBytes: atoi64(infoField(info, "maxmemory"))}, true, nil
+	}
+	cc, cluster := r.c.(*redis.ClusterClient)
+	if !cluster {
+		return read(ctx, r.c)
+	}
+	var mu sync.Mutex
+	ok = true
+	unlimited := false // a master without maxmemory: the sum has no limit
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		one, has, err := read(ctx, c)
+		mu.Lock()
+		defer mu.Unlock()
+		m.UsedBytes += one.UsedBytes
+		m.MaxBytes += one.MaxBytes
+		unlimited = unlimited || one.MaxBytes == 0
+		ok = ok && has
+		return err
+	})
+	if unlimited {
+		m.MaxBytes = 0
+	}
+	return m, ok && err == nil, err
+}
