@@ -4,24 +4,34 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // groupCommit merges concurrent calls into batched calls of run: while one
 // run is in flight, new calls wait and the next run takes them all (up to
-// max). Nobody waits on a timer, so a lone call costs one run. Flusher
-// goroutines exist only while calls are pending.
+// max). Without linger nobody waits on a timer, so a lone call costs one
+// run. Flusher goroutines exist only while calls are pending.
 type groupCommit[I, R any] struct {
 	max int
 	// flushers bounds the runs in flight at once (default 1). A second run
 	// overlaps one batch's round trip with the next batch's.
 	flushers int
+	// linger, when set, lets calls at a steady rate share runs: a call that
+	// comes less than linger after the previous one and finds nobody
+	// flushing waits until gather calls are pending or linger passes. A
+	// call after a quiet spell runs at once. At moderate rates, where calls
+	// rarely overlap a run, this turns one run per call into one per few.
+	linger time.Duration
+	gather int
 	// run handles one batch; it returns one result per item, or an error
 	// that applies to every item.
 	run func(batch []I) ([]R, error)
 
 	mu       sync.Mutex
 	pending  []*gcCall[I, R]
-	flushing int // flusher goroutines running
+	flushing int           // flusher goroutines running
+	last     time.Time     // when the previous call came (linger)
+	company  chan struct{} // closed once gather calls are pending (linger)
 }
 
 type gcCall[I, R any] struct {
@@ -41,12 +51,29 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	c := &gcCall[I, R]{in: in, done: make(chan gcResult[R], 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
+	steady := false
+	if g.linger > 0 {
+		now := time.Now()
+		steady, g.last = now.Sub(g.last) < g.linger, now
+		if g.company != nil && len(g.pending) >= g.gather {
+			close(g.company)
+			g.company = nil
+		}
+	}
 	if g.flushing < max(1, g.flushers) {
 		// Nobody is flushing: run the batch on this goroutine (no hand-off
 		// for an uncontended call), then leave whatever queued up meanwhile
 		// to a flusher goroutine.
 		g.flushing++
+		var company chan struct{}
+		if steady && len(g.pending) < g.gather {
+			company = make(chan struct{})
+			g.company = company
+		}
 		g.mu.Unlock()
+		if company != nil {
+			g.wait(company)
+		}
 		if g.flushBatch() {
 			go g.flush()
 		}
@@ -69,6 +96,21 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 		res := <-c.done
 		return res.r, res.err
 	}
+}
+
+// wait lingers until company is closed or linger passes.
+func (g *groupCommit[I, R]) wait(company chan struct{}) {
+	t := time.NewTimer(g.linger)
+	select {
+	case <-company:
+	case <-t.C:
+	}
+	t.Stop()
+	g.mu.Lock()
+	if g.company == company {
+		g.company = nil
+	}
+	g.mu.Unlock()
 }
 
 // flush runs batches until nothing is pending.

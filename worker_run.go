@@ -22,13 +22,26 @@ import (
 // notices shutdown and pauses promptly.
 const idleBlock = time.Second
 
+// Adaptive batching at moderate rates, where tasks come one at a time and
+// each would otherwise cost a claim call and a finalize call of its own: a
+// fetch loop woken less than steadyWake after its previous wake-up waits
+// claimLinger for more entries before it claims, and a success waits up to
+// successLinger for others to share its finalize call. A quiet queue (wake-ups
+// further apart) claims and finalizes at once.
+const (
+	steadyWake    = 5 * time.Millisecond
+	claimLinger   = 2 * time.Millisecond
+	successLinger = 5 * time.Millisecond
+)
+
 // fetchLoop claims and starts tasks of queue until ctx ends. It claims as
 // many tasks as it has free slots, band by band inside one script call, and
 // blocks on the streams only when the queue has nothing ready.
 func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	bg := context.WithoutCancel(ctx)
 	errDelay := 50 * time.Millisecond
-	wakeID := "0-0" // the last wake entry seen (see rdb.WaitWake)
+	wakeID := "0-0"        // the last wake entry seen (see rdb.WaitWake)
+	var lastWake time.Time // when WaitReady last returned new entries
 	for ctx.Err() == nil {
 		n, err := w.slots.acquire(ctx, queue, w.cfg.Concurrency)
 		if err != nil {
@@ -77,7 +90,13 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			if err := w.rdb.WaitReady(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for tasks failed", "queue", queue, "err", err)
 				sleepCtx(ctx, errDelay)
+				break
 			}
+			woke := time.Now()
+			if woke.Sub(lastWake) < steadyWake {
+				sleepCtx(ctx, claimLinger) // a steady trickle: let a few gather
+			}
+			lastWake = woke
 		}
 	}
 }
@@ -436,6 +455,11 @@ func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
 	}
 	g, _ := w.succeeders.LoadOrStore(queue, &groupCommit[rdb.Success, error]{
 		max: maxScriptTasks,
+		// At a steady rate a success waits up to successLinger for others
+		// (or until half the concurrency is waiting) to share their
+		// finalize call: one script call per few tasks instead of each.
+		linger: successLinger,
+		gather: max(2, w.cfg.Concurrency/2),
 		run: func(batch []rdb.Success) ([]error, error) {
 			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.cfg.Clock(), batch)
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,12 +26,55 @@ func (quietLogger) Warn(args ...any)  {}
 func (quietLogger) Error(args ...any) {}
 func (quietLogger) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
 
-func asynqEnqueue(ctx context.Context, rc *redis.Client, addr string, n, producers int, payload []byte) result {
+func asynqEnqueue(ctx context.Context, rc *redis.Client, addr string, n, producers int, payload []byte, idem bool) result {
 	c := asynq.NewClient(asynq.RedisClientOpt{Addr: addr, PoolSize: 64})
 	defer c.Close()
 	before := readStats(ctx, rc)
 	var next atomic.Int64
 	start := time.Now()
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				var opts []asynq.Option
+				if idem {
+					opts = append(opts, asynq.TaskID("order-"+strconv.FormatInt(i, 10)))
+				}
+				if _, err := c.Enqueue(asynq.NewTask("noop", payload), opts...); err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	after := readStats(ctx, rc)
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(), Note: fmt.Sprintf("producers=%d taskid=%t", producers, idem)}
+	charge(&r, before, after, int64(n))
+	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
+	return r
+}
+
+// asynqProduceConsume is produceConsume for asynq.
+func asynqProduceConsume(ctx context.Context, rc *redis.Client, addr string, n, producers, concurrency int, payload []byte) result {
+	var count atomic.Int64
+	allDone := make(chan struct{})
+	srv := asynqServer(addr, concurrency, 0)
+	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		if count.Add(1) == int64(n) {
+			close(allDone)
+		}
+		return nil
+	})
+	if err := srv.Start(h); err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	c := asynq.NewClient(asynq.RedisClientOpt{Addr: addr, PoolSize: 64})
+	defer c.Close()
+	before := readStats(ctx, rc)
+	start := time.Now()
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range producers {
 		wg.Go(func() {
@@ -41,12 +85,13 @@ func asynqEnqueue(ctx context.Context, rc *redis.Client, addr string, n, produce
 			}
 		})
 	}
+	<-allDone
 	wg.Wait()
 	el := time.Since(start)
 	after := readStats(ctx, rc)
-	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(), Note: fmt.Sprintf("producers=%d", producers)}
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
+		Note: fmt.Sprintf("producers=%d concurrency=%d, first submit to last completion", producers, concurrency)}
 	charge(&r, before, after, int64(n))
-	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
 	return r
 }
 

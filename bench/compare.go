@@ -17,12 +17,16 @@ import (
 // with its own private redis-server, and prints the medians.
 func compare(runs, n int) int {
 	ns := strconv.Itoa(n)
+	// Redis's default configuration (hash-max-listpack-value 64), as most
+	// deployments run it.
 	cases := []struct {
 		name string
 		args []string
 	}{
 		{"enqueue, 1 producer", []string{"-scenario", "enqueue", "-producers", "1", "-n", strconv.Itoa(n / 5)}},
 		{"enqueue, 16 producers", []string{"-scenario", "enqueue", "-producers", "16", "-n", ns}},
+		{"enqueue, 16 producers, keys / TaskID", []string{"-scenario", "enqueue", "-producers", "16", "-idem", "-n", ns}},
+		{"produce + consume, 16 producers, concurrency 32", []string{"-scenario", "pc", "-producers", "16", "-concurrency", "32", "-n", ns}},
 		{"end to end, concurrency 32", []string{"-scenario", "e2e", "-concurrency", "32", "-n", ns}},
 		{"latency at 2000/s", []string{"-scenario", "latency", "-rate", "2000", "-duration", "10s"}},
 	}
@@ -33,7 +37,7 @@ func compare(runs, n int) int {
 		for _, sys := range []string{"dtq", "asynq"} {
 			var rs []result
 			for range runs {
-				r, err := runOnce(append([]string{"-system", sys}, c.args...))
+				r, err := runOnce(append([]string{"-system", sys, "-listpack-value", "64"}, c.args...))
 				if err != nil {
 					fmt.Fprintln(os.Stderr, c.name, sys, err)
 					return 1

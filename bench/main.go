@@ -46,7 +46,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | latency | http | qstats | cluster-e2e | memory")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -61,7 +61,7 @@ func main() {
 	replicas := flag.Int("replica-acks", 0, "attach this many replicas and make dtq's writes wait for them (DTQ_REPLICA_ACKS)")
 	queues := flag.Int("queues", 3, "queues (cluster-e2e)")
 	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
-	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (memory)")
+	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
 	flag.Parse()
 	if *compareRuns > 0 {
@@ -98,7 +98,9 @@ func main() {
 	if *system == "asynq" {
 		switch *scenario {
 		case "enqueue":
-			res = asynqEnqueue(ctx, rc, srv.Addr, *n, *producers, payloadBytes)
+			res = asynqEnqueue(ctx, rc, srv.Addr, *n, *producers, payloadBytes, *idem)
+		case "pc":
+			res = asynqProduceConsume(ctx, rc, srv.Addr, *n, *producers, *concurrency, payloadBytes)
 		case "e2e":
 			res = asynqE2E(ctx, rc, srv.Addr, *n, *concurrency, payloadBytes)
 		case "latency":
@@ -112,7 +114,9 @@ func main() {
 	} else {
 		switch *scenario {
 		case "enqueue":
-			res = enqueue(ctx, rc, *n, *producers, payload)
+			res = enqueue(ctx, rc, *n, *producers, payload, *idem)
+		case "pc":
+			res = produceConsume(ctx, rc, *n, *producers, *concurrency, payload)
 		case "batch":
 			res = batch(ctx, rc, *n, payload)
 		case "e2e":
@@ -194,7 +198,10 @@ func newClient(rc *redis.Client) *dtq.Client {
 	return c
 }
 
-func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload any) result {
+// enqueue submits n tasks from producers goroutines, each with its own
+// idempotency key when idem is set. Bytes per task count everything the
+// queued tasks cost, the event stream included.
+func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload any, idem bool) result {
 	c := newClient(rc)
 	_, _ = c.Submit(ctx, dtq.Submission{Type: "warmup", Payload: payload}) // register the queue
 	before := readStats(ctx, rc)
@@ -203,8 +210,12 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	var wg sync.WaitGroup
 	for range producers {
 		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if _, err := c.Submit(ctx, dtq.Submission{Type: "noop", Payload: payload}); err != nil {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				s := dtq.Submission{Type: "noop", Payload: payload}
+				if idem {
+					s.IdempotencyKey = "order-" + strconv.FormatInt(i, 10)
+				}
+				if _, err := c.Submit(ctx, s); err != nil {
 					panic(err)
 				}
 			}
@@ -215,9 +226,55 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
-		Note: fmt.Sprintf("producers=%d", producers)}
+		Note: fmt.Sprintf("producers=%d idempotency=%t", producers, idem)}
 	charge(&r, before, after, int64(n))
-	r.BytesPerTask = float64(after.memory-before.memory-eventsMemory(ctx, rc)) / float64(n)
+	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
+	return r
+}
+
+// produceConsume runs producers and a worker at once: n tasks submitted by
+// producers goroutines while the worker runs them, timed from the first
+// submission to the last completion.
+func produceConsume(ctx context.Context, rc *redis.Client, n, producers, concurrency int, payload any) result {
+	c := newClient(rc)
+	w := newWorker(rc, concurrency)
+	var count atomic.Int64
+	allDone := make(chan struct{})
+	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) {
+		if count.Add(1) == int64(n) {
+			close(allDone)
+		}
+		return nil, nil
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = w.Run(wctx); close(done) }()
+	_, _ = c.Submit(ctx, dtq.Submission{Type: "warmup"}) // register the queue
+	waitDrained(ctx, rc)
+	before := readStats(ctx, rc)
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if _, err := c.Submit(ctx, dtq.Submission{Type: "noop", Payload: payload}); err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	<-allDone
+	wg.Wait()
+	waitDrained(ctx, rc)
+	el := time.Since(start)
+	after := readStats(ctx, rc)
+	dumpCommandStats(ctx, rc)
+	stop()
+	<-done
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
+		Note: fmt.Sprintf("producers=%d concurrency=%d, first submit to last completion", producers, concurrency)}
+	charge(&r, before, after, int64(n))
 	return r
 }
 

@@ -1,0 +1,80 @@
+package dtq
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is a groupCommit run that records its batches.
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]int
+}
+
+func (r *recorder) run(batch []int) ([]int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, batch)
+	return batch, nil
+}
+
+func (r *recorder) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, b := range r.batches {
+		out = append(out, len(b))
+	}
+	return out
+}
+
+// TestGroupCommitWithoutLingerRunsALoneCallAtOnce: calls one after the
+// other each get a run of their own; nothing waits.
+func TestGroupCommitWithoutLingerRunsALoneCallAtOnce(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	g := &groupCommit[int, int]{max: 10, run: rec.run}
+	for i := range 3 {
+		r, err := g.do(context.Background(), i)
+		require.NoError(t, err)
+		require.Equal(t, i, r)
+	}
+	require.Equal(t, []int{1, 1, 1}, rec.sizes())
+}
+
+// TestGroupCommitLingerGathersCompany: the first call runs at once; a call
+// right after it waits for company, and its run takes the calls that came
+// meanwhile once gather of them are pending, long before linger passes.
+func TestGroupCommitLingerGathersCompany(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	g := &groupCommit[int, int]{max: 10, run: rec.run, linger: time.Minute, gather: 3}
+	_, err := g.do(context.Background(), 0)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, rec.sizes(), "after a quiet spell a call runs at once")
+
+	var wg sync.WaitGroup
+	results := make([]int, 4)
+	call := func(i int) {
+		wg.Go(func() {
+			r, err := g.do(context.Background(), i)
+			require.NoError(t, err)
+			results[i] = r
+		})
+	}
+	call(1)
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.company != nil
+	}, 10*time.Second, time.Millisecond, "the second call lingers")
+	call(2)
+	call(3)
+	wg.Wait() // returns once gather calls were pending, not after a minute
+	require.Equal(t, []int{1, 3}, rec.sizes())
+	require.Equal(t, []int{0, 1, 2, 3}, results)
+}
