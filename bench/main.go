@@ -246,6 +246,7 @@ func produceConsume(ctx context.Context, rc *redis.Client, n, producers, concurr
 		}
 		return nil, nil
 	})
+	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = w.Run(wctx); close(done) }()

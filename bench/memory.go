@@ -42,6 +42,7 @@ func memory(ctx context.Context, rc *redis.Client, n int, payload any, m memoryR
 		}
 		return nil, nil
 	})
+	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })
 	// Register the queue and start the worker first: its groups and
 	// registry are not what a task costs.
 	wctx, stop := context.WithCancel(ctx)
