@@ -398,13 +398,7 @@ func (a *Admin) DiscardDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, e
 }
 
 // DLQFilter selects dead-letter entries (and pages through them).
-type DLQFilter struct {
-	Queue      string // "" = every queue
-	Type       string // "" = any
-	ErrorClass string // "" = any
-	Limit      int    // list page size, 1..1000; 0 = 50
-	Cursor     string // from a previous answer
-}
+type DLQFilter = dtqtype.DLQFilter
 
 // bulkBudget bounds the script calls one bulk request makes before it
 // answers with a cursor to continue from.

@@ -1,9 +1,7 @@
 package dtq
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -84,9 +82,9 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 	tp := &qi.Throughput
 	tp.WindowMinutes = throughputWindow
 	for _, m := range st.Minutes {
-		tp.Succeeded += m.Counts["succeeded"]
-		tp.Failed += m.Counts["failed"] + m.Counts["dead_lettered"]
-		tp.Retried += m.Counts["retried"]
+		tp.Succeeded += m.Succeeded
+		tp.Failed += m.Failed + m.DeadLettered
+		tp.Retried += m.Retried
 	}
 	tp.PerMinute = float64(tp.Succeeded+tp.Failed) / throughputWindow
 	if !st.Limits.IsZero() {
@@ -98,45 +96,16 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 // ListWorkers returns the workers that heartbeated in the last 24 hours,
 // most recent first; Live is false once a worker missed three heartbeats.
 func (i *Inspector) ListWorkers(ctx context.Context) ([]*dtqtype.WorkerInfo, error) {
-	ws, err := i.rdb.ListWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*dtqtype.WorkerInfo, 0, len(ws))
-	for _, w := range ws {
-		out = append(out, workerInfo(&w))
-	}
-	return out, nil
+	return i.rdb.ListWorkers(ctx, time.Now())
 }
 
 // GetWorker returns one worker, or ErrWorkerNotFound.
 func (i *Inspector) GetWorker(ctx context.Context, id string) (*dtqtype.WorkerInfo, error) {
-	w, err := i.rdb.GetWorker(ctx, id)
+	w, err := i.rdb.GetWorker(ctx, id, time.Now())
 	if err != nil {
 		return nil, mapNotFound(err, ErrWorkerNotFound)
 	}
-	return workerInfo(w), nil
-}
-
-func workerInfo(w *rdb.WorkerInfo) *dtqtype.WorkerInfo {
-	f := w.Fields
-	n := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
-	wi := &dtqtype.WorkerInfo{
-		ID: w.ID, Hostname: f["hostname"], PID: int(n("pid")), Version: f["version"],
-		Concurrency: int(n("concurrency")), HeartbeatIntervalMS: n("heartbeat_interval_ms"),
-		StartedAt: dtqtype.MillisTime(n("started_at")), LastHeartbeat: dtqtype.MillisTime(n("last_heartbeat")),
-		Status: f["status"], Processed: n("processed"), Failed: n("failed"), Retried: n("retried"),
-		Queues: []string{}, InFlight: []string{}, Kind: cmp.Or(f["kind"], "go"),
-	}
-	if lc := n("last_claim"); lc > 0 {
-		t := dtqtype.MillisTime(lc)
-		wi.LastClaim = &t
-	}
-	_ = json.Unmarshal([]byte(f["queues"]), &wi.Queues)
-	_ = json.Unmarshal([]byte(f["in_flight"]), &wi.InFlight)
-	age := time.Since(w.LastHeartbeat)
-	wi.Live = wi.Status != "stopped" && age <= 3*time.Duration(max(wi.HeartbeatIntervalMS, 1))*time.Millisecond
-	return wi
+	return w, nil
 }
 
 // ListDLQ returns dead-letter entries newest first with payload and last
@@ -152,18 +121,11 @@ func (i *Inspector) ListDLQ(ctx context.Context, f DLQFilter) ([]*dtqtype.DLQEnt
 	if f.Queue != "" && !ValidQueueName(f.Queue) {
 		return nil, "", invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	es, next, err := i.rdb.ListDLQ(ctx, rdb.DLQFilter{Queue: f.Queue, Type: f.Type, ErrorClass: f.ErrorClass, Limit: f.Limit, Cursor: f.Cursor})
+	es, next, err := i.rdb.ListDLQ(ctx, f)
 	if errors.Is(err, rdb.ErrBadCursor) {
 		return nil, "", ErrInvalidCursor
 	}
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]*dtqtype.DLQEntry, len(es))
-	for j, e := range es {
-		out[j] = &dtqtype.DLQEntry{TaskInfo: e.Task, FailedAt: dtqtype.Time{Time: e.FailedAt.UTC()}}
-	}
-	return out, next, nil
+	return es, next, err
 }
 
 // GetDLQEntry returns one dead-letter entry, or ErrDLQEntryNotFound.
@@ -172,7 +134,7 @@ func (i *Inspector) GetDLQEntry(ctx context.Context, id string) (*dtqtype.DLQEnt
 	if err != nil {
 		return nil, mapNotFound(err, ErrDLQEntryNotFound)
 	}
-	return &dtqtype.DLQEntry{TaskInfo: e.Task, FailedAt: dtqtype.Time{Time: e.FailedAt.UTC()}}, nil
+	return e, nil
 }
 
 // ListAudit returns audit entries newest first and the next page's cursor.
@@ -187,17 +149,7 @@ func (i *Inspector) ListAudit(ctx context.Context, limit int, cursor string) ([]
 	if errors.Is(err, rdb.ErrBadCursor) {
 		return nil, "", ErrInvalidCursor
 	}
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]*dtqtype.AuditEntry, len(es))
-	for j, e := range es {
-		f := e.Fields
-		ts, _ := strconv.ParseInt(f["ts"], 10, 64)
-		out[j] = &dtqtype.AuditEntry{ID: e.ID, TS: dtqtype.MillisTime(ts), Actor: f["actor"], Role: f["role"],
-			Action: f["action"], Target: f["target"], RequestID: f["request_id"], Detail: f["detail"]}
-	}
-	return out, next, nil
+	return es, next, err
 }
 
 // Stats returns per-minute counters for queue ("" = all queues summed) over
@@ -233,42 +185,8 @@ func (i *Inspector) Stats(ctx context.Context, queue string, window time.Duratio
 	}
 	for _, ms := range perQueue {
 		for j, m := range ms {
-			addMinute(out[j], m.Counts)
+			out[j].Add(m)
 		}
 	}
 	return out, nil
-}
-
-func addMinute(dst *dtqtype.MinuteStats, c map[string]int64) {
-	dst.Succeeded += c["succeeded"]
-	dst.Failed += c["failed"]
-	dst.DeadLettered += c["dead_lettered"]
-	dst.Retried += c["retried"]
-	dst.Cancelled += c["cancelled"]
-	dst.Started += c["started"]
-	dst.WaitMSSum += c["wait_ms_sum"]
-	dst.RunMSSum += c["run_ms_sum"]
-	for k, v := range c {
-		for _, kind := range []struct {
-			prefix string
-			m      map[string]int64
-		}{{"wait_b", dst.WaitBuckets}, {"run_b", dst.RunBuckets}} {
-			if b, ok := strings.CutPrefix(k, kind.prefix); ok {
-				kind.m[bucketLabel(b)] += v
-			}
-		}
-	}
-}
-
-// bucketLabel turns a power-of-two bucket index into its upper bound label:
-// bucket 0 holds 0ms, bucket k holds [2^(k-1), 2^k) ms.
-func bucketLabel(b string) string {
-	k, err := strconv.Atoi(b)
-	if err != nil || k < 0 || k > 62 {
-		return "other"
-	}
-	if k == 0 {
-		return "lt_1ms"
-	}
-	return "lt_" + strconv.FormatInt(int64(1)<<k, 10) + "ms"
 }

@@ -70,6 +70,15 @@ type DLQEntry struct {
 	FailedAt Time `json:"failed_at"`
 }
 
+// DLQFilter selects dead-letter entries (and pages through them).
+type DLQFilter struct {
+	Queue      string // "" = every queue
+	Type       string // "" = any
+	ErrorClass string // "" = any
+	Limit      int    // list page size, 1..1000; 0 = 50
+	Cursor     string // from a previous answer
+}
+
 // AuditEntry is one destructive admin action.
 type AuditEntry struct {
 	ID        string `json:"id"`
@@ -95,6 +104,24 @@ type MinuteStats struct {
 	RunMSSum     int64            `json:"run_ms_sum"`
 	WaitBuckets  map[string]int64 `json:"wait_buckets"` // "lt_<ms>" -> count: below that power of two ("lt_1ms" = 0 ms)
 	RunBuckets   map[string]int64 `json:"run_buckets"`
+}
+
+// Add adds o's counters and buckets to m (summing one minute over queues).
+func (m *MinuteStats) Add(o *MinuteStats) {
+	m.Succeeded += o.Succeeded
+	m.Failed += o.Failed
+	m.DeadLettered += o.DeadLettered
+	m.Retried += o.Retried
+	m.Cancelled += o.Cancelled
+	m.Started += o.Started
+	m.WaitMSSum += o.WaitMSSum
+	m.RunMSSum += o.RunMSSum
+	for k, v := range o.WaitBuckets {
+		m.WaitBuckets[k] += v
+	}
+	for k, v := range o.RunBuckets {
+		m.RunBuckets[k] += v
+	}
 }
 
 // BulkResult answers a bulk DLQ action.

@@ -26,17 +26,11 @@ type QueueStats struct {
 	Scheduled int64           // pending (delayed) and retrying
 	Paused    bool
 	DLQ       int64
-	Minutes   []MinuteStats // the last few minutes, oldest first
-	Limits    Limits        // flow-control limits; zero when none are set
+	Minutes   []*dtqtype.MinuteStats // the last few minutes, oldest first
+	Limits    Limits                 // flow-control limits; zero when none are set
 	// Retained counts the finished tasks whose retention runs, by status
 	// (statuses with none left out).
 	Retained map[string]int64
-}
-
-// MinuteStats are the per-minute counters the scripts keep.
-type MinuteStats struct {
-	Minute int64            // epoch minutes
-	Counts map[string]int64 // succeeded, failed, retried, dead_lettered, cancelled, started, wait_ms_sum, run_ms_sum, wait_b<k>, run_b<k>
 }
 
 // QueueExists reports whether queue is in the registry.
@@ -105,104 +99,14 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	qs.Limits = parseLimits(limits.Val())
 	qs.Retained = retainedCounts(retained.Val(), now)
 	for i, m := range mins {
-		ms := MinuteStats{Minute: first + int64(i), Counts: map[string]int64{}}
-		for f, v := range m.Val() {
-			ms.Counts[f] = atoi64(v)
-		}
-		qs.Minutes = append(qs.Minutes, ms)
+		qs.Minutes = append(qs.Minutes, decodeMinute(first+int64(i), m.Val()))
 	}
 	return qs, nil
 }
 
-// MinuteRange reads the per-minute counters of each queue for [from, to]
-// (epoch minutes) in one pipeline: per queue, oldest minute first.
-func (r *RDB) MinuteRange(ctx context.Context, queues []string, from, to int64) ([][]MinuteStats, error) {
-	pipe := r.c.Pipeline()
-	cmds := make([][]*redis.MapStringStringCmd, len(queues))
-	for i, q := range queues {
-		for m := from; m <= to; m++ {
-			cmds[i] = append(cmds[i], pipe.HGetAll(ctx, r.keys.Stats(q, m)))
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	out := make([][]MinuteStats, len(queues))
-	for i := range queues {
-		out[i] = make([]MinuteStats, len(cmds[i]))
-		for j, c := range cmds[i] {
-			out[i][j] = MinuteStats{Minute: from + int64(j), Counts: map[string]int64{}}
-			for f, v := range c.Val() {
-				out[i][j].Counts[f] = atoi64(v)
-			}
-		}
-	}
-	return out, nil
-}
-
-// WorkerInfo is a worker's heartbeat record.
-type WorkerInfo struct {
-	ID            string
-	Fields        map[string]string
-	LastHeartbeat time.Time
-}
-
-// ListWorkers returns the workers seen in the last 24 hours, most recent
-// heartbeat first.
-func (r *RDB) ListWorkers(ctx context.Context) ([]WorkerInfo, error) {
-	ids, err := r.c.ZRevRangeWithScores(ctx, r.keys.Workers(), 0, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	pipe := r.c.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	for i, z := range ids {
-		cmds[i] = pipe.HGetAll(ctx, r.keys.Worker(z.Member.(string)))
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	out := make([]WorkerInfo, 0, len(ids))
-	for i, z := range ids {
-		f := cmds[i].Val()
-		if len(f) == 0 {
-			continue
-		}
-		out = append(out, WorkerInfo{ID: z.Member.(string), Fields: f, LastHeartbeat: time.UnixMilli(atoi64(f["last_heartbeat"]))})
-	}
-	return out, nil
-}
-
-// GetWorker returns one worker's record, or ErrNotFound.
-func (r *RDB) GetWorker(ctx context.Context, id string) (*WorkerInfo, error) {
-	f, err := r.c.HGetAll(ctx, r.keys.Worker(id)).Result()
-	if err != nil {
-		return nil, err
-	}
-	if len(f) == 0 {
-		return nil, ErrNotFound
-	}
-	return &WorkerInfo{ID: id, Fields: f, LastHeartbeat: time.UnixMilli(atoi64(f["last_heartbeat"]))}, nil
-}
-
-// DLQFilter selects DLQ entries.
-type DLQFilter struct {
-	Queue      string // "" = every queue
-	Type       string
-	ErrorClass string
-	Limit      int
-	Cursor     string // opaque, from a previous page
-}
-
-// DLQEntry is one dead-lettered task.
-type DLQEntry struct {
-	Task     *dtqtype.TaskInfo
-	FailedAt time.Time
-}
-
 // ListDLQ returns DLQ entries newest first across the selected queues, and
 // the cursor of the next page ("" at the end). A filtered page may be short.
-func (r *RDB) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, string, error) {
+func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQEntry, string, error) {
 	queues := []string{f.Queue}
 	if f.Queue == "" {
 		var err error
@@ -265,14 +169,14 @@ func (r *RDB) ListDLQ(ctx context.Context, f DLQFilter) ([]DLQEntry, string, err
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, "", err
 	}
-	var out []DLQEntry
+	var out []*dtqtype.DLQEntry
 	consumed := len(all)
 	for i, c := range all {
 		h := hs[i].Val()
 		if len(h) == 0 || (f.Type != "" && h["type"] != f.Type) || (f.ErrorClass != "" && h["error_class"] != f.ErrorClass) {
 			continue
 		}
-		out = append(out, DLQEntry{Task: decodeTask(c.queue, c.id, h, nil), FailedAt: time.UnixMilli(int64(c.at))})
+		out = append(out, &dtqtype.DLQEntry{TaskInfo: decodeTask(c.queue, c.id, h, nil), FailedAt: dtqtype.MillisTime(int64(c.at))})
 		if len(out) == f.Limit {
 			consumed = i + 1
 			break
@@ -313,7 +217,7 @@ var ErrBadCursor = errors.New("bad cursor")
 
 // GetDLQEntry returns one DLQ entry, or ErrNotFound when the task is not in
 // its queue's DLQ index.
-func (r *RDB) GetDLQEntry(ctx context.Context, id string) (*DLQEntry, error) {
+func (r *RDB) GetDLQEntry(ctx context.Context, id string) (*dtqtype.DLQEntry, error) {
 	t, err := r.GetTask(ctx, id)
 	if err != nil {
 		return nil, err
@@ -325,18 +229,12 @@ func (r *RDB) GetDLQEntry(ctx context.Context, id string) (*DLQEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DLQEntry{Task: t, FailedAt: time.UnixMilli(int64(score))}, nil
-}
-
-// AuditEntry is one audit stream entry.
-type AuditEntry struct {
-	ID     string
-	Fields map[string]string
+	return &dtqtype.DLQEntry{TaskInfo: t, FailedAt: dtqtype.MillisTime(int64(score))}, nil
 }
 
 // ListAudit returns audit entries newest first, starting before cursor (an
 // entry id; "" = newest).
-func (r *RDB) ListAudit(ctx context.Context, limit int, cursor string) ([]AuditEntry, string, error) {
+func (r *RDB) ListAudit(ctx context.Context, limit int, cursor string) ([]*dtqtype.AuditEntry, string, error) {
 	start := "+"
 	if cursor != "" {
 		ms, seq, ok := strings.Cut(cursor, "-")
@@ -362,13 +260,11 @@ func (r *RDB) ListAudit(ctx context.Context, limit int, cursor string) ([]AuditE
 		msgs = msgs[:limit]
 		next = msgs[limit-1].ID
 	}
-	out := make([]AuditEntry, len(msgs))
+	out := make([]*dtqtype.AuditEntry, len(msgs))
 	for i, m := range msgs {
-		f := make(map[string]string, len(m.Values))
-		for k, v := range m.Values {
-			f[k], _ = v.(string)
-		}
-		out[i] = AuditEntry{ID: m.ID, Fields: f}
+		str := func(k string) string { s, _ := m.Values[k].(string); return s }
+		out[i] = &dtqtype.AuditEntry{ID: m.ID, TS: dtqtype.MillisTime(atoi64(str("ts"))), Actor: str("actor"),
+			Role: str("role"), Action: str("action"), Target: str("target"), RequestID: str("request_id"), Detail: str("detail")}
 	}
 	return out, next, nil
 }
