@@ -262,9 +262,9 @@ type finalizeOp int
 
 const (
 	opNone    finalizeOp = iota // write nothing (lease lost, handed back)
-	opSucceed                   // succeed.lua
-	opRetry                     // retry.lua (ends cancelled when a cancel was requested)
-	opDead                      // dead.lua (likewise)
+	opSucceed                   // finish_succeeded.lua
+	opRetry                     // finish_retry.lua (ends cancelled when a cancel was requested)
+	opDead                      // finish_dead.lua (likewise)
 )
 
 // decision is what a returned handler means for its task.

@@ -25,7 +25,7 @@ import (
 func TestFaultConnectionResetMidFinalize(t *testing.T) {
 	run(t, scenario{name: "reset_mid_finalize", maxAttempts: 1, keys: 4,
 		limits: `{"rate": {"limit": 400, "period": "1s", "burst": 20}, "concurrency": 12, "key_concurrency": 2}`, fault: func(t *testing.T, r *rig) {
-			calls := [][]byte{[]byte(rdb.ScriptHash("succeed")), []byte(rdb.ScriptHash("claim")),
+			calls := [][]byte{[]byte(rdb.ScriptHash("finish_succeeded")), []byte(rdb.ScriptHash("claim")),
 				[]byte(rdb.ScriptHash("ingest")), []byte(rdb.ScriptHash("renew"))}
 			end := time.Now().Add(3 * time.Second)
 			for i := 0; time.Now().Before(end); i++ {
@@ -53,7 +53,7 @@ func TestFaultConnectionResetMidFinalize(t *testing.T) {
 func TestFaultHTTPWorkerResets(t *testing.T) {
 	run(t, scenario{name: "http_worker_resets", workers: -1, httpWorkers: 2, maxAttempts: 1, visibility: 30 * time.Second,
 		fault: func(t *testing.T, r *rig) {
-			calls := [][]byte{[]byte(rdb.ScriptHash("succeed")), []byte(rdb.ScriptHash("claim"))}
+			calls := [][]byte{[]byte(rdb.ScriptHash("finish_succeeded")), []byte(rdb.ScriptHash("claim"))}
 			end := time.Now().Add(3 * time.Second)
 			for i := 0; time.Now().Before(end); i++ {
 				if i%2 == 0 {

@@ -84,7 +84,7 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 	return t
 }
 
-// unpackDone spreads a succeeded task's packed field (see succeed.lua),
+// unpackDone spreads a succeeded task's packed field (see finish_succeeded.lua),
 // "attempt,priority,max_attempts,timeout_ms,created-id,started-created,
 // finished-started[,worker id]" (times as ms offsets; id is the time in the
 // task id), into the fields it replaced. It reports whether h had one.

@@ -282,7 +282,7 @@ local function landed(task_key, h, attempt, worker, outcomes)
 end
 
 -- succeeded_by tells whether a succeeded task's compact record (see
--- succeed.lua) names this attempt and worker: a success sent again after
+-- finish_succeeded.lua) names this attempt and worker: a success sent again after
 -- its reply was lost. h is the task's fields.
 local function succeeded_by(h, attempt, worker)
   local d = h.done

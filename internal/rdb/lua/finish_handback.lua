@@ -1,4 +1,4 @@
--- handback: return a running task to its queue at the drain deadline, with
+-- finish_handback: return a running task to its queue at the drain deadline, with
 -- the same attempt, so a peer starts it at once. Fenced on status running +
 -- attempt + worker. The old stream entry is acked (its data was trimmed at
 -- claim) and a new one added; TASK_QUEUED {reason: handback}. The hand-back

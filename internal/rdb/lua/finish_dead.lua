@@ -1,4 +1,4 @@
--- dead: finalize a running attempt that failed for good (permanent error,
+-- finish_dead: finalize a running attempt that failed for good (permanent error,
 -- panic, undecodable payload, unknown type or attempts exhausted).
 -- Fenced on status running + attempt + worker. A cancel request wins: the
 -- task ends cancelled instead (see cancel_running). Otherwise, in order:

@@ -1,4 +1,4 @@
--- retry: finalize a running attempt that failed retryably with attempts left.
+-- finish_retry: finalize a running attempt that failed retryably with attempts left.
 -- Fenced on status running + attempt + worker. A cancel request wins: the
 -- task ends cancelled instead (see cancel_running). Otherwise, in order: task
 -- hash (retrying; attempt unchanged — it grows at promotion) ->

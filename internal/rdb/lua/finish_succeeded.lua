@@ -1,4 +1,4 @@
--- succeed: finalize running attempts whose handlers returned, several tasks
+-- finish_succeeded: finalize running attempts whose handlers returned, several tasks
 -- of one queue per call. Each task is fenced on status running + attempt +
 -- worker; a task whose fence fails is skipped (its worker lost the lease).
 -- A task whose success by this worker and attempt is already recorded (a

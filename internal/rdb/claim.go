@@ -1,0 +1,167 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClaimedTask is a task a worker now runs.
+type ClaimedTask struct {
+	Queue           string
+	ID              string
+	Attempt         int
+	Type            string
+	Payload         []byte
+	TimeoutMS       int64
+	MaxAttempts     int
+	IdempotencyKey  string
+	CreatedAt       int64
+	CancelRequested bool
+	Metadata        []byte
+	Priority        int
+}
+
+// EnsureGroups creates the consumer group on every band stream of queue
+// (creating the streams), ignoring groups that exist. Workers call it once
+// per queue at start and again when a script reports a missing group.
+func (r *RDB) EnsureGroups(ctx context.Context, queue string) error {
+	for b := 0; b < NumBands; b++ {
+		err := r.c.XGroupCreateMkStream(ctx, r.keys.Stream(queue, b), Group, "0").Err()
+		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+			return fmt.Errorf("create group on %s: %w", r.keys.Stream(queue, b), err)
+		}
+	}
+	return nil
+}
+
+func (r *RDB) bandStreams(queue string) []string {
+	out := make([]string, NumBands)
+	for b := range out {
+		out[b] = r.keys.Stream(queue, b)
+	}
+	return out
+}
+
+func minuteOf(now time.Time) int64 { return now.Unix() / 60 }
+
+// ClaimResult is what Claim found.
+type ClaimResult struct {
+	Tasks   []ClaimedTask
+	Paused  bool
+	NoGroup bool
+	// LastIDs, set when the bands ran out before the slots did, are the
+	// newest (already delivered) entry ids of bands p9..p0: WaitReady blocks
+	// until an entry newer than them exists.
+	LastIDs []string
+	// Limited means a flow-control limit allowed no start (nothing was
+	// read): Reason is "rate" or "concurrency", and Wait how long until the
+	// next token, or -1 for "until a running task finishes" (WaitWake).
+	Limited bool
+	Reason  string
+	Wait    time.Duration
+	// Held counts tasks this call held back because their concurrency key
+	// was at its limit.
+	Held int
+}
+
+// Claim delivers up to max ready tasks of queue to the worker, highest
+// priority first, moving each to running under a lease. nonce identifies the
+// call: when an error leaves it unknown whether a claim ran, sending it
+// again with the same now and nonce answers the tasks it started.
+func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max int, now time.Time, nonce string) (*ClaimResult, error) {
+	k := r.keys
+	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
+		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	keys = append(keys, k.Limits(queue), k.Rate(queue), k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Retained(queue))
+	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention), nonce,
+		k.KeyWaitPrefix(queue)).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 6 {
+		return nil, fmt.Errorf("rdb: malformed claim reply")
+	}
+	state, _ := v[0].(string)
+	res := &ClaimResult{Paused: state == "paused", NoGroup: state == "nogroup", Limited: state == "limited"}
+	if w, _ := v[3].(int64); w != 0 {
+		res.Wait = time.Duration(w) * time.Millisecond
+		if w < 0 {
+			res.Wait = -1
+		}
+	}
+	res.Reason, _ = v[4].(string)
+	held, _ := v[5].(int64)
+	res.Held = int(held)
+	res.Tasks = decodeClaimed(queue, v[1])
+	for _, id := range asSlice(v[2]) {
+		s, _ := id.(string)
+		res.LastIDs = append(res.LastIDs, s)
+	}
+	return res, nil
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func decodeClaimed(queue string, v any) []ClaimedTask {
+	var out []ClaimedTask
+	for _, item := range asSlice(v) {
+		f := asSlice(item)
+		if len(f) < 11 {
+			continue
+		}
+		str := func(i int) string { s, _ := f[i].(string); return s }
+		out = append(out, ClaimedTask{
+			Queue: queue, ID: str(0), Attempt: int(atoi64(str(1))), Type: str(2),
+			Payload: []byte(str(3)), TimeoutMS: atoi64(str(4)), MaxAttempts: int(atoi64(str(5))),
+			IdempotencyKey: str(6), CreatedAt: atoi64(str(7)), CancelRequested: str(8) == "1",
+			Metadata: []byte(str(9)), Priority: int(atoi64(str(10))),
+		})
+	}
+	return out
+}
+
+// WaitReady blocks until an entry newer than lastIDs (bands p9..p0) exists
+// in any band of queue, or block passes. It reads without a group, so it
+// delivers nothing: the claim script that follows does the delivery.
+func (r *RDB) WaitReady(ctx context.Context, queue string, lastIDs []string, block time.Duration) error {
+	if len(lastIDs) != NumBands {
+		return nil
+	}
+	streams := make([]string, 0, 2*NumBands)
+	for b := NumBands - 1; b >= 0; b-- {
+		streams = append(streams, r.keys.Stream(queue, b))
+	}
+	streams = append(streams, lastIDs...)
+	err := r.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+// WaitWake blocks until the wake stream of queue has an entry after after
+// (a releasing finalize writes one when a concurrency limit stopped a
+// claim), or block passes. It returns the newest entry id seen, to pass as
+// after next time; start with "0-0".
+func (r *RDB) WaitWake(ctx context.Context, queue, after string, block time.Duration) (string, error) {
+	res, err := r.c.XRead(ctx, &redis.XReadArgs{Streams: []string{r.keys.Wake(queue), after}, Count: 1, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return after, nil
+	}
+	if err != nil {
+		return after, err
+	}
+	if len(res) > 0 && len(res[0].Messages) > 0 {
+		return res[0].Messages[len(res[0].Messages)-1].ID, nil
+	}
+	return after, nil
+}

@@ -1,0 +1,65 @@
+package rdb
+
+import (
+	"context"
+	"time"
+)
+
+// LeaseRef names one held lease.
+type LeaseRef struct {
+	ID      string
+	Attempt int
+}
+
+// RenewStatus is the outcome of renewing one lease.
+type RenewStatus int
+
+// Renewal outcomes.
+const (
+	Renewed RenewStatus = iota
+	LeaseLost
+	CancelRequested
+)
+
+// RenewLeases extends the worker's leases on queue, fenced per task.
+func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, now time.Time, refs []LeaseRef) ([]RenewStatus, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, r.keys.TaskPrefix(queue)}
+	for _, l := range refs {
+		args = append(args, l.ID, l.Attempt)
+	}
+	v, err := r.run(ctx, "renew", []string{r.keys.Lease(queue)}, args...).Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RenewStatus, len(v))
+	for i, c := range v {
+		out[i] = RenewStatus(c)
+	}
+	return out, nil
+}
+
+// Reclaim takes over up to room tasks of queue whose lease expired, and
+// dead-letters those with no attempts left. mine lists the attempts the
+// calling process runs now: their leases are renewed, never taken over.
+// nonce identifies the call as for Claim.
+func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room int, now time.Time, nonce string, mine []LeaseRef) ([]ClaimedTask, error) {
+	k := r.keys
+	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.DLQ(queue),
+		k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
+	keys = append(append(keys, r.limitKeys(queue)...), k.Retained(queue))
+	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
+		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), room, s.EventsMaxLen,
+		seconds(s.FailedRetention), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce,
+		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
+	for _, l := range mine {
+		args = append(args, l.ID, l.Attempt)
+	}
+	v, err := r.run(ctx, "reclaim", keys, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	return decodeClaimed(queue, v), nil
+}
