@@ -2,11 +2,13 @@
 
 GO      ?= go
 BIN     ?= bin/dtq
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/dtq-io/dtq/internal/cli.version=$(VERSION)
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X github.com/dtq-io/dtq/internal/buildinfo.version=$(VERSION) \
+	-X github.com/dtq-io/dtq/internal/buildinfo.revision=$(REVISION)
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test race bench lint build
+.PHONY: help dev test race bench lint build image
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-7s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,6 +32,9 @@ lint: ## Check formatting (gofmt) and run go vet
 
 build: ## Build bin/dtq
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dtq
+
+image: ## Build the container image dtq:$(VERSION) from the Dockerfile (needs docker)
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t dtq:$(VERSION) .
 
 .PHONY: screenshots
 screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)

@@ -122,7 +122,12 @@ func (i *Inspector) ListTasks(ctx context.Context, o ListOptions) ([]*dtqtype.Ta
 // scripts (loading them if needed) and runs with maxmemory-policy
 // noeviction. A failed check is a *ReadinessError.
 func (i *Inspector) Ready(ctx context.Context) error {
-	err := i.rdb.Ready(ctx)
+	return readinessError(i.rdb.Ready(ctx))
+}
+
+// readinessError turns a failed storage readiness check into a
+// *ReadinessError; other errors and nil are returned as they are.
+func readinessError(err error) error {
 	var re *rdb.ReadyError
 	if errors.As(err, &re) {
 		return &ReadinessError{Check: re.Check, Detail: re.Detail, err: re.Err}
@@ -171,7 +176,8 @@ const (
 )
 
 // ReadinessError is a failed readiness check. Check is one of CheckRedis,
-// CheckRedisVersion, CheckScripts or CheckMaxmemoryPolicy and is safe to show anyone; the
+// CheckRedisVersion, CheckScripts or CheckMaxmemoryPolicy (and, from
+// Worker.Ready, CheckRegistered or CheckDraining) and is safe to show anyone; the
 // wrapped cause may name the Redis address or carry a driver's message and
 // belongs in the server's log only.
 type ReadinessError struct {

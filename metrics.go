@@ -28,6 +28,12 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 	return wm
 }
 
+// initSeries creates the counters of the queues and task types served at
+// zero (see metrics.Worker.Init).
+func (w *workerMetrics) initSeries(queues, taskTypes []string) {
+	w.m.Init(queues, taskTypes)
+}
+
 func (w *workerMetrics) started(ct *rdb.ClaimedTask, now time.Time) {
 	w.m.Started.WithLabelValues(ct.Queue, ct.Type).Inc()
 	w.m.Inflight.Inc()

@@ -50,7 +50,12 @@ func TestWorkerMetricsOverHTTP(t *testing.T) {
 		require.NoError(t, err)
 		return string(body)
 	}
-	require.NotContains(t, scrape(), `dtq_tasks_succeeded_total{queue="default",task_type="ok"}`)
+	// Counters start at zero for every queue served and task type handled.
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(), `dtq_tasks_succeeded_total{queue="default",task_type="ok"} 0`)
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, scrape(), `dtq_tasks_dead_lettered_total{queue="default",task_type="ok"} 0`)
+	require.Contains(t, scrape(), `dtq_lease_lost_total{queue="default"} 0`)
 	for range 3 {
 		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok"})
 		require.NoError(t, err)

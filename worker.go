@@ -229,6 +229,8 @@ type Worker struct {
 	inflight map[runKey]*running
 	handlers sync.WaitGroup
 	draining atomic.Bool
+	// registered is set once register has succeeded (see Ready).
+	registered atomic.Bool
 
 	processed, failed, retried atomic.Int64
 }
@@ -322,6 +324,8 @@ func (w *Worker) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dtq: register worker: %w", err)
 	}
+	w.metrics.initSeries(w.queues(), w.Types())
+	w.registered.Store(true)
 	return nil
 }
 

@@ -157,6 +157,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		// 0 in the variable means totals only; 0 in the Config, the default.
 		MetricsMaxQueues: cmp.Or(cfg.MetricsMaxQueues, -1),
+		MaxQueueDepth:    cfg.MaxQueueDepth,
 		Logger:           log,
 		AccessLog:        cfg.NewLogger(access),
 	})

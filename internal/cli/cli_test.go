@@ -277,7 +277,7 @@ func TestVersionAndHelp(t *testing.T) {
 	t.Parallel()
 	code, stdout, _ := runCmd(t, nil, "version")
 	require.Equal(t, 0, code)
-	require.Regexp(t, `^dtq \S+ \(go.*\)\n$`, stdout)
+	require.Regexp(t, `^dtq \S+ \(revision \S+, go\S+, \S+/\S+\)\n$`, stdout)
 
 	code, stdout, _ = runCmd(t, nil, "--version")
 	require.Equal(t, 0, code)

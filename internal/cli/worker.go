@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -87,8 +89,8 @@ func runWorker(ctx context.Context, w *dtq.Worker) error {
 	return nil
 }
 
-// serveWorkerMetrics serves the worker's /metrics on addr until ctx ends;
-// an empty addr or "off" disables it.
+// serveWorkerMetrics serves the worker's /metrics, /health and /ready on
+// addr until ctx ends; an empty addr or "off" disables it.
 func serveWorkerMetrics(ctx context.Context, addr string, w *dtq.Worker, log *slog.Logger) error {
 	if addr == "" || addr == "off" {
 		<-ctx.Done()
@@ -98,9 +100,7 @@ func serveWorkerMetrics(ctx context.Context, addr string, w *dtq.Worker, log *sl
 	if err != nil {
 		return fmt.Errorf("worker metrics listener on %s (DTQ_WORKER_METRICS_ADDR): %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", w.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout}
+	srv := &http.Server{Handler: workerProbeMux(w, log), ReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
@@ -110,4 +110,44 @@ func serveWorkerMetrics(ctx context.Context, addr string, w *dtq.Worker, log *sl
 		return err
 	}
 	return nil
+}
+
+// workerReadyTimeout bounds the worker's /ready, so a probe gets an answer
+// even when Redis hangs.
+const workerReadyTimeout = 3 * time.Second
+
+// workerProbeMux routes the worker's HTTP endpoints: /metrics; /health,
+// which touches nothing (the process is up); and /ready, 200 while the
+// worker takes tasks and 503 naming the failed check otherwise (see
+// dtq.Worker.Ready).
+func workerProbeMux(w *dtq.Worker, log *slog.Logger) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", w.MetricsHandler())
+	mux.HandleFunc("GET /health", func(rw http.ResponseWriter, _ *http.Request) {
+		writeProbe(rw, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /ready", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), workerReadyTimeout)
+		defer cancel()
+		err := w.Ready(ctx)
+		if err == nil {
+			writeProbe(rw, http.StatusOK, map[string]string{"status": "ready"})
+			return
+		}
+		check, msg := httpapi.ReadinessMessage(err)
+		if check != dtq.CheckRegistered && check != dtq.CheckDraining {
+			log.Warn("not ready", "check", check, "err", oneLine(err.Error())) // the cause stays in the log
+		}
+		writeProbe(rw, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "check": check, "message": msg})
+	})
+	return mux
+}
+
+// writeProbe writes a probe's JSON answer.
+func writeProbe(rw http.ResponseWriter, status int, body map[string]string) {
+	b, _ := json.Marshal(body)
+	rw.Header().Set("Content-Type", "application/json")
+	rw.Header().Set("Cache-Control", "no-store")
+	rw.WriteHeader(status)
+	_, _ = rw.Write(append(b, '\n'))
 }

@@ -120,7 +120,7 @@ type Config struct {
 	// none: any type.
 	TaskTypes []string
 	// WorkerMetricsAddr is DTQ_WORKER_METRICS_ADDR, where a worker serves
-	// /metrics. Default 127.0.0.1:9464.
+	// /metrics, /health and /ready; "off" serves none. Default 127.0.0.1:9464.
 	WorkerMetricsAddr string
 
 	set map[string]bool // variables given by flag or environment

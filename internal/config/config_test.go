@@ -245,6 +245,10 @@ func TestParseValues(t *testing.T) {
 				require.Equal(t, ":0", c.APIAddr)
 				require.Equal(t, "[::1]:9000", c.WorkerMetricsAddr)
 			}},
+		{"worker endpoints off", map[string]string{"DTQ_WORKER_METRICS_ADDR": "off"}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Equal(t, "off", c.WorkerMetricsAddr)
+			}},
 		{"client config", map[string]string{"DTQ_KEY_PREFIX": "app:dtq", "DTQ_MAX_QUEUE_DEPTH": "7", "DTQ_MAX_PAYLOAD_BYTES": "1024",
 			"DTQ_MAX_ATTEMPTS": "3", "DTQ_TASK_TIMEOUT_MS": "2000", "DTQ_IDEM_TTL_S": "60", "DTQ_EVENTS_MAXLEN": "500"}, nil,
 			func(t *testing.T, c *config.Config) {

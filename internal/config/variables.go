@@ -218,8 +218,14 @@ var variables = []variable{
 			c.TaskTypes = types
 			return err
 		}},
-	{name: "WORKER_METRICS_ADDR", kind: "host:port", def: "127.0.0.1:9464", usage: "address a worker serves /metrics on",
-		parse: addr(func(c *Config) *string { return &c.WorkerMetricsAddr })},
+	{name: "WORKER_METRICS_ADDR", kind: "host:port", def: "127.0.0.1:9464", usage: "address a worker serves /metrics, /health and /ready on; off disables",
+		parse: func(c *Config, s string) error {
+			if s == "off" {
+				c.WorkerMetricsAddr = s
+				return nil
+			}
+			return addr(func(c *Config) *string { return &c.WorkerMetricsAddr })(c, s)
+		}},
 }
 
 func redactSecret(s string) string {

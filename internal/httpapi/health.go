@@ -33,6 +33,28 @@ var readyMessages = map[string]string{
 	dtq.CheckScripts:         "not ready: dtq's scripts could not be loaded into Redis",
 	dtq.CheckMaxmemoryPolicy: "not ready: Redis must run with maxmemory-policy noeviction (an evicted task is lost silently)",
 	dtq.CheckRedisVersion:    "not ready: dtq needs Redis 7.0 or later",
+	dtq.CheckRegistered:      "not ready: the worker has not registered with Redis yet",
+	dtq.CheckDraining:        "not ready: the worker is draining and takes no more tasks",
+}
+
+// ReadinessMessage names the check a failed readiness check err (from
+// Inspector.Ready or Worker.Ready) failed and says what it means, in words
+// safe to show an unauthenticated caller: no address, no driver error. An
+// error that is not a *dtq.ReadinessError counts as CheckRedis.
+func ReadinessMessage(err error) (check, message string) {
+	check = dtq.CheckRedis
+	var re *dtq.ReadinessError
+	if errors.As(err, &re) {
+		check = re.Check
+	}
+	msg, ok := readyMessages[check]
+	if !ok {
+		msg = "not ready: the " + check + " check failed"
+	}
+	if re != nil && re.Detail != "" {
+		msg += " (" + re.Detail + ")"
+	}
+	return check, msg
 }
 
 // ready is GET /ready: Redis answers, the scripts are loaded and
@@ -43,18 +65,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.cfg.Inspector.Ready(ctx); err != nil {
 		s.log.WarnContext(r.Context(), "not ready", "request_id", RequestIDFromContext(r.Context()), "err", clean(err.Error()))
-		check := dtq.CheckRedis
-		var re *dtq.ReadinessError
-		if errors.As(err, &re) {
-			check = re.Check
-		}
-		msg, ok := readyMessages[check]
-		if !ok {
-			msg = "not ready: the " + check + " check failed"
-		}
-		if re != nil && re.Detail != "" {
-			msg += " (" + re.Detail + ")"
-		}
+		check, msg := ReadinessMessage(err)
 		s.writeAPIError(w, r, &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: msg, details: map[string]any{"check": check}})
 		return

@@ -53,7 +53,7 @@ func (am *apiMetrics) queueLabel(q string) string {
 	return q
 }
 
-func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, maxQueues int) *apiMetrics {
+func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, maxQueues int, maxDepth int64) *apiMetrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -62,7 +62,9 @@ func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, 
 	if sc, ok := feed.(subscriberCounter); ok {
 		reg.MustRegister(&subscriberCollector{feed: sc})
 	}
-	return &apiMetrics{m: metrics.NewAPI(reg), handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	m := metrics.NewAPI(reg)
+	m.MaxDepth.Set(float64(maxDepth))
+	return &apiMetrics{m: m, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		maxQueues: maxQueues, labelled: map[string]struct{}{}}
 }
 

@@ -44,6 +44,9 @@ func TestMetricsMoveWithSubmissions(t *testing.T) {
 	require.Equal(t, 4.0, metricValue(t, page, `dtq_queue_depth{queue="metered"}`))
 	require.Equal(t, 4.0, metricValue(t, page, `dtq_queue_ready{queue="metered"}`))
 	require.Equal(t, 1.0, metricValue(t, page, `dtq_redis_up`))
+	require.Equal(t, float64(DefaultMaxQueueDepth), metricValue(t, page, `dtq_queue_max_depth`))
+	require.Contains(t, page, `dtq_tasks_rejected_total{reason="redis_oom"} 0`, "every reason starts at zero")
+	require.Regexp(t, `(?m)^dtq_build_info\{goversion="go[^"]+",revision="[^"]+",version="[^"]+"\} 1$`, page)
 	require.NotContains(t, page, "task_id")
 }
 

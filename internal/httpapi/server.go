@@ -66,7 +66,14 @@ type Config struct {
 	// most dead letters, then by name), and totals over all queues.
 	// Default DefaultMetricsMaxQueues; negative = totals only.
 	MetricsMaxQueues int
+	// MaxQueueDepth is DTQ_MAX_QUEUE_DEPTH, exported as dtq_queue_max_depth
+	// so that alerts compare depths with the limit in force. It should
+	// equal the Client's limit. Default DefaultMaxQueueDepth.
+	MaxQueueDepth int64
 }
+
+// DefaultMaxQueueDepth is Config.MaxQueueDepth's default, the Client's.
+const DefaultMaxQueueDepth = 10000
 
 // DefaultMetricsMaxQueues is Config.MetricsMaxQueues's default.
 const DefaultMetricsMaxQueues = 100
@@ -138,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AccessLog == nil {
 		cfg.AccessLog = cfg.Logger
 	}
+	if cfg.MaxQueueDepth <= 0 {
+		cfg.MaxQueueDepth = DefaultMaxQueueDepth
+	}
 	switch {
 	case cfg.MetricsMaxQueues == 0:
 		cfg.MetricsMaxQueues = DefaultMetricsMaxQueues
@@ -152,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody: 2*int64(cfg.MaxPayloadBytes) + bodySlack,
 		mux:     http.NewServeMux(),
 		xorigin: http.NewCrossOriginProtection(),
-		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events, cfg.MetricsMaxQueues),
+		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events, cfg.MetricsMaxQueues, cfg.MaxQueueDepth),
 
 		allowedHosts: allowed,
 	}

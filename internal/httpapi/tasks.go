@@ -72,6 +72,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if hasKey {
 		sub.IdempotencyKey = key // the header wins over the body
 	}
+	withTraceContext(r, &sub)
 	if err := requireScope(r, queueOf(sub)); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -134,6 +135,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		items[i].Index = i
 		sub, err := dtq.DecodeSubmission(raw)
 		if err == nil {
+			withTraceContext(r, &sub)
 			err = requireScope(r, queueOf(sub))
 		}
 		if err != nil {
@@ -168,6 +170,75 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		s.warnUnserved(w, r, q)
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
+}
+
+// maxTracestate is the longest tracestate header copied into metadata: the
+// W3C recommendation says 512 characters reach every vendor.
+const maxTracestate = 512
+
+// withTraceContext copies the request's W3C trace context headers,
+// traceparent and tracestate, into sub's metadata under the same names, so
+// a worker's tracing middleware (package dtqotel) continues the caller's
+// trace. Metadata that has a traceparent already is left alone, as is
+// metadata that is not an object (Submit says why). A missing or malformed
+// traceparent copies nothing, and a malformed or overlong tracestate is
+// dropped: trace context never fails a submission.
+func withTraceContext(r *http.Request, sub *dtq.Submission) {
+	tp := r.Header.Values("Traceparent")
+	if len(tp) != 1 || !validTraceparent(tp[0]) {
+		return
+	}
+	raw, _ := sub.Metadata.(json.RawMessage) // what DecodeSubmission gives
+	raw = bytes.TrimSpace(raw)
+	var meta map[string]json.RawMessage
+	if len(raw) > 0 && string(raw) != "null" {
+		if raw[0] != '{' || json.Unmarshal(raw, &meta) != nil {
+			return
+		}
+		if _, ok := meta["traceparent"]; ok {
+			return
+		}
+	}
+	// Splice the members in front, keeping the body's members as written.
+	b := append([]byte(`{"traceparent":`), strconv.Quote(tp[0])...)
+	ts := strings.Join(r.Header.Values("Tracestate"), ",") // repeated headers are one list
+	if _, ok := meta["tracestate"]; !ok && ts != "" && len(ts) <= maxTracestate && printableASCII(ts) {
+		b = append(append(b, `,"tracestate":`...), strconv.Quote(ts)...)
+	}
+	if len(meta) > 0 {
+		b = append(append(b, ','), raw[1:]...)
+	} else {
+		b = append(b, '}')
+	}
+	sub.Metadata = json.RawMessage(b)
+}
+
+// validTraceparent reports whether v has the form of a W3C version-00
+// traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>.
+func validTraceparent(v string) bool {
+	if len(v) != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if i == 2 || i == 35 || i == 52 {
+			continue
+		}
+		if c := v[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// printableASCII reports whether s is all 0x20..0x7e: strconv.Quote then
+// writes it as valid JSON.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // queueOf is the queue a submission goes to.

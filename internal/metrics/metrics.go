@@ -5,6 +5,8 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dtq-io/dtq/internal/buildinfo"
 )
 
 // DurationBuckets span sub-millisecond to ten minutes (seconds).
@@ -57,8 +59,56 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 		RetryDelay: hist("dtq_task_retry_delay_seconds", "Backoff chosen for retries.", "queue"),
 	}
 	reg.MustRegister(m.Started, m.Succeeded, m.Failed, m.Retried, m.DeadLettered, m.Completed, m.Attempts,
-		m.LeaseLost, m.FinalizeRetries, m.Throttled, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay)
+		m.LeaseLost, m.FinalizeRetries, m.Throttled, m.Inflight, m.Wait, m.Execution, m.EndToEnd, m.RetryDelay,
+		NewBuildInfo())
 	return m
+}
+
+// Label vocabularies of the worker counters, as Init creates them.
+var (
+	// CompletedStatuses are the status labels of dtq_tasks_completed_total.
+	CompletedStatuses = []string{"succeeded", "failed", "dead_lettered", "cancelled"}
+	// AttemptResults are the result labels of dtq_task_attempts_total.
+	AttemptResults = []string{"success", "retry", "failure", "cancelled", "lease_lost", "error"}
+	// ThrottleReasons are the reason labels of dtq_tasks_throttled_total.
+	ThrottleReasons = []string{"rate", "concurrency", "key_concurrency"}
+)
+
+// Init creates every counter series of queues and task types at zero, so
+// that a rate or increase over a counter has data before its first event
+// and an alert on it is evaluated rather than absent. Histograms and the
+// gauge are left alone.
+func (m *Worker) Init(queues, taskTypes []string) {
+	for _, q := range queues {
+		m.LeaseLost.WithLabelValues(q)
+		m.FinalizeRetries.WithLabelValues(q)
+		for _, r := range ThrottleReasons {
+			m.Throttled.WithLabelValues(q, r)
+		}
+		for _, t := range taskTypes {
+			for _, c := range []*prometheus.CounterVec{m.Started, m.Succeeded, m.Failed, m.Retried, m.DeadLettered} {
+				c.WithLabelValues(q, t)
+			}
+			for _, s := range CompletedStatuses {
+				m.Completed.WithLabelValues(q, t, s)
+			}
+			for _, r := range AttemptResults {
+				m.Attempts.WithLabelValues(q, t, r)
+			}
+		}
+	}
+}
+
+// NewBuildInfo returns dtq_build_info: a gauge of 1 labelled with the
+// running build's version, revision and Go version.
+func NewBuildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "dtq_build_info",
+		Help: "Always 1; the labels say which build of dtq runs: version, revision and goversion.",
+		ConstLabels: prometheus.Labels{
+			"version": buildinfo.Version(), "revision": buildinfo.Revision(), "goversion": buildinfo.GoVersion(),
+		}})
+	g.Set(1)
+	return g
 }
 
 // API holds the metrics an API process exports besides the queue gauges.
@@ -66,7 +116,14 @@ type API struct {
 	Submitted *prometheus.CounterVec   // queue
 	Rejected  *prometheus.CounterVec   // reason
 	Requests  *prometheus.HistogramVec // route, code
+	// MaxDepth is DTQ_MAX_QUEUE_DEPTH, so that alerts compare depths with
+	// the configured limit rather than a copy of it.
+	MaxDepth prometheus.Gauge
 }
+
+// RejectReasons are the reason labels of dtq_tasks_rejected_total; NewAPI
+// creates each at zero.
+var RejectReasons = []string{"invalid", "too_large", "unknown_type", "queue_full", "in_progress", "key_mismatch", "redis_oom"}
 
 // NewAPI creates the API metrics and registers them with reg.
 func NewAPI(reg prometheus.Registerer) *API {
@@ -77,7 +134,12 @@ func NewAPI(reg prometheus.Registerer) *API {
 			Help: "Submissions refused, by reason (invalid, too_large, unknown_type, queue_full, in_progress, key_mismatch, redis_oom)."}, []string{"reason"}),
 		Requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dtq_http_request_duration_seconds",
 			Help: "HTTP API request durations.", Buckets: DurationBuckets}, []string{"route", "code"}),
+		MaxDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dtq_queue_max_depth",
+			Help: "Live tasks a queue may hold before submissions get 429 (DTQ_MAX_QUEUE_DEPTH)."}),
 	}
-	reg.MustRegister(m.Submitted, m.Rejected, m.Requests)
+	for _, r := range RejectReasons {
+		m.Rejected.WithLabelValues(r)
+	}
+	reg.MustRegister(m.Submitted, m.Rejected, m.Requests, m.MaxDepth, NewBuildInfo())
 	return m
 }

@@ -1,0 +1,46 @@
+package dtqotel_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqotel"
+)
+
+// A producer and a worker share one Tracer setup; the trace runs from the
+// producer's span to the handler's.
+func ExampleTracer() {
+	ctx := context.Background()
+	tp := sdktrace.NewTracerProvider() // add your exporter: sdktrace.WithBatcher(exp)
+	defer func() { _ = tp.Shutdown(ctx) }()
+	tr := dtqotel.New(&dtqotel.Config{TracerProvider: tp})
+
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	client, err := dtq.NewClient(rdb, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, span := tp.Tracer("checkout").Start(ctx, "place order")
+	res, err := tr.Submit(ctx, client, dtq.Submission{Queue: "emails", Type: "send_receipt",
+		Payload: map[string]any{"order_id": 42}})
+	span.End()
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Println("submitted", res.TaskID)
+
+	w, err := dtq.NewWorker(rdb, &dtq.WorkerConfig{Queues: map[string]int{"emails": 1}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Use(tr.Middleware)
+	w.HandleFunc("send_receipt", func(ctx context.Context, t *dtq.Task) (any, error) {
+		// ctx carries the dtq.process span: spans started here are its children.
+		return nil, nil
+	})
+	log.Fatal(w.Run(ctx))
+}

@@ -1,0 +1,132 @@
+package dtqotel_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqotel"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+// bundle is what a tracing test needs: a client and an inspector on a
+// fresh key prefix, and a Tracer whose spans land in an in-memory recorder.
+type bundle struct {
+	ctx    context.Context
+	rc     *redis.Client
+	prefix string
+	client *dtq.Client
+	insp   *dtq.Inspector
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+	tracer *dtqotel.Tracer
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	b := newTracing(t)
+	s := redistest.New(t)
+	b.rc, b.prefix = s.Client, s.Prefix
+	var err error
+	b.client, err = dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	require.NoError(t, err)
+	b.insp, err = dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	require.NoError(t, err)
+	return b
+}
+
+// newTracing is a bundle without Redis, for tests of the middleware alone.
+func newTracing(t *testing.T) *bundle {
+	t.Helper()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+	return &bundle{ctx: context.Background(), spans: spans, tp: tp,
+		tracer: dtqotel.New(&dtqotel.Config{TracerProvider: tp})}
+}
+
+// startSpan starts a span of the test's own, as the code around a
+// submission would.
+func (b *bundle) startSpan(name string) (context.Context, trace.Span) {
+	return b.tp.Tracer("test").Start(b.ctx, name)
+}
+
+// runWorker runs a worker serving queue with h for taskType, wrapped in the
+// tracing middleware; it is stopped when the test ends.
+func (b *bundle) runWorker(t *testing.T, queue, taskType string, h dtq.HandlerFunc) {
+	t.Helper()
+	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{
+		KeyPrefix: b.prefix, Queues: map[string]int{queue: 1}, Concurrency: 4,
+		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
+		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, DrainTimeout: 5 * time.Second,
+		DisableScheduler: true, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	w.Use(b.tracer.Middleware)
+	w.Handle(taskType, h)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(60 * time.Second):
+				t.Error("worker did not stop")
+			}
+		})
+	})
+}
+
+// waitSpans polls the recorder until n spans named name have ended, and
+// returns them in the order they ended.
+func (b *bundle) waitSpans(t *testing.T, name string, n int) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	var got []sdktrace.ReadOnlySpan
+	require.Eventually(t, func() bool {
+		got = b.ended(name)
+		return len(got) >= n
+	}, 20*time.Second, 5*time.Millisecond, "waiting for %d %s spans", n, name)
+	require.Len(t, got, n)
+	return got
+}
+
+// ended returns the ended spans named name.
+func (b *bundle) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range b.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// one returns the one ended span named name.
+func (b *bundle) one(t *testing.T, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	spans := b.ended(name)
+	require.Len(t, spans, 1, name)
+	return spans[0]
+}
+
+// attrs returns a span's attributes as a map.
+func attrs(s sdktrace.ReadOnlySpan) map[string]any {
+	m := map[string]any{}
+	for _, kv := range s.Attributes() {
+		m[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	return m
+}
