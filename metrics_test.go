@@ -3,10 +3,8 @@ package dtq_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strings"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,46 +14,57 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// metricSum sums every series of the named counter family of w.
-func metricSum(t *testing.T, w *dtq.Worker, name string) float64 {
-	t.Helper()
-	mfs, err := w.Gatherer().Gather()
-	require.NoError(t, err)
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
+// recorder is a dtq.Observer that keeps what it is told.
+type recorder struct {
+	mu       sync.Mutex
+	queues   []string
+	types    []string
+	started  []dtq.TaskStart
+	finished []dtq.TaskEnd
 }
 
-func TestWorkerMetricsOverHTTP(t *testing.T) {
+func (r *recorder) Serving(queues, types []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queues, r.types = queues, types
+}
+
+func (r *recorder) TaskStarted(s dtq.TaskStart) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = append(r.started, s)
+}
+
+func (r *recorder) TaskFinished(e dtq.TaskEnd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = append(r.finished, e)
+}
+
+func (r *recorder) Throttled(string, string, int) {}
+func (r *recorder) FinalizeRetried(string)        {}
+
+// outcomes counts the finished attempts by outcome.
+func (r *recorder) outcomes() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range r.finished {
+		out[e.Outcome]++
+	}
+	return out
+}
+
+// TestWorkerTellsItsObserver: the Observer hears the queues and types
+// served, each start and each attempt's outcome with its task's fields.
+func TestWorkerTellsItsObserver(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	w := b.worker(t, nil)
+	rec := &recorder{}
+	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Observer = rec })
 	w.HandleFunc("ok", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
 	w.HandleFunc("bad", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("no")) })
 	runWorker(t, w)
-	srv := httptest.NewServer(w.MetricsHandler())
-	defer srv.Close()
-	scrape := func() string {
-		res, err := http.Get(srv.URL)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		body, err := io.ReadAll(res.Body)
-		require.NoError(t, err)
-		return string(body)
-	}
-	// Counters start at zero for every queue served and task type handled.
-	require.Eventually(t, func() bool {
-		return strings.Contains(scrape(), `dtq_tasks_succeeded_total{queue="default",task_type="ok"} 0`)
-	}, 10*time.Second, 20*time.Millisecond)
-	require.Contains(t, scrape(), `dtq_tasks_dead_lettered_total{queue="default",task_type="ok"} 0`)
-	require.Contains(t, scrape(), `dtq_lease_lost_total{queue="default"} 0`)
 	for range 3 {
 		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok"})
 		require.NoError(t, err)
@@ -64,12 +73,22 @@ func TestWorkerMetricsOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	b.waitStatus(t, bad.TaskID, dtqtype.StatusDeadLettered)
 	require.Eventually(t, func() bool {
-		return strings.Contains(scrape(), `dtq_tasks_succeeded_total{queue="default",task_type="ok"} 3`)
-	}, 10*time.Second, 20*time.Millisecond)
-	page := scrape()
-	require.Contains(t, page, `dtq_tasks_dead_lettered_total{queue="default",task_type="bad"} 1`)
-	require.Contains(t, page, `dtq_task_attempts_total{queue="default",result="success",task_type="ok"} 3`)
-	require.Contains(t, page, `dtq_task_execution_seconds_count{queue="default",task_type="ok"} 3`)
-	require.Contains(t, page, `dtq_worker_inflight 0`)
-	require.NotContains(t, page, bad.TaskID)
+		o := rec.outcomes()
+		return o["succeeded"] == 3 && o["dead_lettered"] == 1
+	}, 10*time.Second, 10*time.Millisecond)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Equal(t, []string{"default"}, rec.queues)
+	require.True(t, slices.Contains(rec.types, "ok") && slices.Contains(rec.types, "bad"), "%v", rec.types)
+	require.Len(t, rec.started, 4)
+	for _, s := range rec.started {
+		require.Equal(t, "default", s.Queue)
+		require.Equal(t, 1, s.Attempt)
+		require.GreaterOrEqual(t, s.Waited, time.Duration(0))
+	}
+	for _, e := range rec.finished {
+		require.Contains(t, []string{"ok", "bad"}, e.Type)
+		require.GreaterOrEqual(t, e.SinceCreated, e.Took)
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/internal/maintenance"
@@ -87,9 +86,9 @@ type WorkerConfig struct {
 	DrainTimeout time.Duration
 	// Logger receives one line per task outcome. Default slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the worker's Prometheus metrics. Default: a
-	// private registry (see Worker.Gatherer).
-	Registerer prometheus.Registerer
+	// Observer is told what the worker does, for metrics: dtqprom.NewWorker
+	// records them in Prometheus. Default nil: nothing is recorded.
+	Observer Observer
 	// ReplicaAcks makes every acknowledged write wait until this many
 	// replicas have it (Redis WAIT) before it is answered; a write they did
 	// not all acknowledge within ReplicaAckTimeout fails with
@@ -198,6 +197,9 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 		o.EventsMaxLen = 100000
 	}
 	def(&o.DrainTimeout, 30*time.Second)
+	if o.Observer == nil {
+		o.Observer = noObserver{}
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -216,7 +218,7 @@ type Worker struct {
 	cfg          WorkerConfig
 	settings     rdb.WorkerSettings
 	slots        *slots
-	metrics      *workerMetrics
+	obs          Observer
 	instance     string
 	sched        *Scheduler // nil with DisableScheduler
 	identity     []any      // the heartbeat record's fixed fields
@@ -284,7 +286,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		rdb:      replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
 		cfg:      conf,
 		slots:    newSlots(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
-		metrics:  newWorkerMetrics(conf.Registerer),
+		obs:      conf.Observer,
 		instance: hex.EncodeToString(b[:]),
 		inflight: map[runKey]*running{},
 	}
@@ -324,17 +326,13 @@ func (w *Worker) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dtq: register worker: %w", err)
 	}
-	w.metrics.initSeries(w.queues(), w.Types())
+	w.obs.Serving(w.queues(), w.Types())
 	w.registered.Store(true)
 	return nil
 }
 
 // ID returns the worker id.
 func (w *Worker) ID() string { return w.cfg.WorkerID }
-
-// Gatherer returns the registry holding the worker's metrics when
-// WorkerConfig.Registerer was nil, else nil.
-func (w *Worker) Gatherer() prometheus.Gatherer { return w.metrics.gatherer }
 
 func (w *Worker) queues() []string {
 	out := make([]string, 0, len(w.cfg.Queues))

@@ -23,7 +23,9 @@ func TestFencingLostLeaseWritesNothing(t *testing.T) {
 	b := setup(t, nil)
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
+	rec := &recorder{}
 	slow := b.worker(t, func(c *dtq.WorkerConfig) {
+		c.Observer = rec
 		c.WorkerID = "slow"
 		c.Concurrency = 1 // busy with attempt 1: it cannot claim the task again if the peer requeues it
 		c.VisibilityTimeout = 30 * time.Second
@@ -50,7 +52,7 @@ func TestFencingLostLeaseWritesNothing(t *testing.T) {
 
 	close(release) // the slow worker now tries to finalize attempt 1
 	require.Eventually(t, func() bool {
-		return metricSum(t, slow, "dtq_lease_lost_total") == 1
+		return rec.outcomes()["lease_lost"] == 1
 	}, 10*time.Second, 10*time.Millisecond)
 	stopSlow()
 	ti, err = b.insp.GetTask(b.ctx, res.TaskID)

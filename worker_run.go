@@ -63,14 +63,14 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		errDelay = 50 * time.Millisecond
 		w.slots.release(n - w.startAll(hardCtx, res.Tasks))
 		if res.Held > 0 {
-			w.metrics.m.Throttled.WithLabelValues(queue, "key_concurrency").Add(float64(res.Held))
+			w.obs.Throttled(queue, "key_concurrency", res.Held)
 		}
 		switch {
 		case res.Limited:
 			// Held back by the queue's limits: sleep until the next token,
 			// or until a running task finishes (its finalize writes the
 			// wake stream), never in a busy loop.
-			w.metrics.m.Throttled.WithLabelValues(queue, res.Reason).Inc()
+			w.obs.Throttled(queue, res.Reason, 1)
 			if res.Wait > 0 {
 				sleepCtx(ctx, min(res.Wait, idleBlock))
 			} else if wakeID, err = w.rdb.WaitWake(ctx, queue, wakeID, idleBlock); err != nil && ctx.Err() == nil {
@@ -220,7 +220,8 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	}
 	w.inflight[key] = r
 	w.mu.Unlock()
-	w.metrics.started(&ct, time.Now())
+	w.obs.TaskStarted(TaskStart{Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt,
+		Waited: time.Since(time.UnixMilli(ct.CreatedAt))})
 	if ct.CancelRequested {
 		r.cancelRequested.Store(true)
 		cancel(errCancelRequested)
@@ -391,7 +392,7 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *decisio
 		case tries%30 == 0: // about once a minute at the 2 s cap: a fault that does not pass shows
 			log.Error("finalize still failing; the task stays in flight with its lease renewed", "tries", tries, "err", err)
 		}
-		w.metrics.m.FinalizeRetries.WithLabelValues(a.Queue).Inc()
+		w.obs.FinalizeRetried(a.Queue)
 		if !sleepCtx(hardCtx, delay) {
 			log.Error("finalize abandoned at shutdown; the task will be reclaimed when its lease expires", "err", err)
 			return err
@@ -444,7 +445,8 @@ func (w *Worker) report(ct *rdb.ClaimedTask, d *decision, outcome string, took t
 			log.Warn("task lease lost before finalize; nothing written")
 		}
 	}
-	w.metrics.finished(ct, outcome, took, delay, time.Now())
+	w.obs.TaskFinished(TaskEnd{Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt, Outcome: outcome, Took: took,
+		RetryDelay: delay, SinceCreated: time.Since(time.UnixMilli(ct.CreatedAt))})
 }
 
 // succeeder merges concurrent successes of one queue into one finalize

@@ -199,7 +199,7 @@ func devWorkers(d *devRuntime) ([]service, error) {
 	if err != nil {
 		return nil, usageError(err)
 	}
-	return []service{func(ctx context.Context) error { return runWorker(ctx, w) }}, nil
+	return []service{func(ctx context.Context) error { return runWorker(ctx, w.Worker) }}, nil
 }
 
 func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) (devredis.Backend, error) {

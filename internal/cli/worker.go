@@ -10,10 +10,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqprom"
 	"github.com/dtq-io/dtq/examples"
 	"github.com/dtq-io/dtq/internal/config"
 	"github.com/dtq-io/dtq/internal/httpapi"
@@ -50,7 +54,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		}
 		defer announceStop(cmd.Context(), log)()
 		return runServices(cmd.Context(),
-			func(ctx context.Context) error { return runWorker(ctx, w) },
+			func(ctx context.Context) error { return runWorker(ctx, w.Worker) },
 			func(ctx context.Context) error { return serveWorkerMetrics(ctx, cfg.WorkerMetricsAddr, w, log) })
 	})
 	return cmd
@@ -67,16 +71,27 @@ an out-of-range value fails permanently, error class InvalidPayload):
   counter_task  {"counter": "visits"}     plain INCR (not idempotent); returns {counter, value}
   send_receipt  {"order_id": 42}          at most once per order in 24 h (IdempotentOperation)`
 
-// newExampleWorker builds a worker with the example handlers registered.
-func newExampleWorker(cfg *config.Config, rc redis.UniversalClient, strict bool, log *slog.Logger) (*dtq.Worker, error) {
+// exampleWorker is a worker with the example handlers, and its metrics.
+type exampleWorker struct {
+	*dtq.Worker
+	metrics http.Handler // the worker's Prometheus metrics (/metrics)
+}
+
+// newExampleWorker builds a worker with the example handlers registered,
+// recording its metrics in a registry of its own (with the Go runtime's and
+// the process's).
+func newExampleWorker(cfg *config.Config, rc redis.UniversalClient, strict bool, log *slog.Logger) (*exampleWorker, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	wc := cfg.WorkerConfig(strict, log)
 	wc.SchedulerClient = cfg.ClientConfig() // schedules' tasks get the same limits as the API's
+	wc.Observer = dtqprom.NewWorker(reg)
 	w, err := dtq.NewWorker(rc, wc)
 	if err != nil {
 		return nil, err
 	}
 	examples.Register(w.ServeMux, rc, cfg.KeyPrefix)
-	return w, nil
+	return &exampleWorker{Worker: w, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}, nil
 }
 
 func runWorker(ctx context.Context, w *dtq.Worker) error {
@@ -91,7 +106,7 @@ func runWorker(ctx context.Context, w *dtq.Worker) error {
 
 // serveWorkerMetrics serves the worker's /metrics, /health and /ready on
 // addr until ctx ends; an empty addr or "off" disables it.
-func serveWorkerMetrics(ctx context.Context, addr string, w *dtq.Worker, log *slog.Logger) error {
+func serveWorkerMetrics(ctx context.Context, addr string, w *exampleWorker, log *slog.Logger) error {
 	if addr == "" || addr == "off" {
 		<-ctx.Done()
 		return nil
@@ -120,9 +135,9 @@ const workerReadyTimeout = 3 * time.Second
 // which touches nothing (the process is up); and /ready, 200 while the
 // worker takes tasks and 503 naming the failed check otherwise (see
 // dtq.Worker.Ready).
-func workerProbeMux(w *dtq.Worker, log *slog.Logger) *http.ServeMux {
+func workerProbeMux(w *exampleWorker, log *slog.Logger) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", w.MetricsHandler())
+	mux.Handle("GET /metrics", w.metrics)
 	mux.HandleFunc("GET /health", func(rw http.ResponseWriter, _ *http.Request) {
 		writeProbe(rw, http.StatusOK, map[string]string{"status": "ok"})
 	})
