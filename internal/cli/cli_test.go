@@ -84,6 +84,11 @@ func TestDevSmoke(t *testing.T) {
 			require.Contains(t, []any{"queued", "running"}, got["status"])
 			require.Equal(t, "smoke-1", got["idempotency_key"])
 
+			// The dashboard's overview reads the queue list on every backend
+			// (the in-process one reports no memory figures).
+			status, _, queues := r.do(t, http.MethodGet, "/api/v1/queues", nil, "")
+			require.Equal(t, http.StatusOK, status, "%v", queues)
+
 			// The event feed is mounted: subscribe before the echo is
 			// submitted, then its whole lifecycle must come through.
 			evCtx, cancelEv := context.WithTimeout(context.Background(), 20*time.Second)

@@ -56,7 +56,7 @@ func TestLimitsSchedulesAndHTTPWorkersOnEveryMaster(t *testing.T) {
 			qi, err := a.insp.GetQueue(t.Context(), q)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, qi.Retained["succeeded"], int64(len(ids)))
-			_, err = rdb.New(cc, prefix).Tidy(t.Context(), q, time.Now())
+			_, err = rdb.New(cc, prefix).Tidy(t.Context(), q, time.Now(), time.Now())
 			require.NoError(t, err)
 			status, raw = a.call(t, http.MethodGet, "/api/v1/queues/"+q+"/limits", "")
 			require.Equal(t, http.StatusOK, status)

@@ -78,7 +78,7 @@ func TestTidyUnderFaults(t *testing.T) {
 
 	r := rdb.New(viaProxy, "tidy")
 	later := time.Now().Add(2 * time.Minute)
-	step := func() (rdb.TidyResult, error) { return r.Tidy(ctx, "default", later) }
+	step := func() (rdb.TidyResult, error) { return r.Tidy(ctx, "default", later, later) }
 
 	proxy.CutAfter([]byte(rdb.ScriptHash("tidy")), 1) // lands, reply lost, sent again
 	res, err := step()

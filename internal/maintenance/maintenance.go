@@ -124,7 +124,8 @@ const (
 func RunTidier(ctx context.Context, cfg Config, queue string) {
 	Run(ctx, Service{Name: "tidy", Queue: queue, Logger: cfg.Logger, MaxSleep: tidyRest,
 		Step: func(ctx context.Context) (Result, error) {
-			res, err := cfg.RDB.Tidy(ctx, queue, cfg.Clock())
+			s, now := cfg.Settings, cfg.Clock()
+			res, err := cfg.RDB.Tidy(ctx, queue, now, now.Add(-min(s.SucceededRetention, s.FailedRetention)))
 			if err != nil {
 				return Result{}, err
 			}

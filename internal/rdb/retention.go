@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Statuses a finished task is retained under, in the order they are shown.
+// RetainedStatuses are the statuses a finished task is retained under, in
+// the order they are shown.
 var RetainedStatuses = []string{"succeeded", "failed", "dead_lettered", "cancelled", "expired"}
 
 // retainedCounts sums a retained counts hash (field <status>:<bucket end,
@@ -49,8 +51,10 @@ type TidyResult struct {
 
 // Tidy runs one step of queue's tidy pass (see tidy.lua): ids of tasks
 // whose retention ended leave the recent index, ended retained-count
-// buckets are pruned.
-func (r *RDB) Tidy(ctx context.Context, queue string, now time.Time) (TidyResult, error) {
+// buckets are pruned. Only ids of tasks created before createdBefore are
+// looked at: the caller passes now less the shortest retention, since a
+// task is kept at least that long and younger ids need no lookup.
+func (r *RDB) Tidy(ctx context.Context, queue string, now, createdBefore time.Time) (TidyResult, error) {
 	k := r.keys
 	num, err := r.queueNumber(ctx, queue, false)
 	if errors.Is(err, ErrQueueNotRegistered) {
@@ -60,7 +64,7 @@ func (r *RDB) Tidy(ctx context.Context, queue string, now time.Time) (TidyResult
 		return TidyResult{}, err
 	}
 	v, err := r.run(ctx, "tidy", []string{k.Recent(queue), k.Tidy(queue), k.Retained(queue)},
-		now.UnixMilli(), k.TaskPrefix(queue), TidyBatch, idSuffix(num)).Int64Slice()
+		now.UnixMilli(), k.TaskPrefix(queue), TidyBatch, idSuffix(num), fmt.Sprintf("%012x", min(max(createdBefore.UnixMilli(), 0), 1<<48-1))).Int64Slice()
 	if err != nil {
 		return TidyResult{}, err
 	}
@@ -83,6 +87,10 @@ type Memory struct {
 func (r *RDB) Memory(ctx context.Context) (m Memory, ok bool, err error) {
 	read := func(ctx context.Context, c redis.UniversalClient) (Memory, bool, error) {
 		info, err := c.Info(ctx, "memory").Result()
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			return Memory{}, false, nil // INFO memory refused or unsupported: cannot tell
+		}
 		if err != nil {
 			return Memory{}, false, err
 		}

@@ -13,6 +13,11 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
+// anyTime is a creation bound no test's task id reaches: a Tidy that looks
+// at every id. (Task ids of one process never go back in time, so a test's
+// ids may be ahead of its own clock.)
+var anyTime = time.UnixMilli(1<<48 - 1)
+
 // bigPayload is over Redis's default hash-max-listpack-value (64), so a
 // queued task's hash is a hashtable.
 var bigPayload = []byte(`{"data":"` + strings.Repeat("x", 120) + `"}`)
@@ -238,7 +243,7 @@ func TestRetainedCountsAndTidy(t *testing.T) {
 	st, err = b.r.GetQueueStats(b.ctx, "q", later, 1)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"dead_lettered": 1}, st.Retained)
-	res, err := b.r.Tidy(b.ctx, "q", later)
+	res, err := b.r.Tidy(b.ctx, "q", later, anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: 3, Dropped: 2, Pruned: 1, Wrapped: true}, res) // ids[0] left at delete
 	require.Equal(t, []string{recentMember(failed.ID)}, b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
@@ -258,13 +263,31 @@ func TestTidyWalksInSteps(t *testing.T) {
 		members[i] = redis.Z{Member: recentMember(NewTaskID(num, b.now))}
 	}
 	require.NoError(t, b.c.ZAdd(b.ctx, b.keys.Recent("q"), members...).Err())
-	res, err := b.r.Tidy(b.ctx, "q", b.now)
+	res, err := b.r.Tidy(b.ctx, "q", b.now.Add(time.Minute), anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: TidyBatch, Dropped: TidyBatch}, res)
-	res, err = b.r.Tidy(b.ctx, "q", b.now)
+	res, err = b.r.Tidy(b.ctx, "q", b.now.Add(time.Minute), anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: 10, Dropped: 10, Wrapped: true}, res)
 	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Recent("q")).Val())
+}
+
+// TestTidyLooksOnlyAtOldEnoughIds: ids of tasks younger than the shortest
+// retention cost no lookup; once old enough they are walked.
+func TestTidyLooksOnlyAtOldEnoughIds(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	num, err := b.r.QueueNumber(b.ctx, "q")
+	require.NoError(t, err)
+	members := []redis.Z{{Member: recentMember(NewTaskID(num, b.now))}, {Member: recentMember(NewTaskID(num, b.now))}}
+	require.NoError(t, b.c.ZAdd(b.ctx, b.keys.Recent("q"), members...).Err())
+	created := TaskIDTime(members[0].Member.(string) + "0000")
+	res, err := b.r.Tidy(b.ctx, "q", b.now, created)
+	require.NoError(t, err)
+	require.Equal(t, TidyResult{Wrapped: true}, res, "created too recently to be looked at")
+	res, err = b.r.Tidy(b.ctx, "q", b.now, created.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, TidyResult{Examined: 2, Dropped: 2, Wrapped: true}, res)
 }
 
 // privateRDB starts a server of the test's own with Redis's default
@@ -337,7 +360,7 @@ func TestMemoryOfRetainedTasks(t *testing.T) {
 	t.Logf("a retained succeeded task frees %.0f bytes when its retention ends", perTask)
 	require.Less(t, perTask, 300.0)
 	for {
-		res, err := r.Tidy(ctx, "q", time.Now().Add(time.Hour))
+		res, err := r.Tidy(ctx, "q", time.Now().Add(time.Hour), anyTime)
 		require.NoError(t, err)
 		if res.Wrapped {
 			break

@@ -276,7 +276,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	_, _, err = r.Recount(ctx, "emails")
 	require.NoError(t, err)
-	_, err = r.Tidy(ctx, "emails", now.Add(2*time.Hour))
+	_, err = r.Tidy(ctx, "emails", now.Add(2*time.Hour), now)
 	require.NoError(t, err)
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
 

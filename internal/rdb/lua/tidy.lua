@@ -9,6 +9,8 @@
 -- KEYS[2] tidy cursor (the last member walked)  KEYS[3] retained counts hash
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] ids per call
 -- ARGV[4] the queue's number as the last four digits of its ids
+-- ARGV[5] the walk's end: members below it only (the first 12 digits of an
+--         id, its creation time: a task created since can still be kept)
 --
 -- Returns {ids examined, ids dropped, buckets pruned, 1 when the walk
 -- reached the end of the index (the next call starts over)}.
@@ -16,7 +18,7 @@
 local now_s = math.floor(tonumber(ARGV[1]) / 1000)
 local max = tonumber(ARGV[3])
 local from = redis.call('GET', KEYS[2])
-local ids = redis.call('ZRANGEBYLEX', KEYS[1], from and ('(' .. from) or '-', '+', 'LIMIT', 0, max)
+local ids = redis.call('ZRANGEBYLEX', KEYS[1], from and ('(' .. from) or '-', '(' .. ARGV[5], 'LIMIT', 0, max)
 local gone = {}
 for _, id in ipairs(ids) do
   local full = #id == 28 and (id .. ARGV[4]) or id -- an older version kept whole ids
