@@ -1,6 +1,8 @@
 # dtq's single entry point: `make help` lists the targets.
 
 GO      ?= go
+# golangci-lint runs pinned through go run: not a dependency in go.mod.
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BIN     ?= bin/dtq
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
@@ -26,9 +28,10 @@ bench: ## Go benchmarks, then the dtq/asynq comparison (bench/, medians of 3 run
 	$(GO) test -run=^$$ -bench=. -benchmem ./...
 	cd bench && $(GO) run . -compare 3 -n 50000
 
-lint: ## Check formatting (gofmt) and run go vet
+lint: ## Check formatting (gofmt), then run go vet and golangci-lint (.golangci.yaml)
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
 
 build: ## Build bin/dtq
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dtq

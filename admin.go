@@ -79,7 +79,7 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 		return nil, err
 	}
 	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = 100000
+		o.EventsMaxLen = DefaultStreamMaxLen
 	}
 	if o.FailedRetention == 0 {
 		o.FailedRetention = o.TaskRetention
@@ -91,7 +91,7 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 		o.IdempotencyTTL = 24 * time.Hour
 	}
 	if o.AuditMaxLen == 0 {
-		o.AuditMaxLen = 100000
+		o.AuditMaxLen = DefaultStreamMaxLen
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

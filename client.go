@@ -64,7 +64,7 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 		out.MaxQueueDepth = 10000
 	}
 	if out.MaxPayloadBytes == 0 {
-		out.MaxPayloadBytes = 262144
+		out.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = 10
@@ -76,10 +76,10 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 		out.IdempotencyTTL = 24 * time.Hour
 	}
 	if out.EventsMaxLen == 0 {
-		out.EventsMaxLen = 100000
+		out.EventsMaxLen = DefaultStreamMaxLen
 	}
 	if out.RecentMaxLen == 0 {
-		out.RecentMaxLen = 100000
+		out.RecentMaxLen = DefaultStreamMaxLen
 	}
 	if out.Clock == nil {
 		out.Clock = time.Now

@@ -410,10 +410,9 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	}
 	require.NotEmpty(t, created)
 	for i := range n {
-		switch {
-		case errs[i] == nil:
+		if errs[i] == nil {
 			require.Equal(t, created, results[i].TaskID)
-		default:
+		} else {
 			requireConflict(t, errs[i], dtq.ErrIdempotencyInProgress, created)
 		}
 	}

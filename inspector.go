@@ -135,6 +135,28 @@ func readinessError(err error) error {
 	return err
 }
 
+// MinRedisVersion is the oldest Redis dtq runs on.
+const MinRedisVersion = rdb.MinRedisVersion
+
+// ErrRedisTooOld is wrapped by CheckRedis's error for a Redis older than
+// MinRedisVersion.
+var ErrRedisTooOld = rdb.ErrRedisTooOld
+
+// CheckRedis reads the Redis version and loads dtq's scripts, as a process
+// does before it serves: an error wraps ErrRedisTooOld for a Redis older
+// than MinRedisVersion. It returns the version found ("" when the server
+// does not say).
+func (i *Inspector) CheckRedis(ctx context.Context) (string, error) {
+	v, err := i.rdb.CheckVersion(ctx)
+	if err != nil {
+		return v, err
+	}
+	if err := i.rdb.LoadScripts(ctx); err != nil {
+		return v, fmt.Errorf("load scripts: %w", err)
+	}
+	return v, nil
+}
+
 // RedisMemory returns Redis's used memory and maxmemory (summed over the
 // masters of a Cluster), or nil when the server does not report them.
 func (i *Inspector) RedisMemory(ctx context.Context) (*dtqtype.RedisMemory, error) {

@@ -4,8 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -16,12 +14,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childSchedulerEnv) != "" {
 		os.Exit(runChildScheduler())
 	}
-	code := redistest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.Main(m))
 }

@@ -47,7 +47,7 @@ type Schedule struct {
 	Metadata any
 }
 
-// ErrScheduleNotFound: no schedule has that name.
+// ErrScheduleNotFound is returned when no schedule has that name.
 var ErrScheduleNotFound = errors.New("dtq: schedule not found")
 
 // MaxScheduleName is the longest schedule name.

@@ -59,11 +59,20 @@ type Submission struct {
 	KeepPayload bool
 }
 
-// NoRetention, as a retention (Submission.Retention,
-// WorkerConfig.SucceededRetention, FailedRetention), keeps nothing: a task
-// is deleted as it finishes, unless its idempotency record still needs it
-// for replays.
+// NoRetention is the retention (Submission.Retention,
+// WorkerConfig.SucceededRetention, FailedRetention) that keeps nothing: a
+// task is deleted as it finishes, unless its idempotency record still needs
+// it for replays.
 const NoRetention time.Duration = -1
+
+// Defaults shared by the Client, Worker, Admin and the configuration.
+const (
+	// DefaultMaxPayloadBytes bounds a payload's compact JSON by default.
+	DefaultMaxPayloadBytes = 262144
+	// DefaultStreamMaxLen caps each queue's event stream, each queue's
+	// listing index and the audit stream by default.
+	DefaultStreamMaxLen = 100000
+)
 
 // Retention defaults and bound.
 const (
@@ -109,12 +118,16 @@ func ValidQueueName(name string) bool {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !queueNameByte(name[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// queueNameByte reports whether c may appear in a queue name: [a-z0-9_-].
+func queueNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // validName reports whether s is 1..maxLen characters of [A-Za-z0-9_.:-]
@@ -125,12 +138,17 @@ func validName(s string, maxLen int) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+		if !nameByte(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// nameByte reports whether c may appear in a task type or key prefix:
+// [A-Za-z0-9_.:-].
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-'
 }
 
 // checkPrefix validates a KeyPrefix: braces would break the {queue} hash tag.

@@ -194,7 +194,7 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 		o.DLQMaxLen = 10000
 	}
 	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = 100000
+		o.EventsMaxLen = DefaultStreamMaxLen
 	}
 	def(&o.DrainTimeout, 30*time.Second)
 	if o.Observer == nil {

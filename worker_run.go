@@ -254,7 +254,7 @@ func (w *Worker) invoke(ctx context.Context, t *Task) (res any, err error, panic
 			res, err, panicked = nil, fmt.Errorf("panic: %v", p), true
 		}
 	}()
-	res, err = w.ServeMux.ProcessTask(ctx, t)
+	res, err = w.ProcessTask(ctx, t) // the embedded ServeMux routes by type
 	return res, err, false
 }
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/dtq-io/dtq/internal/config"
+	"github.com/dtq-io/dtq/internal/redistest"
 )
 
 // binDir holds the dtq binary the tests build once.
@@ -28,15 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak: "+err.Error())
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.Main(m, redistest.After(func() { _ = os.RemoveAll(dir) }) /* a temp dir: nothing to do if it stays */))
 }
 
 // Stamped into the test binary in place of the Dockerfile's build args.

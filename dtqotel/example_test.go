@@ -14,7 +14,12 @@ import (
 // A producer and a worker share one Tracer setup; the trace runs from the
 // producer's span to the handler's.
 func ExampleTracer() {
-	ctx := context.Background()
+	log.Fatal(submitAndWork(context.Background()))
+}
+
+// submitAndWork returns rather than exiting so that its deferred Shutdown
+// runs: log.Fatal inside it would drop the spans still buffered.
+func submitAndWork(ctx context.Context) error {
 	tp := sdktrace.NewTracerProvider() // add your exporter: sdktrace.WithBatcher(exp)
 	defer func() { _ = tp.Shutdown(ctx) }()
 	tr := dtqotel.New(&dtqotel.Config{TracerProvider: tp})
@@ -22,25 +27,25 @@ func ExampleTracer() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	client, err := dtq.NewClient(rdb, nil)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	ctx, span := tp.Tracer("checkout").Start(ctx, "place order")
 	res, err := tr.Submit(ctx, client, dtq.Submission{Queue: "emails", Type: "send_receipt",
 		Payload: map[string]any{"order_id": 42}})
 	span.End()
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	log.Println("submitted", res.TaskID)
 
 	w, err := dtq.NewWorker(rdb, &dtq.WorkerConfig{Queues: map[string]int{"emails": 1}})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	w.Use(tr.Middleware)
 	w.HandleFunc("send_receipt", func(ctx context.Context, t *dtq.Task) (any, error) {
 		// ctx carries the dtq.process span: spans started here are its children.
 		return nil, nil
 	})
-	log.Fatal(w.Run(ctx))
+	return w.Run(ctx)
 }

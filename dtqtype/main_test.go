@@ -1,11 +1,11 @@
 package dtqtype
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+// No Redis here: Main only checks for leaked goroutines.
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtest"
@@ -21,16 +20,7 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	code := redistest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 type bundle struct {
 	ctx    context.Context

@@ -17,28 +17,16 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/examples"
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
-	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 	"github.com/dtq-io/dtq/web"
 )
 
-func TestMain(m *testing.M) {
-	code := redistest.Main(m)
-	closeBrowser()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m, redistest.After(closeBrowser))) }
 
 // chromiumPath is Debian's Chromium, which CI installs.
 const chromiumPath = "/usr/bin/chromium"
@@ -94,7 +82,9 @@ func browser(t *testing.T) context.Context {
 		b.cancel = func() {
 			cancelBrowser()
 			cancelAlloc()
-			os.RemoveAll(dir)
+			// The tests are over by now: a profile left in the temp
+			// directory fails none of them.
+			_ = os.RemoveAll(dir)
 		}
 		b.err = chromedp.Do(ctx) // starts the browser
 	})
@@ -155,7 +145,7 @@ func setup(t *testing.T, o options) *bundle {
 			{Role: httpapi.RoleAdmin, Name: "ops", Secret: adminKey},
 		}
 	}
-	hub, err := events.NewHub(rdb.New(rc, prefix), &events.Config{PollInterval: 50 * time.Millisecond,
+	hub, err := events.NewHub(rc, prefix, &events.Config{PollInterval: 50 * time.Millisecond,
 		Block: 200 * time.Millisecond, RingSize: o.ringSize})
 	require.NoError(t, err)
 	var feed httpapi.EventFeed = hub
@@ -500,14 +490,4 @@ func (tb *tab) consoleText() string {
 		fmt.Fprintf(&sb, "  %s\n", m.String())
 	}
 	return sb.String()
-}
-
-// screenshot captures the viewport as PNG.
-func (tb *tab) screenshot() []byte {
-	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, actionTimeout)
-	defer cancel()
-	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	require.NoError(tb.t, err)
-	return buf
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/dtq-io/dtq/internal/config"
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
-	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/web"
 )
 
@@ -84,26 +83,22 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		}
 		return fmt.Errorf("cannot reach Redis at %s: %w", p.redisName, err)
 	}
-	r := rdb.New(p.redis, cfg.KeyPrefix)
-	version, err := r.CheckVersion(checkCtx)
-	if errors.Is(err, rdb.ErrRedisTooOld) {
-		return fmt.Errorf("Redis at %s is %s; dtq needs Redis %s or later", p.redisName, version, rdb.MinRedisVersion)
+	inspector, err := dtq.NewInspector(p.redis, cfg.InspectorConfig())
+	if err != nil {
+		return err
+	}
+	version, err := inspector.CheckRedis(checkCtx)
+	if errors.Is(err, dtq.ErrRedisTooOld) {
+		return fmt.Errorf("dtq needs Redis %s or later; the one at %s is %s", dtq.MinRedisVersion, p.redisName, version)
 	}
 	if err != nil {
-		return fmt.Errorf("cannot read the version of Redis at %s: %w", p.redisName, err)
-	}
-	if err := r.LoadScripts(checkCtx); err != nil {
-		return fmt.Errorf("cannot load dtq's scripts into Redis at %s: %w", p.redisName, err)
+		return fmt.Errorf("cannot check Redis at %s (its version, dtq's scripts): %w", p.redisName, err)
 	}
 	if version != "" {
 		log.Info("Redis checked", "redis", p.redisName, "version", version)
 	}
 
 	client, err := dtq.NewClient(p.redis, cfg.ClientConfig())
-	if err != nil {
-		return err
-	}
-	inspector, err := dtq.NewInspector(p.redis, cfg.InspectorConfig())
 	if err != nil {
 		return err
 	}
@@ -138,7 +133,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err != nil {
 		return err
 	}
-	hub, err := events.NewHub(rdb.New(p.redis, cfg.KeyPrefix), &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
+	hub, err := events.NewHub(p.redis, cfg.KeyPrefix, &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
 	if err != nil {
 		return err
 	}

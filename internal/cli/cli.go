@@ -61,7 +61,7 @@ func execute(ctx context.Context, args []string, e *env) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	fmt.Fprintln(e.stderr, "dtq: "+errorText(err.Error()))
+	notef(e.stderr, "%s", errorText(err.Error()))
 	return code
 }
 

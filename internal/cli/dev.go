@@ -106,7 +106,8 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 		case err != nil:
 			return err
 		default:
-			defer lock.Unlock()
+			// The system releases the lock when the process ends anyway.
+			defer func() { _ = lock.Unlock() }()
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
@@ -147,8 +148,8 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 		func(ctx context.Context) error {
 			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe, listener: ln,
 				announce: func(base string) {
-					fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", base, describe)
-					fmt.Fprintf(e.stdout, "dtq dev: Redis at %s; point your own clients and workers at it with DTQ_REDIS_URL=%s\n",
+					_, _ = fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", base, describe)
+					_, _ = fmt.Fprintf(e.stdout, "dtq dev: Redis at %s; point your own clients and workers at it with DTQ_REDIS_URL=%s\n",
 						config.RedactURL(url), config.RedactURL(url))
 				}})
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -190,7 +189,7 @@ func dlqBulk(cmd *cobra.Command, r *remote, path string, f *dlqFilterFlags, verb
 	total, err := runBulk(cmd.Context(), s.api, path, f)
 	if err != nil {
 		if total.Processed > 0 {
-			fmt.Fprintf(r.e.stderr, "dtq: stopped after %s %d entries\n", verb, total.Processed)
+			notef(r.e.stderr, "stopped after %s %d entries", verb, total.Processed)
 		}
 		return err
 	}

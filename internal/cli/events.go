@@ -114,7 +114,7 @@ func (t *tailer) run(ctx context.Context) error {
 		if !t.connected || permanent(err) {
 			return err
 		}
-		fmt.Fprintf(t.stderr, "dtq: event stream interrupted (%s); reconnecting\n", oneLine(err.Error()))
+		notef(t.stderr, "event stream interrupted (%s); reconnecting", oneLine(err.Error()))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -271,7 +271,7 @@ func (t *tailer) handle(f *sseFrame) error {
 	if f.event == "reset" {
 		var n resetNotice
 		_ = json.Unmarshal(data, &n)
-		fmt.Fprintf(t.stderr, "dtq: events of queue %s were trimmed before they could be read; continuing from the live end\n", cell(n.Queue))
+		notef(t.stderr, "events of queue %s were trimmed before they could be read; continuing from the live end", cell(n.Queue))
 		return nil
 	}
 	if t.out.json {

@@ -67,13 +67,17 @@ func (p *printer) textf(format string, args ...any) error {
 // table prints rows under a header, columns aligned with two spaces.
 func (p *printer) table(header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	if _, err := fmt.Fprintln(tw, strings.Join(header, "\t")); err != nil {
+		return err
+	}
 	for _, r := range rows {
 		cells := make([]string, len(r))
 		for i, c := range r {
 			cells[i] = cell(c)
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		if _, err := fmt.Fprintln(tw, strings.Join(cells, "\t")); err != nil {
+			return err
+		}
 	}
 	return tw.Flush()
 }
@@ -82,7 +86,9 @@ func (p *printer) table(header []string, rows [][]string) error {
 func (p *printer) fields(kv [][2]string) error {
 	tw := tabwriter.NewWriter(p.w, 0, 8, 2, ' ', 0)
 	for _, f := range kv {
-		fmt.Fprintf(tw, "%s:\t%s\n", f[0], cell(f[1]))
+		if _, err := fmt.Fprintf(tw, "%s:\t%s\n", f[0], cell(f[1])); err != nil {
+			return err
+		}
 	}
 	return tw.Flush()
 }
@@ -135,8 +141,15 @@ func optInt(n *int64) string {
 // nextPageHint tells, on stderr, how to read the next page of a list.
 func nextPageHint(w io.Writer, command, cursor string) {
 	if cursor != "" {
-		fmt.Fprintf(w, "dtq: more results: %s --cursor %s (or --all)\n", command, cursor)
+		notef(w, "more results: %s --cursor %s (or --all)", command, cursor)
 	}
+}
+
+// notef prints a note for people, prefixed "dtq: ", on w: the command's
+// stderr. It is best-effort: when stderr fails there is nowhere left to
+// report that, and the answer on stdout and the exit code stand as they are.
+func notef(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, "dtq: "+format+"\n", args...)
 }
 
 // listing is one list command: what to fetch and how a row looks.

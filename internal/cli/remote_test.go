@@ -21,7 +21,6 @@ import (
 	"github.com/dtq-io/dtq/examples"
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
-	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -61,7 +60,7 @@ func setupAPI(t *testing.T) *apiBundle {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	hub, err := events.NewHub(rdb.New(s.Client, s.Prefix), &events.Config{PollInterval: 20 * time.Millisecond, Block: 200 * time.Millisecond})
+	hub, err := events.NewHub(s.Client, s.Prefix, &events.Config{PollInterval: 20 * time.Millisecond, Block: 200 * time.Millisecond})
 	require.NoError(t, err)
 	remote, err := dtq.NewRemote(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

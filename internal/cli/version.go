@@ -18,9 +18,10 @@ func newVersionCmd(e *env) *cobra.Command {
 		Use:   "version",
 		Short: "Print the version of dtq, the commit it was built from and the Go release",
 		Args:  cobra.NoArgs,
-		Run: func(*cobra.Command, []string) {
-			fmt.Fprintf(e.stdout, "dtq %s (revision %s, %s, %s/%s)\n",
+		RunE: runE(func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(e.stdout, "dtq %s (revision %s, %s, %s/%s)\n",
 				buildinfo.Version(), buildinfo.Revision(), buildinfo.GoVersion(), runtime.GOOS, runtime.GOARCH)
-		},
+			return err
+		}),
 	}
 }

@@ -81,7 +81,7 @@ func TestWorkerProbes(t *testing.T) {
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		require.NoError(t, <-done)
 	})
 	require.Equal(t, map[string]string{"status": "ready"}, waitProbe(t, srv, "/ready", http.StatusOK))
 

@@ -24,7 +24,6 @@ import (
 	"github.com/dtq-io/dtq/internal/cli"
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
-	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // api is dtq's HTTP API (with its event feed) on a Redis client.
@@ -46,7 +45,7 @@ func startAPI(t *testing.T, rc redis.UniversalClient, prefix string, mod func(*d
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(rc, &dtq.AdminConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
-	hub, err := events.NewHub(rdb.New(rc, prefix), nil)
+	hub, err := events.NewHub(rc, prefix, nil)
 	require.NoError(t, err)
 	hctx, stopHub := context.WithCancel(context.Background())
 	hubDone := make(chan struct{})

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
@@ -20,19 +19,16 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{}) // failovers make go-redis log dial errors
-	code := m.Run()
+	os.Exit(redistest.Main(m, redistest.After(stopSharedCluster)))
+}
+
+func stopSharedCluster() {
 	sharedMu.Lock()
+	defer sharedMu.Unlock()
 	if shared != nil {
 		shared.Stop()
+		shared = nil
 	}
-	sharedMu.Unlock()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
 }
 
 var (

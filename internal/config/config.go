@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dtq-io/dtq/internal/access"
 	"github.com/spf13/pflag"
-
-	"github.com/dtq-io/dtq/internal/httpapi"
 )
 
 // EnvPrefix starts every configuration variable's name.
@@ -108,7 +107,7 @@ type Config struct {
 	// APIKey is DTQ_API_KEY, the legacy single admin key. Default none.
 	APIKey string
 	// APIKeys is DTQ_API_KEYS (role:name:secret,...). Default none.
-	APIKeys []httpapi.APIKey
+	APIKeys []access.Key
 	// AllowedHosts is DTQ_ALLOWED_HOSTS, the Host names an API in open mode
 	// answers besides localhost and loopback addresses. Default none.
 	AllowedHosts []string
@@ -177,10 +176,10 @@ func (c *Config) QueueWeights() map[string]int {
 
 // Keys returns the API keys: DTQ_API_KEYS plus DTQ_API_KEY as an admin key.
 // None means open mode.
-func (c *Config) Keys() []httpapi.APIKey {
-	keys := append([]httpapi.APIKey(nil), c.APIKeys...)
+func (c *Config) Keys() []access.Key {
+	keys := append([]access.Key(nil), c.APIKeys...)
 	if c.APIKey != "" {
-		keys = append(keys, httpapi.AdminKey(c.APIKey))
+		keys = append(keys, access.AdminKey(c.APIKey))
 	}
 	return keys
 }

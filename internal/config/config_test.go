@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/config"
@@ -18,16 +17,7 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	code := redistest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // load parses args as command-line flags and env as the environment.
 func load(t *testing.T, env map[string]string, args ...string) (*config.Config, error) {

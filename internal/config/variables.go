@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/httpapi"
+	"github.com/dtq-io/dtq/internal/access"
 )
 
 // Ranges enforced by Load; docs/configuration.md lists them.
@@ -107,7 +107,7 @@ var variables = []variable{
 		parse: seconds(1, maxVisibilityS/3, func(c *Config) *time.Duration { return &c.HeartbeatInterval })},
 	{name: "MAX_QUEUE_DEPTH", kind: "int", def: "10000", usage: "live tasks per queue before submissions get 429",
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.MaxQueueDepth })},
-	{name: "MAX_PAYLOAD_BYTES", kind: "int", def: "262144", usage: "largest payload (compact JSON bytes)",
+	{name: "MAX_PAYLOAD_BYTES", kind: "int", def: strconv.Itoa(dtq.DefaultMaxPayloadBytes), usage: "largest payload (compact JSON bytes)",
 		parse: intIn(2, maxPayload, func(c *Config) *int { return &c.MaxPayloadBytes })},
 	{name: "TASK_TIMEOUT_MS", kind: "ms", def: "30000", usage: "default attempt timeout",
 		parse: millis(1, dtq.MaxTimeout.Milliseconds(), func(c *Config) *time.Duration { return &c.TaskTimeout })},
@@ -154,7 +154,7 @@ var variables = []variable{
 		parse: intIn(0, 16, func(c *Config) *int { return &c.ReplicaAcks })},
 	{name: "REPLICA_ACK_TIMEOUT_MS", kind: "ms", def: "1000", usage: "how long a write waits for its replica acknowledgements before it is answered 503",
 		parse: millis(1, 60000, func(c *Config) *time.Duration { return &c.ReplicaAckTimeout })},
-	{name: "EVENTS_MAXLEN", kind: "int", def: "100000", usage: "events kept per queue",
+	{name: "EVENTS_MAXLEN", kind: "int", def: strconv.Itoa(dtq.DefaultStreamMaxLen), usage: "events kept per queue",
 		parse: intIn(1, maxDepth, func(c *Config) *int64 { return &c.EventsMaxLen })},
 	{name: "MAX_SUBSCRIBERS", kind: "int", def: "1000", usage: "event feed clients (SSE and WebSocket) one API process serves at once; more get 503",
 		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxSubscribers })},
@@ -178,7 +178,7 @@ var variables = []variable{
 				c.APIKeys = nil
 				return nil
 			}
-			keys, err := httpapi.ParseAPIKeys(s)
+			keys, err := access.ParseKeys(s)
 			if err != nil {
 				return fmt.Errorf("must be role:name:secret,... with roles reader, producer, worker or admin: %v", err)
 			}
@@ -193,7 +193,7 @@ var variables = []variable{
 			}
 			for _, h := range strings.Split(s, ",") {
 				h = strings.TrimSpace(h)
-				if err := httpapi.ValidateAllowedHost(h); err != nil {
+				if err := access.ValidateAllowedHost(h); err != nil {
 					return fmt.Errorf("must be host names or IP addresses separated by commas, without ports (or *): %v", err)
 				}
 				c.AllowedHosts = append(c.AllowedHosts, h)

@@ -56,7 +56,7 @@ func TestServerKeepsDataAcrossRestarts(t *testing.T) {
 
 	s2, err := devredis.StartServer(ctx, dir)
 	require.NoError(t, err)
-	defer s2.Stop(ctx)
+	defer func() { require.NoError(t, s2.Stop(ctx)) }()
 	require.Equal(t, "v", client(t, s2).Get(ctx, "k").Val(), "the AOF brought the key back")
 }
 
@@ -73,7 +73,7 @@ func TestMemoryExpiresKeys(t *testing.T) {
 	ctx := context.Background()
 	m, err := devredis.StartMemory()
 	require.NoError(t, err)
-	defer m.Stop(ctx)
+	defer func() { require.NoError(t, m.Stop(ctx)) }()
 	require.Contains(t, m.Describe(), "memory only")
 	c := client(t, m)
 	require.NoError(t, c.Set(ctx, "short", "v", 30*time.Millisecond).Err())
@@ -91,7 +91,7 @@ func TestMemoryRunsTheLifecycle(t *testing.T) {
 	ctx := context.Background()
 	m, err := devredis.StartMemory()
 	require.NoError(t, err)
-	defer m.Stop(ctx)
+	defer func() { require.NoError(t, m.Stop(ctx)) }()
 	c := client(t, m)
 	cl, err := dtq.NewClient(c, nil)
 	require.NoError(t, err)

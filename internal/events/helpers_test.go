@@ -50,7 +50,7 @@ func setupOn(t *testing.T, rc *redis.Client, prefix string, cfg *Config, before 
 		cfg = testConfig()
 	}
 	r := rdb.New(rc, prefix)
-	hub, err := NewHub(r, cfg)
+	hub, err := NewHub(rc, prefix, cfg)
 	require.NoError(t, err)
 	for _, f := range before {
 		f(hub)

@@ -158,12 +158,13 @@ type Hub struct {
 	refused      atomic.Int64 // subscriptions refused by MaxSubscribers
 }
 
-// NewHub returns a hub reading the event streams of r. It starts nothing:
-// call Run.
-func NewHub(r *rdb.RDB, cfg *Config) (*Hub, error) {
-	if r == nil {
-		return nil, errors.New("events: NewHub needs an RDB")
+// NewHub returns a hub reading, through c, the event streams of the dtq
+// deployment whose keys start with prefix. It starts nothing: call Run.
+func NewHub(c redis.UniversalClient, prefix string, cfg *Config) (*Hub, error) {
+	if c == nil {
+		return nil, errors.New("events: NewHub needs a Redis client")
 	}
+	r := rdb.New(c, prefix)
 	conf := cfg.withDefaults()
 	return &Hub{
 		rdb: r, main: r.Client(), cfg: conf, log: conf.Logger,

@@ -180,11 +180,11 @@ func (s *Server) dlqBulk(w http.ResponseWriter, r *http.Request, action string,
 		}
 		f = body
 	}
-	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() && f.Queue == "" && len(k.Queues) == 1 {
+	if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() && f.Queue == "" && len(k.Queues) == 1 {
 		f.Queue = k.Queues[0]
 	}
 	if f.Queue == "" {
-		if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+		if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() {
 			s.writeError(w, r, &scopeError{key: k.Name, queues: k.Queues})
 			return
 		}

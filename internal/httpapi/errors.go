@@ -44,9 +44,8 @@ const (
 	codeQueueFull        = "QUEUE_FULL"
 	codeInternal         = "INTERNAL_ERROR"
 	codeRedisUnavailable = "REDIS_UNAVAILABLE"
-	// codeTooManySubscribers is answered by the event feed (internal/events)
+	// TOO_MANY_SUBSCRIBERS is answered by the event feed (internal/events)
 	// when DTQ_MAX_SUBSCRIBERS clients are open.
-	codeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
 )
 
 // errorBody is the error envelope, top-level and per batch item.

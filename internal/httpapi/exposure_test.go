@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/access"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -84,7 +85,7 @@ func TestValidateAllowedHost(t *testing.T) {
 		{"*", true}, {"dtq.internal", true}, {"10.0.0.7", true}, {"::1", true}, {"[::1]", true},
 		{"", false}, {"host:8080", false}, {"http://host", false}, {"a b", false}, {strings.Repeat("a", 254), false},
 	} {
-		err := ValidateAllowedHost(tc.in)
+		err := access.ValidateAllowedHost(tc.in)
 		require.Equal(t, tc.ok, err == nil, "%q: %v", tc.in, err)
 	}
 	_, err := New(Config{Client: &dtq.Client{}, Inspector: &dtq.Inspector{}, Admin: &dtq.Admin{}, Remote: &dtq.Remote{}, AllowedHosts: []string{"x:1"}})

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -12,27 +11,6 @@ import (
 // the API as same-origin and sends the attacker's Host. In open mode no key
 // stands in the way, so only a loopback Host, "localhost" or a name the
 // operator listed (DTQ_ALLOWED_HOSTS) is served.
-
-// ValidateAllowedHost checks one DTQ_ALLOWED_HOSTS entry: "*" (any host),
-// a host name or an IP address, without a port.
-func ValidateAllowedHost(h string) error {
-	if h == "*" {
-		return nil
-	}
-	if h == "" || len(h) > 253 {
-		return fmt.Errorf("a host must be 1..253 characters")
-	}
-	if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
-		return nil
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return fmt.Errorf("host %q: must be a host name or an IP address, without a port or scheme", h)
-		}
-	}
-	return nil
-}
 
 // normalHost lower-cases a host and drops its port, its IPv6 brackets and
 // a trailing dot.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
@@ -56,7 +57,7 @@ func (am *apiMetrics) queueLabel(q string) string {
 func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, maxQueues int, maxDepth int64) *apiMetrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
-		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	reg.MustRegister(&queueCollector{in: in, max: maxQueues})
 	if sc, ok := feed.(subscriberCounter); ok {

@@ -34,7 +34,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var only []string
-	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+	if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() {
 		only = k.Queues
 	}
 	cursor := q.Get("cursor")

@@ -63,10 +63,10 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+	if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() {
 		kept := items[:0]
 		for _, it := range items {
-			if k.allows(it.Queue) {
+			if k.Allows(it.Queue) {
 				kept = append(kept, it)
 			}
 		}
@@ -129,7 +129,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+	if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() {
 		// Replacing moves a schedule: the key must hold its old queue too.
 		if old, err := s.cfg.Admin.GetSchedule(r.Context(), name); err == nil {
 			if err := requireScope(r, old.Queue); err != nil {
@@ -162,7 +162,7 @@ func (s *Server) scheduleAction(w http.ResponseWriter, r *http.Request) (string,
 	}
 	name, err := scheduleName(r)
 	if err == nil {
-		if k, ok := KeyFromContext(r.Context()); ok && k.scoped() {
+		if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() {
 			_, err = s.scopedSchedule(r, name)
 		}
 	}

@@ -51,7 +51,7 @@ func (e *scopeError) apiError() *apiError {
 // queue (every key may when it is not scoped, and in open mode).
 func requireScope(r *http.Request, queue string) error {
 	k, ok := KeyFromContext(r.Context())
-	if !ok || k.allows(queue) {
+	if !ok || k.Allows(queue) {
 		return nil
 	}
 	return &scopeError{key: k.Name, queue: queue, queues: k.Queues}
@@ -69,7 +69,7 @@ func (s *Server) checkScope(w http.ResponseWriter, r *http.Request, k APIKey, sc
 	case scopeGlobal:
 		return deny("", true)
 	case scopePath:
-		if q := r.PathValue("queue"); !k.allows(q) {
+		if q := r.PathValue("queue"); !k.Allows(q) {
 			return deny(q, false)
 		}
 	case scopeQuery:
@@ -82,7 +82,7 @@ func (s *Server) checkScope(w http.ResponseWriter, r *http.Request, k APIKey, sc
 			return withQuery(r, "queue", k.Queues[0]), true
 		}
 		for _, v := range q["queue"] {
-			if !k.allows(v) {
+			if !k.Allows(v) {
 				return deny(v, false)
 			}
 		}
@@ -92,7 +92,7 @@ func (s *Server) checkScope(w http.ResponseWriter, r *http.Request, k APIKey, sc
 			return withQuery(r, "queue", strings.Join(k.Queues, ",")), true
 		}
 		for _, v := range strings.Split(raw, ",") {
-			if v = strings.TrimSpace(v); !k.allows(v) {
+			if v = strings.TrimSpace(v); !k.Allows(v) {
 				return deny(v, false)
 			}
 		}
@@ -105,7 +105,7 @@ func (s *Server) checkScope(w http.ResponseWriter, r *http.Request, k APIKey, sc
 		if err != nil {
 			return r, true // the handler answers the unknown id or the outage
 		}
-		if !k.allows(q) {
+		if !k.Allows(q) {
 			return deny(q, false)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/access"
 )
 
 // Config configures the HTTP API.
@@ -80,7 +81,7 @@ const DefaultMetricsMaxQueues = 100
 
 // DefaultMaxPayloadBytes is the payload limit used when
 // Config.MaxPayloadBytes is zero (docs/configuration.md).
-const DefaultMaxPayloadBytes = 262144
+const DefaultMaxPayloadBytes = dtq.DefaultMaxPayloadBytes
 
 // Body limits (docs/http-api.md): a single submission may carry its payload twice
 // over (escaping) plus the other fields; a batch is capped at 16 MiB.
@@ -129,12 +130,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxPayloadBytes == 0 {
 		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
-	if err := validateKeys(cfg.Keys); err != nil {
+	if err := access.ValidateKeys(cfg.Keys); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	allowed := make(map[string]struct{}, len(cfg.AllowedHosts))
 	for _, h := range cfg.AllowedHosts {
-		if err := ValidateAllowedHost(h); err != nil {
+		if err := access.ValidateAllowedHost(h); err != nil {
 			return nil, fmt.Errorf("httpapi: AllowedHosts: %w", err)
 		}
 		allowed[normalHost(h)] = struct{}{}

@@ -223,11 +223,17 @@ func validTraceparent(v string) bool {
 		if i == 2 || i == 35 || i == 52 {
 			continue
 		}
-		if c := v[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		if !lowerHexByte(v[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// lowerHexByte reports whether c is a lowercase hex digit, as traceparent
+// requires.
+func lowerHexByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
 }
 
 // printableASCII reports whether s is all 0x20..0x7e: strconv.Quote then

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -22,16 +21,7 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	code := redistest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // t0 is the start of every test's clock. Time only moves when a test says
 // so: the scripts take "now" as an argument.

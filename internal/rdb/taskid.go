@@ -61,8 +61,7 @@ func ParseTaskID(id string) (queueNum uint16, ok bool) {
 		return 0, false
 	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		if !lowerHexByte(id[i]) {
 			return 0, false
 		}
 	}
@@ -72,6 +71,12 @@ func ParseTaskID(id string) (queueNum uint16, ok bool) {
 	var b [16]byte
 	_, _ = hex.Decode(b[:], []byte(id))
 	return binary.BigEndian.Uint16(b[14:]), true
+}
+
+// lowerHexByte reports whether c is a lowercase hex digit: task ids are
+// written (NewTaskID) and accepted (ParseTaskID) in lowercase only.
+func lowerHexByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
 }
 
 // TaskIDTime returns the creation time encoded in a task id.

@@ -131,16 +131,24 @@ func (c *Cluster) MasterOf(ctx context.Context, key string) (*Server, error) {
 			rc.Close()
 			continue
 		}
-		slots, err := rc.ClusterSlots(ctx).Result()
+		shards, err := rc.ClusterShards(ctx).Result()
 		rc.Close()
 		if err != nil {
 			continue
 		}
-		for _, r := range slots {
-			if int(slot) >= r.Start && int(slot) <= r.End && len(r.Nodes) > 0 {
-				for _, n := range c.Nodes {
-					if n.Addr == r.Nodes[0].Addr {
-						return n, nil
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if int(slot) < int(r.Start) || int(slot) > int(r.End) {
+					continue
+				}
+				for _, node := range sh.Nodes {
+					if node.Role != "master" {
+						continue
+					}
+					for _, n := range c.Nodes {
+						if n.port == int(node.Port) {
+							return n, nil
+						}
 					}
 				}
 			}

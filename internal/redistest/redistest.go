@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +29,8 @@ type Server struct {
 	mu    sync.Mutex
 	cmd   *exec.Cmd
 	alive bool
+
+	prefixes prefixRegistry // the prefixes New handed out on this server
 }
 
 // Running reports whether the server was started and not killed since.
@@ -67,7 +68,7 @@ func Start(extra ...string) (*Server, error) {
 			return s, nil
 		}
 	}
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir) // a temp dir: nothing to do if it stays
 	return nil, lastErr
 }
 
@@ -101,7 +102,7 @@ func startSentinel(name, master string, q int) (*Server, error) {
 			return s, nil
 		}
 	}
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir) // a temp dir: nothing to do if it stays
 	return nil, lastErr
 }
 
@@ -161,7 +162,7 @@ func (s *Server) Restart() error { return s.start() }
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() {
 	s.Kill()
-	os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.dir) // a temp dir: nothing to do if it stays
 }
 
 // URL returns the redis:// URL of the server.
@@ -182,65 +183,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-var (
-	shared   *Server
-	sharedMu sync.Mutex
-	seq      atomic.Int64
-)
-
-// Main runs a test package's tests with a shared private server and stops it
-// afterwards. Call it from TestMain: os.Exit(redistest.Main(m)).
-func Main(m *testing.M) int {
-	code := m.Run()
-	sharedMu.Lock()
-	if shared != nil {
-		shared.Stop()
-		shared = nil
-	}
-	sharedMu.Unlock()
-	return code
-}
-
-// Shared returns the package's shared server, starting it on first use.
-func Shared(t testing.TB) *Server {
-	t.Helper()
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if shared == nil {
-		s, err := Start()
-		if err != nil {
-			t.Fatal(err)
-		}
-		shared = s
-	}
-	return shared
-}
-
-// Setup is what a storage test needs: a client of the shared server and a
-// key prefix no other test uses.
-type Setup struct {
-	Server *Server
-	Client *redis.Client
-	Prefix string
-}
-
-// New returns a client of the shared server and a key prefix that no other
-// test of the process uses, so tests can run in parallel on one server.
-func New(t testing.TB) *Setup {
-	t.Helper()
-	s := Shared(t)
-	c := s.Client(t)
-	return &Setup{Server: s, Client: c, Prefix: fmt.Sprintf("t%d", seq.Add(1))}
-}
-
-// Keys returns every key under prefix (SCAN, for assertions in tests).
-func Keys(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
-	var out []string
-	iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-	for iter.Next(ctx) {
-		out = append(out, iter.Val())
-	}
-	return out, iter.Err()
 }

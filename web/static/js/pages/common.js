@@ -128,3 +128,24 @@ export function keepFocus(container, rebuild) {
   const again = [...container.querySelectorAll('a, button')].find(el => (el.getAttribute('href') || el.id) === key);
   again?.focus({preventScroll: true});
 }
+
+// moreLoader returns the "Show more" handler of a paged list: it fetches
+// the page after the current cursor (cursor.get()), hands its items to
+// render(items, true), and keeps the button disabled while it reads and
+// hidden once no page is left.
+export function moreLoader({more, status, fetchPage, render, cursor}) {
+  return async function loadMore() {
+    if (!cursor.get()) return;
+    more.disabled = true;
+    try {
+      const page = await fetchPage(cursor.get());
+      cursor.set(page.next_cursor);
+      render(page.items, true);
+    } catch (e) {
+      if (e.name !== 'AbortError') status.replaceChildren(errorBox(e, () => loadMore()));
+    } finally {
+      more.disabled = false;
+      more.hidden = !cursor.get();
+    }
+  };
+}

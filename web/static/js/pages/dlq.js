@@ -5,7 +5,7 @@
 import {api, listAll} from '../api.js';
 import {h, add, setText, fmtInt, fmtTime, prettyJSON, taskLink} from '../dom.js';
 import {pageHeader, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
-import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady} from './common.js';
+import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader} from './common.js';
 
 const PAGE = 50;
 // Counting what a bulk action would touch reads at most this many entries.
@@ -136,20 +136,9 @@ export function mount(root, {app, params}) {
     markReady(root);
   }
 
-  async function loadMore() {
-    if (!next) return;
-    more.disabled = true;
-    try {
-      const page = await api('dlq', {query: {...filter, limit: PAGE, cursor: next}, signal: ctrl.signal});
-      next = page.next_cursor;
-      render(page.items, true);
-    } catch (e) {
-      if (e.name !== 'AbortError') status.replaceChildren(errorBox(e, () => loadMore()));
-    } finally {
-      more.disabled = false;
-      more.hidden = !next;
-    }
-  }
+  const loadMore = moreLoader({more, status, render,
+    fetchPage: cursor => api('dlq', {query: {...filter, limit: PAGE, cursor}, signal: ctrl.signal}),
+    cursor: {get: () => next, set: c => { next = c; }}});
 
   async function loadQueues() {
     try {

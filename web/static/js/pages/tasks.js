@@ -6,7 +6,7 @@ import {api} from '../api.js';
 import {h, add, setText, fmtInt, fmtMS, fmtTime, statusBadge, statusLabel, taskLink, isTaskID, STATUSES, TERMINAL} from '../dom.js';
 import {TASK_STATUS_BY_EVENT} from '../feed.js';
 import {pageHeader} from '../ui.js';
-import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady} from './common.js';
+import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader} from './common.js';
 
 const PAGE = 50;
 
@@ -169,20 +169,8 @@ export function mount(root, {app, params}) {
     markReady(root);
   }
 
-  async function loadMore() {
-    if (!next) return;
-    more.disabled = true;
-    try {
-      const page = await fetchPage(next);
-      next = page.next_cursor;
-      render(page.items, true);
-    } catch (e) {
-      if (e.name !== 'AbortError') status.replaceChildren(errorBox(e, () => loadMore()));
-    } finally {
-      more.disabled = false;
-      more.hidden = !next;
-    }
-  }
+  const loadMore = moreLoader({more, status, render, fetchPage,
+    cursor: {get: () => next, set: c => { next = c; }}});
 
   async function loadQueues() {
     try {
