@@ -48,7 +48,9 @@ type Server struct {
 
 // StartServer starts redis-server from PATH on a free loopback port, with
 // its data and AOF in dir (created if needed; appendonly yes, appendfsync
-// everysec) and maxmemory-policy noeviction, and waits until it answers.
+// everysec), maxmemory 1gb with maxmemory-policy noeviction (so that /ready
+// and the dashboard show memory against a limit, as in production), and
+// waits until it answers.
 // The server is in its own process group so that a Ctrl-C reaches only dtq,
 // which stops it last, after the API and worker have drained.
 func StartServer(ctx context.Context, dir string) (*Server, error) {
@@ -87,7 +89,7 @@ func startServer(ctx context.Context, bin, dir string, port int) (*Server, error
 	s.cmd = exec.Command(bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec",
-		"--save", "", "--maxmemory-policy", "noeviction", "--hash-max-listpack-value", "1024",
+		"--save", "", "--maxmemory", "1gb", "--maxmemory-policy", "noeviction", "--hash-max-listpack-value", "1024",
 		"--daemonize", "no", "--logfile", logFile)
 	detach(s.cmd)
 	if err := s.cmd.Start(); err != nil {

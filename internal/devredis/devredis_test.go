@@ -44,6 +44,7 @@ func TestServerKeepsDataAcrossRestarts(t *testing.T) {
 	require.Equal(t, "yes", cfg["appendonly"])
 	require.Equal(t, "everysec", cfg["appendfsync"])
 	require.Equal(t, "noeviction", cfg["maxmemory-policy"])
+	require.Equal(t, "1073741824", cfg["maxmemory"])
 	require.Equal(t, "127.0.0.1", cfg["bind"])
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 	require.NoError(t, s.Stop(ctx))
