@@ -87,6 +87,9 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if o.FailedRetention == 0 {
 		o.FailedRetention = DefaultFailedRetention
 	}
+	if o.FailedRetention != NoRetention && (o.FailedRetention < 0 || o.FailedRetention > MaxRetention) {
+		return nil, errors.New("dtq: FailedRetention must be NoRetention or up to 366 days")
+	}
 	if o.IdempotencyTTL == 0 {
 		o.IdempotencyTTL = 24 * time.Hour
 	}

@@ -57,15 +57,9 @@ func asynqEnqueue(ctx context.Context, rc *redis.Client, addr string, n, produce
 
 // asynqProduceConsume is produceConsume for asynq.
 func asynqProduceConsume(ctx context.Context, rc *redis.Client, addr string, n, producers, concurrency int, payload []byte) result {
-	var count atomic.Int64
-	allDone := make(chan struct{})
+	tick, allDone := countdown(n)
 	srv := asynqServer(addr, concurrency, 0)
-	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		if count.Add(1) == int64(n) {
-			close(allDone)
-		}
-		return nil
-	})
+	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { tick(); return nil })
 	if err := srv.Start(h); err != nil {
 		panic(err)
 	}
@@ -95,6 +89,19 @@ func asynqProduceConsume(ctx context.Context, rc *redis.Client, addr string, n, 
 	return r
 }
 
+// asynqWaitDrained waits until asynq's default queue has nothing pending
+// or active: the last completion may still be in flight when the last
+// handler returns.
+func asynqWaitDrained(insp *asynq.Inspector) {
+	for {
+		qi, err := insp.GetQueueInfo("default")
+		if err == nil && qi.Active == 0 && qi.Pending == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func asynqServer(addr string, concurrency int, poll time.Duration) *asynq.Server {
 	cfg := asynq.Config{Concurrency: concurrency, Logger: quietLogger{}, LogLevel: asynq.FatalLevel}
 	if poll > 0 {
@@ -118,15 +125,9 @@ func asynqE2E(ctx context.Context, rc *redis.Client, addr string, n, concurrency
 	}
 	wg.Wait()
 	c.Close()
-	var count atomic.Int64
-	allDone := make(chan struct{})
+	tick, allDone := countdown(n)
 	srv := asynqServer(addr, concurrency, 0)
-	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		if count.Add(1) == int64(n) {
-			close(allDone)
-		}
-		return nil
-	})
+	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error { tick(); return nil })
 	before := readStats(ctx, rc)
 	start := time.Now()
 	if err := srv.Start(h); err != nil {
@@ -134,13 +135,7 @@ func asynqE2E(ctx context.Context, rc *redis.Client, addr string, n, concurrency
 	}
 	<-allDone
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: addr})
-	for {
-		qi, err := insp.GetQueueInfo("default")
-		if err == nil && qi.Active == 0 && qi.Pending == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	asynqWaitDrained(insp)
 	el := time.Since(start)
 	after := readStats(ctx, rc)
 	insp.Close()

@@ -238,14 +238,8 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 func produceConsume(ctx context.Context, rc *redis.Client, n, producers, concurrency int, payload any) result {
 	c := newClient(rc)
 	w := newWorker(rc, concurrency)
-	var count atomic.Int64
-	allDone := make(chan struct{})
-	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) {
-		if count.Add(1) == int64(n) {
-			close(allDone)
-		}
-		return nil, nil
-	})
+	tick, allDone := countdown(n)
+	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) { tick(); return nil, nil })
 	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -277,6 +271,18 @@ func produceConsume(ctx context.Context, rc *redis.Client, n, producers, concurr
 		Note: fmt.Sprintf("producers=%d concurrency=%d, first submit to last completion", producers, concurrency)}
 	charge(&r, before, after, int64(n))
 	return r
+}
+
+// countdown returns tick, which counts calls, and a channel closed at the
+// n-th: a benchmark's "every task ran".
+func countdown(n int) (tick func(), done <-chan struct{}) {
+	var count atomic.Int64
+	ch := make(chan struct{})
+	return func() {
+		if count.Add(1) == int64(n) {
+			close(ch)
+		}
+	}, ch
 }
 
 // dumpCommandStats prints Redis's per-command statistics to stderr when
@@ -349,15 +355,9 @@ func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any)
 			panic(err)
 		}
 	}
-	var count atomic.Int64
 	w := newWorker(rc, concurrency)
-	allDone := make(chan struct{})
-	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) {
-		if count.Add(1) == int64(n) {
-			close(allDone)
-		}
-		return nil, nil
-	})
+	tick, allDone := countdown(n)
+	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) { tick(); return nil, nil })
 	before := readStats(ctx, rc)
 	start := time.Now()
 	wctx, stop := context.WithCancel(ctx)
@@ -365,9 +365,7 @@ func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any)
 	go func() { _ = w.Run(wctx); close(done) }()
 	<-allDone
 	// The last finalize may still be in flight: wait for the depth to drain.
-	for rc.Get(ctx, "dtq:depth:{default}").Val() != "0" {
-		time.Sleep(time.Millisecond)
-	}
+	waitDrained(ctx, rc)
 	el := time.Since(start)
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)

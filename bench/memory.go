@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -34,14 +33,8 @@ func memory(ctx context.Context, rc *redis.Client, n int, payload any, m memoryR
 			conf.SucceededRetention = m.retention
 		}
 	})
-	var count atomic.Int64
-	allDone := make(chan struct{})
-	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) {
-		if count.Add(1) == int64(n) {
-			close(allDone)
-		}
-		return nil, nil
-	})
+	tick, allDone := countdown(n)
+	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) { tick(); return nil, nil })
 	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })
 	// Register the queue and start the worker first: its groups and
 	// registry are not what a task costs.
@@ -101,13 +94,15 @@ func waitDrained(ctx context.Context, rc *redis.Client) {
 // asynqMemory is memory for asynq: its default deletes a task when it
 // completes; retention > 0 is asynq.Retention, idem is asynq.TaskID.
 func asynqMemory(ctx context.Context, rc *redis.Client, addr string, n int, payload []byte, m memoryRun) result {
-	var count atomic.Int64
-	allDone := make(chan struct{})
+	tick, allDone := countdown(n)
+	warm := make(chan struct{}, 1)
 	srv := asynqServer(addr, 32, 0)
 	h := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		if count.Add(1) == int64(n) {
-			close(allDone)
+		if t.Type() == "warmup" {
+			warm <- struct{}{}
+			return nil
 		}
+		tick()
 		return nil
 	})
 	if err := srv.Start(h); err != nil {
@@ -115,23 +110,11 @@ func asynqMemory(ctx context.Context, rc *redis.Client, addr string, n int, payl
 	}
 	c := asynq.NewClient(asynq.RedisClientOpt{Addr: addr, PoolSize: 64})
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: addr})
-	drained := func() {
-		for {
-			qi, err := insp.GetQueueInfo("default")
-			if err == nil && qi.Active == 0 && qi.Pending == 0 {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if _, err := c.Enqueue(asynq.NewTask("noop", payload)); err != nil {
+	if _, err := c.Enqueue(asynq.NewTask("warmup", payload)); err != nil {
 		panic(err)
 	}
-	for count.Load() < 1 {
-		time.Sleep(time.Millisecond)
-	}
-	drained()
-	count.Store(0)
+	<-warm
+	asynqWaitDrained(insp)
 	before := readStats(ctx, rc)
 	start := time.Now()
 	for i := range n {
@@ -147,7 +130,7 @@ func asynqMemory(ctx context.Context, rc *redis.Client, addr string, n int, payl
 		}
 	}
 	<-allDone
-	drained()
+	asynqWaitDrained(insp)
 	el := time.Since(start)
 	after := readStats(ctx, rc)
 	c.Close()

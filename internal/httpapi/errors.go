@@ -227,7 +227,7 @@ func queryError(err error) error {
 
 // redisUnavailable reports whether err means Redis could not serve the
 // request for now: no connection, a timeout, or a server that is loading,
-// read-only, out of memory or failing over.
+// read-only or failing over (out of memory has its own answer in classify).
 func redisUnavailable(err error) bool {
 	var ne net.Error
 	switch {
@@ -238,7 +238,7 @@ func redisUnavailable(err error) bool {
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
 		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
 		redis.IsTryAgainError(err), redis.IsMasterDownError(err), redis.IsMaxClientsError(err),
-		redis.IsOOMError(err), redis.IsNoReplicasError(err):
+		redis.IsNoReplicasError(err):
 		return true
 	}
 	return false

@@ -86,11 +86,7 @@ type Memory struct {
 // in-process dev Redis).
 func (r *RDB) Memory(ctx context.Context) (m Memory, ok bool, err error) {
 	read := func(ctx context.Context, c redis.UniversalClient) (Memory, bool, error) {
-		info, err := c.Info(ctx, "memory").Result()
-		var reply redis.Error
-		if errors.As(err, &reply) {
-			return Memory{}, false, nil // INFO memory refused or unsupported: cannot tell
-		}
+		info, err := readInfo(ctx, c, "memory")
 		if err != nil {
 			return Memory{}, false, err
 		}

@@ -1,7 +1,6 @@
 package rdb
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -110,17 +109,10 @@ func idSuffix(num uint16) string {
 	return string([]byte{digits[num>>12], digits[num>>8&0xf], digits[num>>4&0xf], digits[num&0xf]})
 }
 
-// idSuffixes returns idSuffix of each queue's registry number, read in one
-// command; a queue not in the registry gets "".
-func (r *RDB) idSuffixes(ctx context.Context, queues []string) ([]string, error) {
-	out := make([]string, len(queues))
-	if len(queues) == 0 {
-		return out, nil
-	}
-	vals, err := r.c.HMGet(ctx, r.keys.Queues(), queues...).Result()
-	if err != nil {
-		return nil, err
-	}
+// idSuffixes returns idSuffix of each queue number in vals (an HMGET of
+// the queue registry); a queue not in the registry gets "".
+func idSuffixes(vals []any) []string {
+	out := make([]string, len(vals))
 	for i, v := range vals {
 		if s, ok := v.(string); ok {
 			if n, err := strconv.ParseUint(s, 10, 16); err == nil {
@@ -128,5 +120,5 @@ func (r *RDB) idSuffixes(ctx context.Context, queues []string) ([]string, error)
 			}
 		}
 	}
-	return out, nil
+	return out
 }

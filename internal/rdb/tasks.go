@@ -84,20 +84,21 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 	if f.Cursor != "" {
 		start = "(" + recentMember(f.Cursor)
 	}
-	suffixes, err := r.idSuffixes(ctx, queues)
-	if err != nil {
-		return nil, "", err
+	if len(queues) == 0 {
+		return []*dtqtype.TaskInfo{}, "", nil // no queue yet: nothing to list
 	}
-
-	// Newest ids of each queue below the cursor, merged by id (ids sort by time).
+	// Newest ids of each queue below the cursor, merged by id (ids sort by
+	// time), and the queues' numbers, which complete the ids.
 	pipe := r.c.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(queues))
 	for i, q := range queues {
 		cmds[i] = pipe.ZRevRangeByLex(ctx, r.keys.Recent(q), &redis.ZRangeBy{Max: start, Min: "-", Count: int64(scan + 1)})
 	}
+	nums := pipe.HMGet(ctx, r.keys.Queues(), queues...)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, "", err
 	}
+	suffixes := idSuffixes(nums.Val())
 	type cand struct{ id, queue string }
 	var cands []cand
 	for i, c := range cmds {

@@ -22,12 +22,8 @@ var ErrRedisTooOld = fmt.Errorf("redis is older than %s", MinRedisVersion)
 // server that does not report one (some managed services hide INFO) passes
 // with version "".
 func (r *RDB) CheckVersion(ctx context.Context) (string, error) {
-	info, err := r.c.Info(ctx, "server").Result()
+	info, err := readInfo(ctx, r.c, "server")
 	if err != nil {
-		var reply redis.Error
-		if errors.As(err, &reply) {
-			return "", nil // INFO refused or unsupported: cannot tell, so do not fail
-		}
 		return "", err
 	}
 	v := infoField(info, "redis_version")
@@ -38,6 +34,18 @@ func (r *RDB) CheckVersion(ctx context.Context) (string, error) {
 		return v, fmt.Errorf("%w: found %s", ErrRedisTooOld, v)
 	}
 	return v, nil
+}
+
+// readInfo reads one INFO section. A server that refuses it or does not
+// know the section (some managed services, the in-process dev Redis)
+// answers "" and no error: callers cannot tell, so they do not fail.
+func readInfo(ctx context.Context, c redis.Cmdable, section string) (string, error) {
+	info, err := c.Info(ctx, section).Result()
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return "", nil
+	}
+	return info, err
 }
 
 // infoField returns the value of field in an INFO reply, or "".

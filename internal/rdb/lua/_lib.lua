@@ -175,7 +175,7 @@ local function expire_task(c, tid, h)
   redis.call('DECR', c.depth)
   emit(c.events, c.events_maxlen, 'TASK_EXPIRED', tid, h.type, h.attempt, c.now, '', '')
   idem_set(c.idem_prefix, h.idem_key, tid, 'failed', c.now)
-  retain(c, tk, 'expired', c.retention, nil)
+  retain(c, tk, 'expired', c.retention, h)
 end
 
 -- later_ms reports whether epoch-ms text a is after b, without turning
@@ -248,7 +248,7 @@ local function itoa(n)
 end
 
 local fence_fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key',
-  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at', 'previous_attempts', 'ckey'}
+  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at', 'previous_attempts', 'ckey', 'ret'}
 
 local fence_h = {} -- reused by every fence call: see hget_into
 
@@ -425,7 +425,7 @@ local function cancel_running(f, h, err_msg)
   emit(f.events, f.events_maxlen, 'TASK_CANCELLED', f.tid, h.type, h.attempt, f.now, h.worker_id,
     cjson.encode({reason = 'cancel requested while running'}))
   idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
-  retain(f, f.task_key, 'cancelled', f.retention, nil)
+  retain(f, f.task_key, 'cancelled', f.retention, h)
   release_entry(f, h)
   release_key(f.l, h)
   wake_limited(f.l)
@@ -457,7 +457,7 @@ local function bury(f, h, err_class, err_msg, retryable)
     end
   end
   idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
-  if not f.dlq then retain(f, f.task_key, 'failed', f.retention, nil) end
+  if not f.dlq then retain(f, f.task_key, 'failed', f.retention, h) end
   release_entry(f, h)
   release_key(f.l, h)
   wake_limited(f.l)
@@ -546,13 +546,14 @@ local function dlq_discard_one(c, tid)
   local tk = c.task_prefix .. tid
   redis.call('ZREM', c.dlq, tid)
   local meta = {}
-  local raw = redis.call('HGET', tk, 'metadata')
+  local v = redis.call('HMGET', tk, 'metadata', 'ret', 'idem_key')
+  local raw = v[1]
   if raw and raw ~= '' then
     local ok, v = pcall(cjson.decode, raw)
     if ok and type(v) == 'table' then meta = v end
   end
   meta.discarded = true
   redis.call('HSET', tk, 'metadata', cjson.encode(meta))
-  retain(c, tk, 'dead_lettered', c.retention, nil)
+  retain(c, tk, 'dead_lettered', c.retention, {ret = v[2], idem_key = v[3]})
   return 'discarded'
 end

@@ -108,7 +108,7 @@ local c = {
 }
 local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
   'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',
-  'error_class', 'ckey'}
+  'error_class', 'ckey', 'ret'}
 
 local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)

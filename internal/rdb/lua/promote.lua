@@ -28,7 +28,7 @@ local moved = 0
 for _, tid in ipairs(due) do
   redis.call('ZREM', KEYS[1], tid)
   local tk = c.task_prefix .. tid
-  local h = hget_map(tk, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id'})
+  local h = hget_map(tk, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id', 'ret'})
   if h.status == 'pending' or h.status == 'retrying' then
     moved = moved + 1
     if h.expires_at and tonumber(h.expires_at) <= now then

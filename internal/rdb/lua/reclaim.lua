@@ -45,7 +45,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 10
 local out = {}
 local fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
   'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
-  'previous_attempts', 'ckey'}
+  'previous_attempts', 'ckey', 'ret'}
 for _, tid in ipairs(expired) do
   local tk = ARGV[5] .. tid
   local h = hget_map(tk, fields)

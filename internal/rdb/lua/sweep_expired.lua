@@ -24,7 +24,7 @@ local c = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEY
 local over = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local n = 0
 for _, tid in ipairs(over) do
-  local h = hget_map(c.task_prefix .. tid, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id'})
+  local h = hget_map(c.task_prefix .. tid, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret'})
   if h.status == 'pending' or h.status == 'queued' or h.status == 'retrying' then
     expire_task(c, tid, h)
     n = n + 1
