@@ -78,9 +78,9 @@ func FuzzDecodeSubmission(f *testing.F) {
 		if !res.Task.ExpiresAt.IsZero() {
 			require.True(t, res.Task.ExpiresAt.After(res.Task.AvailableAt.Time))
 		}
-		stored, err := s.Client.HGet(t.Context(), rdb.NewKeys(prefix).Task(res.Task.Queue, res.TaskID), "payload").Result()
+		stored, err := rdb.New(s.Client, prefix).GetTask(t.Context(), res.TaskID)
 		require.NoError(t, err)
-		require.Equal(t, string(res.Task.Payload), stored)
+		require.Equal(t, string(res.Task.Payload), string(stored.Payload))
 	})
 }
 

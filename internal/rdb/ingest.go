@@ -57,7 +57,7 @@ type IngestOptions struct {
 	RecentCap    int64
 }
 
-const ingestFixedKeys = 5 + NumBands
+const ingestFixedKeys = 5
 
 // Ingest creates tasks of one queue with one script call. Each task is
 // checked and written on its own: one task's refusal does not affect others.
@@ -65,12 +65,9 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 	k := r.keys
 	keys := make([]string, 0, ingestFixedKeys+2*len(tasks))
 	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
-	for b := 0; b < NumBands; b++ {
-		keys = append(keys, k.Stream(queue, b))
-	}
-	args := make([]any, 0, 7+16*len(tasks))
+	args := make([]any, 0, 8+16*len(tasks))
 	args = append(args, now.UnixMilli(), opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
-		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks))
+		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks), k.StreamPrefix(queue))
 	for i := range tasks {
 		t := &tasks[i]
 		tk := k.Task(queue, t.ID)

@@ -76,13 +76,18 @@ func TestIngestQueuedTask(t *testing.T) {
 	entries, err := b.c.XRange(b.ctx, b.keys.Stream("q", 7), "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
-	require.Equal(t, map[string]any{"t": nt.ID, "a": "1"}, entries[0].Values)
+	// A queued task's payload and metadata ride in its stream entry.
+	require.Equal(t, map[string]any{"t": nt.ID, "a": "1", "p": `{"n":1}`, "m": `{"trace":"x"}`}, entries[0].Values)
 	ms := strconv.FormatInt(b.now.UnixMilli(), 10)
 	require.Equal(t, map[string]string{
-		"type": "echo", "payload": `{"n":1}`, "priority": "7", "max_attempts": "5", "attempt": "1",
+		"type": "echo", "priority": "7", "max_attempts": "5", "attempt": "1",
 		"timeout_ms": "30000", "status": "queued", "created_at": ms, // available_at = created_at: not stored
-		"metadata": `{"trace":"x"}`, "stream_id": entries[0].ID,
+		"stream_id": entries[0].ID,
 	}, h)
+	got, err := b.r.GetTask(b.ctx, nt.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":1}`, string(got.Payload))
+	require.JSONEq(t, `{"trace":"x"}`, string(got.Metadata))
 	require.Equal(t, time.Duration(-1), b.c.TTL(b.ctx, b.keys.Task("q", nt.ID)).Val())
 
 	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("q")).Val())

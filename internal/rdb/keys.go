@@ -22,9 +22,13 @@ func (k Keys) q(kind, queue string) string {
 	return k.prefix + ":" + kind + ":{" + queue + "}"
 }
 
+// StreamPrefix is the same-slot prefix of queue's band streams; scripts
+// append the band (0..9) to it.
+func (k Keys) StreamPrefix(queue string) string { return k.q("stream", queue) + ":p" }
+
 // Stream is the ready stream of one priority band (0..9) of queue.
 func (k Keys) Stream(queue string, band int) string {
-	return k.q("stream", queue) + ":p" + strconv.Itoa(band)
+	return k.StreamPrefix(queue) + strconv.Itoa(band)
 }
 
 // Streams returns the ten band streams of queue, highest priority (p9) first.

@@ -36,11 +36,79 @@ func (r *RDB) GetTask(ctx context.Context, id string) (*dtqtype.TaskInfo, error)
 	if len(h.Val()) == 0 {
 		return nil, ErrNotFound
 	}
+	if err := r.withBodies(ctx, []taskRef{{queue, id, h.Val()}}); err != nil {
+		return nil, err
+	}
 	var result *string
 	if s, err := res.Result(); err == nil {
 		result = &s
 	}
 	return decodeTask(queue, id, h.Val(), result), nil
+}
+
+// taskRef is one task hash read by a listing.
+type taskRef struct {
+	queue, id string
+	h         map[string]string
+}
+
+// withBodies completes the hashes of queued tasks whose payload and
+// metadata ride in their band stream entry (see ingest.lua). A claim that
+// took the entry meanwhile moved them into the hash in the same script, so
+// a missing entry means reading the hash's fields again.
+func (r *RDB) withBodies(ctx context.Context, refs []taskRef) error {
+	var need []int
+	for i, t := range refs {
+		if _, ok := t.h["payload"]; !ok && t.h["stream_id"] != "" && t.h["priority"] != "" {
+			need = append(need, i)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	pipe := r.c.Pipeline()
+	es := make([]*redis.XMessageSliceCmd, len(need))
+	for j, i := range need {
+		t := refs[i]
+		sid := t.h["stream_id"]
+		es[j] = pipe.XRange(ctx, r.keys.StreamPrefix(t.queue)+t.h["priority"], sid, sid)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	var again []int
+	for j, i := range need {
+		if msgs := es[j].Val(); len(msgs) == 1 {
+			setBody(refs[i].h, msgs[0].Values["p"], msgs[0].Values["m"])
+		} else {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	pipe = r.c.Pipeline()
+	hm := make([]*redis.SliceCmd, len(again))
+	for j, i := range again {
+		hm[j] = pipe.HMGet(ctx, r.keys.Task(refs[i].queue, refs[i].id), "payload", "metadata")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	for j, i := range again {
+		v := hm[j].Val()
+		setBody(refs[i].h, v[0], v[1])
+	}
+	return nil
+}
+
+func setBody(h map[string]string, p, m any) {
+	if s, ok := p.(string); ok {
+		h["payload"] = s
+	}
+	if s, ok := m.(string); ok {
+		h["metadata"] = s
+	}
 }
 
 // TaskStatus reads only the status of a task ("" when it does not exist).
@@ -157,6 +225,13 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 		rs[i] = pipe.Get(ctx, r.keys.Result(c.queue, c.id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", err
+	}
+	refs := make([]taskRef, len(cands))
+	for i, c := range cands {
+		refs[i] = taskRef{c.queue, c.id, hs[i].Val()}
+	}
+	if err := r.withBodies(ctx, refs); err != nil {
 		return nil, "", err
 	}
 	out := make([]*dtqtype.TaskInfo, 0, len(cands))

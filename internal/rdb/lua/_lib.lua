@@ -159,15 +159,68 @@ local function flush_retained(r, acc)
   for field, n in pairs(acc) do redis.call('HINCRBY', r.retained, field, n) end
 end
 
+-- entry_body returns the payload and metadata a band stream entry carries
+-- (fields t, a, p[, m]: ingest puts a queued task's payload and metadata
+-- there, so that its hash stays a listpack), or nil when it carries none.
+-- ef is the entry's field list.
+local function entry_body(ef)
+  if not ef or ef[5] ~= 'p' then return nil end
+  if ef[7] == 'm' then return ef[6], ef[8] end
+  return ef[6], nil
+end
+
+-- keep_body moves the payload and metadata of a queued task's band stream
+-- entry into its hash, before the entry goes away (claim, cancel, expiry,
+-- purge, hold). ef is the entry's field list when the caller has it; else
+-- the entry is read.
+local function keep_body(tk, stream, sid, ef)
+  if not ef then
+    if not sid or sid == '' then return end
+    local e = redis.call('XRANGE', stream, sid, sid)
+    ef = e[1] and e[1][2]
+  end
+  local p, m = entry_body(ef)
+  if p and m then
+    redis.call('HSET', tk, 'payload', p, 'metadata', m)
+  elseif p then
+    redis.call('HSET', tk, 'payload', p)
+  end
+end
+
+-- task_with_body is HGETALL of a task hash, with the payload and metadata
+-- of its band stream entry when a queued task keeps them there. stream_prefix
+-- and the task's priority name the band stream (same slot).
+local function task_with_body(tk, stream_prefix)
+  local flat = redis.call('HGETALL', tk)
+  local sid, prio, has = nil, nil, false
+  for i = 1, #flat, 2 do
+    local f = flat[i]
+    if f == 'stream_id' then sid = flat[i + 1]
+    elseif f == 'priority' then prio = flat[i + 1]
+    elseif f == 'payload' then has = true end
+  end
+  if has or not sid or not prio then return flat end
+  local e = redis.call('XRANGE', stream_prefix .. prio, sid, sid)
+  local p, m = entry_body(e[1] and e[1][2])
+  if p then
+    flat[#flat + 1], flat[#flat + 2] = 'payload', p
+    if m then flat[#flat + 1], flat[#flat + 2] = 'metadata', m end
+  end
+  return flat
+end
+
 -- expire_task moves a not-yet-started task to expired: removes its stream or
 -- schedule entry and index entries, decrements depth, emits TASK_EXPIRED,
 -- marks its idempotency record failed and starts retention.
--- streams is a table band -> stream key.
-local function expire_task(c, tid, h)
+-- streams is a table band -> stream key; ef, when given, is the fields of
+-- the task's stream entry (see keep_body).
+local function expire_task(c, tid, h, ef)
   local tk = c.task_prefix .. tid
   redis.call('HSET', tk, 'status', 'expired', 'finished_at', c.now)
   if h.stream_id and h.stream_id ~= '' then
-    redis.call('XDEL', c.streams[tonumber(h.priority)], h.stream_id)
+    local stream = c.streams[tonumber(h.priority)]
+    keep_body(tk, stream, h.stream_id, ef)
+    redis.call('XDEL', stream, h.stream_id)
     redis.call('HDEL', tk, 'stream_id')
   end
   redis.call('ZREM', c.schedule, tid)

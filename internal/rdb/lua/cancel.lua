@@ -36,6 +36,7 @@ if st == 'running' then
 end
 -- pending, queued or retrying
 if h.stream_id and h.stream_id ~= '' then
+  keep_body(KEYS[1], KEYS[7 + tonumber(h.priority)], h.stream_id)
   redis.call('XDEL', KEYS[7 + tonumber(h.priority)], h.stream_id)
   redis.call('HDEL', KEYS[1], 'stream_id')
 end

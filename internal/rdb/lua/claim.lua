@@ -146,11 +146,12 @@ for b = 9, 0, -1 do
           cjson.encode({entry_id = eid, status = st}))
       elseif h.expires_at and tonumber(h.expires_at) <= now then
         redis.call('XACK', streams[b], group, eid)
-        expire_task(c, tid, h)
+        expire_task(c, tid, h, ef)
       elseif h.ckey and key_conc and key_count(h.ckey) >= key_conc then
         -- Its key is at its limit: out of the stream into the key's wait
         -- list, in order, so that other keys' tasks pass it.
         redis.call('RPUSH', ARGV[11] .. h.ckey, tid)
+        keep_body(tk, streams[b], eid, ef)
         redis.call('HSET', tk, 'held', '1')
         redis.call('HDEL', tk, 'stream_id')
         redis.call('INCR', KEYS[21])
@@ -162,7 +163,20 @@ for b = 9, 0, -1 do
           key_cnt[h.ckey] = key_count(h.ckey) + 1
           redis.call('HINCRBY', KEYS[20], h.ckey, 1)
         end
-        redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+        -- The entry goes with the trim below: its payload and metadata
+        -- move into the hash in the same write.
+        local p, m = entry_body(ef)
+        if m then
+          h.payload, h.metadata = p, m
+          redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+            'payload', p, 'metadata', m)
+        elseif p then
+          h.payload = p
+          redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+            'payload', p)
+        else
+          redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+        end
         if h.error_class then -- a retry: clear the previous attempt's outcome
           redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
         end

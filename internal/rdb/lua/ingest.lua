@@ -6,19 +6,27 @@
 -- TASK_QUEUED / TASK_PENDING event. Every check for a task runs before its
 -- first write. A replay writes nothing.
 --
+-- A task due now carries its payload (and metadata) in its band stream
+-- entry, not in its hash: the hash then holds only short fields and Redis
+-- keeps it as a listpack, less than a third of a hashtable's size. The
+-- claim moves them into the hash (see keep_body); a delayed task keeps them
+-- in its hash from the start.
+--
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
 -- KEYS[3]  expiry ZSET              KEYS[4]  recent index ZSET (ids
 --                                   without their last four digits)
--- KEYS[5]  event stream             KEYS[6..15] band streams p0..p9
--- then per task i (base = 16 + 2*(i-1)):
+-- KEYS[5]  event stream
+-- then per task i (base = 6 + 2*(i-1)):
 -- KEYS[base]   task hash            KEYS[base+1] idempotency record (the task
 --                                   hash key again when the task has no key)
+-- Band streams are the stream prefix and the priority (same slot): naming
+-- all ten as keys made every call carry ten keys it mostly does not use.
 --
 -- ARGV[1] now (epoch ms)            ARGV[2] max depth
 -- ARGV[3] events maxlen             ARGV[4] recent index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
--- ARGV[7] number of tasks
--- then per task i (base = 8 + 16*(i-1)): id, type, payload, priority,
+-- ARGV[7] number of tasks           ARGV[8] band stream prefix
+-- then per task i (base = 9 + 16*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint, record TTL (s),
 -- created_at, concurrency key ("" = none), retention once finished (s; ""
@@ -38,19 +46,16 @@ local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
 local n = tonumber(ARGV[7])
+local stream_prefix = ARGV[8]
 
 local replies = {}
 local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
 local recent = {}
 local fields = {}
--- band streams by priority as text: no tonumber per task (and no tostring
--- per call: Lua formats numbers with sprintf)
-local band_key = {['0'] = KEYS[6], ['1'] = KEYS[7], ['2'] = KEYS[8], ['3'] = KEYS[9], ['4'] = KEYS[10],
-  ['5'] = KEYS[11], ['6'] = KEYS[12], ['7'] = KEYS[13], ['8'] = KEYS[14], ['9'] = KEYS[15]}
 
 for i = 1, n do
-  local kb = 16 + 2 * (i - 1)
-  local ab = 8 + 16 * (i - 1)
+  local kb = 6 + 2 * (i - 1)
+  local ab = 9 + 16 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
@@ -73,7 +78,7 @@ for i = 1, n do
           reply = {'in_progress', owner}
         else
           local res = redis.call('GET', result_prefix .. owner)
-          reply = {'duplicate', owner, redis.call('HGETALL', task_prefix .. owner), res}
+          reply = {'duplicate', owner, task_with_body(task_prefix .. owner, stream_prefix), res}
         end
       end
     end
@@ -96,10 +101,10 @@ for i = 1, n do
     -- One argument list reused for every task (unpack with an explicit
     -- length): a table built per task would be grown five times.
     local f = fields
-    f[1], f[2], f[3], f[4], f[5], f[6] = 'type', ttype, 'payload', payload, 'priority', priority
+    f[1], f[2], f[3], f[4], f[5], f[6] = 'type', ttype, 'priority', priority, 'created_at', created_at
     f[7], f[8], f[9], f[10], f[11], f[12] = 'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms
-    f[13], f[14], f[15], f[16] = 'status', status, 'created_at', created_at
-    local nf = 16
+    f[13], f[14] = 'status', status
+    local nf = 14
     -- available_at is stored only when it differs from created_at: most
     -- tasks are due at once, and every byte of a task hash counts.
     if available_at ~= created_at then
@@ -115,9 +120,13 @@ for i = 1, n do
       f[nf + 1], f[nf + 2] = 'expires_at', expires_at
       nf = nf + 2
     end
-    if metadata ~= '' then
-      f[nf + 1], f[nf + 2] = 'metadata', metadata
+    if delayed then
+      f[nf + 1], f[nf + 2] = 'payload', payload
       nf = nf + 2
+      if metadata ~= '' then
+        f[nf + 1], f[nf + 2] = 'metadata', metadata
+        nf = nf + 2
+      end
     end
     if ckey ~= '' then
       f[nf + 1], f[nf + 2] = 'ckey', ckey
@@ -137,7 +146,11 @@ for i = 1, n do
       redis.call('ZADD', KEYS[2], available_at, id)
     else
       f[nf + 1] = 'stream_id'
-      f[nf + 2] = redis.call('XADD', band_key[priority], '*', 't', id, 'a', '1')
+      if metadata ~= '' then
+        f[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
+      else
+        f[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload)
+      end
       nf = nf + 2
     end
     redis.call('HSET', task_key, unpack(f, 1, nf))

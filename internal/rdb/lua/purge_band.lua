@@ -20,6 +20,7 @@ for _, e in ipairs(entries) do
   local tk = ARGV[4] .. tid
   local h = hget_map(tk, {'status', 'stream_id', 'type', 'attempt', 'idem_key', 'ret'})
   if h.status == 'queued' and h.stream_id == eid then
+    keep_body(tk, KEYS[1], eid, e[2])
     redis.call('XDEL', KEYS[1], eid)
     redis.call('HDEL', tk, 'stream_id')
     redis.call('ZREM', KEYS[2], tid)
