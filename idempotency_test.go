@@ -55,7 +55,7 @@ func (b *bundle) queueState(t *testing.T, queue string) queueState {
 	t.Helper()
 	s := queueState{
 		events:   b.rc.XLen(b.ctx, b.keys.Events(queue)).Val(),
-		recent:   b.rc.ZCard(b.ctx, b.keys.Recent(queue)).Val(),
+		recent:   b.rc.LLen(b.ctx, b.keys.Recent(queue)).Val(),
 		schedule: b.rc.ZCard(b.ctx, b.keys.Schedule(queue)).Val(),
 		depth:    b.rc.Get(b.ctx, b.keys.Depth(queue)).Val(),
 	}

@@ -69,7 +69,7 @@ func memory(ctx context.Context, rc *redis.Client, n int, payload any, m memoryR
 		Note: fmt.Sprintf("retention=%s idempotency=%t memory_after=%.1fMB events=%.1fMB recent=%.1fMB tasks=%.1fMB",
 			retentionNote(m.retention), m.idem, float64(after.memory-before.memory)/1e6,
 			float64(rc.MemoryUsage(ctx, "dtq:events:{default}", 0).Val())/1e6,
-			float64(rc.MemoryUsage(ctx, "dtq:recent:{default}", 0).Val())/1e6,
+			float64(rc.MemoryUsage(ctx, "dtq:listing:{default}", 0).Val())/1e6,
 			float64(keysMemory(ctx, rc, "dtq:task:*"))/1e6)}
 	charge(&r, before, after, int64(n))
 	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)

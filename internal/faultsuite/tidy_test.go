@@ -102,7 +102,7 @@ func TestTidyUnderFaults(t *testing.T) {
 
 	// What is left: the ids of the 501 tasks that exist, nothing else, and
 	// the counts of the ones kept (the ended buckets were pruned).
-	members := direct.ZRange(ctx, keys.Recent("default"), 0, -1).Val()
+	members := direct.LRange(ctx, keys.Recent("default"), 0, -1).Val()
 	require.Len(t, members, 501)
 	insp, err := dtq.NewInspector(direct, &dtq.InspectorConfig{KeyPrefix: "tidy"})
 	require.NoError(t, err)

@@ -112,14 +112,14 @@ func RunSweeper(ctx context.Context, cfg Config, queue string) {
 }
 
 // Tidier pacing: one call of rdb.TidyBatch ids a second while walking the
-// recent index, then a rest once the walk reached its end.
+// listing index, then a rest once the walk reached its end.
 const (
 	tidyStep = time.Second
 	tidyRest = time.Minute
 )
 
 // RunTidier runs queue's tidy pass until ctx ends (see rdb.Tidy): it walks
-// the recent index at a steady pace, dropping the ids of tasks whose
+// the listing index at a steady pace, dropping the ids of tasks whose
 // retention ended, and prunes ended retained-count buckets.
 func RunTidier(ctx context.Context, cfg Config, queue string) {
 	Run(ctx, Service{Name: "tidy", Queue: queue, Logger: cfg.Logger, MaxSleep: tidyRest,

@@ -65,7 +65,7 @@ type spec struct {
 
 // addTasks writes tasks straight into Redis, field for field as ingest.lua
 // (and, for retrying and running tasks, the claim and retry scripts) leave
-// them: task hash, stream entry or schedule entry, expiry index, recent
+// them: task hash, stream entry or schedule entry, expiry index, listing
 // index and depth. It writes no lifecycle events, so a test sees only the
 // events of the code under test.
 func (b *bundle) addTasks(t *testing.T, queue string, specs ...spec) []string {
@@ -99,7 +99,7 @@ func (b *bundle) addTasks(t *testing.T, queue string, specs ...spec) []string {
 			pipe.ZAdd(b.ctx, b.keys.Lease(queue), redis.Z{Score: float64(t0.Add(time.Hour).UnixMilli()), Member: id})
 		}
 		pipe.HSet(b.ctx, tk, fields...)
-		pipe.ZAdd(b.ctx, b.keys.Recent(queue), redis.Z{Member: id})
+		pipe.LPush(b.ctx, b.keys.Recent(queue), id[:28])
 		pipe.Incr(b.ctx, b.keys.Depth(queue))
 	}
 	_, err = pipe.Exec(b.ctx)

@@ -91,7 +91,7 @@ func TestIngestQueuedTask(t *testing.T) {
 	require.Equal(t, time.Duration(-1), b.c.TTL(b.ctx, b.keys.Task("q", nt.ID)).Val())
 
 	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
-	require.Equal(t, []string{recentMember(nt.ID)}, b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
+	require.Equal(t, []string{recentMember(nt.ID)}, b.c.LRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
 	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Schedule("q")).Val())
 	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Expiry("q")).Val())
 	evs, err := b.c.XRange(b.ctx, b.keys.Events("q"), "-", "+").Result()
@@ -159,7 +159,7 @@ func TestIngestBatchChecksEachTaskOnItsOwn(t *testing.T) {
 	require.Zero(t, b.c.Exists(b.ctx, b.keys.Idempotency("q", "c")).Val())
 	require.Equal(t, "3", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
 	require.EqualValues(t, 3, b.c.XLen(b.ctx, b.keys.Events("q")).Val())
-	require.EqualValues(t, 3, b.c.ZCard(b.ctx, b.keys.Recent("q")).Val())
+	require.EqualValues(t, 3, b.c.LLen(b.ctx, b.keys.Recent("q")).Val())
 }
 
 func TestIngestReplayOfFinishedTask(t *testing.T) {
@@ -239,7 +239,7 @@ func TestIngestRecentIndexIsCapped(t *testing.T) {
 		ids = append(ids, recentMember(nt.ID))
 		b.ingest(t, "q", nt)
 	}
-	require.Equal(t, ids[2:], b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val(), "the newest ids stay")
+	require.Equal(t, []string{ids[4], ids[3], ids[2]}, b.c.LRange(b.ctx, b.keys.Recent("q"), 0, -1).Val(), "the newest ids stay, newest first")
 	require.Equal(t, "5", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
 }
 

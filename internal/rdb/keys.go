@@ -71,15 +71,18 @@ func (k Keys) Expiry(queue string) string { return k.q("expiry", queue) }
 // Depth is the exact counter of non-terminal tasks in queue.
 func (k Keys) Depth(queue string) string { return k.q("depth", queue) }
 
-// Recent is the capped index of task ids of queue, for listing newest first.
-func (k Keys) Recent(queue string) string { return k.q("recent", queue) }
+// Recent is the capped listing index of queue: a LIST of its task ids
+// without their last four digits, newest first. (An older layout kept a
+// ZSET under "recent"; the new name keeps the two from meeting.)
+func (k Keys) Recent(queue string) string { return k.q("listing", queue) }
 
 // Retained counts the finished tasks of queue whose retention runs, by
 // status and the minute (or hour) their retention ends: field
 // <status>:<bucket end, epoch s> -> count.
 func (k Keys) Retained(queue string) string { return k.q("retained", queue) }
 
-// Tidy holds where the tidy pass over queue's recent index resumes.
+// Tidy holds where the tidy pass over queue's listing index resumes (a
+// position counted from its oldest end).
 func (k Keys) Tidy(queue string) string { return k.q("tidy", queue) }
 
 // DLQ is the dead-letter index of queue (ZSET task id → failed_at).

@@ -29,7 +29,7 @@ func TestKeyNames(t *testing.T) {
 		{"lease", k.Lease("emails"), "dtq:lease:{emails}", true},
 		{"expiry", k.Expiry("emails"), "dtq:expiry:{emails}", true},
 		{"depth", k.Depth("emails"), "dtq:depth:{emails}", true},
-		{"recent", k.Recent("emails"), "dtq:recent:{emails}", true},
+		{"recent", k.Recent("emails"), "dtq:listing:{emails}", true},
 		{"dlq", k.DLQ("emails"), "dtq:dlq:{emails}", true},
 		{"events", k.Events("emails"), "dtq:events:{emails}", true},
 		{"paused", k.Paused("emails"), "dtq:paused:{emails}", true},

@@ -38,19 +38,19 @@ func retainedCounts(h map[string]string, now time.Time) map[string]int64 {
 	return out
 }
 
-// TidyBatch is how many recent-index ids one tidy call examines.
+// TidyBatch is how many listing-index ids one tidy call examines.
 const TidyBatch = 1000
 
 // TidyResult is what one Tidy call did.
 type TidyResult struct {
 	Examined, Dropped, Pruned int
-	// Wrapped means the walk reached the end of the recent index: the next
+	// Wrapped means the walk reached the end of the listing index: the next
 	// call starts over, and nothing is left to do for a while.
 	Wrapped bool
 }
 
 // Tidy runs one step of queue's tidy pass (see tidy.lua): ids of tasks
-// whose retention ended leave the recent index, ended retained-count
+// whose retention ended leave the listing index, ended retained-count
 // buckets are pruned. Only ids of tasks created before createdBefore are
 // looked at: the caller passes now less the shortest retention, since a
 // task is kept at least that long and younger ids need no lookup.

@@ -246,7 +246,7 @@ func TestRetainedCountsAndTidy(t *testing.T) {
 	res, err := b.r.Tidy(b.ctx, "q", later, anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: 3, Dropped: 2, Pruned: 1, Wrapped: true}, res) // ids[0] left at delete
-	require.Equal(t, []string{recentMember(failed.ID)}, b.c.ZRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
+	require.Equal(t, []string{recentMember(failed.ID)}, b.c.LRange(b.ctx, b.keys.Recent("q"), 0, -1).Val())
 	require.Len(t, b.c.HKeys(b.ctx, b.keys.Retained("q")).Val(), 1)
 }
 
@@ -258,18 +258,18 @@ func TestTidyWalksInSteps(t *testing.T) {
 	num, err := b.r.QueueNumber(b.ctx, "q")
 	require.NoError(t, err)
 	n := TidyBatch + 10
-	members := make([]redis.Z, n)
+	members := make([]any, n)
 	for i := range members {
-		members[i] = redis.Z{Member: recentMember(NewTaskID(num, b.now))}
+		members[i] = recentMember(NewTaskID(num, b.now))
 	}
-	require.NoError(t, b.c.ZAdd(b.ctx, b.keys.Recent("q"), members...).Err())
+	require.NoError(t, b.c.LPush(b.ctx, b.keys.Recent("q"), members...).Err())
 	res, err := b.r.Tidy(b.ctx, "q", b.now.Add(time.Minute), anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: TidyBatch, Dropped: TidyBatch}, res)
 	res, err = b.r.Tidy(b.ctx, "q", b.now.Add(time.Minute), anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: 10, Dropped: 10, Wrapped: true}, res)
-	require.Zero(t, b.c.ZCard(b.ctx, b.keys.Recent("q")).Val())
+	require.Zero(t, b.c.LLen(b.ctx, b.keys.Recent("q")).Val())
 }
 
 // TestTidyLooksOnlyAtOldEnoughIds: ids of tasks younger than the shortest
@@ -279,9 +279,9 @@ func TestTidyLooksOnlyAtOldEnoughIds(t *testing.T) {
 	b := newTestRDB(t)
 	num, err := b.r.QueueNumber(b.ctx, "q")
 	require.NoError(t, err)
-	members := []redis.Z{{Member: recentMember(NewTaskID(num, b.now))}, {Member: recentMember(NewTaskID(num, b.now))}}
-	require.NoError(t, b.c.ZAdd(b.ctx, b.keys.Recent("q"), members...).Err())
-	created := TaskIDTime(members[0].Member.(string) + "0000")
+	members := []any{recentMember(NewTaskID(num, b.now)), recentMember(NewTaskID(num, b.now))}
+	require.NoError(t, b.c.LPush(b.ctx, b.keys.Recent("q"), members...).Err())
+	created := TaskIDTime(members[0].(string) + "0000")
 	res, err := b.r.Tidy(b.ctx, "q", b.now, created)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Wrapped: true}, res, "created too recently to be looked at")
@@ -369,7 +369,7 @@ func TestMemoryOfRetainedTasks(t *testing.T) {
 	after := used() - base
 	t.Logf("after retention and tidy: %+.1f MB of the baseline", float64(after)/1e6)
 	require.Less(t, after, int64(5<<20))
-	require.Zero(t, c.ZCard(ctx, r.Keys().Recent("q")).Val())
+	require.Zero(t, c.LLen(ctx, r.Keys().Recent("q")).Val())
 }
 
 func keysOf(m map[string]string) []string {
@@ -452,7 +452,7 @@ func TestMemoryPerState(t *testing.T) {
 			recent := c.MemoryUsage(ctx, r.Keys().Recent(q), 0).Val()
 			out[step] = float64(used()-base-events-recent) / n
 			out["event"] = float64(events) / float64(c.XLen(ctx, r.Keys().Events(q)).Val())
-			out["recent"] = float64(recent) / float64(c.ZCard(ctx, r.Keys().Recent(q)).Val())
+			out["recent"] = float64(recent) / float64(c.LLen(ctx, r.Keys().Recent(q)).Val())
 		}
 		return out
 	}

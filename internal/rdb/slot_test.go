@@ -278,6 +278,8 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	_, err = r.Tidy(ctx, "emails", now.Add(2*time.Hour), now)
 	require.NoError(t, err)
+	_, _, err = r.ListTasks(ctx, ListFilter{Queue: "emails", Limit: 2, Cursor: pendingPlain})
+	require.NoError(t, err)
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
 
 	// Flow control.

@@ -90,12 +90,12 @@ func TaskIDTime(id string) time.Time {
 	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:])))
 }
 
-// The recent index holds ids without their last four digits, which are
+// The listing index holds ids without their last four digits, which are
 // the queue's number and so the same in every id of one queue's index: 28
 // bytes fit Redis a smaller allocation than 32.
 const recentMemberLen = 28
 
-// recentMember is id as the recent index holds it.
+// recentMember is id as the listing index holds it.
 func recentMember(id string) string {
 	if len(id) < recentMemberLen {
 		return id

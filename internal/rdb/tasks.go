@@ -148,29 +148,23 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 	if filtered {
 		scan = maxExamined
 	}
-	start := "+"
-	if f.Cursor != "" {
-		start = "(" + recentMember(f.Cursor)
-	}
 	if len(queues) == 0 {
 		return []*dtqtype.TaskInfo{}, "", nil // no queue yet: nothing to list
 	}
 	// Newest ids of each queue below the cursor, merged by id (ids sort by
 	// time), and the queues' numbers, which complete the ids.
-	pipe := r.c.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(queues))
-	for i, q := range queues {
-		cmds[i] = pipe.ZRevRangeByLex(ctx, r.keys.Recent(q), &redis.ZRangeBy{Max: start, Min: "-", Count: int64(scan + 1)})
-	}
-	nums := pipe.HMGet(ctx, r.keys.Queues(), queues...)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	pages, nums, err := r.listPages(ctx, queues, f.Cursor, scan+1)
+	if err != nil {
 		return nil, "", err
 	}
-	suffixes := idSuffixes(nums.Val())
+	suffixes := idSuffixes(nums)
 	type cand struct{ id, queue string }
 	var cands []cand
-	for i, c := range cmds {
-		for _, m := range c.Val() {
+	for i, page := range pages {
+		for _, m := range page {
+			if f.Cursor != "" && m >= recentMember(f.Cursor) {
+				continue // out of creation order (producers' clocks differ): paged already
+			}
 			id := m
 			if len(m) == recentMemberLen {
 				id += suffixes[i]
@@ -187,7 +181,7 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 	next := ""
 	if filtered && len(cands) > 0 {
 		// Cheap pass on status and type before reading whole hashes.
-		pipe = r.c.Pipeline()
+		pipe := r.c.Pipeline()
 		hm := make([]*redis.SliceCmd, len(cands))
 		for i, c := range cands {
 			hm[i] = pipe.HMGet(ctx, r.keys.Task(c.queue, c.id), "status", "type")
@@ -217,7 +211,7 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 		next = cands[len(cands)-1].id
 	}
 
-	pipe = r.c.Pipeline()
+	pipe := r.c.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(cands))
 	rs := make([]*redis.StringCmd, len(cands))
 	for i, c := range cands {
@@ -246,6 +240,47 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 		out = append(out, decodeTask(c.queue, c.id, hs[i].Val(), res))
 	}
 	return out, next, nil
+}
+
+// listPages reads, for each queue, up to count members of its listing
+// index older than cursor ("" = the newest), and the queues' numbers. A
+// page after a cursor is found by list_page's binary search. Script calls
+// in a pipeline are not retried on NOSCRIPT, so the scripts are loaded and
+// the pipeline sent again once.
+func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, count int) ([][]string, []any, error) {
+	s := scripts["list_page"]
+	for try := 0; ; try++ {
+		pipe := r.c.Pipeline()
+		cmds := make([]redis.Cmder, len(queues))
+		for i, q := range queues {
+			if cursor == "" {
+				cmds[i] = pipe.LRange(ctx, r.keys.Recent(q), 0, int64(count-1))
+			} else {
+				cmds[i] = s.EvalSha(ctx, pipe, []string{r.keys.Recent(q)}, recentMember(cursor), count)
+			}
+		}
+		nums := pipe.HMGet(ctx, r.keys.Queues(), queues...)
+		_, err := pipe.Exec(ctx)
+		if err != nil && try == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if err := s.Load(ctx, r.c).Err(); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, err
+		}
+		pages := make([][]string, len(queues))
+		for i, c := range cmds {
+			switch c := c.(type) {
+			case *redis.StringSliceCmd:
+				pages[i] = c.Val()
+			case *redis.Cmd:
+				pages[i], _ = c.StringSlice()
+			}
+		}
+		return pages, nums.Val(), nil
+	}
 }
 
 // RecentCompletions returns how many tasks of queue finished (succeeded,

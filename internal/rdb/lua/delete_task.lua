@@ -2,7 +2,7 @@
 -- An idempotency record still naming it becomes stale (its next use creates a
 -- new task). A task whose retention had started leaves the retained counts.
 --
--- KEYS[1] task hash  KEYS[2] result key  KEYS[3] recent index  KEYS[4] DLQ index
+-- KEYS[1] task hash  KEYS[2] result key  KEYS[3] listing index  KEYS[4] DLQ index
 -- KEYS[5] retained counts hash
 -- ARGV[1] task id  ARGV[2] now (ms)
 --
@@ -25,6 +25,6 @@ if left > 0 then
   end
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], string.sub(ARGV[1], 1, 28), ARGV[1]) -- an older version kept whole ids
+redis.call('LREM', KEYS[3], 1, string.sub(ARGV[1], 1, 28))
 redis.call('ZREM', KEYS[4], ARGV[1])
 return {'deleted'}

@@ -2,7 +2,7 @@
 --
 -- For each task, in order: idempotency check (stale -> mismatch -> in progress
 -- -> replay), depth gate, idempotency claim, task hash, stream entry (or
--- schedule entry when delayed), expiry index, recent index, depth counter,
+-- schedule entry when delayed), expiry index, listing index, depth counter,
 -- TASK_QUEUED / TASK_PENDING event. Every check for a task runs before its
 -- first write. A replay writes nothing.
 --
@@ -13,8 +13,9 @@
 -- in its hash from the start.
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
--- KEYS[3]  expiry ZSET              KEYS[4]  recent index ZSET (ids
---                                   without their last four digits)
+-- KEYS[3]  expiry ZSET              KEYS[4]  listing index LIST (ids
+--                                   without their last four digits,
+--                                   newest first)
 -- KEYS[5]  event stream
 -- then per task i (base = 6 + 2*(i-1)):
 -- KEYS[base]   task hash            KEYS[base+1] idempotency record (the task
@@ -23,7 +24,7 @@
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
 -- ARGV[1] now (epoch ms)            ARGV[2] max depth
--- ARGV[3] events maxlen             ARGV[4] recent index cap
+-- ARGV[3] events maxlen             ARGV[4] listing index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
 -- then per task i (base = 9 + 16*(i-1)): id, type, payload, priority,
@@ -158,7 +159,6 @@ for i = 1, n do
       redis.call('ZADD', KEYS[3], expires_at, id)
     end
 
-    recent[#recent + 1] = '0'
     -- The id without its last four digits, the queue's number (the same in
     -- every id of the queue): 28 bytes fit a smaller allocation than 32.
     recent[#recent + 1] = string.sub(id, 1, 28)
@@ -171,12 +171,12 @@ for i = 1, n do
   replies[i] = reply
 end
 
--- Indexes and the counter once per call: the recent index and depth change
--- only by the tasks created above.
+-- Indexes and the counter once per call: the listing index and depth
+-- change only by the tasks created above. A LIST costs ~31 bytes an id
+-- where a ZSET took ~130, and LPUSH answers the length the cap needs.
 if #recent > 0 then
-  redis.call('ZADD', KEYS[4], unpack(recent))
-  if redis.call('ZCARD', KEYS[4]) > recent_cap then
-    redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(recent_cap + 1))
+  if redis.call('LPUSH', KEYS[4], unpack(recent)) > recent_cap then
+    redis.call('LTRIM', KEYS[4], 0, recent_cap - 1)
   end
   redis.call('SET', KEYS[1], depth)
 end
