@@ -67,7 +67,7 @@ func TestCancelRunningViaAdmin(t *testing.T) {
 	_, err = a.CancelTask(b.ctx, res.TaskID, "") // repeated: still fine
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusCancelled)
-	require.Contains(t, b.rc.Get(b.ctx, b.keys.Idempotency("default", "cr")).Val(), `"state":"failed"`)
+	require.Equal(t, "failed", mustRecord(t, b, "default", "cr").State)
 	require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_CANCEL_REQUESTED", "TASK_CANCELLED"}, b.events(t, "default", res.TaskID))
 }
 

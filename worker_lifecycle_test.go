@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,7 +127,7 @@ func TestCancelRequestStopsRunningHandler(t *testing.T) {
 	ti := b.waitStatus(t, res.TaskID, dtqtype.StatusCancelled)
 	require.Equal(t, "Cancelled", ti.Execution.ErrorClass)
 	require.NotContains(t, b.events(t, "default", res.TaskID), "TASK_SUCCEEDED")
-	require.Contains(t, b.rc.Get(b.ctx, b.keys.Idempotency("default", "c1")).Val(), `"state":"failed"`)
+	require.Equal(t, "failed", mustRecord(t, b, "default", "c1").State)
 }
 
 func TestCancelFlagSeenAtLeaseRenewal(t *testing.T) {
@@ -268,14 +267,14 @@ func TestRetryKeepsRecordProcessingAndForeignRecordUntouched(t *testing.T) {
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "fails", IdempotencyKey: "r1"})
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusRetrying)
-	require.Contains(t, b.rc.Get(b.ctx, b.keys.Idempotency("default", "r1")).Val(), `"state":"processing"`)
+	require.Equal(t, res.TaskID, b.rc.Get(b.ctx, b.keys.Idempotency("default", "r1")).Val())
 	_, err = b.client.Submit(b.ctx, dtq.Submission{Type: "fails", IdempotencyKey: "r1"})
 	require.ErrorIs(t, err, dtq.ErrIdempotencyInProgress)
 
 	// A record that now belongs to another task is never overwritten.
 	ok, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok", IdempotencyKey: "r2"})
 	require.NoError(t, err)
-	foreign := `{"task_id":"someone-else","state":"processing","updated_at":1,"fingerprint":"x"}`
+	foreign := "someone-else"
 	key := b.keys.Idempotency("default", "r2")
 	require.NoError(t, b.rc.Set(b.ctx, key, foreign, time.Hour).Err())
 	close(gate)
@@ -283,7 +282,9 @@ func TestRetryKeepsRecordProcessingAndForeignRecordUntouched(t *testing.T) {
 	require.Equal(t, foreign, b.rc.Get(b.ctx, key).Val())
 }
 
-func TestCompletionMovesUpdatedAtButNotTTL(t *testing.T) {
+// TestCompletionLeavesRecordAlone: the record is the task id; finishing
+// the task changes neither it nor its TTL (its state is the task's status).
+func TestCompletionLeavesRecordAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	gate := make(chan struct{})
@@ -293,23 +294,16 @@ func TestCompletionMovesUpdatedAtButNotTTL(t *testing.T) {
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok", IdempotencyKey: "t1"})
 	require.NoError(t, err)
 	key := b.keys.Idempotency("default", "t1")
-	// An old updated_at and a marker TTL: completion must move the first
-	// and keep the second.
-	rec := b.rc.Get(b.ctx, key).Val()
-	rec = strings.Replace(rec, `"updated_at":`, `"updated_at":1,"old":`, 1)
-	require.NoError(t, b.rc.Set(b.ctx, key, rec, 500*time.Second).Err())
+	require.NoError(t, b.rc.Expire(b.ctx, key, 500*time.Second).Err()) // a marker TTL
 	close(gate)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
-	var after struct {
-		State     string `json:"state"`
-		UpdatedAt int64  `json:"updated_at"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(b.rc.Get(b.ctx, key).Val()), &after))
-	require.Equal(t, "completed", after.State)
-	require.Greater(t, after.UpdatedAt, int64(1))
+	require.Equal(t, res.TaskID, b.rc.Get(b.ctx, key).Val())
 	ttl := b.rc.TTL(b.ctx, key).Val()
 	require.LessOrEqual(t, ttl, 500*time.Second)
 	require.Greater(t, ttl, 400*time.Second)
+	again, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok", IdempotencyKey: "t1"})
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
 }
 
 func TestDLQDisabledEndsFailed(t *testing.T) {
@@ -322,7 +316,7 @@ func TestDLQDisabledEndsFailed(t *testing.T) {
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusFailed)
 	require.Zero(t, b.rc.ZCard(b.ctx, b.keys.DLQ("default")).Val())
-	require.Contains(t, b.rc.Get(b.ctx, b.keys.Idempotency("default", "f1")).Val(), `"state":"failed"`)
+	require.Equal(t, "failed", mustRecord(t, b, "default", "f1").State)
 	require.Equal(t, []string{"TASK_QUEUED", "TASK_STARTED", "TASK_FAILED"}, b.events(t, "default", res.TaskID))
 }
 

@@ -57,7 +57,7 @@ func TestSucceededRecordIsCompact(t *testing.T) {
 	}, []byte(`{"ok":true}`))
 
 	h := b.c.HGetAll(b.ctx, b.keys.Task("q", ct.ID)).Val()
-	require.ElementsMatch(t, []string{"status", "type", "done", "idem_key", "has_result"}, keysOf(h))
+	require.ElementsMatch(t, []string{"status", "type", "done", "idem_key", "fingerprint", "has_result"}, keysOf(h), "a keyed task keeps its fingerprint: a replay with other work is a mismatch")
 	for f, v := range h {
 		require.LessOrEqual(t, len(v), 64, "field %s stays within Redis's default hash-max-listpack-value", f)
 	}

@@ -54,7 +54,7 @@ func TestScriptsCarryTheirHelpers(t *testing.T) {
 	claim, err := luaFS.ReadFile("lua/claim.lua")
 	require.NoError(t, err)
 	src := withHelpers(helpers, string(claim))
-	for _, want := range []string{"local function emit(", "local function hget_into(", "local function expire_task(", "local function idem_set("} {
+	for _, want := range []string{"local function emit(", "local function hget_into(", "local function expire_task(", "local function keep_body("} {
 		require.Contains(t, src, want)
 	}
 	require.NotContains(t, src, "local function dlq_requeue_one(")

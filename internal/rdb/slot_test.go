@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -211,6 +210,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	res, err = r.Ingest(ctx, "emails", now, opt, []NewTask{task("k1", 0, false), task("k2", time.Minute, true)})
 	require.NoError(t, err)
 	require.Equal(t, []IngestOutcome{Duplicate, InProgress}, outcomes(res))
+	markRecord(t, r, "emails", "k1", "processing") // queued again, for the claim below
 	_, err = r.Ingest(ctx, "emails", now, IngestOptions{MaxDepth: 1, EventsMaxLen: 10, RecentCap: 10}, []NewTask{task("", 0, false)})
 	require.NoError(t, err)
 
@@ -425,18 +425,15 @@ func outcomes(res []IngestResult) []IngestOutcome {
 	return out
 }
 
-// markRecord rewrites the state of an idempotency record, as the finalize
-// scripts do, keeping its TTL.
+// markRecord puts the task an idempotency record names in the state the
+// record answers with: "completed" (succeeded), "failed" or "processing"
+// (queued). The record is the task id; its state is the task's status.
 func markRecord(t *testing.T, r *RDB, queue, key, state string) {
 	t.Helper()
 	ctx := context.Background()
-	k := r.keys.Idempotency(queue, key)
-	raw, err := r.c.Get(ctx, k).Result()
+	owner, err := r.c.Get(ctx, r.keys.Idempotency(queue, key)).Result()
 	require.NoError(t, err)
-	var rec map[string]any
-	require.NoError(t, json.Unmarshal([]byte(raw), &rec))
-	rec["state"] = state
-	b, err := json.Marshal(rec)
-	require.NoError(t, err)
-	require.NoError(t, r.c.SetArgs(ctx, k, b, redis.SetArgs{KeepTTL: true}).Err())
+	status := map[string]string{"completed": "succeeded", "failed": "failed", "processing": "queued"}[state]
+	require.NotEmpty(t, status, state)
+	require.NoError(t, r.c.HSet(ctx, r.keys.Task(queue, owner), "status", status).Err())
 }

@@ -36,20 +36,17 @@ local function emit(events_key, maxlen, etype, tid, ttype, attempt, now, worker,
   return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev, 1, 14))
 end
 
--- idem_set moves a task's idempotency record to state, but only while the
--- record still belongs to that task (compare-and-set on task_id), keeping
--- its TTL.
-local function idem_set(idem_prefix, ikey, tid, state, now)
-  if not ikey or ikey == '' then return end
-  local k = idem_prefix .. ikey
-  local raw = redis.call('GET', k)
-  if not raw then return end
+-- idem_owner returns the task id an idempotency record names. A record
+-- is the task id itself: its state (in progress, or done and replayed) is
+-- the task's status, read from the task hash, so no transition rewrites the
+-- record. A record of an earlier layout (JSON {task_id, state, updated_at,
+-- fingerprint}) is read too; its fingerprint is returned for a task hash
+-- that no longer holds one.
+local function idem_owner(raw)
+  if string.byte(raw, 1) ~= 123 then return raw, nil end -- not '{'
   local ok, rec = pcall(cjson.decode, raw)
-  if not ok or type(rec) ~= 'table' or rec.task_id ~= tid then return end
-  if rec.state == state then return end
-  rec.state = state
-  rec.updated_at = tonumber(now)
-  redis.call('SET', k, cjson.encode(rec), 'KEEPTTL')
+  if not ok or type(rec) ~= 'table' or type(rec.task_id) ~= 'string' then return nil, nil end
+  return rec.task_id, rec.fingerprint
 end
 
 local wj_key, wj_val = nil, nil
@@ -227,7 +224,6 @@ local function expire_task(c, tid, h, ef)
   redis.call('ZREM', c.expiry, tid)
   redis.call('DECR', c.depth)
   emit(c.events, c.events_maxlen, 'TASK_EXPIRED', tid, h.type, h.attempt, c.now, '', '')
-  idem_set(c.idem_prefix, h.idem_key, tid, 'failed', c.now)
   retain(c, tk, 'expired', c.retention, h)
 end
 
@@ -477,7 +473,6 @@ local function cancel_running(f, h, err_msg)
   redis.call('HDEL', f.task_key, 'retry_delay_ms', 'stream_id')
   emit(f.events, f.events_maxlen, 'TASK_CANCELLED', f.tid, h.type, h.attempt, f.now, h.worker_id,
     cjson.encode({reason = 'cancel requested while running'}))
-  idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
   retain(f, f.task_key, 'cancelled', f.retention, h)
   release_entry(f, h)
   release_key(f.l, h)
@@ -509,7 +504,6 @@ local function bury(f, h, err_class, err_msg, retryable)
       end
     end
   end
-  idem_set(f.idem_prefix, h.idem_key, f.tid, 'failed', f.now)
   if not f.dlq then retain(f, f.task_key, 'failed', f.retention, h) end
   release_entry(f, h)
   release_key(f.l, h)
@@ -576,16 +570,17 @@ local function dlq_requeue_one(c, tid)
   redis.call('INCR', c.depth)
   emit(c.events, c.events_maxlen, 'TASK_QUEUED', tid, h.type, 1, c.now, '', cjson.encode({reason = 'requeue'}))
   if h.idem_key and h.idem_key ~= '' then
+    -- The record again with a fresh TTL (re-created if it expired), unless
+    -- the key now belongs to another task. The task's own status says it
+    -- is in progress again.
     local k = c.idem_prefix .. h.idem_key
     local raw = redis.call('GET', k)
-    local rec = nil
-    if raw then
-      local ok, v = pcall(cjson.decode, raw)
-      if ok and type(v) == 'table' then rec = v end
-    end
-    if rec == nil or rec.task_id == tid then
-      redis.call('SET', k, cjson.encode({task_id = tid, state = 'processing', updated_at = c.now,
-        fingerprint = (rec and rec.fingerprint) or h.fingerprint or ''}), 'EX', c.idem_ttl)
+    if not raw or idem_owner(raw) == tid then
+      if raw and not h.fingerprint then
+        local _, fp = idem_owner(raw)
+        if fp then redis.call('HSET', tk, 'fingerprint', fp) end -- kept from an earlier layout's record
+      end
+      redis.call('SET', k, tid, 'EX', c.idem_ttl)
     end
   end
   return 'requeued'

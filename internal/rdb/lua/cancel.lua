@@ -45,7 +45,6 @@ redis.call('ZREM', KEYS[3], tid)
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now)
 redis.call('DECR', KEYS[5])
 emit(KEYS[4], ARGV[4], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = ARGV[8], previous_status = st}))
-idem_set(ARGV[3], h.idem_key, tid, 'failed', now)
 retain({retained = KEYS[17], idem_prefix = ARGV[3], now = now}, KEYS[1], 'cancelled', ARGV[5], h)
 stat(KEYS[6], 'cancelled', 1)
 return {'cancelled'}

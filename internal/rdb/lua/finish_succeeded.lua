@@ -50,7 +50,7 @@ local r = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 -- records) is kept.
 local drop = {status = true, type = true, attempt = true, priority = true, max_attempts = true,
   timeout_ms = true, created_at = true, started_at = true, finished_at = true, worker_id = true,
-  stream_id = true, claim = true, fingerprint = true, error_class = true, error_message = true,
+  stream_id = true, claim = true, error_class = true, error_message = true,
   retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true}
 for i = 1, n do
   local tk, rk = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
@@ -101,7 +101,6 @@ for i = 1, n do
       -- A result outliving its task could never be read.
       redis.call('SET', rk, result, 'PX', math.min(result_ms, ms))
     end
-    idem_set(ARGV[4], h.idem_key, tid, 'completed', now)
     if h.stream_id and h.stream_id ~= '' then
       local ids = acks[h.priority] -- keyed by the priority's text
       if not ids then ids = {}; acks[h.priority] = ids end

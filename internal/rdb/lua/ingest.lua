@@ -1,7 +1,9 @@
 -- ingest: create one or more tasks of one queue, atomically per task.
 --
 -- For each task, in order: idempotency check (stale -> mismatch -> in progress
--- -> replay), depth gate, idempotency claim, task hash, stream entry (or
+-- -> replay; the record is the task id, and the task hash holds the
+-- fingerprint and, in its status, whether the task is still in progress),
+-- depth gate, idempotency claim, task hash, stream entry (or
 -- schedule entry when delayed), expiry index, listing index, depth counter,
 -- TASK_QUEUED / TASK_PENDING event. Every check for a task runs before its
 -- first write. A replay writes nothing.
@@ -49,6 +51,7 @@ local result_prefix = ARGV[6]
 local n = tonumber(ARGV[7])
 local stream_prefix = ARGV[8]
 
+local terminal = {succeeded = true, failed = true, dead_lettered = true, cancelled = true, expired = true}
 local replies = {}
 local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
 local recent = {}
@@ -68,14 +71,15 @@ for i = 1, n do
   if ikey ~= '' then
     local raw = redis.call('GET', idem_key)
     if raw then
-      local ok, rec = pcall(cjson.decode, raw)
-      local owner = ok and type(rec) == 'table' and rec.task_id
+      local owner, rec_fp = idem_owner(raw)
       -- A record whose task hash is gone (retention) or that cannot be read is
       -- stale: it is replaced below and the submission is new work.
-      if owner and redis.call('EXISTS', task_prefix .. owner) == 1 then
-        if rec.fingerprint ~= fingerprint then
+      local o = owner and redis.call('HMGET', task_prefix .. owner, 'status', 'fingerprint')
+      local st = o and o[1]
+      if st then
+        if (o[2] or rec_fp) ~= fingerprint then
           reply = {'mismatch', owner}
-        elseif rec.state == 'processing' then
+        elseif not terminal[st] then
           reply = {'in_progress', owner}
         else
           local res = redis.call('GET', result_prefix .. owner)
@@ -91,10 +95,7 @@ for i = 1, n do
 
   if reply == nil then
     if ikey ~= '' then
-      redis.call('SET', idem_key, cjson.encode({
-        task_id = id, state = 'processing',
-        updated_at = tonumber(now), fingerprint = fingerprint,
-      }), 'EX', idem_ttl)
+      redis.call('SET', idem_key, id, 'EX', idem_ttl)
     end
 
     local delayed = later_ms(available_at, now)

@@ -27,7 +27,6 @@ for _, e in ipairs(entries) do
     redis.call('HSET', tk, 'status', 'cancelled', 'finished_at', now)
     redis.call('DECR', KEYS[4])
     emit(KEYS[3], ARGV[6], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = 'queue purged'}))
-    idem_set(ARGV[5], h.idem_key, tid, 'failed', now)
     retain(r, tk, 'cancelled', ARGV[7], h)
     n = n + 1
   end
