@@ -65,7 +65,8 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 	k := r.keys
 	keys := make([]string, 0, ingestFixedKeys+2*len(tasks))
 	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
-	args := make([]any, 0, 8+16*len(tasks))
+	args := make([]any, 0, 8+17*len(tasks))
+	nowMS := now.UnixMilli()
 	args = append(args, now.UnixMilli(), opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
 		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks), k.StreamPrefix(queue))
 	for i := range tasks {
@@ -96,7 +97,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		}
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
 			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
-			ret, keep)
+			ret, keep, nowMS-TaskIDTime(t.ID).UnixMilli())
 	}
 	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
 	if err != nil {

@@ -3,9 +3,13 @@
 -- They take every key or key prefix as an argument: no key name is built here
 -- beyond prefix .. id, with prefixes that carry the queue's hash tag.
 
-local ev_buf = {} -- emit's argument list, refilled on every call
+-- emit's argument list, refilled on every call; built at its full size, since
+-- a table grown one slot at a time is rehashed four times on the way to 14.
+local ev_buf = {'type', false, 'task_id', false, 'task_type', false, 'attempt', false,
+  'ts', false, 'worker_id', false, 'meta', false}
 
 local ts_small = {}
+local ts_now_s, ts_now = nil, nil -- the last now event_ts turned into a number
 
 -- event_ts is an event's ts field: for a task's event, the ms since the time
 -- in its id (its creation), a small integer Redis stores in one to four
@@ -14,7 +18,10 @@ local ts_small = {}
 local function event_ts(tid, now)
   local id_ms = tid ~= '' and tonumber(string.sub(tid, 1, 12), 16)
   if not id_ms then return now end
-  local d = tonumber(now) - id_ms
+  -- A call emits many events with the same now: convert it once (strtod
+  -- is a thousand instructions for an epoch-ms time).
+  if now ~= ts_now_s then ts_now_s, ts_now = now, tonumber(now) end
+  local d = ts_now - id_ms
   if d >= 0 and d < 4096 then
     local s = ts_small[d]
     if not s then s = tostring(d); ts_small[d] = s end
@@ -28,11 +35,12 @@ end
 -- when there are none): Redis then stores the field names once per stream
 -- node instead of once per entry. The fields go through one reused table:
 -- hot scripts emit once per task.
-local function emit(events_key, maxlen, etype, tid, ttype, attempt, now, worker, meta)
+-- ts, when given, is the entry's ts field as event_ts would compute it (a
+-- caller that has it spares the script the hex and number conversions).
+local function emit(events_key, maxlen, etype, tid, ttype, attempt, now, worker, meta, ts)
   local ev = ev_buf
-  ev[1], ev[2], ev[3], ev[4], ev[5], ev[6] = 'type', etype, 'task_id', tid, 'task_type', ttype
-  ev[7], ev[8], ev[9], ev[10] = 'attempt', attempt or 0, 'ts', event_ts(tid, now)
-  ev[11], ev[12], ev[13], ev[14] = 'worker_id', worker or '', 'meta', meta or ''
+  ev[2], ev[4], ev[6], ev[8] = etype, tid, ttype, attempt or 0
+  ev[10], ev[12], ev[14] = ts or event_ts(tid, now), worker or '', meta or ''
   return redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(ev, 1, 14))
 end
 
@@ -100,11 +108,20 @@ local function stats_flush(stats_key, acc)
   for field, n in pairs(acc) do stat(stats_key, field, n) end
 end
 
+local rf_names = {}
+
 -- retained_field names the retained-counts field of a task that ended with
 -- status and is kept until end_ms: status:<end of its bucket, epoch s>,
 -- with buckets of gran ms (see retention_gran).
 local function retained_field(status, end_ms, gran)
-  return status .. ':' .. string.format('%d', math.ceil(end_ms / gran) * gran / 1000)
+  -- Remembered per status and bucket: a batch's tasks share a few buckets,
+  -- and formatting one costs a sprintf.
+  local bucket = math.ceil(end_ms / gran) * gran / 1000
+  local t = rf_names[status]
+  if not t then t = {}; rf_names[status] = t end
+  local name = t[bucket]
+  if not name then name = status .. ':' .. string.format('%d', bucket); t[bucket] = name end
+  return name
 end
 
 -- retention_gran is the bucket size for a retention of ms: a minute, or an
@@ -112,6 +129,16 @@ end
 -- however many tasks it counts.
 local function retention_gran(ms)
   return ms <= 21600000 and 60000 or 3600000
+end
+
+local ret_ms = {}
+
+-- retention_ms is a retention in seconds (text) as ms, remembered: most
+-- tasks of a call have the same one.
+local function retention_ms(s)
+  local ms = ret_ms[s]
+  if not ms then ms = tonumber(s) * 1000; ret_ms[s] = ms end
+  return ms
 end
 
 -- retain starts the retention of a task that just ended with status: its
@@ -132,7 +159,7 @@ local function retain(r, tk, status, default_s, h, acc)
     local v = redis.call('HMGET', tk, 'ret', 'idem_key')
     ret, ikey = v[1], v[2]
   end
-  local ms = tonumber(ret or default_s) * 1000
+  local ms = retention_ms(ret or default_s)
   if ikey and ikey ~= '' then
     local left = redis.call('PTTL', r.idem_prefix .. ikey)
     if left > ms then ms = left end
@@ -256,6 +283,17 @@ local function hget_into(m, key, fields)
     local v = vals[i]
     if v then m[fields[i]] = v else m[fields[i]] = nil end
   end
+  return m
+end
+
+-- hgetall_into is hget_into by HGETALL: fields are cleared, then every
+-- field of the hash is set. A small hash (a listpack) answers HGETALL in
+-- one pass, where HMGET looks up each name from its start; fields the hash
+-- has beyond the named ones are left in m too.
+local function hgetall_into(m, key, fields)
+  for i = 1, #fields do m[fields[i]] = nil end
+  local flat = redis.call('HGETALL', key)
+  for i = 1, #flat, 2 do m[flat[i]] = flat[i + 1] end
   return m
 end
 

@@ -135,7 +135,7 @@ for b = 9, 0, -1 do
       local eid, ef = entry[1], entry[2]
       local tid = ef[2]
       local tk = c.task_prefix .. tid
-      hget_into(h, tk, fields)
+      hgetall_into(h, tk, fields)
       local st = h.status
       local drop = true
       if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'

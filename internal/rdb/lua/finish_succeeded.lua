@@ -42,6 +42,7 @@ local now = tonumber(now_s)
 local n = tonumber(ARGV[8])
 local result_ms = tonumber(ARGV[7]) * 1000
 local out, acks, leases, done = {}, {}, {}, 0
+local h, prev = {}, {}
 local acc, kept = {}, {}
 local lk = limit_keys(15, 5, 9)
 local r = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
@@ -56,8 +57,11 @@ for i = 1, n do
   local tk, rk = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
   local ab = 11 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
+  -- One table for every task, cleared of the previous task's fields: a
+  -- fresh one would be rehashed four times on the way to a task's fields.
+  for j = 1, #prev, 2 do h[prev[j]] = nil end
   local flat = redis.call('HGETALL', tk)
-  local h = {}
+  prev = flat
   for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
     local again = h.status == nil or (h.status == 'succeeded' and succeeded_by(h, attempt, worker))
@@ -66,13 +70,15 @@ for i = 1, n do
     out[i] = 1
     done = done + 1
     local started = h.started_at or now_s
-    local created = tonumber(h.created_at or started)
-    local dur = math.max(0, now - tonumber(started))
+    local started_n = tonumber(started)
+    local created = h.created_at and tonumber(h.created_at) or started_n
+    local dur = math.max(0, now - started_n)
     local dur_s = itoa(dur)
     local id_ms = tonumber(string.sub(tid, 1, 12), 16) or created
+    local off = created - id_ms -- nearly always 0
     local packed = h.attempt .. ',' .. h.priority .. ',' .. (h.max_attempts or '1') .. ',' ..
-      (h.timeout_ms or '0') .. ',' .. string.format('%d', created - id_ms) .. ',' ..
-      itoa(math.max(0, tonumber(started) - created)) .. ',' .. dur_s
+      (h.timeout_ms or '0') .. ',' .. (off >= 0 and itoa(off) or string.format('%d', off)) .. ',' ..
+      itoa(math.max(0, started_n - created)) .. ',' .. dur_s
     local fields = {'status', 'succeeded', 'type', h.type}
     if #packed + 1 + #worker <= 64 then
       packed = packed .. ',' .. worker

@@ -29,11 +29,12 @@
 -- ARGV[3] events maxlen             ARGV[4] listing index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
--- then per task i (base = 9 + 16*(i-1)): id, type, payload, priority,
+-- then per task i (base = 9 + 17*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint, record TTL (s),
 -- created_at, concurrency key ("" = none), retention once finished (s; ""
--- = the workers' setting), "1" to keep the payload once succeeded
+-- = the workers' setting), "1" to keep the payload once succeeded, the
+-- creation event's ts (now less the id's time, ms: see event_ts)
 --
 -- Returns one reply per task:
 --   {"created", id, status}
@@ -59,13 +60,14 @@ local fields = {}
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
-  local ab = 9 + 16 * (i - 1)
+  local ab = 9 + 17 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
   local ikey, available_at, expires_at = ARGV[ab + 6], ARGV[ab + 7], ARGV[ab + 8]
   local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
   local created_at, ckey, ret, keep = ARGV[ab + 12], ARGV[ab + 13], ARGV[ab + 14], ARGV[ab + 15]
+  local ev_ts = ARGV[ab + 16]
 
   local reply = nil
   if ikey ~= '' then
@@ -165,7 +167,7 @@ for i = 1, n do
     recent[#recent + 1] = string.sub(id, 1, 28)
     depth = depth + 1
 
-    emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '')
+    emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '', ev_ts)
 
     reply = {'created', id, status}
   end
