@@ -164,6 +164,13 @@ type BatchItem struct {
 	Err    error
 }
 
+// submitLinger and submitGather: a submission at a steady rate waits up to
+// submitLinger, or until submitGather are pending, to share an ingest call.
+const (
+	submitLinger = time.Millisecond
+	submitGather = 4
+)
+
 // maxScriptTasks bounds the tasks one ingest script call creates, so that no
 // single call blocks Redis for long.
 const maxScriptTasks = 256
@@ -321,6 +328,13 @@ func (c *Client) newSubmitBatcher(queue string) *groupCommit[*pendingSubmit, sub
 	return &groupCommit[*pendingSubmit, submitOutcome]{
 		max:      maxScriptTasks,
 		flushers: 2,
+		// Independent submitters at a steady, moderate rate (an HTTP
+		// server's requests) rarely overlap a call; waiting up to
+		// submitLinger for a few to share one ingest call costs Redis far
+		// less than a call each (a lone call's fixed cost is most of it).
+		// A caller submitting in a loop never waits (see groupCommit).
+		linger: submitLinger,
+		gather: submitGather,
 		run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
 			ctx := context.Background() // callers may give up; the write must not be cut in half
 			now := c.cfg.Clock()

@@ -19,8 +19,11 @@ type groupCommit[I, R any] struct {
 	// linger, when set, lets calls at a steady rate share runs: a call that
 	// comes less than linger after the previous one and finds nobody
 	// flushing waits until gather calls are pending or linger passes. A
-	// call after a quiet spell runs at once. At moderate rates, where calls
-	// rarely overlap a run, this turns one run per call into one per few.
+	// call after a quiet spell runs at once, and so does every call when no
+	// two calls were in flight at once for lingerMemory: a lone caller
+	// calling in a loop never has company to wait for. At moderate rates,
+	// where calls rarely overlap a run, this turns one run per call into
+	// one per few.
 	linger time.Duration
 	gather int
 	// run handles one batch; it returns one result per item, or an error
@@ -31,8 +34,13 @@ type groupCommit[I, R any] struct {
 	pending  []*gcCall[I, R]
 	flushing int           // flusher goroutines running
 	last     time.Time     // when the previous call came (linger)
+	overlap  time.Time     // when a call last came while another was in flight (linger)
 	company  chan struct{} // closed once gather calls are pending (linger)
 }
+
+// lingerMemory is how long one sighting of calls in flight together keeps
+// lingering on: concurrent callers overlap now and then even at low rates.
+const lingerMemory = time.Second
 
 type gcCall[I, R any] struct {
 	in   I
@@ -54,7 +62,11 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	steady := false
 	if g.linger > 0 {
 		now := time.Now()
-		steady, g.last = now.Sub(g.last) < g.linger, now
+		if g.flushing > 0 || len(g.pending) > 1 {
+			g.overlap = now
+		}
+		steady = now.Sub(g.last) < g.linger && now.Sub(g.overlap) < lingerMemory
+		g.last = now
 		if g.company != nil && len(g.pending) >= g.gather {
 			close(g.company)
 			g.company = nil

@@ -53,6 +53,7 @@ func TestGroupCommitLingerGathersCompany(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	g := &groupCommit[int, int]{max: 10, run: rec.run, linger: time.Minute, gather: 3}
+	g.overlap = time.Now() // calls were seen in flight together
 	_, err := g.do(context.Background(), 0)
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, rec.sizes(), "after a quiet spell a call runs at once")
@@ -77,4 +78,27 @@ func TestGroupCommitLingerGathersCompany(t *testing.T) {
 	wg.Wait() // returns once gather calls were pending, not after a minute
 	require.Equal(t, []int{1, 3}, rec.sizes())
 	require.Equal(t, []int{0, 1, 2, 3}, results)
+}
+
+// TestGroupCommitLoneCallerNeverLingers: calls one after the other from one
+// caller never overlap, so none waits for company, however close together
+// they come.
+func TestGroupCommitLoneCallerNeverLingers(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	g := &groupCommit[int, int]{max: 10, run: rec.run, linger: time.Minute, gather: 3}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 5 {
+			_, err := g.do(context.Background(), i)
+			require.NoError(t, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a linger would take five minutes
+		t.Fatal("a lone caller waited for company")
+	}
+	require.Equal(t, []int{1, 1, 1, 1, 1}, rec.sizes())
 }
