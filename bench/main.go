@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -205,6 +206,7 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	c := newClient(rc)
 	_, _ = c.Submit(ctx, dtq.Submission{Type: "warmup", Payload: payload}) // register the queue
 	before := readStats(ctx, rc)
+	callgrind("-z")
 	var next atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -223,6 +225,7 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	}
 	wg.Wait()
 	el := time.Since(start)
+	callgrind("-d", "enqueue")
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
@@ -283,6 +286,19 @@ func countdown(n int) (tick func(), done <-chan struct{}) {
 			close(ch)
 		}
 	}, ch
+}
+
+// callgrind runs callgrind_control with args when DTQ_BENCH_CALLGRIND is
+// set: bench/lonecost.sh runs the enqueue scenario against a redis-server
+// under callgrind, zeroes the counts when the measured phase starts ("-z")
+// and dumps them when it ends ("-d", "enqueue").
+func callgrind(args ...string) {
+	if os.Getenv("DTQ_BENCH_CALLGRIND") == "" {
+		return
+	}
+	if out, err := exec.Command("callgrind_control", args...).CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("callgrind_control %v: %v: %s", args, err, out))
+	}
 }
 
 // dumpCommandStats prints Redis's per-command statistics to stderr when

@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -96,7 +98,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			keep = "1"
 		}
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
-			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
+			t.IdempotencyKey, t.AvailableAt, exp, meta, storedFingerprint(t.Fingerprint), t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
 			ret, keep, nowMS-TaskIDTime(t.ID).UnixMilli())
 	}
 	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
@@ -137,6 +139,20 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		}
 	}
 	return out, nil
+}
+
+// storedFingerprint is the form a fingerprint is stored and compared in:
+// a SHA-256 in hex (what the client computes, 64 bytes) as its 32 bytes,
+// which saves 32 bytes in every keyed task's hash; anything else as it is.
+func storedFingerprint(fp string) string {
+	if len(fp) != 2*sha256.Size {
+		return fp
+	}
+	raw, err := hex.DecodeString(fp)
+	if err != nil {
+		return fp
+	}
+	return string(raw)
 }
 
 func flatToMap(v any) map[string]string {

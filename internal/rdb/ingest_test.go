@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"strconv"
 	"testing"
@@ -115,7 +117,7 @@ func TestIngestDelayedExpiringKeyedTask(t *testing.T) {
 	h := b.c.HGetAll(b.ctx, b.keys.Task("q", nt.ID)).Val()
 	require.Equal(t, "pending", h["status"])
 	require.Equal(t, "order-7", h["idem_key"])
-	require.Equal(t, "fp-order-7", h["fingerprint"], "kept so a DLQ requeue can re-create the record")
+	require.Equal(t, "fp-order-7", h["fingerprint"], "kept: a replay asking for other work is a mismatch")
 	require.Equal(t, strconv.FormatInt(nt.ExpiresAt, 10), h["expires_at"])
 	require.NotContains(t, h, "stream_id")
 	require.NotContains(t, h, "metadata", "an empty metadata object is not stored")
@@ -252,4 +254,28 @@ func TestIngestQueuesAreIndependent(t *testing.T) {
 	require.Equal(t, Created, res[0].Outcome, "depth and keys are per queue")
 	require.Equal(t, QueueFull, b.ingest(t, "a", b.task(t, "a", ""))[0].Outcome)
 	require.Equal(t, "1", b.c.Get(b.ctx, b.keys.Depth("b")).Val())
+}
+
+// TestIngestFingerprintStoredAsBytes: a SHA-256 fingerprint in hex is
+// stored as its 32 bytes; a hash of an earlier layout holding the hex digits
+// still compares equal.
+func TestIngestFingerprintStoredAsBytes(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	sum := sha256.Sum256([]byte("work"))
+	fp := hex.EncodeToString(sum[:])
+	first := b.task(t, "q", "k")
+	first.Fingerprint = fp
+	b.ingest(t, "q", first)
+	tk := b.keys.Task("q", first.ID)
+	require.Equal(t, string(sum[:]), b.c.HGet(b.ctx, tk, "fingerprint").Val())
+
+	again := b.task(t, "q", "k")
+	again.Fingerprint = fp
+	require.Equal(t, InProgress, b.ingest(t, "q", again)[0].Outcome)
+	require.NoError(t, b.c.HSet(b.ctx, tk, "fingerprint", fp).Err()) // an earlier layout's hex
+	require.Equal(t, InProgress, b.ingest(t, "q", again)[0].Outcome)
+	other := sha256.Sum256([]byte("other work"))
+	again.Fingerprint = hex.EncodeToString(other[:])
+	require.Equal(t, Mismatch, b.ingest(t, "q", again)[0].Outcome)
 }

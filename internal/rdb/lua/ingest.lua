@@ -31,7 +31,8 @@
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
 -- then per task i (base = 9 + 17*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
--- expires_at ("" = none), metadata ("" = {}), fingerprint, record TTL (s),
+-- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
+-- 32 bytes), record TTL (s),
 -- created_at, concurrency key ("" = none), retention once finished (s; ""
 -- = the workers' setting), "1" to keep the payload once succeeded, the
 -- creation event's ts (now less the id's time, ms: see event_ts)
@@ -79,7 +80,13 @@ for i = 1, n do
       local o = owner and redis.call('HMGET', task_prefix .. owner, 'status', 'fingerprint')
       local st = o and o[1]
       if st then
-        if (o[2] or rec_fp) ~= fingerprint then
+        local fp = o[2] or rec_fp
+        -- Stored as 32 bytes; a record or hash of an earlier layout holds
+        -- the 64 hex digits.
+        if fp and #fp == 64 and #fingerprint == 32 then
+          fp = string.gsub(fp, '%x%x', function(h) return string.char(tonumber(h, 16)) end)
+        end
+        if fp ~= fingerprint then
           reply = {'mismatch', owner}
         elseif not terminal[st] then
           reply = {'in_progress', owner}
