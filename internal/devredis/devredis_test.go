@@ -136,4 +136,20 @@ func TestMemoryRunsTheLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, q.ReadyTotal)
 	require.EqualValues(t, 1, q.Scheduled)
+
+	// A queued task's payload is read from its stream entry; a page after a
+	// cursor comes from list_page's binary search.
+	idle, err := cl.Submit(ctx, dtq.Submission{Queue: "idle", Type: "echo", Payload: map[string]int{"n": 7}})
+	require.NoError(t, err)
+	got, err := insp.GetTask(ctx, idle.TaskID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":7}`, string(got.Payload))
+	first, next, err := insp.ListTasks(ctx, dtq.ListOptions{Queue: "default", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, first, 5)
+	require.NotEmpty(t, next)
+	second, _, err := insp.ListTasks(ctx, dtq.ListOptions{Queue: "default", Limit: 5, Cursor: next})
+	require.NoError(t, err)
+	require.Len(t, second, 5)
+	require.Less(t, second[0].ID, first[4].ID)
 }
