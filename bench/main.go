@@ -289,7 +289,7 @@ func countdown(n int) (tick func(), done <-chan struct{}) {
 }
 
 // callgrind runs callgrind_control with args when DTQ_BENCH_CALLGRIND is
-// set: bench/lonecost.sh runs the enqueue scenario against a redis-server
+// set: bench/scriptcost.sh runs the enqueue scenario against a redis-server
 // under callgrind, zeroes the counts when the measured phase starts ("-z")
 // and dumps them when it ends ("-d", "enqueue").
 func callgrind(args ...string) {
