@@ -279,3 +279,26 @@ func TestIngestFingerprintStoredAsBytes(t *testing.T) {
 	again.Fingerprint = hex.EncodeToString(other[:])
 	require.Equal(t, Mismatch, b.ingest(t, "q", again)[0].Outcome)
 }
+
+// TestIngestDepthGateComparesAsNumbers: the gate compares the counter and
+// the limit as integers (it does so as text: longer is larger), and a
+// counter that drifted below zero lets a task in.
+func TestIngestDepthGateComparesAsNumbers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		depth string
+		want  IngestOutcome
+	}{{"9", Created}, {"10", QueueFull}, {"11", QueueFull}, {"100", QueueFull}, {"-1", Created}, {"0", Created}} {
+		t.Run(c.depth, func(t *testing.T) {
+			t.Parallel()
+			b := newTestRDB(t)
+			b.opt.MaxDepth = 10
+			require.NoError(t, b.c.Set(b.ctx, b.keys.Depth("q"), c.depth, 0).Err())
+			res := b.ingest(t, "q", b.task(t, "q", ""))
+			require.Equal(t, c.want, res[0].Outcome)
+			if c.want == QueueFull {
+				require.Equal(t, c.depth, strconv.FormatInt(res[0].Depth, 10))
+			}
+		})
+	}
+}

@@ -263,6 +263,17 @@ local function later_ms(a, b)
   return a > b
 end
 
+-- int_ge reports whether integer text a is at least b, without turning
+-- either into a Lua number (strtod): for digits without leading zeros the
+-- longer is larger, and equal lengths compare as text. A negative a (a
+-- counter that drifted below zero) is less than any b.
+local function int_ge(a, b)
+  if string.byte(a, 1) == 45 then return false end -- '-'
+  local la, lb = #a, #b
+  if la ~= lb then return la > lb end
+  return a >= b
+end
+
 -- after_id returns the smallest stream id after id ("<ms>-<seq>"): the
 -- XTRIM MINID that removes id and everything before it; nil for anything
 -- that is not a full stream id.

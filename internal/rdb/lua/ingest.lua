@@ -45,19 +45,26 @@
 --   {"full", depth}
 
 local now = ARGV[1]
-local max_depth = tonumber(ARGV[2])
+-- Numbers stay text where they can: tonumber runs strtod (a thousand
+-- instructions for an epoch-ms time), and a number passed to a command is
+-- formatted back with sprintf.
+local max_depth_s = ARGV[2]
 local events_maxlen = ARGV[3]
 local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
-local n = tonumber(ARGV[7])
+local n = (#ARGV - 8) / 17 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 
 local terminal = {succeeded = true, failed = true, dead_lettered = true, cancelled = true, expired = true}
 local replies = {}
-local depth = tonumber(redis.call('GET', KEYS[1]) or '0')
+local depth_s = redis.call('GET', KEYS[1]) or '0'
+local depth, max_depth = nil, nil -- as numbers, once a call creates a second task
+local created = 0
 local recent = {}
-local fields = {}
+-- built at a size most tasks fit, so filling it rehashes nothing
+local fields = {false, false, false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, false, false, false, false, false, false, false}
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
@@ -98,8 +105,15 @@ for i = 1, n do
     end
   end
 
-  if reply == nil and depth >= max_depth then
-    reply = {'full', tostring(depth)}
+  if reply == nil then
+    local full
+    if created == 0 then
+      full = int_ge(depth_s, max_depth_s)
+    else
+      if not depth then depth, max_depth = tonumber(depth_s), tonumber(max_depth_s) end
+      full = depth + created >= max_depth
+    end
+    if full then reply = {'full', created == 0 and depth_s or tostring(depth + created)} end
   end
 
   if reply == nil then
@@ -172,7 +186,7 @@ for i = 1, n do
     -- The id without its last four digits, the queue's number (the same in
     -- every id of the queue): 28 bytes fit a smaller allocation than 32.
     recent[#recent + 1] = string.sub(id, 1, 28)
-    depth = depth + 1
+    created = created + 1
 
     emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '', ev_ts)
 
@@ -188,6 +202,6 @@ if #recent > 0 then
   if redis.call('LPUSH', KEYS[4], unpack(recent)) > recent_cap then
     redis.call('LTRIM', KEYS[4], 0, recent_cap - 1)
   end
-  redis.call('SET', KEYS[1], depth)
+  redis.call('INCRBY', KEYS[1], created == 1 and '1' or tostring(created))
 end
 return replies
