@@ -234,8 +234,9 @@ local function task_with_body(tk, stream_prefix)
 end
 
 -- expire_task moves a not-yet-started task to expired: removes its stream or
--- schedule entry and index entries, decrements depth, emits TASK_EXPIRED,
--- marks its idempotency record failed and starts retention.
+-- schedule entry and index entries, decrements depth, emits TASK_EXPIRED
+-- and starts retention (a replay of its idempotency key now answers it as
+-- failed: the record's state is the task's status).
 -- streams is a table band -> stream key; ef, when given, is the fields of
 -- the task's stream entry (see keep_body).
 local function expire_task(c, tid, h, ef)
@@ -515,7 +516,7 @@ end
 
 -- cancel_running ends a running attempt whose handler returned an error
 -- after a cancel request: cancelled (never retried), retention TTL,
--- TASK_CANCELLED, idempotency record failed, entry released, depth -1.
+-- TASK_CANCELLED, entry released, depth -1.
 -- A cancel request wins over a retry or a dead-letter.
 local function cancel_running(f, h, err_msg)
   local dur = finish_attempt(f, h, 'cancelled', 'cancelled', 'Cancelled', err_msg, {'retryable', '0'})

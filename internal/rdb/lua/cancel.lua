@@ -1,6 +1,6 @@
 -- cancel: cancel a task by request. pending / queued / retrying -> cancelled
 -- at once (stream or schedule entry removed, depth -1, TASK_CANCELLED,
--- idempotency record failed, retention starts). running -> the
+-- retention starts). running -> the
 -- cancel_requested flag is set, TASK_CANCEL_REQUESTED is emitted and the task
 -- id is published on the queue's cancel channel; the worker stops the handler
 -- and finalizes (cancelled on error, succeeded if it finished anyway). Atomic

@@ -7,7 +7,7 @@
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
 -- KEYS[3]  lease ZSET               KEYS[4]  expiry ZSET
--- KEYS[5]  dead-letter index        KEYS[6]  recent index ZSET
+-- KEYS[5]  dead-letter index        KEYS[6]  listing index
 -- KEYS[7]  event stream             KEYS[8]  paused flag
 -- KEYS[9..18] band streams p0..p9
 -- KEYS[19] retained counts hash     KEYS[20] tidy cursor

@@ -5,7 +5,7 @@
 -- task hash (dead_lettered, or failed with retention TTL when the DLQ is
 -- off) -> TASK_DEAD_LETTERED / TASK_FAILED -> DLQ index entry (capped: the
 -- oldest entries leave the index and their hashes start retention) ->
--- idempotency record (failed) -> XACK (trimmed at claim), lease removal;
+-- XACK (trimmed at claim), lease removal;
 -- depth -1; stats. A call whose first run landed but whose reply was lost
 -- answers what that run did.
 --

@@ -3,8 +3,9 @@
 -- task ends cancelled instead (see cancel_running). Otherwise, in order: task
 -- hash (retrying; attempt unchanged — it grows at promotion) ->
 -- TASK_RETRY_SCHEDULED -> schedule entry at now + delay (and expiry index
--- again if the task has a deadline) -> idempotency record stays processing
--- -> XACK (trimmed at claim), lease removal; stats. A call whose first run
+-- again if the task has a deadline) -> XACK (trimmed at claim), lease
+-- removal; stats. Its idempotency key still answers in progress: the task
+-- is live. A call whose first run
 -- landed but whose reply was lost answers what that run did.
 --
 -- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream

@@ -5,8 +5,9 @@
 -- call whose reply was lost, sent again) answers 2 and writes nothing; so
 -- does a task already gone (kept for 0 s).
 -- Per task, in order: task hash (rebuilt compact, see below; retention
--- starts) -> TASK_SUCCEEDED -> result key -> idempotency record
--- (completed). Then for the whole call: XACK of the stream entries (claim
+-- starts) -> TASK_SUCCEEDED -> result key (a replay of its idempotency
+-- key now answers it: the record's state is the task's status). Then for
+-- the whole call: XACK of the stream entries (claim
 -- trimmed their data), lease removal, depth, stats and retained counts.
 --
 -- The succeeded hash keeps what replays, the dashboard and operators read:
