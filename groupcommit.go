@@ -18,12 +18,11 @@ type groupCommit[I, R any] struct {
 	flushers int
 	// linger, when set, lets calls at a steady rate share runs: a call that
 	// comes less than linger after the previous one and finds nobody
-	// flushing waits until gather calls are pending or linger passes. A
-	// call after a quiet spell runs at once, and so does every call when no
-	// two calls were in flight at once for lingerMemory: a lone caller
-	// calling in a loop never has company to wait for. At moderate rates,
-	// where calls rarely overlap a run, this turns one run per call into
-	// one per few.
+	// flushing waits until as many calls are pending as have lately been
+	// in flight together (at most gather), or until linger passes. So a
+	// lone caller calling in a loop never waits, k callers in a loop wait
+	// only for each other, and independent callers at a moderate rate,
+	// whose calls rarely overlap a run, share one run per few calls.
 	linger time.Duration
 	gather int
 	// run handles one batch; it returns one result per item, or an error
@@ -34,13 +33,18 @@ type groupCommit[I, R any] struct {
 	pending  []*gcCall[I, R]
 	flushing int           // flusher goroutines running
 	last     time.Time     // when the previous call came (linger)
-	overlap  time.Time     // when a call last came while another was in flight (linger)
-	company  chan struct{} // closed once gather calls are pending (linger)
+	inside   int           // calls in do now (linger)
+	peak     int           // the most calls in do at once lately (linger)
+	peakAt   time.Time     // when peak was last reached
+	company  chan struct{} // closed once want calls are pending (linger)
+	want     int           // the pending calls a lingering flusher waits for
+	expired  int           // lingers that waited their full time (tests read it)
 }
 
-// lingerMemory is how long one sighting of calls in flight together keeps
-// lingering on: concurrent callers overlap now and then even at low rates.
-const lingerMemory = time.Second
+// peakLingers is how many lingers a peak of calls in flight together
+// counts for: when callers go away, the ones left wait for them a few
+// times at most.
+const peakLingers = 10
 
 type gcCall[I, R any] struct {
 	in   I
@@ -59,28 +63,37 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	c := &gcCall[I, R]{in: in, done: make(chan gcResult[R], 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
-	steady := false
+	want := 0
 	if g.linger > 0 {
 		now := time.Now()
-		if g.flushing > 0 || len(g.pending) > 1 {
-			g.overlap = now
+		g.inside++
+		defer g.leave()
+		if g.inside >= g.peak || now.Sub(g.peakAt) > peakLingers*g.linger {
+			g.peak, g.peakAt = g.inside, now
 		}
-		steady = now.Sub(g.last) < g.linger && now.Sub(g.overlap) < lingerMemory
+		if now.Sub(g.last) < g.linger {
+			want = min(g.gather, g.peak)
+		}
 		g.last = now
-		if g.company != nil && len(g.pending) >= g.gather {
+		if g.company != nil && len(g.pending) >= g.want {
 			close(g.company)
 			g.company = nil
 		}
 	}
-	if g.flushing < max(1, g.flushers) {
+	// While a flusher lingers, a call that comes is the company it waits
+	// for, not a flusher of its own.
+	if g.flushing < max(1, g.flushers) && g.company == nil {
 		// Nobody is flushing: run the batch on this goroutine (no hand-off
 		// for an uncontended call), then leave whatever queued up meanwhile
 		// to a flusher goroutine.
+		// Linger only with no other flusher about: one could take this
+		// call's item while it waits.
+		lone := g.flushing == 0
 		g.flushing++
 		var company chan struct{}
-		if steady && len(g.pending) < g.gather {
+		if lone && want >= 2 && len(g.pending) < want {
 			company = make(chan struct{})
-			g.company = company
+			g.company, g.want = company, want
 		}
 		g.mu.Unlock()
 		if company != nil {
@@ -110,17 +123,29 @@ func (g *groupCommit[I, R]) do(ctx context.Context, in I) (R, error) {
 	}
 }
 
+// leave counts a call out of do (linger).
+func (g *groupCommit[I, R]) leave() {
+	g.mu.Lock()
+	g.inside--
+	g.mu.Unlock()
+}
+
 // wait lingers until company is closed or linger passes.
 func (g *groupCommit[I, R]) wait(company chan struct{}) {
 	t := time.NewTimer(g.linger)
+	expired := false
 	select {
 	case <-company:
 	case <-t.C:
+		expired = true
 	}
 	t.Stop()
 	g.mu.Lock()
 	if g.company == company {
 		g.company = nil
+	}
+	if expired {
+		g.expired++
 	}
 	g.mu.Unlock()
 }

@@ -53,7 +53,7 @@ func TestGroupCommitLingerGathersCompany(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	g := &groupCommit[int, int]{max: 10, run: rec.run, linger: time.Minute, gather: 3}
-	g.overlap = time.Now() // calls were seen in flight together
+	g.peak, g.peakAt = 3, time.Now() // three calls were lately in flight together
 	_, err := g.do(context.Background(), 0)
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, rec.sizes(), "after a quiet spell a call runs at once")
@@ -101,4 +101,39 @@ func TestGroupCommitLoneCallerNeverLingers(t *testing.T) {
 		t.Fatal("a lone caller waited for company")
 	}
 	require.Equal(t, []int{1, 1, 1, 1, 1}, rec.sizes())
+}
+
+// TestGroupCommitCallersInALoopWaitOnlyForEachOther: k callers each calling
+// in a loop wait out the linger only when some of them have finished (a
+// few times at most), never round after round: a lingering call's company
+// is the other callers, and it never waits for more calls than have lately
+// been in flight together.
+func TestGroupCommitCallersInALoopWaitOnlyForEachOther(t *testing.T) {
+	t.Parallel()
+	for _, k := range []int{2, 3, 4, 16} {
+		rec := &recorder{}
+		g := &groupCommit[int, int]{max: 100, flushers: 2, run: rec.run, linger: 20 * time.Millisecond, gather: 4}
+		var wg sync.WaitGroup
+		for range k {
+			wg.Go(func() {
+				for i := range 50 {
+					_, err := g.do(context.Background(), i)
+					require.NoError(t, err)
+				}
+			})
+		}
+		wg.Wait()
+		total := 0
+		for _, n := range rec.sizes() {
+			total += n
+		}
+		require.Equal(t, 50*k, total)
+		g.mu.Lock()
+		expired := g.expired
+		g.mu.Unlock()
+		// Lingering round after round would expire about 50 times; callers
+		// leaving at the end cost each remaining one peakLingers at most.
+		require.LessOrEqual(t, expired, 2*peakLingers, "%d callers: %d lingers waited their full time", k, expired)
+		t.Logf("%d callers: %d batches, %d full lingers", k, len(rec.sizes()), expired)
+	}
 }
