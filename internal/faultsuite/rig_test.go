@@ -87,6 +87,7 @@ type rig struct {
 	acked     map[string]string // idempotency key -> task id
 	runs      map[string]int    // task id -> handler runs (in-process workers)
 	held      map[string]bool   // task id -> a handler returned success holding its lease
+	payloads  map[string]string // task id -> the payload a handler (or HTTP worker) was given
 	internals int               // 500 answers
 }
 
@@ -131,7 +132,7 @@ func newRig(t *testing.T, sc scenario) *rig {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	r := &rig{sc: sc, srv: srv, proxy: proxy, direct: srv.Client(t), prefix: "f", logs: &lockedBuffer{},
-		acked: map[string]string{}, runs: map[string]int{}, held: map[string]bool{}}
+		acked: map[string]string{}, runs: map[string]int{}, held: map[string]bool{}, payloads: map[string]string{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs of %s:\n%s", sc.name, r.logs.String())
@@ -220,8 +221,9 @@ func (r *rig) startHTTPWorker(t *testing.T, id string) {
 			status, raw := call("/api/v1/claims", claim)
 			var got struct {
 				Tasks []struct {
-					TaskID     string `json:"task_id"`
-					LeaseToken string `json:"lease_token"`
+					TaskID     string          `json:"task_id"`
+					LeaseToken string          `json:"lease_token"`
+					Payload    json.RawMessage `json:"payload"`
 				} `json:"tasks"`
 			}
 			if status != http.StatusOK || json.Unmarshal(raw, &got) != nil {
@@ -231,6 +233,7 @@ func (r *rig) startHTTPWorker(t *testing.T, id string) {
 				r.mu.Lock()
 				r.runs[tk.TaskID]++
 				r.held[tk.TaskID] = true // it holds a 30 s lease: longer than any fault here
+				r.payloads[tk.TaskID] = string(tk.Payload)
 				r.mu.Unlock()
 				status, raw := call("/api/v1/tasks/"+tk.TaskID+"/complete", fmt.Sprintf(`{"lease_token":%q,"result":{"ok":true}}`, tk.LeaseToken))
 				if status != http.StatusOK && status != 0 {
@@ -272,6 +275,7 @@ func (r *rig) startWorker(t *testing.T, id string) {
 func (r *rig) handle(ctx context.Context, t *dtq.Task) (any, error) {
 	r.mu.Lock()
 	r.runs[t.ID]++
+	r.payloads[t.ID] = string(t.Payload)
 	r.mu.Unlock()
 	timer := time.NewTimer(r.sc.work)
 	defer timer.Stop()
@@ -331,6 +335,7 @@ func runChild() int {
 	}
 	w.HandleFunc(taskType, func(ctx context.Context, t *dtq.Task) (any, error) {
 		rc.HIncrBy(context.WithoutCancel(ctx), prefix+":test:child_runs", t.ID, 1)
+		rc.HSet(context.WithoutCancel(ctx), prefix+":test:child_payloads", t.ID, string(t.Payload))
 		timer := time.NewTimer(time.Duration(work) * time.Millisecond)
 		defer timer.Stop()
 		select {
@@ -353,7 +358,9 @@ func runChild() int {
 // it again (same key) until it is acknowledged: 202 or 200, or 409 (a send
 // whose answer was lost created it). It returns the task id.
 func (r *rig) submit(ctx context.Context, key string) (string, error) {
-	sub := map[string]any{"task_type": taskType, "queue": queue, "max_attempts": r.sc.maxAttempts, "idempotency_key": key}
+	// The payload names the key: every handler run checks it got this task's.
+	sub := map[string]any{"task_type": taskType, "queue": queue, "max_attempts": r.sc.maxAttempts, "idempotency_key": key,
+		"payload": map[string]string{"key": key}}
 	if r.sc.keys > 0 {
 		sub["concurrency_key"] = fmt.Sprintf("key-%d", int(key[len(key)-1])%r.sc.keys) // by the last digit
 	}
@@ -531,7 +538,20 @@ func run(t *testing.T, sc scenario) {
 		}
 	}
 	childRuns, _ := r.direct.HGetAll(ctx, r.prefix+":test:child_runs").Result()
+	childPayloads, _ := r.direct.HGetAll(ctx, r.prefix+":test:child_payloads").Result()
 	r.mu.Lock()
+	// A queued task's payload waits in its stream entry until the claim
+	// moves it into the task: whoever ran a task must have been given its
+	// own payload, whatever the fault did to the claim.
+	var badPayloads []string
+	for key, id := range acked {
+		want := `{"key":"` + key + `"}`
+		for _, got := range []string{r.payloads[id], childPayloads[id]} {
+			if got != "" && got != want {
+				badPayloads = append(badPayloads, fmt.Sprintf("%s: ran with %s, submitted %s", id, got, want))
+			}
+		}
+	}
 	lost, succeeded, duplicates, twice := 0, 0, 0, 0
 	var lostIDs []string
 	for _, id := range acked {
@@ -564,6 +584,7 @@ func run(t *testing.T, sc scenario) {
 	fmt.Println(line)
 	t.Log(line)
 	require.Empty(t, lostIDs, "acknowledged tasks lost")
+	require.Empty(t, badPayloads, "tasks run with another payload")
 	require.Empty(t, stuck, "acknowledged tasks not terminal")
 	require.Zero(t, twice, "tasks with more than one terminal event")
 	require.Zero(t, internals, "500 answers during the fault")

@@ -126,22 +126,23 @@ func TestHeldTaskKeepsBody(t *testing.T) {
 	require.Equal(t, string(second.Payload), string(got.Payload))
 }
 
-func TestReplayOfQueuedTaskHasPayload(t *testing.T) {
+func TestReplayOfCancelledQueuedTaskHasPayload(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
 	nt := bodyTask(b, t, "q")
 	nt.IdempotencyKey, nt.Fingerprint = "k1", "fp"
 	b.ingest(t, "q", nt)
+	// Cancelled while queued: the payload left the stream entry for the
+	// hash, which is what a replay answers with.
+	as := &AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
+	_, _, err := b.r.CancelTask(b.ctx, "q", nt.ID, as, b.now, "test")
+	require.NoError(t, err)
 	again := nt
 	again.ID = NewTaskID(0, b.now)
 	res := b.ingest(t, "q", again)
-	require.Equal(t, InProgress, res[0].Outcome)
-	// A task that ended is replayed with its payload; only the status moves
-	// here, so the payload is still in the entry.
-	require.NoError(t, b.c.HSet(b.ctx, b.keys.Task("q", nt.ID), "status", "failed").Err())
-	res = b.ingest(t, "q", again)
 	require.Equal(t, Duplicate, res[0].Outcome)
 	require.Equal(t, nt.ID, res[0].TaskID)
+	require.Equal(t, dtqtype.StatusCancelled, res[0].Task.Status)
 	require.Equal(t, string(nt.Payload), string(res[0].Task.Payload))
 	require.Equal(t, string(nt.Metadata), string(res[0].Task.Metadata))
 }

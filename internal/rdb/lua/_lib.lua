@@ -211,28 +211,6 @@ local function keep_body(tk, stream, sid, ef)
   end
 end
 
--- task_with_body is HGETALL of a task hash, with the payload and metadata
--- of its band stream entry when a queued task keeps them there. stream_prefix
--- and the task's priority name the band stream (same slot).
-local function task_with_body(tk, stream_prefix)
-  local flat = redis.call('HGETALL', tk)
-  local sid, prio, has = nil, nil, false
-  for i = 1, #flat, 2 do
-    local f = flat[i]
-    if f == 'stream_id' then sid = flat[i + 1]
-    elseif f == 'priority' then prio = flat[i + 1]
-    elseif f == 'payload' then has = true end
-  end
-  if has or not sid or not prio then return flat end
-  local e = redis.call('XRANGE', stream_prefix .. prio, sid, sid)
-  local p, m = entry_body(e[1] and e[1][2])
-  if p then
-    flat[#flat + 1], flat[#flat + 2] = 'payload', p
-    if m then flat[#flat + 1], flat[#flat + 2] = 'metadata', m end
-  end
-  return flat
-end
-
 -- expire_task moves a not-yet-started task to expired: removes its stream or
 -- schedule entry and index entries, decrements depth, emits TASK_EXPIRED
 -- and starts retention (a replay of its idempotency key now answers it as

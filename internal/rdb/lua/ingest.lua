@@ -99,7 +99,9 @@ for i = 1, n do
           reply = {'in_progress', owner}
         else
           local res = redis.call('GET', result_prefix .. owner)
-          reply = {'duplicate', owner, task_with_body(task_prefix .. owner, stream_prefix), res}
+          -- A task that ended holds its payload in its hash (every way out
+          -- of the queue moves it there), so the hash is the whole task.
+          reply = {'duplicate', owner, redis.call('HGETALL', task_prefix .. owner), res}
         end
       end
     end
