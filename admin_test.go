@@ -11,6 +11,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 func (b *bundle) admin(t *testing.T) *dtq.Admin {
@@ -56,7 +57,7 @@ func TestCancelRunningViaAdmin(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "sleep", IdempotencyKey: "cr"})
 	require.NoError(t, err)
 	<-started
@@ -92,7 +93,7 @@ func TestCancelClaimRace(t *testing.T) {
 			return "done", nil
 		}
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	ids := make([]string, 200)
 	for i := range ids {
 		res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "race"})
@@ -139,7 +140,7 @@ func TestDLQRequeueAndIdempotency(t *testing.T) {
 		}
 		return "ok", nil
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "job", IdempotencyKey: "dq"})
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusDeadLettered)
@@ -179,7 +180,7 @@ func TestDLQDiscardAndBulk(t *testing.T) {
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"q1": 1, "q2": 1} })
 	w.HandleFunc("a", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("a")) })
 	w.HandleFunc("b", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("b")) })
-	stop := runWorker(t, w)
+	stop := workertest.Run(t, w)
 	var ids []string
 	for i := range 30 {
 		typ := []string{"a", "b"}[i%2]
@@ -286,7 +287,7 @@ func TestCancelSucceededTaskIsTerminal(t *testing.T) {
 	a := b.admin(t)
 	w := b.worker(t, nil)
 	w.HandleFunc("x", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x"})
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)

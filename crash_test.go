@@ -14,6 +14,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // The crash tests run a worker in a child process (this test binary, re-run
@@ -98,7 +99,7 @@ func TestCrashAfterSideEffectIsReclaimedAndCompleted(t *testing.T) {
 			peer.HandleFunc("crashy", func(ctx context.Context, task *dtq.Task) (any, error) {
 				return crashySideEffect(ctx, b.rc, b.prefix, mode, task)
 			})
-			runWorker(t, peer)
+			workertest.Run(t, peer)
 			ti = b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
 			require.Equal(t, 2, ti.Attempt)
 			require.Equal(t, "peer", ti.Execution.WorkerID)

@@ -16,6 +16,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // peak tracks how many handlers run at once, overall and per key.
@@ -86,7 +87,7 @@ func (b *bundle) flowWorkers(t *testing.T, queue string, p *peak, d time.Duratio
 			}
 			return nil, nil
 		})
-		runWorker(t, w)
+		workertest.Run(t, w)
 	}
 }
 
@@ -175,7 +176,7 @@ func TestConcurrencySlotOfADeadWorkerComesBack(t *testing.T) {
 	var ran atomic.Int64
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"solo": 1} })
 	w.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) { ran.Add(1); return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	b.waitAll(t, ids, dtqtype.StatusSucceeded)
 	ti, err := b.insp.GetTask(b.ctx, cr.Tasks[0].ID)
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestWaitingOnARateLimitIsQuiet(t *testing.T) {
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"trickle": 1} })
 	var ran atomic.Int64
 	w.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) { ran.Add(1); return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	require.Eventually(t, func() bool { return ran.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
 
 	before, n0 := commandCalls(t, b), ran.Load()

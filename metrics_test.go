@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // recorder is a dtq.Observer that keeps what it is told.
@@ -64,7 +65,7 @@ func TestWorkerTellsItsObserver(t *testing.T) {
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Observer = rec })
 	w.HandleFunc("ok", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
 	w.HandleFunc("bad", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("no")) })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	for range 3 {
 		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok"})
 		require.NoError(t, err)

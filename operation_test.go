@@ -17,6 +17,7 @@ import (
 	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // receipt is a struct result, to check results round-trip through Redis.
@@ -266,7 +267,7 @@ func TestIdempotentOperationInHandlerUsesWorkerPrefix(t *testing.T) {
 		})
 		return map[string]any{"executed": ex, "result": res}, err
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 
 	first, err := b.client.Submit(b.ctx, dtq.Submission{Type: "send"})
 	require.NoError(t, err)

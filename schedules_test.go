@@ -18,6 +18,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // childSchedulerEnv makes the test binary run one Scheduler until its
@@ -275,7 +276,7 @@ func TestWorkerRunsTheScheduler(t *testing.T) {
 			got <- m
 			return nil, nil
 		})
-		runWorker(t, w)
+		workertest.Run(t, w)
 	}
 	_, _, err := a.PutSchedule(b.ctx, dtq.Schedule{Name: "every-second", Spec: "@every 1s", Queue: "ticks", TaskType: "tick"})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 func TestFencingLostLeaseWritesNothing(t *testing.T) {
@@ -35,7 +36,7 @@ func TestFencingLostLeaseWritesNothing(t *testing.T) {
 		<-release
 		return "slow result", nil
 	})
-	stopSlow := runWorker(t, slow)
+	stopSlow := workertest.Run(t, slow)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "job", IdempotencyKey: "fence"})
 	require.NoError(t, err)
 	<-started
@@ -45,7 +46,7 @@ func TestFencingLostLeaseWritesNothing(t *testing.T) {
 		c.Clock = func() time.Time { return time.Now().Add(time.Minute) }
 	})
 	peer.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) { return "peer result", nil })
-	runWorker(t, peer)
+	workertest.Run(t, peer)
 	ti := b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
 	require.Equal(t, "peer", ti.Execution.WorkerID)
 
@@ -83,7 +84,7 @@ func TestDrainFinishesShortTaskAndHandsBackLongOne(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	stop := runWorker(t, w)
+	stop := workertest.Run(t, w)
 	long, err := b.client.Submit(b.ctx, dtq.Submission{Type: "long"})
 	require.NoError(t, err)
 	short, err := b.client.Submit(b.ctx, dtq.Submission{Type: "short"})
@@ -102,7 +103,7 @@ func TestDrainFinishesShortTaskAndHandsBackLongOne(t *testing.T) {
 	var attempt int
 	peer.HandleFunc("long", func(ctx context.Context, task *dtq.Task) (any, error) { attempt = task.Attempt; return nil, nil })
 	peer.HandleFunc("short", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
-	runWorker(t, peer)
+	workertest.Run(t, peer)
 	b.waitStatus(t, long.TaskID, dtqtype.StatusSucceeded)
 	require.Equal(t, 1, attempt)
 }
@@ -117,7 +118,7 @@ func TestCancelRequestStopsRunningHandler(t *testing.T) {
 		<-ctx.Done()
 		return nil, context.Cause(ctx)
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "sleep", IdempotencyKey: "c1"})
 	require.NoError(t, err)
 	<-started
@@ -140,7 +141,7 @@ func TestCancelFlagSeenAtLeaseRenewal(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "sleep"})
 	require.NoError(t, err)
 	<-started
@@ -167,7 +168,7 @@ func TestStrictPriorityAcrossBands(t *testing.T) {
 		mu.Unlock()
 		return nil, nil
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 10 }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, []int{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, order)
 }
@@ -178,7 +179,7 @@ func TestDelayedTaskStartsNoEarlierThanDue(t *testing.T) {
 	startedAt := make(chan time.Time, 1)
 	w := b.worker(t, nil)
 	w.HandleFunc("later", func(ctx context.Context, task *dtq.Task) (any, error) { startedAt <- time.Now(); return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "later", Delay: 400 * time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, dtqtype.StatusPending, res.Task.Status)
@@ -196,7 +197,7 @@ func TestTimeoutRetriesThenDeadLetters(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "stuck", Timeout: 50 * time.Millisecond, MaxAttempts: 2})
 	require.NoError(t, err)
 	ti := b.waitStatus(t, res.TaskID, dtqtype.StatusDeadLettered)
@@ -213,7 +214,7 @@ func TestExpiredTaskIsNotRun(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Clock = func() time.Time { return time.Now().Add(time.Minute) } })
 	w.HandleFunc("x", func(ctx context.Context, task *dtq.Task) (any, error) { ran <- struct{}{}; return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusExpired)
 	require.Empty(t, ran)
 	require.Equal(t, []string{"TASK_QUEUED", "TASK_EXPIRED"}, b.events(t, "default", res.TaskID))
@@ -229,7 +230,7 @@ func TestDuplicateWorkerIDRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	w1 := b.worker(t, func(c *dtq.WorkerConfig) { c.WorkerID = "same" })
-	runWorker(t, w1)
+	workertest.Run(t, w1)
 	require.Eventually(t, func() bool {
 		return b.rc.HGet(b.ctx, b.keys.Worker("same"), "status").Val() == "ready"
 	}, 10*time.Second, 10*time.Millisecond)
@@ -262,7 +263,7 @@ func TestRetryKeepsRecordProcessingAndForeignRecordUntouched(t *testing.T) {
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.RetryBaseDelay = time.Hour; c.RetryMaxDelay = time.Hour })
 	w.HandleFunc("fails", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, errors.New("try later") })
 	w.HandleFunc("ok", func(ctx context.Context, task *dtq.Task) (any, error) { <-gate; return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "fails", IdempotencyKey: "r1"})
 	require.NoError(t, err)
@@ -290,7 +291,7 @@ func TestCompletionLeavesRecordAlone(t *testing.T) {
 	gate := make(chan struct{})
 	w := b.worker(t, nil)
 	w.HandleFunc("ok", func(ctx context.Context, task *dtq.Task) (any, error) { <-gate; return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "ok", IdempotencyKey: "t1"})
 	require.NoError(t, err)
 	key := b.keys.Idempotency("default", "t1")
@@ -311,7 +312,7 @@ func TestDLQDisabledEndsFailed(t *testing.T) {
 	b := setup(t, nil)
 	w := b.worker(t, func(c *dtq.WorkerConfig) { c.DisableDLQ = true })
 	w.HandleFunc("bad", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("no")) })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "bad", IdempotencyKey: "f1"})
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusFailed)
@@ -332,7 +333,7 @@ func TestDuplicateStreamEntryIsAbsorbed(t *testing.T) {
 	var runs atomic.Int64
 	w := b.worker(t, nil)
 	w.HandleFunc("once", func(ctx context.Context, task *dtq.Task) (any, error) { runs.Add(1); return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
 	require.Eventually(t, func() bool {
 		return slices.Contains(b.events(t, "default", res.TaskID), "TASK_DUPLICATE_ABSORBED")

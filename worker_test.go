@@ -14,29 +14,8 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
-
-// runWorker starts w.Run in the background and stops it when the test ends.
-func runWorker(t *testing.T, w *dtq.Worker) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(60 * time.Second):
-				t.Error("worker did not stop")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 func (b *bundle) worker(t *testing.T, mod func(*dtq.WorkerConfig)) *dtq.Worker {
 	t.Helper()
@@ -82,7 +61,7 @@ func TestWorkerRunsTaskToSuccess(t *testing.T) {
 	b := setup(t, nil)
 	w := b.worker(t, nil)
 	w.HandleFunc("echo", func(ctx context.Context, task *dtq.Task) (any, error) { return task.Payload, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "echo", Payload: map[string]any{"hello": "world"}, IdempotencyKey: "k1"})
 	require.NoError(t, err)
 	ti := b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
@@ -114,7 +93,7 @@ func TestWorkerRecreatesLostGroups(t *testing.T) {
 	b := setup(t, nil)
 	w := b.worker(t, nil)
 	w.HandleFunc("echo", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	first, err := b.client.Submit(b.ctx, dtq.Submission{Type: "echo"})
 	require.NoError(t, err)
 	b.waitStatus(t, first.TaskID, dtqtype.StatusSucceeded)
@@ -135,7 +114,7 @@ func TestWorkerFlakySucceedsOnThirdAttempt(t *testing.T) {
 		}
 		return map[string]int{"attempt": task.Attempt}, nil
 	})
-	runWorker(t, w)
+	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "flaky"})
 	require.NoError(t, err)
 	ti := b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
@@ -156,7 +135,7 @@ func TestWorkerDeadLettersAfterAttempts(t *testing.T) {
 		return nil, dtq.Permanent(errors.New("bad input"))
 	})
 	w.HandleFunc("panics", func(ctx context.Context, task *dtq.Task) (any, error) { panic("oh no") })
-	runWorker(t, w)
+	workertest.Run(t, w)
 	a, err := b.client.Submit(b.ctx, dtq.Submission{Type: "always_fail", MaxAttempts: 2, IdempotencyKey: "af"})
 	require.NoError(t, err)
 	p, err := b.client.Submit(b.ctx, dtq.Submission{Type: "perm", MaxAttempts: 3})
@@ -205,7 +184,7 @@ func TestWorkerManyTasksExactlyOnce(t *testing.T) {
 			total.Add(1)
 			return nil, nil
 		})
-		runWorker(t, w)
+		workertest.Run(t, w)
 	}
 	subs := make([]dtq.Submission, n)
 	for i := range subs {

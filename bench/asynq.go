@@ -33,33 +33,15 @@ func asynqEnqueue(ctx context.Context, rc *redis.Client, addr string, n, produce
 	if _, err := c.Enqueue(asynq.NewTask("warmup", payload), asynq.Queue("warmup")); err != nil {
 		panic(err)
 	}
-	before := readStats(ctx, rc)
-	callgrind("-z")
-	var next atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range producers {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				var opts []asynq.Option
-				if idem {
-					opts = append(opts, asynq.TaskID("order-"+strconv.FormatInt(i, 10)))
-				}
-				if _, err := c.Enqueue(asynq.NewTask("noop", payload), opts...); err != nil {
-					panic(err)
-				}
+	return measureEnqueue(ctx, rc, n, producers, fmt.Sprintf("producers=%d taskid=%t", producers, idem),
+		func(i int64) error {
+			var opts []asynq.Option
+			if idem {
+				opts = append(opts, asynq.TaskID("order-"+strconv.FormatInt(i, 10)))
 			}
+			_, err := c.Enqueue(asynq.NewTask("noop", payload), opts...)
+			return err
 		})
-	}
-	wg.Wait()
-	el := time.Since(start)
-	callgrind("-d", "enqueue")
-	after := readStats(ctx, rc)
-	dumpCommandStats(ctx, rc)
-	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(), Note: fmt.Sprintf("producers=%d taskid=%t", producers, idem)}
-	charge(&r, before, after, int64(n))
-	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
-	return r
 }
 
 // asynqProduceConsume is produceConsume for asynq.

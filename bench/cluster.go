@@ -71,9 +71,7 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 	}
 	before := cpu()
 	start := time.Now()
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = w.Run(wctx); close(done) }()
+	stop := runWorker(ctx, w)
 	<-allDone
 	keys := rdb.NewKeys("dtq")
 	for _, q := range names {
@@ -84,7 +82,6 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 	el := time.Since(start)
 	after := cpu()
 	stop()
-	<-done
 	var total float64
 	addrs := make([]string, 0, len(after))
 	for a := range after {

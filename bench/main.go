@@ -205,6 +205,22 @@ func newClient(rc *redis.Client) *dtq.Client {
 func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload any, idem bool) result {
 	c := newClient(rc)
 	_, _ = c.Submit(ctx, dtq.Submission{Type: "warmup", Payload: payload}) // register the queue
+	return measureEnqueue(ctx, rc, n, producers, fmt.Sprintf("producers=%d idempotency=%t", producers, idem),
+		func(i int64) error {
+			s := dtq.Submission{Type: "noop", Payload: payload}
+			if idem {
+				s.IdempotencyKey = "order-" + strconv.FormatInt(i, 10)
+			}
+			_, err := c.Submit(ctx, s)
+			return err
+		})
+}
+
+// measureEnqueue times n calls of submit (i = 1..n) spread over producers
+// goroutines, for dtq and asynq alike, and charges Redis's commands, CPU
+// and memory to them. With DTQ_BENCH_CALLGRIND it zeroes and dumps the
+// callgrind counts around the measured phase.
+func measureEnqueue(ctx context.Context, rc *redis.Client, n, producers int, note string, submit func(i int64) error) result {
 	before := readStats(ctx, rc)
 	callgrind("-z")
 	var next atomic.Int64
@@ -213,11 +229,7 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	for range producers {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				s := dtq.Submission{Type: "noop", Payload: payload}
-				if idem {
-					s.IdempotencyKey = "order-" + strconv.FormatInt(i, 10)
-				}
-				if _, err := c.Submit(ctx, s); err != nil {
+				if err := submit(i); err != nil {
 					panic(err)
 				}
 			}
@@ -228,11 +240,19 @@ func enqueue(ctx context.Context, rc *redis.Client, n, producers int, payload an
 	callgrind("-d", "enqueue")
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)
-	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
-		Note: fmt.Sprintf("producers=%d idempotency=%t", producers, idem)}
+	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(), Note: note}
 	charge(&r, before, after, int64(n))
 	r.BytesPerTask = float64(after.memory-before.memory) / float64(n)
 	return r
+}
+
+// runWorker starts w in the background; stop cancels it and waits until
+// Run has returned.
+func runWorker(ctx context.Context, w *dtq.Worker) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = w.Run(wctx); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 // produceConsume runs producers and a worker at once: n tasks submitted by
@@ -244,9 +264,7 @@ func produceConsume(ctx context.Context, rc *redis.Client, n, producers, concurr
 	tick, allDone := countdown(n)
 	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) { tick(); return nil, nil })
 	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = w.Run(wctx); close(done) }()
+	stop := runWorker(ctx, w)
 	_, _ = c.Submit(ctx, dtq.Submission{Type: "warmup"}) // register the queue
 	waitDrained(ctx, rc)
 	before := readStats(ctx, rc)
@@ -269,7 +287,6 @@ func produceConsume(ctx context.Context, rc *redis.Client, n, producers, concurr
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)
 	stop()
-	<-done
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
 		Note: fmt.Sprintf("producers=%d concurrency=%d, first submit to last completion", producers, concurrency)}
 	charge(&r, before, after, int64(n))
@@ -376,9 +393,7 @@ func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any)
 	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) { tick(); return nil, nil })
 	before := readStats(ctx, rc)
 	start := time.Now()
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = w.Run(wctx); close(done) }()
+	stop := runWorker(ctx, w)
 	<-allDone
 	// The last finalize may still be in flight: wait for the depth to drain.
 	waitDrained(ctx, rc)
@@ -386,7 +401,6 @@ func e2e(ctx context.Context, rc *redis.Client, n, concurrency int, payload any)
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)
 	stop()
-	<-done
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
 		Note: fmt.Sprintf("concurrency=%d GOMAXPROCS=%d", concurrency, runtime.GOMAXPROCS(0))}
 	charge(&r, before, after, int64(n))
@@ -407,9 +421,7 @@ func latency(ctx context.Context, rc *redis.Client, rate int, d time.Duration, c
 		mu.Unlock()
 		return nil, nil
 	})
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = w.Run(wctx); close(done) }()
+	stop := runWorker(ctx, w)
 	_, _ = c.Submit(ctx, dtq.Submission{Type: "stamp", Payload: map[string]int64{"SentNS": time.Now().UnixNano()}})
 	time.Sleep(500 * time.Millisecond) // let the worker reach its blocking read
 
@@ -447,7 +459,6 @@ func latency(ctx context.Context, rc *redis.Client, rate int, d time.Duration, c
 	after := readStats(ctx, rc)
 	dumpCommandStats(ctx, rc)
 	stop()
-	<-done
 	mu.Lock()
 	slices.Sort(lat)
 	p := func(q float64) float64 { return lat[int(math.Min(float64(len(lat)-1), q*float64(len(lat))))] }

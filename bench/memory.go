@@ -38,9 +38,7 @@ func memory(ctx context.Context, rc *redis.Client, n int, payload any, m memoryR
 	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })
 	// Register the queue and start the worker first: its groups and
 	// registry are not what a task costs.
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = w.Run(wctx); close(done) }()
+	stop := runWorker(ctx, w)
 	if _, err := c.Submit(ctx, dtq.Submission{Type: "warmup"}); err != nil {
 		panic(err)
 	}
@@ -64,7 +62,6 @@ func memory(ctx context.Context, rc *redis.Client, n int, payload any, m memoryR
 	el := time.Since(start)
 	after := readStats(ctx, rc)
 	stop()
-	<-done
 	r := result{Tasks: int64(n), Seconds: el.Seconds(), PerSecond: float64(n) / el.Seconds(),
 		Note: fmt.Sprintf("retention=%s idempotency=%t memory_after=%.1fMB events=%.1fMB recent=%.1fMB tasks=%.1fMB",
 			retentionNote(m.retention), m.idem, float64(after.memory-before.memory)/1e6,

@@ -3,7 +3,6 @@ package dtqotel_test
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqotel"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // bundle is what a tracing test needs: a client and an inspector on a
@@ -73,21 +73,7 @@ func (b *bundle) runWorker(t *testing.T, queue, taskType string, h dtq.HandlerFu
 	require.NoError(t, err)
 	w.Use(b.tracer.Middleware)
 	w.Handle(taskType, h)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(60 * time.Second):
-				t.Error("worker did not stop")
-			}
-		})
-	})
+	workertest.Run(t, w)
 }
 
 // waitSpans polls the recorder until n spans named name have ended, and

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/examples"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -47,21 +47,7 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	examples.Register(w.ServeMux, s.Client, s.Prefix)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(60 * time.Second):
-				t.Error("worker did not stop")
-			}
-		})
-	})
+	workertest.Run(t, w)
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, client: c, insp: in}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -139,18 +140,7 @@ func (b *apiBundle) startWorker(t *testing.T, id string, queues ...string) *dtq.
 		DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	examples.Register(w.ServeMux, b.rc, b.prefix)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("the worker did not stop")
-		}
-	})
+	workertest.Run(t, w)
 	require.Eventually(t, func() bool {
 		_, err := b.insp.GetWorker(b.ctx, id)
 		return err == nil

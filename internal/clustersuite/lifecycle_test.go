@@ -24,6 +24,7 @@ import (
 	"github.com/dtq-io/dtq/internal/cli"
 	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/httpapi"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // api is dtq's HTTP API (with its event feed) on a Redis client.
@@ -127,18 +128,7 @@ func startWorker(t *testing.T, rc redis.UniversalClient, prefix string, queues [
 	for typ, h := range hs {
 		w.Handle(typ, h)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("worker did not stop")
-		}
-	})
+	workertest.Run(t, w)
 }
 
 // TestLifecycleOnEveryMaster runs the task lifecycle on three queues, each

@@ -20,6 +20,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/workertest"
 )
 
 // testPayloadLimit keeps bodies in tests small: the single-body cap is
@@ -248,18 +249,7 @@ func (b *bundle) startWorker(t *testing.T, queues map[string]int, hs handlers) *
 	for typ, h := range hs {
 		w.Handle(typ, h)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("worker did not stop")
-		}
-	})
+	workertest.Run(t, w)
 	require.Eventually(t, func() bool {
 		ws, err := b.insp.ListWorkers(b.ctx)
 		require.NoError(t, err)
