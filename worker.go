@@ -319,7 +319,11 @@ func (w *Worker) register(ctx context.Context) error {
 		}
 	}
 	w.started = w.cfg.Clock()
-	err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record("starting"))
+	// Not cancellable: a Stop during the write could leave the record
+	// written but Run returning as if it never started, so the worker would
+	// show as starting until its heartbeat expired. Once written, Run goes
+	// through the normal stop, which records the worker as stopped.
+	err := w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record("starting"))
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
 	}
