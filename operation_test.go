@@ -39,6 +39,9 @@ type opBundle struct {
 
 func opSetup(t *testing.T) *opBundle {
 	t.Helper()
+	// The keys are dtq:op:<ns>:…, under no test's prefix: reserved, or a
+	// leak check of a test ending meanwhile would take them for strays.
+	redistest.Reserve("dtq:op")
 	s := redistest.New(t)
 	b := &opBundle{ctx: context.Background(), rc: s.Client, ns: s.Prefix}
 	t.Cleanup(func() {

@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/rdb"
-	"github.com/dtq-io/dtq/internal/redistest"
 )
 
 // TestTidyUnderFaults runs the tidy pass (the one new maintenance write of
@@ -23,16 +20,7 @@ import (
 // retained counts matching them.
 func TestTidyUnderFaults(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Start()
-	require.NoError(t, err)
-	t.Cleanup(srv.Stop)
-	proxy, err := faultproxy.Start(srv.Addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	direct := srv.Client(t)
-	viaProxy := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: 3,
-		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 100 * time.Millisecond})
-	t.Cleanup(func() { _ = viaProxy.Close() })
+	proxy, direct, viaProxy := proxied(t)
 	ctx := context.Background()
 
 	// 2,500 tasks succeed with a retention of 1 s (kept 0), 500 with an
