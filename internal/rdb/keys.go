@@ -76,6 +76,10 @@ func (k Keys) Depth(queue string) string { return k.q("depth", queue) }
 // ZSET under "recent"; the new name keeps the two from meeting.)
 func (k Keys) Recent(queue string) string { return k.q("listing", queue) }
 
+// LegacyRecent is the listing index of an older layout (a ZSET), no longer
+// read: the tidy pass and a queue's deletion remove it.
+func (k Keys) LegacyRecent(queue string) string { return k.q("recent", queue) }
+
 // Retained counts the finished tasks of queue whose retention runs, by
 // status and the minute (or hour) their retention ends: field
 // <status>:<bucket end, epoch s> -> count.

@@ -11,6 +11,7 @@
 -- KEYS[7]  event stream             KEYS[8]  paused flag
 -- KEYS[9..18] band streams p0..p9
 -- KEYS[19] retained counts hash     KEYS[20] tidy cursor
+-- KEYS[21] listing index of an older layout (a ZSET)
 --
 -- ARGV[1] consumer group name
 --
