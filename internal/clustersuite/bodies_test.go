@@ -23,7 +23,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	cc := c.Client(t)
-	const prefix = "bodies"
+	prefix := runPrefix("bodies")
 	ctx := context.Background()
 	client, err := dtq.NewClient(cc, &dtq.ClientConfig{KeyPrefix: prefix})
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ func TestLimitsSchedulesAndHTTPWorkersOnEveryMaster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	cc := c.Client(t)
-	const prefix = "feat"
+	prefix := runPrefix("feat")
 	queues := queuesOnEveryMaster(t, c, prefix)
 	a := startAPI(t, cc, prefix, nil)
 	startWorker(t, cc, prefix, queues, nil, map[string]dtq.HandlerFunc{

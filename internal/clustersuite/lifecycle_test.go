@@ -139,7 +139,7 @@ func TestLifecycleOnEveryMaster(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	cc := c.Client(t)
-	const prefix = "life"
+	prefix := runPrefix("life")
 	queues := queuesOnEveryMaster(t, c, prefix)
 	a := startAPI(t, cc, prefix, nil)
 

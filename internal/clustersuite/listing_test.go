@@ -19,7 +19,7 @@ func TestListingPagesAcrossMasters(t *testing.T) {
 	t.Parallel()
 	c := sharedCluster(t)
 	cc := c.Client(t)
-	const prefix = "listing"
+	prefix := runPrefix("listing")
 	ctx := context.Background()
 	queues := queuesOnEveryMaster(t, c, prefix)
 	client, err := dtq.NewClient(cc, &dtq.ClientConfig{KeyPrefix: prefix})

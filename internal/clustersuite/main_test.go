@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,14 @@ var (
 	shared   *redistest.Cluster
 	sharedMu sync.Mutex
 )
+
+// runs numbers the runs of tests on the shared cluster.
+var runs atomic.Int64
+
+// runPrefix is a key prefix for one run of a test on the shared cluster:
+// with -count above 1 the tests run again on the cluster of the first
+// run, which still holds that run's keys.
+func runPrefix(name string) string { return fmt.Sprintf("%s%d", name, runs.Add(1)) }
 
 // sharedCluster is a 3-master cluster (no replicas) shared by the tests
 // that do not kill nodes; each test uses its own key prefix.
