@@ -428,31 +428,9 @@ func metadataTTL(meta []byte) (int64, bool, error) {
 }
 
 // computeFingerprint hashes the canonical JSON of the fields that define the
-// work: metadata is excluded; the payload is re-encoded with sorted keys and
-// numbers kept exactly as written.
+// work (see canonicalWork): metadata is excluded; the payload counts with
+// its keys sorted and numbers kept exactly as written.
 func (n *normalized) computeFingerprint() string {
-	d := json.NewDecoder(bytes.NewReader(n.payload))
-	d.UseNumber()
-	var payload any
-	_ = d.Decode(&payload) // valid JSON: checked by objectJSON
-	canon := map[string]any{
-		"task_type":    n.typ,
-		"payload":      payload,
-		"priority":     n.priority,
-		"max_attempts": n.maxAttempts,
-		"timeout_ms":   n.timeoutMS,
-	}
-	if n.runAt != 0 {
-		canon["run_at"] = n.runAt
-	} else {
-		canon["delay_ms"] = n.delayMS
-	}
-	if n.expiresGiven {
-		canon["expires_at"] = n.expiresAt
-	} else if n.ttlSeconds != 0 {
-		canon["ttl_seconds"] = n.ttlSeconds
-	}
-	b, _ := json.Marshal(canon) // maps marshal with sorted keys
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(n.canonicalWork())
 	return hex.EncodeToString(sum[:])
 }

@@ -1,0 +1,111 @@
+package dtq
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// workVariants are the shapes of the fields around the payload: delay or
+// run_at, expiry given or a ttl or neither.
+var workVariants = []normalized{
+	{typ: "email.send", priority: 5, maxAttempts: 5, timeoutMS: 30000},
+	{typ: "t", priority: 0, maxAttempts: 1, timeoutMS: 1, delayMS: 1500, ttlSeconds: 60},
+	{typ: "t", priority: 9, maxAttempts: 25, timeoutMS: 3600000, runAt: 1764000000000, expiresGiven: true, expiresAt: 1765000000000},
+	{typ: "t", priority: 1, maxAttempts: 2, timeoutMS: 5, runAt: 1764000000000, ttlSeconds: 7},
+}
+
+func TestCanonicalWorkMatchesReencoding(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		payload string
+		fast    bool // already canonical: used as it is
+	}{
+		{`{}`, true},
+		{`{"a":1,"b":[true,false,null],"c":{"d":"e"}}`, true},
+		{`{"":0,"a":-0.5e+10,"b":1E3,"c":[],"d":[{}]}`, true},
+		{`{"id":"o-1","lines":["a","b"],"n":12.50}`, true}, // 12.50 stays as written
+		{`{"b":1,"a":2}`, false},                           // keys out of order
+		{`{"a":1,"a":2}`, false},                           // a key twice: the last wins
+		{`{"a": 1}`, false},                                // a space
+		{`{"a":"x<y"}`, false},                             // encoding/json escapes <
+		{`{"a":"caf\u00e9"}`, false},                       // an escape
+		{`{"a":"café"}`, false},                            // not ASCII
+		{`{"a":"\u2028"}`, false},
+		{`{"k":"a\"b"}`, false},
+		{`{"a":[1,2,{"z":1,"y":2}]}`, false},
+	} {
+		for _, v := range workVariants {
+			n := v
+			n.payload = []byte(c.payload)
+			require.Equal(t, c.fast, isCanonicalJSON(n.payload), c.payload)
+			require.Equal(t, string(n.reencodedWork()), string(n.canonicalWork()), c.payload)
+		}
+	}
+	// A task type that needs escaping takes the long way, with the same result.
+	n := workVariants[0]
+	n.typ, n.payload = `a<b&"c"`, []byte(`{"a":1}`)
+	require.Equal(t, string(n.reencodedWork()), string(n.canonicalWork()))
+}
+
+// TestCanonicalWorkOfMarshaledPayloads: what json.Marshal writes for maps
+// and for structs with fields in name order is used as it is.
+func TestCanonicalWorkOfMarshaledPayloads(t *testing.T) {
+	t.Parallel()
+	type order struct {
+		Amount float64  `json:"amount"`
+		ID     string   `json:"id"`
+		Lines  []string `json:"lines"`
+	}
+	for _, v := range []any{
+		map[string]any{"user": 42, "email": "a@example.com", "tags": []string{"x"}, "nested": map[string]int{"b": 1, "a": 2}},
+		order{Amount: 12.5, ID: "o-1", Lines: []string{"a", "b"}},
+	} {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		require.True(t, isCanonicalJSON(b), string(b))
+		n := workVariants[0]
+		n.payload = b
+		require.Equal(t, string(n.reencodedWork()), string(n.canonicalWork()))
+	}
+}
+
+// FuzzCanonicalWork: whatever the payload, the text the fingerprint hashes
+// is the one encoding/json gives.
+func FuzzCanonicalWork(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"a":1}`, `{"b":1,"a":2}`, `{"a":[1,{"c":"d"}],"b":-0.0e-0}`,
+		`{"a":"<&>"}`, `{"a":"\u00e9\n"}`, `{"a" : 1 }`, `{"a":1,"a":1}`, `{"x":[[[[]]]]}`} {
+		f.Add(seed, 0)
+		f.Add(seed, 3)
+	}
+	f.Fuzz(func(t *testing.T, payload string, variant int) {
+		raw, err := objectJSON("payload", json.RawMessage(payload))
+		if err != nil {
+			return // refused at submission: never fingerprinted
+		}
+		n := workVariants[(variant%len(workVariants)+len(workVariants))%len(workVariants)]
+		n.payload = raw
+		if got, want := n.canonicalWork(), n.reencodedWork(); string(got) != string(want) {
+			t.Fatalf("payload %s: fast %s, encoding/json %s", raw, got, want)
+		}
+	})
+}
+
+// BenchmarkFingerprint: a keyed submission's fingerprint of a ~100-byte
+// payload, taken as it is (canonical) and decoded and encoded again.
+func BenchmarkFingerprint(b *testing.B) {
+	payload, _ := json.Marshal(map[string]any{"order_id": "o-12345", "amount": 12.5, "currency": "EUR",
+		"lines": []string{"sku-1", "sku-2"}, "customer": map[string]any{"id": 42, "tier": "gold"}})
+	// A task type that needs escaping takes the long way.
+	for _, c := range []struct{ name, typ string }{{"canonical", "order.pay"}, {"reencoded", "order<pay>"}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := workVariants[0]
+			n.typ, n.payload = c.typ, payload
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = n.computeFingerprint()
+			}
+		})
+	}
+}
