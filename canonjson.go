@@ -3,6 +3,7 @@ package dtq
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -10,15 +11,18 @@ import (
 // that define the work: the object encoding/json writes for them, with the
 // payload decoded (numbers kept as written) and encoded again, so that key
 // order and spacing do not count. Decoding into maps and encoding them
-// again was a third of a keyed Submit's client CPU; a payload that is
-// already in that form (what json.Marshal writes for maps and sorted
-// structs of plain text, numbers and literals) is used as it is.
+// again was a third of a keyed Submit's client CPU; appendCanonicalJSON
+// writes the same text straight from the payload's bytes (keys sorted,
+// values copied) for every payload whose strings need no escaping, which
+// is nearly all of them.
 
 // canonicalWork returns the JSON text the fingerprint hashes. Both ways
 // give the same bytes; FuzzCanonicalWork compares them.
 func (n *normalized) canonicalWork() []byte {
-	if plainJSONString(n.typ) && isCanonicalJSON(n.payload) {
-		return n.appendWork(make([]byte, 0, len(n.payload)+160), n.payload)
+	if plainJSONString(n.typ) {
+		if p, ok := appendCanonicalJSON(make([]byte, 0, len(n.payload)), n.payload); ok {
+			return n.appendWork(make([]byte, 0, len(p)+160), p)
+		}
 	}
 	return n.reencodedWork()
 }
@@ -52,7 +56,7 @@ func (n *normalized) reencodedWork() []byte {
 }
 
 // appendWork writes the object reencodedWork encodes, keys in the same
-// (sorted) order, with payload, canonical already, as it is. The task
+// (sorted) order, with payload (canonical already) as it is. The task
 // type must be a plain string.
 func (n *normalized) appendWork(b, payload []byte) []byte {
 	num := func(b []byte, key string, v int64) []byte {
@@ -100,98 +104,121 @@ func plainByte(c byte) bool {
 	return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 }
 
-// isCanonicalJSON reports whether b is one JSON value written exactly as
-// encoding/json writes what it decodes from b (numbers as json.Number): no
-// space outside strings, object keys in strictly increasing byte order
-// (so no key twice), strings of plain characters only (see
-// plainJSONString), numbers in JSON's grammar (kept as written), at most
-// MaxJSONDepth levels. It may answer false for a canonical text, never
-// true for another.
-func isCanonicalJSON(b []byte) bool {
-	s := canonScanner{b: b}
-	return s.value(0) && s.i == len(b)
+// appendCanonicalJSON appends to dst the text encoding/json writes for the
+// JSON value b (decoded with numbers as json.Number): no spaces, each
+// object's keys in sorted order, numbers and literals as written. It
+// answers false for a text it leaves to encoding/json: a string with an
+// escape or a character outside plainJSONString's, a key twice (the last
+// would win), space between tokens, nesting deeper than MaxJSONDepth, or
+// anything not JSON.
+func appendCanonicalJSON(dst, b []byte) ([]byte, bool) {
+	c := canonWriter{in: b, out: dst}
+	if !c.value(0) || c.i != len(b) {
+		return dst, false
+	}
+	return c.out, true
 }
 
-// canonScanner walks a JSON text for isCanonicalJSON; i is the next byte.
-type canonScanner struct {
-	b []byte
-	i int
+// canonWriter copies a JSON text from in to out, sorting object keys; i is
+// the next byte of in.
+type canonWriter struct {
+	in, out []byte
+	i       int
 }
 
-func (s *canonScanner) value(depth int) bool {
-	if s.i >= len(s.b) {
+func (c *canonWriter) value(depth int) bool {
+	if c.i >= len(c.in) {
 		return false
 	}
-	switch s.b[s.i] {
+	switch c.in[c.i] {
 	case '{':
-		return depth < MaxJSONDepth && s.object(depth+1)
+		return depth < MaxJSONDepth && c.object(depth+1)
 	case '[':
-		return depth < MaxJSONDepth && s.array(depth+1)
+		return depth < MaxJSONDepth && c.array(depth+1)
 	case '"':
-		_, ok := s.str()
+		_, _, ok := c.str()
 		return ok
 	case 't':
-		return s.literal("true")
+		return c.literal("true")
 	case 'f':
-		return s.literal("false")
+		return c.literal("false")
 	case 'n':
-		return s.literal("null")
+		return c.literal("null")
 	default:
-		return s.number()
+		return c.number()
 	}
 }
 
-func (s *canonScanner) literal(w string) bool {
-	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
+func (c *canonWriter) literal(w string) bool {
+	if len(c.in)-c.i < len(w) || string(c.in[c.i:c.i+len(w)]) != w {
 		return false
 	}
-	s.i += len(w)
+	c.out = append(c.out, w...)
+	c.i += len(w)
 	return true
 }
 
-// str reads a string of plain characters and returns its content.
-func (s *canonScanner) str() ([]byte, bool) {
-	start := s.i + 1 // after the opening quote
-	for j := start; j < len(s.b); j++ {
-		if s.b[j] == '"' {
-			s.i = j + 1
-			return s.b[start:j], true
+// str copies a string of plain characters; it returns where its content
+// starts and ends in in.
+func (c *canonWriter) str() (int, int, bool) {
+	start := c.i + 1 // after the opening quote
+	for j := start; j < len(c.in); j++ {
+		if c.in[j] == '"' {
+			c.out = append(c.out, c.in[c.i:j+1]...)
+			c.i = j + 1
+			return start, j, true
 		}
-		if !plainByte(s.b[j]) {
-			return nil, false
+		if !plainByte(c.in[j]) {
+			return 0, 0, false
 		}
 	}
-	return nil, false
+	return 0, 0, false
 }
 
-func (s *canonScanner) object(depth int) bool {
-	s.i++ // '{'
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+// member is one written "key":value of an object: its key's place in in,
+// its place in out.
+type member struct{ keyStart, keyEnd, from, to int }
+
+func (c *canonWriter) object(depth int) bool {
+	c.i++ // '{'
+	c.out = append(c.out, '{')
+	if c.i < len(c.in) && c.in[c.i] == '}' {
+		c.i++
+		c.out = append(c.out, '}')
 		return true
 	}
-	var prev []byte
-	for first := true; ; first = false {
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
+	start := len(c.out)
+	var buf [16]member
+	members, sorted := buf[:0], true
+	for {
+		if c.i >= len(c.in) || c.in[c.i] != '"' {
 			return false
 		}
-		k, ok := s.str()
-		if !ok || (!first && bytes.Compare(prev, k) >= 0) {
+		m := member{from: len(c.out)}
+		var ok bool
+		if m.keyStart, m.keyEnd, ok = c.str(); !ok || c.i >= len(c.in) || c.in[c.i] != ':' {
 			return false
 		}
-		prev = k
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
+		c.i++
+		c.out = append(c.out, ':')
+		if !c.value(depth) || c.i >= len(c.in) {
 			return false
 		}
-		s.i++
-		if !s.value(depth) || s.i >= len(s.b) {
-			return false
+		m.to = len(c.out)
+		if n := len(members); n > 0 && bytes.Compare(c.key(members[n-1]), c.key(m)) >= 0 {
+			sorted = false
 		}
-		switch s.b[s.i] {
+		members = append(members, m)
+		switch c.in[c.i] {
 		case ',':
-			s.i++
+			c.i++
+			c.out = append(c.out, ',')
 		case '}':
-			s.i++
+			c.i++
+			if !sorted && !c.sortMembers(start, members) {
+				return false
+			}
+			c.out = append(c.out, '}')
 			return true
 		default:
 			return false
@@ -199,21 +226,47 @@ func (s *canonScanner) object(depth int) bool {
 	}
 }
 
-func (s *canonScanner) array(depth int) bool {
-	s.i++ // '['
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
+func (c *canonWriter) key(m member) []byte { return c.in[m.keyStart:m.keyEnd] }
+
+// sortMembers rewrites out[start:] (the members written, comma-separated)
+// in key order; it answers false when a key comes twice.
+func (c *canonWriter) sortMembers(start int, members []member) bool {
+	slices.SortFunc(members, func(a, b member) int { return bytes.Compare(c.key(a), c.key(b)) })
+	for i := 1; i < len(members); i++ {
+		if bytes.Equal(c.key(members[i-1]), c.key(members[i])) {
+			return false
+		}
+	}
+	written := slices.Clone(c.out[start:])
+	c.out = c.out[:start]
+	for i, m := range members {
+		if i > 0 {
+			c.out = append(c.out, ',')
+		}
+		c.out = append(c.out, written[m.from-start:m.to-start]...)
+	}
+	return true
+}
+
+func (c *canonWriter) array(depth int) bool {
+	c.i++ // '['
+	c.out = append(c.out, '[')
+	if c.i < len(c.in) && c.in[c.i] == ']' {
+		c.i++
+		c.out = append(c.out, ']')
 		return true
 	}
 	for {
-		if !s.value(depth) || s.i >= len(s.b) {
+		if !c.value(depth) || c.i >= len(c.in) {
 			return false
 		}
-		switch s.b[s.i] {
+		switch c.in[c.i] {
 		case ',':
-			s.i++
+			c.i++
+			c.out = append(c.out, ',')
 		case ']':
-			s.i++
+			c.i++
+			c.out = append(c.out, ']')
 			return true
 		default:
 			return false
@@ -221,9 +274,10 @@ func (s *canonScanner) array(depth int) bool {
 	}
 }
 
-// number reads a number in JSON's grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *canonScanner) number() bool {
-	b, i := s.b, s.i
+// number copies a number in JSON's grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?,
+// as written (encoding/json writes a json.Number as it is).
+func (c *canonWriter) number() bool {
+	b, i := c.in, c.i
 	digits := func() bool {
 		start := i
 		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
@@ -254,6 +308,7 @@ func (s *canonScanner) number() bool {
 			return false
 		}
 	}
-	s.i = i
+	c.out = append(c.out, b[c.i:i]...)
+	c.i = i
 	return true
 }

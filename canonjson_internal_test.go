@@ -2,6 +2,7 @@ package dtq
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,26 +21,30 @@ func TestCanonicalWorkMatchesReencoding(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		payload string
-		fast    bool // already canonical: used as it is
+		direct  bool // written from its bytes, not decoded and encoded again
 	}{
 		{`{}`, true},
 		{`{"a":1,"b":[true,false,null],"c":{"d":"e"}}`, true},
 		{`{"":0,"a":-0.5e+10,"b":1E3,"c":[],"d":[{}]}`, true},
 		{`{"id":"o-1","lines":["a","b"],"n":12.50}`, true}, // 12.50 stays as written
-		{`{"b":1,"a":2}`, false},                           // keys out of order
-		{`{"a":1,"a":2}`, false},                           // a key twice: the last wins
-		{`{"a": 1}`, false},                                // a space
-		{`{"a":"x<y"}`, false},                             // encoding/json escapes <
-		{`{"a":"caf\u00e9"}`, false},                       // an escape
-		{`{"a":"café"}`, false},                            // not ASCII
-		{`{"a":"\u2028"}`, false},
+		{`{"b":1,"a":2}`, true},                            // keys sorted
+		{`{"z":{"y":[{"x":1,"w":2}],"b":0},"a":[1,2,{"z":1,"y":2}],"m":"n"}`, true},
+		{`{"b":1,"a":2,"c":3,"a":4}`, false}, // a key twice: the last wins
+		{`{"a": 1}`, false},                  // a space
+		{`{"a":"x<y"}`, false},               // encoding/json escapes <
+		{`{"a":"caf\u00e9"}`, false},         // an escape
+		{`{"a":"café"}`, false},              // not ASCII
 		{`{"k":"a\"b"}`, false},
-		{`{"a":[1,2,{"z":1,"y":2}]}`, false},
+		{`{"a":01}`, false}, // not JSON
 	} {
+		_, ok := appendCanonicalJSON(nil, []byte(c.payload))
+		require.Equal(t, c.direct, ok, c.payload)
 		for _, v := range workVariants {
 			n := v
 			n.payload = []byte(c.payload)
-			require.Equal(t, c.fast, isCanonicalJSON(n.payload), c.payload)
+			if !json.Valid(n.payload) {
+				continue // refused at submission: never fingerprinted
+			}
 			require.Equal(t, string(n.reencodedWork()), string(n.canonicalWork()), c.payload)
 		}
 	}
@@ -50,25 +55,37 @@ func TestCanonicalWorkMatchesReencoding(t *testing.T) {
 }
 
 // TestCanonicalWorkOfMarshaledPayloads: what json.Marshal writes for maps
-// and for structs with fields in name order is used as it is.
+// and structs, and a wide object, are written from their bytes.
 func TestCanonicalWorkOfMarshaledPayloads(t *testing.T) {
 	t.Parallel()
-	type order struct {
-		Amount float64  `json:"amount"`
+	type order struct { // fields out of name order
 		ID     string   `json:"id"`
+		Amount float64  `json:"amount"`
 		Lines  []string `json:"lines"`
 	}
 	for _, v := range []any{
 		map[string]any{"user": 42, "email": "a@example.com", "tags": []string{"x"}, "nested": map[string]int{"b": 1, "a": 2}},
 		order{Amount: 12.5, ID: "o-1", Lines: []string{"a", "b"}},
+		wide(40), // more members than the sort's stack buffer holds
 	} {
 		b, err := json.Marshal(v)
 		require.NoError(t, err)
-		require.True(t, isCanonicalJSON(b), string(b))
+		_, ok := appendCanonicalJSON(nil, b)
+		require.True(t, ok, string(b))
 		n := workVariants[0]
 		n.payload = b
 		require.Equal(t, string(n.reencodedWork()), string(n.canonicalWork()))
 	}
+}
+
+// wide is an object of n members whose keys json.Marshal writes unsorted.
+func wide(n int) json.RawMessage {
+	b := []byte{'{'}
+	for i := n; i > 0; i-- {
+		b = fmt.Appendf(b, `"k%03d":%d,`, i, i)
+	}
+	b[len(b)-1] = '}'
+	return b
 }
 
 // FuzzCanonicalWork: whatever the payload, the text the fingerprint hashes
@@ -93,15 +110,21 @@ func FuzzCanonicalWork(f *testing.F) {
 }
 
 // BenchmarkFingerprint: a keyed submission's fingerprint of a ~100-byte
-// payload, taken as it is (canonical) and decoded and encoded again.
+// payload: sorted already (json.Marshal of a map), in another order (as
+// most other languages' encoders write it), and the long way (a task type
+// to escape: decoded and encoded again).
 func BenchmarkFingerprint(b *testing.B) {
-	payload, _ := json.Marshal(map[string]any{"order_id": "o-12345", "amount": 12.5, "currency": "EUR",
+	sorted, _ := json.Marshal(map[string]any{"order_id": "o-12345", "amount": 12.5, "currency": "EUR",
 		"lines": []string{"sku-1", "sku-2"}, "customer": map[string]any{"id": 42, "tier": "gold"}})
-	// A task type that needs escaping takes the long way.
-	for _, c := range []struct{ name, typ string }{{"canonical", "order.pay"}, {"reencoded", "order<pay>"}} {
+	unsorted := []byte(`{"order_id":"o-12345","amount":12.5,"currency":"EUR","lines":["sku-1","sku-2"],` +
+		`"customer":{"tier":"gold","id":42}}`)
+	for _, c := range []struct {
+		name, typ string
+		payload   []byte
+	}{{"sorted", "order.pay", sorted}, {"unsorted", "order.pay", unsorted}, {"reencoded", "order<pay>", sorted}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := workVariants[0]
-			n.typ, n.payload = c.typ, payload
+			n.typ, n.payload = c.typ, c.payload
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = n.computeFingerprint()
