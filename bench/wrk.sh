@@ -3,11 +3,13 @@
 # (Redis's defaults + noeviction) and `dtq api` as its own process (request
 # logging at its default level, INFO), and runs wrk against POST
 # /api/v1/tasks (2 threads, 64 keep-alive connections, 10 s), RUNS times.
+# With "keyed", every request carries an Idempotency-Key of its own.
 #
 # Needs wrk (apt-get install -y wrk) and redis-server on PATH.
-# Usage: bench/wrk.sh [runs]   (default 3)
+# Usage: bench/wrk.sh [runs] [keyed]   (default 3 runs, no keys)
 set -euo pipefail
 runs=${1:-3}
+mode=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 command -v wrk >/dev/null || { echo "wrk.sh: wrk is missing (apt-get install -y wrk)" >&2; exit 2; }
 work=$(mktemp -d)
@@ -29,7 +31,7 @@ for run in $(seq "$runs"); do
     "$work/dtq" api >"$work/api.log" 2>&1 &
   api=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$aport/health" >/dev/null && break; sleep 0.1; done
-  out=$(wrk -t2 -c64 -d10s -s "$root/bench/post.lua" "http://127.0.0.1:$aport/api/v1/tasks")
+  out=$(wrk -t2 -c64 -d10s -s "$root/bench/post.lua" "http://127.0.0.1:$aport/api/v1/tasks" -- "$mode")
   kill "$api"; wait "$api" 2>/dev/null || true; api=
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
   lat=$(awk '/Latency/ {print $2; exit}' <<<"$out")
