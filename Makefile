@@ -27,7 +27,7 @@ race: ## Run every test with the race detector, three times over
 bench: ## Go benchmarks, the dtq/asynq comparison (bench/, medians of 3 runs), HTTP with wrk and script instruction counts when wrk and valgrind are installed (several minutes)
 	$(GO) test -run=^$$ -bench=. -benchmem ./...
 	cd bench && $(GO) run . -compare 3 -n 50000
-	@if command -v wrk >/dev/null; then bench/wrk.sh 3; else echo "bench: wrk not installed (apt-get install -y wrk): HTTP skipped"; fi
+	@if command -v wrk >/dev/null; then bench/wrk.sh 3 && bench/wrk.sh 3 keyed; else echo "bench: wrk not installed (apt-get install -y wrk): HTTP skipped"; fi
 	@if command -v valgrind >/dev/null; then bench/scriptcost.sh; else echo "bench: valgrind not installed (apt-get install -y valgrind): instruction counts skipped"; fi
 
 lint: ## Check formatting (gofmt), then run go vet and golangci-lint (.golangci.yaml)
