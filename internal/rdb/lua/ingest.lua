@@ -5,8 +5,10 @@
 -- fingerprint and, in its status, whether the task is still in progress),
 -- depth gate, idempotency claim, task hash, stream entry (or
 -- schedule entry when delayed), expiry index, listing index, depth counter,
--- TASK_QUEUED / TASK_PENDING event. Every check for a task runs before its
--- first write. A replay writes nothing.
+-- TASK_QUEUED / TASK_PENDING event. A replay writes nothing. The record is
+-- read and, when there is none, claimed by one SET NX GET (most keyed
+-- submissions are new); a submission the depth gate then refuses deletes
+-- it again in the same call, so a refusal leaves nothing behind.
 --
 -- A task due now carries its payload (and metadata) in its band stream
 -- entry, not in its hash: the hash then holds only short fields and Redis
@@ -78,8 +80,10 @@ for i = 1, n do
   local ev_ts = ARGV[ab + 16]
 
   local reply = nil
+  local claimed = false -- this call wrote the idempotency record
   if ikey ~= '' then
-    local raw = redis.call('GET', idem_key)
+    local raw = redis.call('SET', idem_key, id, 'NX', 'GET', 'EX', idem_ttl)
+    claimed = not raw
     if raw then
       local owner, rec_fp = idem_owner(raw)
       -- A record whose task hash is gone (retention) or that cannot be read is
@@ -115,12 +119,15 @@ for i = 1, n do
       if not depth then depth, max_depth = tonumber(depth_s), tonumber(max_depth_s) end
       full = depth + created >= max_depth
     end
-    if full then reply = {'full', created == 0 and depth_s or tostring(depth + created)} end
+    if full then
+      reply = {'full', created == 0 and depth_s or tostring(depth + created)}
+      if claimed then redis.call('DEL', idem_key) end
+    end
   end
 
   if reply == nil then
-    if ikey ~= '' then
-      redis.call('SET', idem_key, id, 'EX', idem_ttl)
+    if ikey ~= '' and not claimed then
+      redis.call('SET', idem_key, id, 'EX', idem_ttl) -- replaces a stale record
     end
 
     local delayed = later_ms(available_at, now)
