@@ -456,10 +456,21 @@ func (tb *tab) waitPage(page string) {
 	tb.waitFor(fmt.Sprintf(`document.querySelector('main[data-page=%q][data-ready="true"]')`, page))
 }
 
-// click clicks the first element matching a CSS selector.
+// click clicks the first element matching a CSS selector. A page that
+// renders again between finding the element and clicking it (live updates
+// replace nodes) leaves chromedp holding a node that is gone: the click is
+// tried again on the element that replaced it, as a person's click would.
 func (tb *tab) click(sel string) {
 	tb.t.Helper()
-	tb.do(chromedp.Click(chromedp.CSS(sel)))
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(tb.ctx, actionTimeout)
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil || try == 5 || !strings.Contains(err.Error(), "Could not find node with given id") {
+			require.NoError(tb.t, err, "click %s", sel)
+			return
+		}
+	}
 }
 
 // signIn fills the sign-in form with key.

@@ -275,10 +275,13 @@ func TestSentinelFailover(t *testing.T) {
 			victim.Kill()
 			return victim.Restart
 		},
+		// Every Sentinel must know the new master before the old one runs
+		// again: one that still named it would send clients to a master
+		// about to be made a replica, and what they wrote there would go.
 		healthy: func() error {
 			deadline := time.Now().Add(60 * time.Second)
 			for time.Now().Before(deadline) {
-				if m, err := st.CurrentMaster(ctx); err == nil && m != victim && m.Running() {
+				if m, err := st.AgreedMaster(ctx); err == nil && m != victim && m.Running() {
 					return nil
 				}
 				time.Sleep(50 * time.Millisecond)

@@ -275,6 +275,33 @@ func (st *Sentinels) CurrentMaster(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("redistest: no sentinel names a master")
 }
 
+// AgreedMaster returns the node every Sentinel names as master, or an
+// error while they differ (a failover not yet known to all) or one does not
+// answer. A Sentinel that still names the old master would send clients
+// there once it runs again.
+func (st *Sentinels) AgreedMaster(ctx context.Context) (*Server, error) {
+	var agreed string
+	for _, s := range st.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		addr, err := sc.GetMasterAddrByName(ctx, st.Name).Result()
+		sc.Close()
+		if err != nil || len(addr) != 2 {
+			return nil, fmt.Errorf("redistest: sentinel %s names no master: %v", s.Addr, err)
+		}
+		if a := addr[0] + ":" + addr[1]; agreed == "" {
+			agreed = a
+		} else if a != agreed {
+			return nil, fmt.Errorf("redistest: sentinels name %s and %s", agreed, a)
+		}
+	}
+	for _, n := range append([]*Server{st.Master}, st.Replicas...) {
+		if n.Addr == agreed {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("redistest: sentinels name %q, not a node of the set", agreed)
+}
+
 // Stop stops every process.
 func (st *Sentinels) Stop() {
 	for _, s := range st.Sentinels {
