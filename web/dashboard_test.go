@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq/internal/rdb"
@@ -141,7 +142,9 @@ func TestPauseQueueByClick(t *testing.T) {
 	tb.click(row + ` button[data-action="pause"]`)
 	tb.waitFor(`document.querySelector('#confirm').open`)
 	tb.click(`#confirm-ok`)
-	require.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond)
+	if !assert.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond) {
+		t.Fatalf("the queue was not paused\npage: %s\nconsole:\n%s", tb.pageState(), tb.consoleText())
+	}
 	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'true'`, row))
 
 	// Paused: a new task waits.

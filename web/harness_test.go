@@ -434,8 +434,24 @@ func (tb *tab) waitFor(cond string) {
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!(`+cond+`)`,
 		chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(actionTimeout)))
 	if err != nil {
-		tb.t.Fatalf("waiting for %s: %v\nconsole:\n%s", cond, err, tb.consoleText())
+		tb.t.Fatalf("waiting for %s: %v\npage: %s\nconsole:\n%s", cond, err, tb.pageState(), tb.consoleText())
 	}
+}
+
+// pageState describes what a failed wait may hinge on: the page, the
+// confirmation dialog, the notices shown and the focused element.
+func (tb *tab) pageState() string {
+	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
+		page: document.querySelector('main')?.dataset.page,
+		dialog: {open: document.querySelector('#confirm')?.open, value: document.querySelector('#confirm')?.returnValue},
+		toasts: [...document.querySelectorAll('.toast')].map(e => e.textContent),
+		focus: document.activeElement?.id || document.activeElement?.tagName})`))
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return v
 }
 
 // open loads the dashboard at a route ("/", "/queues", "/tasks/<id>").
