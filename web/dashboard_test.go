@@ -143,7 +143,9 @@ func TestPauseQueueByClick(t *testing.T) {
 	tb.waitFor(`document.querySelector('#confirm').open`)
 	tb.click(`#confirm-ok`)
 	if !assert.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond) {
-		t.Fatalf("the queue was not paused\npage: %s\nconsole:\n%s", tb.pageState(), tb.consoleText())
+		var audit map[string]any
+		b.call(t, http.MethodGet, "/api/v1/audit", "", &audit)
+		t.Fatalf("the queue was not paused\npage: %s\naudit: %v\nconsole:\n%s", tb.pageState(), audit, tb.consoleText())
 	}
 	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'true'`, row))
 
