@@ -161,6 +161,32 @@ func TestPauseQueueByClick(t *testing.T) {
 	require.Empty(t, tb.problems(), "console:\n%s", tb.consoleText())
 }
 
+// TestConfirmAskedAgainBeforeTheCloseEvent: a dialog closes at once but
+// fires its close event later, as a task. A question asked again before the
+// previous one's close event arrived took that event for its own answer
+// ("no"), so the confirmation that followed did nothing. Here the cancel
+// and the second question happen in one script, before the event.
+func TestConfirmAskedAgainBeforeTheCloseEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.waitStatus(t, b.submit(t, `{"task_type": "echo"}`).TaskID, "succeeded")
+	tb := newTab(t, b)
+	tb.open("/queues")
+	tb.waitPage("queues")
+	pause := `#queues-table tr[data-queue="default"] button[data-action="pause"]`
+	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')`, pause))
+	tb.do(evalVoid(fmt.Sprintf(`(() => {
+		document.querySelector('%[1]s').click();
+		document.querySelector('#confirm-cancel').click();
+		document.querySelector('%[1]s').click();
+	})()`, pause)))
+	tb.waitFor(`document.querySelector('#confirm').open`)
+	tb.click(`#confirm-ok`)
+	if !assert.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond) {
+		t.Fatalf("the queue was not paused\npage: %s\nconsole:\n%s", tb.pageState(), tb.consoleText())
+	}
+}
+
 func (b *bundle) queuePaused(t *testing.T, q string) bool {
 	t.Helper()
 	var qi struct {

@@ -36,7 +36,15 @@ export function confirmAction({title, body, confirm = 'Confirm', danger = false}
   ok.className = danger ? 'btn btn-danger' : 'btn btn-primary';
   dlg.returnValue = '';
   return new Promise(resolve => {
-    dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), {once: true});
+    // The close event is fired later, as a task: the previous question's
+    // can arrive after this one opened. Only a close that left the dialog
+    // closed answers this question.
+    const onClose = () => {
+      if (dlg.open) return;
+      dlg.removeEventListener('close', onClose);
+      resolve(dlg.returnValue === 'ok');
+    };
+    dlg.addEventListener('close', onClose);
     dlg.showModal();
     document.getElementById('confirm-cancel').focus();
   });
