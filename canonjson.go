@@ -20,8 +20,8 @@ import (
 // give the same bytes; FuzzCanonicalWork compares them.
 func (n *normalized) canonicalWork() []byte {
 	if plainJSONString(n.typ) {
-		if p, ok := appendCanonicalJSON(make([]byte, 0, len(n.payload)), n.payload); ok {
-			return n.appendWork(make([]byte, 0, len(p)+160), p)
+		if b, ok := n.appendWork(make([]byte, 0, len(n.payload)+160)); ok {
+			return b
 		}
 	}
 	return n.reencodedWork()
@@ -56,9 +56,10 @@ func (n *normalized) reencodedWork() []byte {
 }
 
 // appendWork writes the object reencodedWork encodes, keys in the same
-// (sorted) order, with payload (canonical already) as it is. The task
-// type must be a plain string.
-func (n *normalized) appendWork(b, payload []byte) []byte {
+// (sorted) order, the payload put in canonical form in place (see
+// appendCanonicalJSON, whose false it answers). The task type must be a
+// plain string.
+func (n *normalized) appendWork(b []byte) ([]byte, bool) {
 	num := func(b []byte, key string, v int64) []byte {
 		b = append(b, key...)
 		return strconv.AppendInt(b, v, 10)
@@ -74,7 +75,10 @@ func (n *normalized) appendWork(b, payload []byte) []byte {
 	}
 	b = num(b, `"max_attempts":`, int64(n.maxAttempts))
 	b = append(b, `,"payload":`...)
-	b = append(b, payload...)
+	b, ok := appendCanonicalJSON(b, n.payload)
+	if !ok {
+		return nil, false
+	}
 	b = num(b, `,"priority":`, int64(n.priority))
 	if n.runAt != 0 {
 		b = num(b, `,"run_at":`, n.runAt)
@@ -85,7 +89,7 @@ func (n *normalized) appendWork(b, payload []byte) []byte {
 	if !n.expiresGiven && n.ttlSeconds != 0 {
 		b = num(b, `,"ttl_seconds":`, n.ttlSeconds)
 	}
-	return append(b, '}')
+	return append(b, '}'), true
 }
 
 // plainJSONString reports whether s encodes as JSON between quotes as it
