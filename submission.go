@@ -3,7 +3,6 @@ package dtq
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -429,8 +428,9 @@ func metadataTTL(meta []byte) (int64, bool, error) {
 
 // computeFingerprint hashes the canonical JSON of the fields that define the
 // work (see canonicalWork): metadata is excluded; the payload counts with
-// its keys sorted and numbers kept exactly as written.
+// its keys sorted and numbers kept exactly as written. It is the SHA-256's
+// 32 bytes, the form the task hash stores.
 func (n *normalized) computeFingerprint() string {
 	sum := sha256.Sum256(n.canonicalWork())
-	return hex.EncodeToString(sum[:])
+	return string(sum[:])
 }

@@ -2,8 +2,6 @@ package rdb
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -23,7 +21,7 @@ type NewTask struct {
 	AvailableAt    int64  // epoch ms; after now = pending
 	ExpiresAt      int64  // epoch ms; 0 = none
 	Metadata       []byte // JSON object; nil = {}
-	Fingerprint    string
+	Fingerprint    string // the SHA-256 of the work, its 32 bytes (what the task hash stores)
 	IdemTTL        int64  // seconds the idempotency record lives
 	CreatedAt      int64  // epoch ms
 	ConcurrencyKey string // "" = none
@@ -69,7 +67,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
 	args := make([]any, 0, 8+17*len(tasks))
 	nowMS := now.UnixMilli()
-	args = append(args, now.UnixMilli(), opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
+	args = append(args, nowMS, opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
 		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks), k.StreamPrefix(queue))
 	for i := range tasks {
 		t := &tasks[i]
@@ -98,7 +96,7 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			keep = "1"
 		}
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
-			t.IdempotencyKey, t.AvailableAt, exp, meta, storedFingerprint(t.Fingerprint), t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
+			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
 			ret, keep, nowMS-TaskIDTime(t.ID).UnixMilli())
 	}
 	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
@@ -139,20 +137,6 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		}
 	}
 	return out, nil
-}
-
-// storedFingerprint is the form a fingerprint is stored and compared in:
-// a SHA-256 in hex (what the client computes, 64 bytes) as its 32 bytes,
-// which saves 32 bytes in every keyed task's hash; anything else as it is.
-func storedFingerprint(fp string) string {
-	if len(fp) != 2*sha256.Size {
-		return fp
-	}
-	raw, err := hex.DecodeString(fp)
-	if err != nil {
-		return fp
-	}
-	return string(raw)
 }
 
 func flatToMap(v any) map[string]string {

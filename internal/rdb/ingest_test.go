@@ -263,20 +263,20 @@ func TestIngestFingerprintStoredAsBytes(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
 	sum := sha256.Sum256([]byte("work"))
-	fp := hex.EncodeToString(sum[:])
 	first := b.task(t, "q", "k")
-	first.Fingerprint = fp
+	first.Fingerprint = string(sum[:])
 	b.ingest(t, "q", first)
 	tk := b.keys.Task("q", first.ID)
 	require.Equal(t, string(sum[:]), b.c.HGet(b.ctx, tk, "fingerprint").Val())
 
 	again := b.task(t, "q", "k")
-	again.Fingerprint = fp
+	again.Fingerprint = string(sum[:])
 	require.Equal(t, InProgress, b.ingest(t, "q", again)[0].Outcome)
-	require.NoError(t, b.c.HSet(b.ctx, tk, "fingerprint", fp).Err()) // an earlier layout's hex
+	hexFP := hex.EncodeToString(sum[:])
+	require.NoError(t, b.c.HSet(b.ctx, tk, "fingerprint", hexFP).Err()) // an earlier layout's hex
 	require.Equal(t, InProgress, b.ingest(t, "q", again)[0].Outcome)
 	other := sha256.Sum256([]byte("other work"))
-	again.Fingerprint = hex.EncodeToString(other[:])
+	again.Fingerprint = string(other[:])
 	require.Equal(t, Mismatch, b.ingest(t, "q", again)[0].Outcome)
 }
 
