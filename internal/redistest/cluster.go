@@ -266,13 +266,21 @@ func (st *Sentinels) CurrentMaster(ctx context.Context) (*Server, error) {
 		if err != nil || len(addr) != 2 {
 			continue
 		}
-		for _, n := range append([]*Server{st.Master}, st.Replicas...) {
-			if n.Addr == addr[0]+":"+addr[1] {
-				return n, nil
-			}
+		if n := st.node(addr[0] + ":" + addr[1]); n != nil {
+			return n, nil
 		}
 	}
 	return nil, fmt.Errorf("redistest: no sentinel names a master")
+}
+
+// node returns the server of the set at addr, or nil.
+func (st *Sentinels) node(addr string) *Server {
+	for _, n := range append([]*Server{st.Master}, st.Replicas...) {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
 }
 
 // AgreedMaster returns the node every Sentinel names as master, or an
@@ -294,10 +302,8 @@ func (st *Sentinels) AgreedMaster(ctx context.Context) (*Server, error) {
 			return nil, fmt.Errorf("redistest: sentinels name %s and %s", agreed, a)
 		}
 	}
-	for _, n := range append([]*Server{st.Master}, st.Replicas...) {
-		if n.Addr == agreed {
-			return n, nil
-		}
+	if n := st.node(agreed); n != nil {
+		return n, nil
 	}
 	return nil, fmt.Errorf("redistest: sentinels name %q, not a node of the set", agreed)
 }
