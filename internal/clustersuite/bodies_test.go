@@ -2,8 +2,6 @@ package clustersuite_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/rdbtest"
 )
 
 // TestQueuedBodiesOnEveryMaster: on queues served by three masters, every
@@ -30,33 +29,21 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 	insp, err := dtq.NewInspector(cc, &dtq.InspectorConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
 	r := rdb.New(cc, prefix)
-	keys := rdb.NewKeys(prefix)
-	as := &rdb.AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
-	ws := &rdb.WorkerSettings{WorkerID: "w1", Lease: time.Minute, EventsMaxLen: 1000, SucceededRetention: time.Hour,
-		FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
+	f := rdbtest.New(r)
+	as, ws := f.Admin, f.Settings
 	later := time.Now().Add(time.Hour) // past every expiry below
 
 	for _, q := range queuesOnEveryMaster(t, c, prefix) {
 		t.Run(q, func(t *testing.T) {
 			t.Parallel()
 			submit := func(name string, mod func(*dtq.Submission)) string {
-				s := dtq.Submission{Queue: q, Type: "t",
-					Payload:  map[string]string{"name": name, "pad": strings.Repeat("x", 100)},
-					Metadata: map[string]string{"trace": "trace-" + name}}
-				if mod != nil {
-					mod(&s)
-				}
-				res, err := client.Submit(ctx, s)
+				res, err := client.Submit(ctx, rdbtest.BodySubmission(q, name, mod))
 				require.NoError(t, err)
 				return res.TaskID
 			}
 			requireBody := func(id, name string, want dtqtype.Status) {
 				t.Helper()
-				ti, err := insp.GetTask(ctx, id)
-				require.NoError(t, err)
-				require.Equal(t, want, ti.Status)
-				require.Contains(t, string(ti.Payload), fmt.Sprintf(`"name":%q`, name))
-				require.JSONEq(t, fmt.Sprintf(`{"trace":"trace-%s"}`, name), string(ti.Metadata))
+				rdbtest.RequireBody(t, insp, id, name, want)
 			}
 			expiring := func(s *dtq.Submission) { s.ExpiresAt = time.Now().Add(time.Minute) }
 			keyed := func(s *dtq.Submission) { s.ConcurrencyKey = "k" }
@@ -94,9 +81,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 			requireBody(overdue, "overdue", dtqtype.StatusExpired)
 			requireBody(started, "started", dtqtype.StatusRunning)
 			requireBody(held, "held", dtqtype.StatusQueued)
-			for b := range rdb.NumBands {
-				require.Zero(t, cc.XLen(ctx, keys.Stream(q, b)).Val(), "band %d", b)
-			}
+			rdbtest.RequireNoBandEntries(t, cc, prefix, q)
 		})
 	}
 }

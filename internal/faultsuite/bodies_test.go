@@ -3,7 +3,6 @@ package faultsuite
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/rdbtest"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -53,40 +53,22 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 	insp, err := dtq.NewInspector(direct, &dtq.InspectorConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
 	r := rdb.New(viaProxy, prefix)
-	keys := rdb.NewKeys(prefix)
-	as := &rdb.AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true}
-	ws := &rdb.WorkerSettings{WorkerID: "w1", Lease: time.Minute, EventsMaxLen: 1000, SucceededRetention: time.Hour,
-		FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}
+	f := rdbtest.New(r)
+	as, ws := f.Admin, f.Settings
 	later := time.Now().Add(time.Hour) // past every task's expiry
 
-	// submit queues a task whose payload is over Redis's default
-	// hash-max-listpack-value and names the task, so a mix-up shows.
 	submit := func(t *testing.T, queue, name string, mod func(*dtq.Submission)) string {
-		s := dtq.Submission{Queue: queue, Type: "t",
-			Payload:  map[string]string{"name": name, "pad": strings.Repeat("x", 100)},
-			Metadata: map[string]string{"trace": "trace-" + name}}
-		if mod != nil {
-			mod(&s)
-		}
-		res, err := c.Submit(ctx, s)
+		res, err := c.Submit(ctx, rdbtest.BodySubmission(queue, name, mod))
 		require.NoError(t, err)
 		return res.TaskID
 	}
 	requireBody := func(t *testing.T, id, name string, want dtqtype.Status) {
 		t.Helper()
-		ti, err := insp.GetTask(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, want, ti.Status)
-		var p map[string]string
-		require.NoError(t, json.Unmarshal(ti.Payload, &p), string(ti.Payload))
-		require.Equal(t, name, p["name"])
-		require.JSONEq(t, fmt.Sprintf(`{"trace":"trace-%s"}`, name), string(ti.Metadata))
+		rdbtest.RequireBody(t, insp, id, name, want)
 	}
 	requireNoEntries := func(t *testing.T, queue string) {
 		t.Helper()
-		for b := range rdb.NumBands {
-			require.Zero(t, direct.XLen(ctx, keys.Stream(queue, b)).Val(), "band %d of %s", b, queue)
-		}
+		rdbtest.RequireNoBandEntries(t, direct, prefix, queue)
 	}
 	expiring := func(s *dtq.Submission) { s.ExpiresAt = time.Now().Add(time.Minute) }
 	faults := []struct {
