@@ -122,12 +122,7 @@ func TestDLQRequeueByClick(t *testing.T) {
 // the dialog, then resumes it.
 func TestPauseQueueByClick(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{})
-	b.waitStatus(t, b.submit(t, `{"task_type": "echo"}`).TaskID, "succeeded")
-
-	tb := newTab(t, b)
-	tb.open("/queues")
-	tb.waitPage("queues")
+	b, tb := queuesPage(t)
 	row := `#queues-table tr[data-queue="default"]`
 	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'false'`, row))
 
@@ -142,11 +137,7 @@ func TestPauseQueueByClick(t *testing.T) {
 	tb.click(row + ` button[data-action="pause"]`)
 	tb.waitFor(`document.querySelector('#confirm').open`)
 	tb.click(`#confirm-ok`)
-	if !assert.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond) {
-		var audit map[string]any
-		b.call(t, http.MethodGet, "/api/v1/audit", "", &audit)
-		t.Fatalf("the queue was not paused\npage: %s\naudit: %v\nconsole:\n%s", tb.pageState(), audit, tb.consoleText())
-	}
+	b.waitPaused(t, tb)
 	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')?.dataset.paused === 'true'`, row))
 
 	// Paused: a new task waits.
@@ -168,11 +159,7 @@ func TestPauseQueueByClick(t *testing.T) {
 // and the second question happen in one script, before the event.
 func TestConfirmAskedAgainBeforeTheCloseEvent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{})
-	b.waitStatus(t, b.submit(t, `{"task_type": "echo"}`).TaskID, "succeeded")
-	tb := newTab(t, b)
-	tb.open("/queues")
-	tb.waitPage("queues")
+	b, tb := queuesPage(t)
 	pause := `#queues-table tr[data-queue="default"] button[data-action="pause"]`
 	tb.waitFor(fmt.Sprintf(`document.querySelector('%s')`, pause))
 	tb.do(evalVoid(fmt.Sprintf(`(() => {
@@ -182,8 +169,29 @@ func TestConfirmAskedAgainBeforeTheCloseEvent(t *testing.T) {
 	})()`, pause)))
 	tb.waitFor(`document.querySelector('#confirm').open`)
 	tb.click(`#confirm-ok`)
+	b.waitPaused(t, tb)
+}
+
+// queuesPage runs a task on queue default and opens the queues page.
+func queuesPage(t *testing.T) (*bundle, *tab) {
+	t.Helper()
+	b := setup(t, options{})
+	b.waitStatus(t, b.submit(t, `{"task_type": "echo"}`).TaskID, "succeeded")
+	tb := newTab(t, b)
+	tb.open("/queues")
+	tb.waitPage("queues")
+	return b, tb
+}
+
+// waitPaused waits until queue default is paused; when it never is, the
+// failure shows the page's state, the audit log (did the pause reach the
+// server?) and the console.
+func (b *bundle) waitPaused(t *testing.T, tb *tab) {
+	t.Helper()
 	if !assert.Eventually(t, func() bool { return b.queuePaused(t, "default") }, actionTimeout, 25*time.Millisecond) {
-		t.Fatalf("the queue was not paused\npage: %s\nconsole:\n%s", tb.pageState(), tb.consoleText())
+		var audit map[string]any
+		b.call(t, http.MethodGet, "/api/v1/audit", "", &audit)
+		t.Fatalf("the queue was not paused\npage: %s\naudit: %v\nconsole:\n%s", tb.pageState(), audit, tb.consoleText())
 	}
 }
 
