@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/redistest"
 )
 
 func TestGetTask(t *testing.T) {
@@ -224,11 +224,7 @@ func TestReady(t *testing.T) {
 // downServer is an API whose Redis address refuses connections.
 func downServer(t *testing.T) *bundle {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	rc := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 500 * time.Millisecond, MaxRetries: -1})
+	rc := redis.NewClient(&redis.Options{Addr: redistest.DownAddr(t), DialTimeout: 500 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rc.Close() })
 	c, err := dtq.NewClient(rc, nil)
 	require.NoError(t, err)

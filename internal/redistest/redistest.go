@@ -109,6 +109,7 @@ func startSentinel(name, master string, q int) (*Server, error) {
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	markDown(s.port, false)
 	cmd := exec.Command(s.bin, s.args...)
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
@@ -143,6 +144,7 @@ func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.alive = false
+	markDown(s.port, true)
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
 		for i := 0; i < 500; i++ {
@@ -162,6 +164,7 @@ func (s *Server) Restart() error { return s.start() }
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() {
 	s.Kill()
+	markDown(s.port, false) // never restarted: the port is free again
 	_ = os.RemoveAll(s.dir) // a temp dir: nothing to do if it stays
 }
 
@@ -174,13 +177,4 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 64})
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
