@@ -30,9 +30,10 @@ bench: ## Go benchmarks, the dtq/asynq comparison (bench/, medians of 3 runs), H
 	@if command -v wrk >/dev/null; then bench/wrk.sh 3 && bench/wrk.sh 3 keyed; else echo "bench: wrk not installed (apt-get install -y wrk): HTTP skipped"; fi
 	@if command -v valgrind >/dev/null; then bench/scriptcost.sh; else echo "bench: valgrind not installed (apt-get install -y valgrind): instruction counts skipped"; fi
 
-lint: ## Check formatting (gofmt), then run go vet and golangci-lint (.golangci.yaml)
+lint: ## Check formatting (gofmt), then run go vet (also on bench/, its own module) and golangci-lint (.golangci.yaml)
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
 
 build: ## Build bin/dtq

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 )
 
 // downPorts are the ports of servers this process killed and may restart:
@@ -59,7 +57,9 @@ func freePort() (int, error) {
 func DownAddr(t testing.TB) string {
 	t.Helper()
 	port, release, err := holdPort()
-	require.NoError(t, err, "redistest: hold a port that refuses connections")
+	if err != nil {
+		t.Fatalf("redistest: hold a port that refuses connections: %v", err)
+	}
 	t.Cleanup(release)
 	return "127.0.0.1:" + strconv.Itoa(port)
 }
