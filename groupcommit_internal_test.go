@@ -3,6 +3,7 @@ package dtq
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,19 +105,23 @@ func TestGroupCommitLoneCallerNeverLingers(t *testing.T) {
 }
 
 // TestGroupCommitCallersInALoopWaitOnlyForEachOther: k callers each calling
-// in a loop wait out the linger only when some of them have finished (a
-// few times at most), never round after round: a lingering call's company
-// is the other callers, and it never waits for more calls than have lately
-// been in flight together.
+// in a loop never wait out the linger round after round: a lingering call's
+// company is the other callers, and it never waits for more calls than have
+// lately been in flight together.
 func TestGroupCommitCallersInALoopWaitOnlyForEachOther(t *testing.T) {
 	t.Parallel()
 	for _, k := range []int{2, 3, 4, 16} {
 		rec := &recorder{}
-		g := &groupCommit[int, int]{max: 100, flushers: 2, run: rec.run, linger: 20 * time.Millisecond, gather: 4}
+		g := &groupCommit[int, int]{max: 100, flushers: 2, run: rec.run, linger: 50 * time.Millisecond, gather: 4}
+		// The callers share one count of calls, so they stop within a round
+		// of each other: none is left waiting for callers that finished
+		// (TestGroupCommitLeftAloneStopsLingering covers that).
+		var left atomic.Int64
+		left.Store(int64(50 * k))
 		var wg sync.WaitGroup
 		for range k {
 			wg.Go(func() {
-				for i := range 50 {
+				for i := 0; left.Add(-1) >= 0; i++ {
 					_, err := g.do(context.Background(), i)
 					require.NoError(t, err)
 				}
@@ -131,9 +136,32 @@ func TestGroupCommitCallersInALoopWaitOnlyForEachOther(t *testing.T) {
 		g.mu.Lock()
 		expired := g.expired
 		g.mu.Unlock()
-		// Lingering round after round would expire about 50 times; callers
-		// leaving at the end cost each remaining one peakLingers at most.
-		require.LessOrEqual(t, expired, 2*peakLingers, "%d callers: %d lingers waited their full time", k, expired)
+		// Lingering round after round would expire about 50 times; the last
+		// round and a caller descheduled for longer than the linger expire
+		// a few.
+		require.LessOrEqual(t, expired, peakLingers, "%d callers: %d lingers waited their full time", k, expired)
 		t.Logf("%d callers: %d batches, %d full lingers", k, len(rec.sizes()), expired)
 	}
+}
+
+// TestGroupCommitLeftAloneStopsLingering: a caller whose company finished
+// waits out the linger at most peakLingers times, then calls without
+// waiting.
+func TestGroupCommitLeftAloneStopsLingering(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	g := &groupCommit[int, int]{max: 100, flushers: 2, run: rec.run, linger: 50 * time.Millisecond, gather: 4}
+	// Two calls were in flight together just now, and the last call came
+	// within the linger (the future: however long this goroutine waits to
+	// run, the first call below counts as close behind it).
+	g.peak, g.peakAt, g.last = 2, time.Now(), time.Now().Add(time.Hour)
+	for i := range 3 * peakLingers {
+		_, err := g.do(context.Background(), i)
+		require.NoError(t, err)
+	}
+	g.mu.Lock()
+	expired := g.expired
+	g.mu.Unlock()
+	require.GreaterOrEqual(t, expired, 1, "the first call alone waited for company")
+	require.LessOrEqual(t, expired, peakLingers, "%d calls alone: %d lingers waited their full time", 3*peakLingers, expired)
 }
