@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -21,29 +22,52 @@ import (
 )
 
 // startRedisProcess runs redis-server with args on a free loopback port
-// (the port is passed to args) and stops it when the test ends.
+// (the port is passed to args) and stops it when the test ends. A port
+// another process took between the check and the start is tried again
+// with another.
 func startRedisProcess(t *testing.T, args func(port int, dir string) []string) int {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err)
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	cmd := exec.Command(bin, args(port, dir)...)
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	for try := 1; ; try++ {
+		dir := t.TempDir()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		require.NoError(t, l.Close())
+		cmd := exec.Command(bin, args(port, dir)...)
+		out := &bytes.Buffer{}
+		cmd.Stdout = out
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
+		up := false
+		for deadline := time.Now().Add(10 * time.Second); !up && time.Now().Before(deadline); {
+			select {
+			case <-exited:
+				deadline = time.Time{}
+			case <-time.After(10 * time.Millisecond):
+				// This process's server, not one that took the port first.
+				info, err := c.Info(context.Background(), "server").Result()
+				up = err == nil && strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n")
+			}
+		}
+		_ = c.Close()
+		if up {
+			return port
+		}
 		_ = cmd.Process.Kill()
-		<-exited
-	})
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
-	defer c.Close()
-	require.Eventually(t, func() bool { return c.Ping(context.Background()).Err() == nil },
-		10*time.Second, 10*time.Millisecond, "redis-server %v never answered", args(port, dir))
-	return port
+		<-exited // out is complete once the process has been waited for
+		if try < 5 && strings.Contains(out.String(), "Address already in use") {
+			continue
+		}
+		t.Fatalf("redis-server %v never answered: %s", args(port, dir), out)
+	}
 }
 
 func TestSentinelURLConnects(t *testing.T) {

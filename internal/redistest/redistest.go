@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,6 +117,7 @@ func (s *Server) start() error {
 		return err
 	}
 	s.cmd = cmd
+	pid := "process_id:" + strconv.Itoa(cmd.Process.Pid) + "\r\n"
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -126,10 +128,12 @@ func (s *Server) start() error {
 			return fmt.Errorf("redistest: redis-server exited at start: %s", log)
 		default:
 		}
+		// The answer must come from this process: a server another test
+		// started on the port first would answer too.
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		err := c.Ping(context.Background()).Err()
+		info, err := c.Info(context.Background(), "server").Result()
 		c.Close()
-		if err == nil {
+		if err == nil && strings.Contains(info, pid) {
 			s.alive = true
 			return nil
 		}
