@@ -184,17 +184,10 @@ func (c *canonWriter) str() (int, int, bool) {
 type member struct{ keyStart, keyEnd, from, to int }
 
 func (c *canonWriter) object(depth int) bool {
-	c.i++ // '{'
-	c.out = append(c.out, '{')
-	if c.i < len(c.in) && c.in[c.i] == '}' {
-		c.i++
-		c.out = append(c.out, '}')
-		return true
-	}
-	start := len(c.out)
+	start := len(c.out) + 1 // after the '{'
 	var buf [16]member
 	members, sorted := buf[:0], true
-	for {
+	ok := c.items('}', func() bool {
 		if c.i >= len(c.in) || c.in[c.i] != '"' {
 			return false
 		}
@@ -205,7 +198,7 @@ func (c *canonWriter) object(depth int) bool {
 		}
 		c.i++
 		c.out = append(c.out, ':')
-		if !c.value(depth) || c.i >= len(c.in) {
+		if !c.value(depth) {
 			return false
 		}
 		m.to = len(c.out)
@@ -213,27 +206,24 @@ func (c *canonWriter) object(depth int) bool {
 			sorted = false
 		}
 		members = append(members, m)
-		switch c.in[c.i] {
-		case ',':
-			c.i++
-			c.out = append(c.out, ',')
-		case '}':
-			c.i++
-			if !sorted && !c.sortMembers(start, members) {
-				return false
-			}
-			c.out = append(c.out, '}')
-			return true
-		default:
-			return false
-		}
+		return true
+	})
+	if !ok || sorted {
+		return ok
 	}
+	c.out = c.out[:len(c.out)-1] // the '}' goes after the sorted members
+	if !c.sortMembers(start, members) {
+		return false
+	}
+	c.out = append(c.out, '}')
+	return true
 }
 
 func (c *canonWriter) key(m member) []byte { return c.in[m.keyStart:m.keyEnd] }
 
 // sortMembers rewrites out[start:] (the members written, comma-separated)
-// in key order; it answers false when a key comes twice.
+// in key order; it answers false when a key comes twice. The sorted text is
+// written after the members and moved over them: no copy of its own.
 func (c *canonWriter) sortMembers(start int, members []member) bool {
 	slices.SortFunc(members, func(a, b member) int { return bytes.Compare(c.key(a), c.key(b)) })
 	for i := 1; i < len(members); i++ {
@@ -241,36 +231,42 @@ func (c *canonWriter) sortMembers(start int, members []member) bool {
 			return false
 		}
 	}
-	written := slices.Clone(c.out[start:])
-	c.out = c.out[:start]
+	end := len(c.out)
 	for i, m := range members {
 		if i > 0 {
 			c.out = append(c.out, ',')
 		}
-		c.out = append(c.out, written[m.from-start:m.to-start]...)
+		c.out = append(c.out, c.out[m.from:m.to]...)
 	}
+	c.out = c.out[:start+copy(c.out[start:], c.out[end:])]
 	return true
 }
 
 func (c *canonWriter) array(depth int) bool {
-	c.i++ // '['
-	c.out = append(c.out, '[')
-	if c.i < len(c.in) && c.in[c.i] == ']' {
+	return c.items(']', func() bool { return c.value(depth) })
+}
+
+// items copies an object or an array: its opening byte, the items item
+// copies, comma-separated, and its closing byte.
+func (c *canonWriter) items(closing byte, item func() bool) bool {
+	c.out = append(c.out, c.in[c.i])
+	c.i++
+	if c.i < len(c.in) && c.in[c.i] == closing {
 		c.i++
-		c.out = append(c.out, ']')
+		c.out = append(c.out, closing)
 		return true
 	}
 	for {
-		if !c.value(depth) || c.i >= len(c.in) {
+		if !item() || c.i >= len(c.in) {
 			return false
 		}
 		switch c.in[c.i] {
 		case ',':
 			c.i++
 			c.out = append(c.out, ',')
-		case ']':
+		case closing:
 			c.i++
-			c.out = append(c.out, ']')
+			c.out = append(c.out, closing)
 			return true
 		default:
 			return false
