@@ -209,7 +209,7 @@ func StartSentinels(replicas, n int) (*Sentinels, error) {
 		st.Replicas = append(st.Replicas, r)
 	}
 	for range n {
-		s, err := startSentinel(st.Name, m.Addr, n/2+1)
+		s, err := StartSentinel(st.Name, m.Addr, n/2+1)
 		if err != nil {
 			st.Stop()
 			return nil, err
@@ -260,17 +260,27 @@ func (st *Sentinels) URL() string {
 // CurrentMaster returns the node the Sentinels name as master now.
 func (st *Sentinels) CurrentMaster(ctx context.Context) (*Server, error) {
 	for _, s := range st.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		addr, err := sc.GetMasterAddrByName(ctx, st.Name).Result()
-		sc.Close()
-		if err != nil || len(addr) != 2 {
-			continue
-		}
-		if n := st.node(addr[0] + ":" + addr[1]); n != nil {
-			return n, nil
+		if addr, err := st.namedMaster(ctx, s); err == nil {
+			if n := st.node(addr); n != nil {
+				return n, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("redistest: no sentinel names a master")
+}
+
+// namedMaster returns the address Sentinel s names as the set's master.
+func (st *Sentinels) namedMaster(ctx context.Context, s *Server) (string, error) {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer sc.Close()
+	addr, err := sc.GetMasterAddrByName(ctx, st.Name).Result()
+	if err == nil && len(addr) != 2 {
+		err = fmt.Errorf("redistest: sentinel %s answered %q for the master", s.Addr, addr)
+	}
+	if err != nil {
+		return "", err
+	}
+	return addr[0] + ":" + addr[1], nil
 }
 
 // node returns the server of the set at addr, or nil.
@@ -290,13 +300,11 @@ func (st *Sentinels) node(addr string) *Server {
 func (st *Sentinels) AgreedMaster(ctx context.Context) (*Server, error) {
 	var agreed string
 	for _, s := range st.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		addr, err := sc.GetMasterAddrByName(ctx, st.Name).Result()
-		sc.Close()
-		if err != nil || len(addr) != 2 {
-			return nil, fmt.Errorf("redistest: sentinel %s names no master: %v", s.Addr, err)
+		a, err := st.namedMaster(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("redistest: sentinel %s names no master: %w", s.Addr, err)
 		}
-		if a := addr[0] + ":" + addr[1]; agreed == "" {
+		if agreed == "" {
 			agreed = a
 		} else if a != agreed {
 			return nil, fmt.Errorf("redistest: sentinels name %s and %s", agreed, a)

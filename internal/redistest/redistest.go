@@ -73,9 +73,9 @@ func Start(extra ...string) (*Server, error) {
 	return nil, lastErr
 }
 
-// startSentinel starts a Sentinel monitoring master (quorum q, down after
-// 1s) on a free port.
-func startSentinel(name, master string, q int) (*Server, error) {
+// StartSentinel starts a Sentinel on a free port that monitors master
+// under name (quorum q; the master is considered down after 1s).
+func StartSentinel(name, master string, q int) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, err
