@@ -24,10 +24,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 	cc := c.Client(t)
 	prefix := runPrefix("bodies")
 	ctx := context.Background()
-	client, err := dtq.NewClient(cc, &dtq.ClientConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
-	insp, err := dtq.NewInspector(cc, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
+	b := rdbtest.NewBodies(t, cc, prefix)
 	r := rdb.New(cc, prefix)
 	f := rdbtest.New(r)
 	as, ws := f.Admin, f.Settings
@@ -36,24 +33,14 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 	for _, q := range queuesOnEveryMaster(t, c, prefix) {
 		t.Run(q, func(t *testing.T) {
 			t.Parallel()
-			submit := func(name string, mod func(*dtq.Submission)) string {
-				res, err := client.Submit(ctx, rdbtest.BodySubmission(q, name, mod))
-				require.NoError(t, err)
-				return res.TaskID
-			}
-			requireBody := func(id, name string, want dtqtype.Status) {
-				t.Helper()
-				rdbtest.RequireBody(t, insp, id, name, want)
-			}
-			expiring := func(s *dtq.Submission) { s.ExpiresAt = time.Now().Add(time.Minute) }
-			keyed := func(s *dtq.Submission) { s.ConcurrencyKey = "k" }
+			submit := func(name string, mod func(*dtq.Submission)) string { return b.Submit(t, q, name, mod) }
 
 			cancelled := submit("cancelled", nil)
 			out, _, err := r.CancelTask(ctx, q, cancelled, as, time.Now(), "test")
 			require.NoError(t, err)
 			require.Equal(t, "cancelled", out)
 
-			swept := submit("swept", expiring)
+			swept := submit("swept", rdbtest.Expiring)
 			_, err = r.SweepExpired(ctx, q, ws, later)
 			require.NoError(t, err)
 
@@ -65,9 +52,9 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 			require.NoError(t, r.EnsureGroups(ctx, q))
 			_, err = r.SetLimits(ctx, q, rdb.Limits{KeyConcurrency: 1})
 			require.NoError(t, err)
-			overdue := submit("overdue", expiring)
-			started := submit("started", keyed)
-			held := submit("held", keyed)
+			overdue := submit("overdue", rdbtest.Expiring)
+			started := submit("started", rdbtest.Keyed)
+			held := submit("held", rdbtest.Keyed)
 			cr, err := r.Claim(ctx, q, ws, 10, later, "n-"+q)
 			require.NoError(t, err)
 			require.Len(t, cr.Tasks, 1)
@@ -75,13 +62,13 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 			require.Contains(t, string(cr.Tasks[0].Payload), `"name":"started"`)
 			require.Equal(t, 1, cr.Held)
 
-			requireBody(cancelled, "cancelled", dtqtype.StatusCancelled)
-			requireBody(swept, "swept", dtqtype.StatusExpired)
-			requireBody(purged, "purged", dtqtype.StatusCancelled)
-			requireBody(overdue, "overdue", dtqtype.StatusExpired)
-			requireBody(started, "started", dtqtype.StatusRunning)
-			requireBody(held, "held", dtqtype.StatusQueued)
-			rdbtest.RequireNoBandEntries(t, cc, prefix, q)
+			b.Require(t, cancelled, "cancelled", dtqtype.StatusCancelled)
+			b.Require(t, swept, "swept", dtqtype.StatusExpired)
+			b.Require(t, purged, "purged", dtqtype.StatusCancelled)
+			b.Require(t, overdue, "overdue", dtqtype.StatusExpired)
+			b.Require(t, started, "started", dtqtype.StatusRunning)
+			b.Require(t, held, "held", dtqtype.StatusQueued)
+			b.RequireNoBandEntries(t, q)
 		})
 	}
 }

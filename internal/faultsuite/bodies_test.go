@@ -48,29 +48,12 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 	proxy, direct, viaProxy := proxied(t)
 	ctx := context.Background()
 	const prefix = "bodies"
-	c, err := dtq.NewClient(direct, &dtq.ClientConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
-	insp, err := dtq.NewInspector(direct, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
+	b := rdbtest.NewBodies(t, direct, prefix)
 	r := rdb.New(viaProxy, prefix)
 	f := rdbtest.New(r)
 	as, ws := f.Admin, f.Settings
 	later := time.Now().Add(time.Hour) // past every task's expiry
 
-	submit := func(t *testing.T, queue, name string, mod func(*dtq.Submission)) string {
-		res, err := c.Submit(ctx, rdbtest.BodySubmission(queue, name, mod))
-		require.NoError(t, err)
-		return res.TaskID
-	}
-	requireBody := func(t *testing.T, id, name string, want dtqtype.Status) {
-		t.Helper()
-		rdbtest.RequireBody(t, insp, id, name, want)
-	}
-	requireNoEntries := func(t *testing.T, queue string) {
-		t.Helper()
-		rdbtest.RequireNoBandEntries(t, direct, prefix, queue)
-	}
-	expiring := func(s *dtq.Submission) { s.ExpiresAt = time.Now().Add(time.Minute) }
 	faults := []struct {
 		name string
 		arm  func(script string)
@@ -82,7 +65,7 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 	for _, f := range faults {
 		q := "cancel-" + strings.ReplaceAll(f.name, " ", "-")
 		t.Run("cancel/"+f.name, func(t *testing.T) {
-			id := submit(t, q, "c", nil)
+			id := b.Submit(t, q, "c", nil)
 			cuts := proxy.Cuts()
 			f.arm("cancel")
 			out, _, err := r.CancelTask(ctx, q, id, as, time.Now(), "test")
@@ -90,33 +73,33 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 			require.Equal(t, cuts+1, proxy.Cuts())
 			// The second run of a cancel that landed finds it ended.
 			require.Contains(t, []string{"cancelled", rdb.OutcomeTerminal}, out)
-			requireBody(t, id, "c", dtqtype.StatusCancelled)
-			requireNoEntries(t, q)
+			b.Require(t, id, "c", dtqtype.StatusCancelled)
+			b.RequireNoBandEntries(t, q)
 		})
 
 		q = "purge-" + strings.ReplaceAll(f.name, " ", "-")
 		t.Run("purge/"+f.name, func(t *testing.T) {
-			a, b := submit(t, q, "a", nil), submit(t, q, "b", func(s *dtq.Submission) { s.Priority = dtq.Priority(9) })
+			low, high := b.Submit(t, q, "a", nil), b.Submit(t, q, "b", func(s *dtq.Submission) { s.Priority = dtq.Priority(9) })
 			cuts := proxy.Cuts()
 			f.arm("purge_band")
 			_, err := r.PurgeQueue(ctx, q, as, time.Now())
 			require.NoError(t, err)
 			require.Equal(t, cuts+1, proxy.Cuts())
-			requireBody(t, a, "a", dtqtype.StatusCancelled)
-			requireBody(t, b, "b", dtqtype.StatusCancelled)
-			requireNoEntries(t, q)
+			b.Require(t, low, "a", dtqtype.StatusCancelled)
+			b.Require(t, high, "b", dtqtype.StatusCancelled)
+			b.RequireNoBandEntries(t, q)
 		})
 
 		q = "sweep-" + strings.ReplaceAll(f.name, " ", "-")
 		t.Run("expiry sweep/"+f.name, func(t *testing.T) {
-			id := submit(t, q, "s", expiring)
+			id := b.Submit(t, q, "s", rdbtest.Expiring)
 			cuts := proxy.Cuts()
 			f.arm("sweep_expired")
 			_, err := r.SweepExpired(ctx, q, ws, later)
 			require.NoError(t, err)
 			require.Equal(t, cuts+1, proxy.Cuts())
-			requireBody(t, id, "s", dtqtype.StatusExpired)
-			requireNoEntries(t, q)
+			b.Require(t, id, "s", dtqtype.StatusExpired)
+			b.RequireNoBandEntries(t, q)
 		})
 
 		q = "claim-" + strings.ReplaceAll(f.name, " ", "-")
@@ -124,9 +107,9 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 			require.NoError(t, r.EnsureGroups(ctx, q))
 			_, err := r.SetLimits(ctx, q, rdb.Limits{KeyConcurrency: 1})
 			require.NoError(t, err)
-			gone := submit(t, q, "e", expiring)
-			first := submit(t, q, "k1", func(s *dtq.Submission) { s.ConcurrencyKey = "k" })
-			held := submit(t, q, "k2", func(s *dtq.Submission) { s.ConcurrencyKey = "k" })
+			gone := b.Submit(t, q, "e", rdbtest.Expiring)
+			first := b.Submit(t, q, "k1", rdbtest.Keyed)
+			held := b.Submit(t, q, "k2", rdbtest.Keyed)
 			cuts := proxy.Cuts()
 			f.arm("claim")
 			// Sent again with the same nonce, the claim answers what its
@@ -139,10 +122,10 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 			var p map[string]string
 			require.NoError(t, json.Unmarshal(cr.Tasks[0].Payload, &p))
 			require.Equal(t, "k1", p["name"])
-			requireBody(t, first, "k1", dtqtype.StatusRunning)
-			requireBody(t, held, "k2", dtqtype.StatusQueued)
-			requireBody(t, gone, "e", dtqtype.StatusExpired)
-			requireNoEntries(t, q)
+			b.Require(t, first, "k1", dtqtype.StatusRunning)
+			b.Require(t, held, "k2", dtqtype.StatusQueued)
+			b.Require(t, gone, "e", dtqtype.StatusExpired)
+			b.RequireNoBandEntries(t, q)
 		})
 	}
 }

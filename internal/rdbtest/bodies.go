@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -14,25 +15,56 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// BodySubmission is a task of queue whose payload (over Redis's default
-// hash-max-listpack-value, so a queued task keeps it in its band entry) and
-// metadata carry name: a task given another task's body shows. mod, when
-// not nil, changes the submission.
-func BodySubmission(queue, name string, mod func(*dtq.Submission)) dtq.Submission {
+// Bodies submits tasks whose payload and metadata carry a name, and checks
+// that each task still carries its own: a task given another task's body
+// shows. It works straight on one Redis and key prefix, so the scripts a
+// test runs another way (through a fault proxy) are the only ones faults
+// reach.
+type Bodies struct {
+	rc     redis.UniversalClient
+	prefix string
+	client *dtq.Client
+	insp   *dtq.Inspector
+}
+
+// NewBodies returns Bodies for the tasks under prefix on rc.
+func NewBodies(t testing.TB, rc redis.UniversalClient, prefix string) *Bodies {
+	t.Helper()
+	client, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: prefix})
+	require.NoError(t, err)
+	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: prefix})
+	require.NoError(t, err)
+	return &Bodies{rc: rc, prefix: prefix, client: client, insp: insp}
+}
+
+// Submit submits a task of queue whose payload (over Redis's default
+// hash-max-listpack-value, so a queued task keeps it in its band entry)
+// and metadata carry name, and returns its id. mod, when not nil, changes
+// the submission first.
+func (b *Bodies) Submit(t testing.TB, queue, name string, mod func(*dtq.Submission)) string {
+	t.Helper()
 	s := dtq.Submission{Queue: queue, Type: "t",
 		Payload:  map[string]string{"name": name, "pad": strings.Repeat("x", 100)},
 		Metadata: map[string]string{"trace": "trace-" + name}}
 	if mod != nil {
 		mod(&s)
 	}
-	return s
+	res, err := b.client.Submit(context.Background(), s)
+	require.NoError(t, err)
+	return res.TaskID
 }
 
-// RequireBody fails t unless task id has status want and still carries the
-// payload and metadata BodySubmission gave it for name.
-func RequireBody(t testing.TB, insp *dtq.Inspector, id, name string, want dtqtype.Status) {
+// Expiring is a Submit mod: the task expires a minute from now.
+func Expiring(s *dtq.Submission) { s.ExpiresAt = time.Now().Add(time.Minute) }
+
+// Keyed is a Submit mod: the task's concurrency key is "k".
+func Keyed(s *dtq.Submission) { s.ConcurrencyKey = "k" }
+
+// Require fails t unless task id has status want and still carries the
+// payload and metadata Submit gave it for name.
+func (b *Bodies) Require(t testing.TB, id, name string, want dtqtype.Status) {
 	t.Helper()
-	ti, err := insp.GetTask(context.Background(), id)
+	ti, err := b.insp.GetTask(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, want, ti.Status)
 	require.Contains(t, string(ti.Payload), fmt.Sprintf(`"name":%q`, name))
@@ -40,10 +72,10 @@ func RequireBody(t testing.TB, insp *dtq.Inspector, id, name string, want dtqtyp
 }
 
 // RequireNoBandEntries fails t when a band stream of queue holds an entry.
-func RequireNoBandEntries(t testing.TB, rc redis.Cmdable, prefix, queue string) {
+func (b *Bodies) RequireNoBandEntries(t testing.TB, queue string) {
 	t.Helper()
-	keys := rdb.NewKeys(prefix)
-	for b := range rdb.NumBands {
-		require.Zero(t, rc.XLen(context.Background(), keys.Stream(queue, b)).Val(), "band %d of %s", b, queue)
+	keys := rdb.NewKeys(b.prefix)
+	for band := range rdb.NumBands {
+		require.Zero(t, b.rc.XLen(context.Background(), keys.Stream(queue, band)).Val(), "band %d of %s", band, queue)
 	}
 }
