@@ -153,7 +153,7 @@ func (c *Client) Submit(ctx context.Context, s Submission) (*SubmitResult, error
 	}
 	o, err := c.batcher(n.queue).do(ctx, &pendingSubmit{n: n, task: nt})
 	if err != nil {
-		return nil, err
+		return nil, unknownOutcome(err, n, &nt)
 	}
 	return o.res, o.err
 }
@@ -205,10 +205,10 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]BatchIte
 			for j, i := range chunk {
 				tasks[j] = ts[i]
 			}
-			res, err := c.rdb.Ingest(ctx, queue, now, c.ingestOptions(), tasks)
+			res, err := c.ingestSure(context.WithoutCancel(ctx), queue, now, tasks)
 			for j, i := range chunk {
 				if err != nil {
-					items[i].Err = err
+					items[i].Err = unknownOutcome(err, ns[i], &tasks[j])
 					continue
 				}
 				items[i].Result, items[i].Err = c.outcome(ctx, ns[i], &tasks[j], now, res[j])
@@ -217,6 +217,63 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]BatchIte
 	}
 	return items, nil
 }
+
+// ingestResendWindow bounds how long an ingest call whose reply did not
+// come is sent again before it is settled (see ingestSure).
+const ingestResendWindow = 3 * time.Second
+
+// ingestSure runs one ingest call and learns its outcome for sure when Redis
+// lets it: the call is safe to send again (a task it already created is
+// answered as created, nothing written twice), so a call that failed in a
+// way that may have let it run is sent again until Redis answers or
+// ingestResendWindow passes, and then settled (rdb.SettleIngest): a task
+// the call did not create is then marked never to be created by it, so
+// "not created" stays true. Only when settling fails too is the outcome
+// unknown: *OutcomeUnknownError for every task. Out of memory on the first
+// try is a refusal that wrote nothing, answered at once.
+func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, tasks []rdb.NewTask) ([]rdb.IngestResult, error) {
+	opt := c.ingestOptions()
+	res, err := c.rdb.Ingest(ctx, queue, now, opt, tasks)
+	if err == nil || redis.IsOOMError(err) {
+		return res, err
+	}
+	deadline := time.Now().Add(ingestResendWindow)
+	for delay := 50 * time.Millisecond; time.Now().Add(delay).Before(deadline); delay = min(2*delay, time.Second) {
+		if !sleepCtx(ctx, delay) {
+			break
+		}
+		if res, err = c.rdb.Ingest(ctx, queue, now, opt, tasks); err == nil {
+			return res, nil
+		}
+	}
+	res, serr := c.rdb.SettleIngest(ctx, queue, now, opt, tasks)
+	if serr != nil {
+		return nil, &ingestUnknown{err: err}
+	}
+	for i := range res {
+		if res[i].Outcome == rdb.Absent {
+			res[i].Err = err
+		}
+	}
+	return res, nil
+}
+
+// unknownOutcome is err as task t's answer: an *OutcomeUnknownError when
+// the ingest call's outcome is unknown, else err.
+func unknownOutcome(err error, n *normalized, t *rdb.NewTask) error {
+	var u *ingestUnknown
+	if errors.As(err, &u) {
+		return &OutcomeUnknownError{Queue: n.queue, TaskID: t.ID, Key: n.key, Err: u.err}
+	}
+	return err
+}
+
+// ingestUnknown is an ingest call whose outcome Redis would not tell; each
+// task's answer becomes an *OutcomeUnknownError.
+type ingestUnknown struct{ err error }
+
+func (e *ingestUnknown) Error() string { return e.err.Error() }
+func (e *ingestUnknown) Unwrap() error { return e.err }
 
 func (c *Client) ingestOptions() rdb.IngestOptions {
 	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.cfg.EventsMaxLen, RecentCap: c.cfg.RecentMaxLen}
@@ -261,6 +318,8 @@ func (c *Client) outcome(ctx context.Context, n *normalized, t *rdb.NewTask, now
 		return nil, &IdempotencyConflictError{Queue: n.queue, Key: n.key, TaskID: r.TaskID, err: ErrIdempotencyInProgress}
 	case rdb.Mismatch:
 		return nil, &IdempotencyConflictError{Queue: n.queue, Key: n.key, TaskID: r.TaskID, err: ErrIdempotencyKeyMismatch}
+	case rdb.Absent:
+		return nil, fmt.Errorf("dtq: task %s was not created (Redis did not answer in time, nothing was written): %w", t.ID, r.Err)
 	case rdb.QueueFull:
 		return nil, &QueueFullError{Queue: n.queue, Depth: r.Depth, Limit: c.cfg.MaxQueueDepth,
 			RetryAfter: c.retryAfter(ctx, n.queue, r.Depth, now)}
@@ -342,7 +401,7 @@ func (c *Client) newSubmitBatcher(queue string) *groupCommit[*pendingSubmit, sub
 			for i, p := range batch {
 				tasks[i] = p.task
 			}
-			res, err := c.rdb.Ingest(ctx, queue, now, c.ingestOptions(), tasks)
+			res, err := c.ingestSure(ctx, queue, now, tasks)
 			if err != nil {
 				return nil, err
 			}

@@ -46,7 +46,30 @@ var (
 	// failover. Sending it again (with the same idempotency key, for a
 	// submission) is safe.
 	ErrNotReplicated = rdb.ErrNotReplicated
+	// ErrOutcomeUnknown: a submission was sent to Redis but no answer came
+	// back, even after it was sent again and settled (Redis unreachable
+	// for longer than the client waits): the task may or may not exist (see
+	// *OutcomeUnknownError). Submitting again with the same idempotency key
+	// is safe; without one, look the task id up before submitting again.
+	ErrOutcomeUnknown = errors.New("dtq: submission outcome unknown")
 )
+
+// OutcomeUnknownError is returned when a submission's outcome could not be
+// learnt from Redis: the task named TaskID may or may not have been created.
+type OutcomeUnknownError struct {
+	Queue  string
+	TaskID string // the id the task has if it was created
+	Key    string // its idempotency key, "" = none
+	Err    error  // the last error from Redis
+}
+
+// Error names the task and what to do.
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("dtq: the outcome of submitting task %s to queue %q is unknown (it may or may not exist): %v", e.TaskID, e.Queue, e.Err)
+}
+
+// Unwrap returns ErrOutcomeUnknown and the Redis error.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
 // ValidationError reports one invalid submission field.
 type ValidationError struct {

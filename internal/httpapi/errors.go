@@ -44,6 +44,7 @@ const (
 	codeQueueFull        = "QUEUE_FULL"
 	codeInternal         = "INTERNAL_ERROR"
 	codeRedisUnavailable = "REDIS_UNAVAILABLE"
+	codeOutcomeUnknown   = "OUTCOME_UNKNOWN"
 	// TOO_MANY_SUBSCRIBERS is answered by the event feed (internal/events)
 	// when DTQ_MAX_SUBSCRIBERS clients are open.
 )
@@ -101,6 +102,7 @@ func classify(err error) *apiError {
 		ve  *dtq.ValidationError
 		qf  *dtq.QueueFullError
 		ic  *dtq.IdempotencyConflictError
+		ou  *dtq.OutcomeUnknownError
 		se  *dtq.TaskStateError
 		qe  *dtq.QueueNotEmptyError
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
@@ -181,6 +183,18 @@ func classify(err error) *apiError {
 			m = msg
 		}
 		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: m}
+	case errors.As(err, &ou):
+		e := &apiError{status: http.StatusServiceUnavailable, code: codeOutcomeUnknown, retryAfter: 1,
+			details: map[string]any{"task_id": ou.TaskID, "queue": ou.Queue}}
+		if ou.Key != "" {
+			e.details["idempotency_key"] = ou.Key
+			e.message = fmt.Sprintf("Redis stopped answering after the submission was sent: task %s may or may not exist; "+
+				"submit again with the same idempotency key (safe: it maps to that task if it exists)", ou.TaskID)
+		} else {
+			e.message = fmt.Sprintf("Redis stopped answering after the submission was sent: task %s may or may not exist; "+
+				"look it up with GET /api/v1/tasks/%s before submitting again, or submit with an Idempotency-Key so that a retry is safe", ou.TaskID, ou.TaskID)
+		}
+		return e
 	case errors.Is(err, dtq.ErrNotReplicated):
 		return &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
 			message: "Redis did not replicate the write to enough replicas in time; it may not have happened: retry (with the same idempotency key for a submission)"}

@@ -39,6 +39,9 @@ const (
 	InProgress
 	Mismatch
 	QueueFull
+	// Absent (SettleIngest only): the task was not created, and the call
+	// it settles can no longer create it.
+	Absent
 )
 
 // IngestResult is Ingest's answer for one task.
@@ -48,6 +51,7 @@ type IngestResult struct {
 	Status  dtqtype.Status    // Created: pending or queued
 	Depth   int64             // QueueFull: the depth that refused it
 	Task    *dtqtype.TaskInfo // Duplicate: the stored task
+	Err     error             // Absent: set by the caller, why the call's replies were lost
 }
 
 // IngestOptions are the queue limits Ingest enforces.
@@ -61,18 +65,34 @@ const ingestFixedKeys = 5
 
 // Ingest creates tasks of one queue with one script call. Each task is
 // checked and written on its own: one task's refusal does not affect others.
+// The call is safe to send again with the same arguments (go-redis does
+// after a broken connection; so may the caller): a task it already created
+// is answered Created again and nothing more is written.
 func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask) ([]IngestResult, error) {
+	return r.ingest(ctx, queue, now, opt, tasks, false)
+}
+
+// SettleIngest is the last word on an Ingest call whose every reply was
+// lost (same arguments): it answers as Ingest sent again would, except that
+// a task not created yet is answered Absent and marked so that the lost call,
+// should it still reach Redis, creates nothing. Its answer is then true for
+// good. It creates nothing.
+func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask) ([]IngestResult, error) {
+	return r.ingest(ctx, queue, now, opt, tasks, true)
+}
+
+func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
 	k := r.keys
 	keys := make([]string, 0, ingestFixedKeys+2*len(tasks))
 	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
-	args := make([]any, 0, 8+17*len(tasks))
+	args := make([]any, 0, 9+17*len(tasks))
 	nowMS := now.UnixMilli()
 	args = append(args, nowMS, opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
-		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks), k.StreamPrefix(queue))
+		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks), k.StreamPrefix(queue), boolArg(settle))
 	for i := range tasks {
 		t := &tasks[i]
 		tk := k.Task(queue, t.ID)
-		ik := tk
+		ik := k.TaskEnded(queue, t.ID)
 		if t.IdempotencyKey != "" {
 			ik = k.Idempotency(queue, t.IdempotencyKey)
 		}
@@ -129,6 +149,8 @@ func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			out[i] = IngestResult{Outcome: InProgress, TaskID: val}
 		case "mismatch":
 			out[i] = IngestResult{Outcome: Mismatch, TaskID: val}
+		case "absent":
+			out[i] = IngestResult{Outcome: Absent, TaskID: val}
 		case "full":
 			d, _ := strconv.ParseInt(val, 10, 64)
 			out[i] = IngestResult{Outcome: QueueFull, Depth: d}

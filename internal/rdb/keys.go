@@ -47,6 +47,12 @@ func (k Keys) TaskPrefix(queue string) string { return k.q("task", queue) + ":" 
 // Task is the hash holding one task.
 func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
 
+// TaskEnded is the marker a task deleted as soon as it ended (a retention
+// of 0) leaves for a minute after its creation, so that an ingest call sent
+// again after its reply was lost finds the task it created (see ingest.lua
+// and mark_ended in _lib.lua, which appends the same suffix).
+func (k Keys) TaskEnded(queue, id string) string { return k.Task(queue, id) + ":ended" }
+
 // ResultPrefix is the same-slot prefix of result keys of queue.
 func (k Keys) ResultPrefix(queue string) string { return k.q("result", queue) + ":" }
 

@@ -131,6 +131,26 @@ local function retention_gran(ms)
   return ms <= 21600000 and 60000 or 3600000
 end
 
+-- ended_window is how long after its creation a task deleted at once (a
+-- retention of 0) leaves a marker: an ingest call sent again after its
+-- reply was lost (go-redis resends; so does the client, within
+-- rdb.IngestResendWindow) must find that its task was created, even when the
+-- task already ran and was deleted. A key's record does this for a keyed
+-- task, which is kept as long as its record.
+local ended_window = 60000
+
+-- mark_ended leaves the marker of a task key deleted at once: the task key
+-- with ':ended' appended (keys.go TaskEnded, same slot), living until the
+-- window after the task's creation (the time in its id) ends.
+local function mark_ended(tk, now)
+  local id_ms = tonumber(string.sub(tk, -32, -21), 16)
+  -- (at most the window: an id's time may run ahead of now)
+  local left = id_ms and math.min(ended_window, id_ms + ended_window - tonumber(now)) or ended_window
+  if left > 0 then
+    redis.call('SET', tk .. ':ended', '1', 'PX', math.floor(left))
+  end
+end
+
 local ret_ms = {}
 
 -- retention_ms is a retention in seconds (text) as ms, remembered: most
@@ -166,6 +186,7 @@ local function retain(r, tk, status, default_s, h, acc)
   end
   if ms <= 0 then
     redis.call('DEL', tk)
+    if not (ikey and ikey ~= '') then mark_ended(tk, r.now) end
     return 0
   end
   redis.call('PEXPIRE', tk, ms)

@@ -1,6 +1,7 @@
 -- delete_task: remove a terminal task: its hash, result and index entries.
 -- An idempotency record still naming it becomes stale (its next use creates a
--- new task). A task whose retention had started leaves the retained counts.
+-- new task). A task without a key deleted within a minute of its creation
+-- leaves its ended marker (see mark_ended). A task whose retention had started leaves the retained counts.
 --
 -- KEYS[1] task hash  KEYS[2] result key  KEYS[3] listing index  KEYS[4] DLQ index
 -- KEYS[5] retained counts hash
@@ -8,7 +9,8 @@
 --
 -- Returns {"deleted"} | {"conflict", status} | {"not_found"}.
 
-local st = redis.call('HGET', KEYS[1], 'status')
+local v = redis.call('HMGET', KEYS[1], 'status', 'idem_key')
+local st = v[1]
 if not st then return {'not_found'} end
 if st ~= 'succeeded' and st ~= 'failed' and st ~= 'dead_lettered' and st ~= 'cancelled' and st ~= 'expired' then
   return {'conflict', st}
@@ -25,6 +27,9 @@ if left > 0 then
   end
 end
 redis.call('DEL', KEYS[1], KEYS[2])
+-- A task without a key leaves the marker an ingest call sent again looks
+-- for (a keyed one's record, now stale, names it instead).
+if not v[2] then mark_ended(KEYS[1], ARGV[2]) end
 redis.call('LREM', KEYS[3], 1, string.sub(ARGV[1], 1, 28))
 redis.call('ZREM', KEYS[4], ARGV[1])
 return {'deleted'}

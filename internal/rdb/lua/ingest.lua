@@ -22,8 +22,9 @@
 --                                   newest first)
 -- KEYS[5]  event stream
 -- then per task i (base = 6 + 2*(i-1)):
--- KEYS[base]   task hash            KEYS[base+1] idempotency record (the task
---                                   hash key again when the task has no key)
+-- KEYS[base]   task hash            KEYS[base+1] idempotency record; for a
+--                                   task without a key, the marker its
+--                                   deletion at once leaves (TaskEnded)
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
@@ -31,7 +32,8 @@
 -- ARGV[3] events maxlen             ARGV[4] listing index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
--- then per task i (base = 9 + 17*(i-1)): id, type, payload, priority,
+-- ARGV[9] "1": settle (see below), else ""
+-- then per task i (base = 10 + 17*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
 -- 32 bytes), record TTL (s),
@@ -39,12 +41,22 @@
 -- = the workers' setting), "1" to keep the payload once succeeded, the
 -- creation event's ts (now less the id's time, ms: see event_ts)
 --
+-- Safe to send twice: a task this call already created (its record names
+-- it, or its hash or ended marker exists) answers {"created", id, status}
+-- again and writes nothing, so a call resent after its reply was lost
+-- answers what its first run answered.
+--
 -- Returns one reply per task:
 --   {"created", id, status}
 --   {"duplicate", id, {task hash as flat array}, result or false}
 --   {"in_progress", id}
 --   {"mismatch", id}
 --   {"full", depth}
+--   {"absent", id}        (settling only: not created, and now never will be)
+--
+-- Settling (ARGV[9] = "1") is the last word on a call whose every reply was
+-- lost: it answers as a resend would, except that a task not yet created is
+-- marked never to be created and answered absent, and nothing is created.
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
@@ -55,8 +67,9 @@ local events_maxlen = ARGV[3]
 local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
-local n = (#ARGV - 8) / 17 -- ARGV[7], without converting it
+local n = (#ARGV - 9) / 17 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
+local settle = ARGV[9] == '1'
 
 local terminal = {succeeded = true, failed = true, dead_lettered = true, cancelled = true, expired = true}
 local replies = {}
@@ -70,7 +83,7 @@ local fields = {false, false, false, false, false, false, false, false, false, f
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
-  local ab = 9 + 17 * (i - 1)
+  local ab = 10 + 17 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
@@ -84,7 +97,13 @@ for i = 1, n do
   if ikey ~= '' then
     local raw = redis.call('SET', idem_key, id, 'NX', 'GET', 'EX', idem_ttl)
     claimed = not raw
-    if raw then
+    if raw == id then
+      -- The record names this very task: this call is being sent again
+      -- after its reply was lost, and its first run created the task.
+      reply = {'created', id, later_ms(available_at, now) and 'pending' or 'queued'}
+    elseif raw == '!' .. id then
+      reply = {'absent', id} -- settled: never created, and never will be
+    elseif raw then
       local owner, rec_fp = idem_owner(raw)
       -- A record whose task hash is gone (retention) or that cannot be read is
       -- stale: it is replaced below and the submission is new work.
@@ -109,6 +128,38 @@ for i = 1, n do
         end
       end
     end
+  end
+
+  -- A task without a key: its hash exists only if this call is being sent
+  -- again after its reply was lost (ids are unique), or its marker says it
+  -- was created and has already ended and been deleted (see retain).
+  if ikey == '' then
+    if settle then
+      local m = redis.call('GET', idem_key)
+      if m == '!' then
+        reply = {'absent', id}
+      elseif m or redis.call('EXISTS', task_key) == 1 then
+        reply = {'created', id, later_ms(available_at, now) and 'pending' or 'queued'}
+      end
+    elseif redis.call('EXISTS', task_key, idem_key) > 0 then
+      -- (a '!' marker, see settle, also lands here: that call's answer
+      -- reaches nobody, and it writes nothing)
+      reply = {'created', id, later_ms(available_at, now) and 'pending' or 'queued'}
+    end
+  end
+
+  -- Settling: where this call would create the task, it marks the task as
+  -- never to be created instead (the record becomes "!<id>", or the marker
+  -- "!"), so that a run of the same call still on its way to Redis (a
+  -- request stalled in a dead connection) can create nothing afterwards;
+  -- the answer, absent, is then true for good.
+  if settle and reply == nil then
+    if ikey ~= '' then
+      redis.call('SET', idem_key, '!' .. id, 'EX', idem_ttl) -- replaces this call's claim, or a stale record
+    else
+      redis.call('SET', idem_key, '!', 'PX', 60000)
+    end
+    reply = {'absent', id}
   end
 
   if reply == nil then
