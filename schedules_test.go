@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,10 @@ func TestPutScheduleValidation(t *testing.T) {
 		{"max attempts", func(s *dtq.Schedule) { s.MaxAttempts = 99 }, "max_attempts"},
 		{"timeout", func(s *dtq.Schedule) { s.Timeout = 2 * time.Hour }, "timeout_ms"},
 		{"metadata too big with the schedule fields", func(s *dtq.Schedule) { s.Metadata = big }, "metadata"},
+		{"spec too long", func(s *dtq.Schedule) { s.Spec = longCron(20 << 10) }, "spec"},
+		{"spec one byte too long", func(s *dtq.Schedule) { s.Spec = longCron(dtq.MaxScheduleSpec + 1) }, "spec"},
+		{"spec padded too long", func(s *dtq.Schedule) { s.Spec = "@daily" + strings.Repeat(" ", dtq.MaxScheduleSpec) }, "spec"},
+		{"timezone too long", func(s *dtq.Schedule) { s.Timezone = "Europe/" + strings.Repeat("x", dtq.MaxScheduleTimezone) }, "timezone"},
 	}
 	for _, c := range cases {
 		s := ok
@@ -79,8 +84,17 @@ func TestPutScheduleValidation(t *testing.T) {
 		var ve *dtq.ValidationError
 		require.ErrorAs(t, err, &ve, c.name)
 		require.Equal(t, c.field, ve.Field, c.name)
+		if c.field != "name" && strings.HasSuffix(c.name, "too long") {
+			require.Contains(t, ve.Message, "the limit is", c.name)
+			require.Less(t, len(ve.Message), 200, "%s: the message does not quote the value", c.name)
+		}
 	}
 	require.Zero(t, b.keyCount(t), "nothing was written")
+
+	// At the limit is accepted.
+	_, _, err := a.PutSchedule(b.ctx, dtq.Schedule{Name: "long-spec", Spec: longCron(dtq.MaxScheduleSpec), TaskType: "report"})
+	require.NoError(t, err)
+	require.NoError(t, a.DeleteSchedule(b.ctx, "long-spec"))
 
 	info, created, err := a.PutSchedule(b.ctx, ok)
 	require.NoError(t, err)
@@ -239,6 +253,17 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	ti, err := b.insp.GetTask(b.ctx, res.TaskID)
 	require.NoError(t, err)
 	require.Equal(t, dtqtype.StatusQueued, ti.Status)
+}
+
+// longCron is a valid five-field cron expression of n bytes (n ≥ 9): a
+// minute list of zeros.
+func longCron(n int) string {
+	tail := " * * * *"
+	minute := "0" + strings.Repeat(",0", (n-len(tail)-1)/2)
+	if (n-len(tail))%2 == 0 {
+		minute = "00" + minute[1:]
+	}
+	return minute + tail
 }
 
 func mustTime(t *testing.T, s string) time.Time {
