@@ -23,13 +23,22 @@ import (
 )
 
 // childSchedulerEnv makes the test binary run one Scheduler until its
-// stdin closes (see TestFourSchedulerProcesses).
-const childSchedulerEnv = "DTQ_TEST_CHILD_SCHEDULER"
+// stdin closes (see TestFourSchedulerProcesses). childTaskTypesEnv, when
+// set, is its Client's task type list (comma-separated), as DTQ_TASK_TYPES
+// sets it for dtq api and dtq dev.
+const (
+	childSchedulerEnv = "DTQ_TEST_CHILD_SCHEDULER"
+	childTaskTypesEnv = "DTQ_TEST_CHILD_TASK_TYPES"
+)
 
 func runChildScheduler() int {
 	rc := redis.NewClient(&redis.Options{Addr: os.Getenv("DTQ_TEST_REDIS_ADDR")})
 	defer rc.Close()
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: os.Getenv("DTQ_TEST_PREFIX")})
+	cc := &dtq.ClientConfig{KeyPrefix: os.Getenv("DTQ_TEST_PREFIX")}
+	if types := os.Getenv(childTaskTypesEnv); types != "" {
+		cc.TaskTypes = strings.Split(types, ",")
+	}
+	c, err := dtq.NewClient(rc, cc)
 	if err == nil {
 		var s *dtq.Scheduler
 		if s, err = dtq.NewScheduler(c, &dtq.SchedulerConfig{Logger: slog.New(slog.DiscardHandler)}); err == nil {
@@ -150,7 +159,8 @@ func TestListSchedulesPages(t *testing.T) {
 // TestFourSchedulerProcesses runs four schedulers in four processes (this
 // test binary re-run as children, each with its own Redis connection) on
 // one "@every 1s" schedule for ten seconds: every tick must make exactly
-// one task. It prints the counts.
+// one task. Two of the processes accept only other task types (as dtq dev
+// does): no tick may be refused for it. It prints the counts.
 func TestFourSchedulerProcesses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -158,10 +168,13 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	const procs = 4
 	var children []*exec.Cmd
 	var stdins []io.WriteCloser
-	for range procs {
+	for i := range procs {
 		child := exec.Command(os.Args[0], "-test.run=^$")
 		child.Env = append(os.Environ(), childSchedulerEnv+"=1",
 			"DTQ_TEST_REDIS_ADDR="+b.rc.Options().Addr, "DTQ_TEST_PREFIX="+b.prefix)
+		if i%2 == 1 {
+			child.Env = append(child.Env, childTaskTypesEnv+"=echo,sleep")
+		}
 		child.Stderr = os.Stderr
 		in, err := child.StdinPipe()
 		require.NoError(t, err)
@@ -192,10 +205,14 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	// Run for ten seconds' worth of ticks, seen through the schedule's own
 	// record, with a generous deadline for a loaded machine.
 	first := time.Time{}
+	refused := "" // a last_error seen while polling
 	require.Eventually(t, func() bool {
 		info, err := a.GetSchedule(b.ctx, "every-second")
 		if err != nil || info.LastScheduledFor.IsZero() {
 			return false
+		}
+		if info.LastError != nil && refused == "" {
+			refused = *info.LastError
 		}
 		if first.IsZero() {
 			first = info.LastScheduledFor.Time
@@ -241,8 +258,13 @@ func TestFourSchedulerProcesses(t *testing.T) {
 		missed += int(gap/time.Second) - 1
 	}
 	fired := sysEventCount(t, b, dtq.EventScheduleFired)
-	fmt.Printf("schedules: %d scheduler processes, @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
-		procs, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
+	fmt.Printf("schedules: %d scheduler processes (%d accepting only other task types), @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
+		procs, procs/2, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
+	require.Empty(t, refused, "a tick was recorded as refused")
+	info, err := a.GetSchedule(b.ctx, "every-second")
+	require.NoError(t, err)
+	require.Nil(t, info.LastError)
+	require.NotNil(t, info.LastTaskID)
 	require.Zero(t, duplicates, "one task per tick")
 	require.GreaterOrEqual(t, len(ticks), 11)
 	require.Equal(t, len(items), fired, "SCHEDULE_FIRED once per task")
