@@ -142,8 +142,15 @@ type SubmitResult struct {
 // *IdempotencyConflictError (ErrIdempotencyInProgress,
 // ErrIdempotencyKeyMismatch), or a Redis error.
 func (c *Client) Submit(ctx context.Context, s Submission) (*SubmitResult, error) {
+	return c.submit(ctx, s, &c.lim)
+}
+
+// submit is Submit with s validated against lim instead of the Client's
+// limits (a schedule's tick is checked against the limits it was stored
+// with; see Scheduler.fire).
+func (c *Client) submit(ctx context.Context, s Submission, lim *limits) (*SubmitResult, error) {
 	now := c.cfg.Clock()
-	n, err := normalize(&s, &c.lim, now)
+	n, err := normalize(&s, lim, now)
 	if err != nil {
 		return nil, err
 	}

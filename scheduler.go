@@ -111,7 +111,9 @@ func (s *Scheduler) fireDue(ctx context.Context) (time.Duration, bool, error) {
 // fire submits the task of info's latest due tick and records the run. A
 // tick whose task exists already (another scheduler made it) is recorded
 // like one made here; a tick the queue refuses is recorded with the error
-// and skipped. Only Redis errors are returned: the tick stays due. It
+// and skipped, unless a scheduler records the tick's task (see
+// schedule_record.lua: a tick's task wins over a refusal of that tick, in
+// either order). Only Redis errors are returned: the tick stays due. It
 // returns the schedule's next tick (epoch ms) when it recorded one.
 func (s *Scheduler) fire(ctx context.Context, info *dtqtype.ScheduleInfo, version string, now time.Time) (int64, error) {
 	spec, err := schedule.Parse(info.Spec, info.Timezone)
@@ -132,7 +134,8 @@ func (s *Scheduler) fire(ctx context.Context, info *dtqtype.ScheduleInfo, versio
 	created := false
 	if err == nil {
 		var res *SubmitResult
-		res, err = s.client.Submit(ctx, sub)
+		lim := tickLimits(s.client.lim, info)
+		res, err = s.client.submit(ctx, sub, &lim)
 		if err == nil {
 			run.TaskID, created = res.TaskID, !res.Duplicate
 		}
@@ -161,6 +164,19 @@ func (s *Scheduler) fire(ctx context.Context, info *dtqtype.ScheduleInfo, versio
 		return 0, err
 	}
 	return run.NextRun, nil
+}
+
+// tickLimits are the limits a tick's task is checked against: this
+// process's, without its task type list and raised to the definition's
+// max_attempts and payload size. The definition was checked when it was
+// stored; checking it again against one process's own settings
+// (DTQ_TASK_TYPES, DTQ_MAX_ATTEMPTS, DTQ_MAX_PAYLOAD_BYTES) would make the
+// outcome of a tick depend on which process fired it first.
+func tickLimits(base limits, info *dtqtype.ScheduleInfo) limits {
+	base.taskTypes = nil
+	base.maxAttempts = max(base.maxAttempts, info.MaxAttempts)
+	base.maxPayloadBytes = max(base.maxPayloadBytes, len(info.Payload))
+	return base
 }
 
 // refusedTick reports whether err is the queue or the validation refusing a

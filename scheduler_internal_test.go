@@ -319,3 +319,130 @@ func TestScheduleRecordOnlyMovesForward(t *testing.T) {
 	require.Equal(t, "d", *info.LastTaskID)
 	require.True(t, info.NextRunAt.Equal(time.Date(2024, 5, 1, 11, 0, 0, 0, time.UTC)), "but does not move the new version's next run")
 }
+
+// schedulerWith returns a scheduler of another process whose Client is
+// configured by mod.
+func (b *schedBundle) schedulerWith(t *testing.T, mod func(*ClientConfig)) *Scheduler {
+	t.Helper()
+	cc := *b.cc
+	mod(&cc)
+	c, err := NewClient(b.srv.Client(t), &cc)
+	require.NoError(t, err)
+	s, err := NewScheduler(c, &SchedulerConfig{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	return s
+}
+
+// Two processes over one Redis, one of which accepts only other task types
+// (as dtq dev does) and has lower caps, fire one schedule in every order:
+// each tick makes exactly one task and is recorded as made, never as
+// refused.
+func TestSchedulerTickIgnoresTheProcessTypeList(t *testing.T) {
+	t.Parallel()
+	b := schedSetup(t, nil)
+	_, _, err := b.admin.PutSchedule(b.ctx, Schedule{Name: "every-minute", Spec: "@every 30s", Queue: "sched",
+		TaskType: "report", MaxAttempts: 8, Payload: map[string]any{"kind": "daily"}})
+	require.NoError(t, err)
+	worker := b.scheduler(t)
+	dev := b.schedulerWith(t, func(c *ClientConfig) {
+		c.TaskTypes = []string{"echo", "sleep"}
+		c.MaxAttempts = 3
+		c.MaxPayloadBytes = 4
+	})
+	fire := func(s *Scheduler) {
+		_, _, err := s.fireDue(b.ctx)
+		require.NoError(t, err)
+	}
+	both := func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { fire(worker) })
+		wg.Go(func() { fire(dev) })
+		wg.Wait()
+	}
+	orders := []struct {
+		name string
+		run  func()
+	}{
+		{"the refusing process first", func() { fire(dev); fire(worker) }},
+		{"the accepting process first", func() { fire(worker); fire(dev) }},
+		{"both at once", both},
+		{"both at once again", both},
+		{"the refusing process alone", func() { fire(dev) }},
+	}
+	for i, o := range orders {
+		b.clk.Add(30 * time.Second)
+		o.run()
+		ts := b.tasks(t, "sched")
+		require.Len(t, ts, i+1, "%s: one task per tick", o.name)
+		tick := time.Date(2024, 5, 1, 10, 0, 30*(i+1), 0, time.UTC)
+		require.Equal(t, tick.Format(dtqtype.TimeLayout), scheduledFor(t, ts[i]), o.name)
+		require.Equal(t, 8, ts[i].MaxAttempts, o.name)
+		info, err := b.admin.GetSchedule(b.ctx, "every-minute")
+		require.NoError(t, err)
+		require.Nil(t, info.LastError, "%s: %v", o.name, info.LastError)
+		require.NotNil(t, info.LastTaskID, o.name)
+		require.Equal(t, ts[i].ID, *info.LastTaskID, o.name)
+		require.True(t, info.LastRunAt.Equal(b.clk.Now()), o.name)
+		require.True(t, info.LastScheduledFor.Equal(tick), o.name)
+	}
+	require.Equal(t, len(orders), b.sysEvents(t, EventScheduleFired))
+}
+
+// The record of a tick keeps the tick's task whichever scheduler answers
+// first: a refusal never hides a task of that tick, a task replaces a
+// refusal of that tick, and a call sent twice answers the same both times.
+func TestScheduleRecordTaskWinsOverRefusal(t *testing.T) {
+	t.Parallel()
+	b := schedSetup(t, nil)
+	_, _, err := b.admin.PutSchedule(b.ctx, Schedule{Name: "every-minute", Spec: "@every 1m", Queue: "sched", TaskType: "report"})
+	require.NoError(t, err)
+	r := b.admin.rdb
+	now := b.clk.Now()
+	record := func(ms int64, task, refusal string) string {
+		out, err := r.RecordSchedule(b.ctx, now, rdb.ScheduleRun{Name: "every-minute", Tick: ms, NextRun: ms + 60000,
+			Version: "1", TaskID: task, Error: refusal})
+		require.NoError(t, err)
+		return out
+	}
+	state := func() *dtqtype.ScheduleInfo {
+		info, err := b.admin.GetSchedule(b.ctx, "every-minute")
+		require.NoError(t, err)
+		return info
+	}
+	t1 := now.Add(time.Minute).UnixMilli()
+	cases := []struct {
+		name       string
+		tick       int64
+		task, err  string
+		want       string
+		lastTask   string // "" = none
+		lastErr    bool
+		lastTickMS int64
+	}{
+		{"a refusal first", t1, "", "refused", rdb.ScheduleRecorded, "", true, t1},
+		{"the same refusal sent again", t1, "", "refused", rdb.ScheduleRecorded, "", true, t1},
+		{"the tick's task replaces the refusal", t1, "a", "", rdb.ScheduleRecorded, "a", false, t1},
+		{"the task sent again", t1, "a", "", rdb.ScheduleRecorded, "a", false, t1},
+		{"a refusal after the task", t1, "", "refused", rdb.ScheduleStale, "a", false, t1},
+		{"another task for the tick", t1, "b", "", rdb.ScheduleStale, "a", false, t1},
+		{"the next tick's task first", t1 + 60000, "c", "", rdb.ScheduleRecorded, "c", false, t1 + 60000},
+		{"then its refusal", t1 + 60000, "", "refused", rdb.ScheduleStale, "c", false, t1 + 60000},
+		{"an older tick's refusal", t1, "", "refused", rdb.ScheduleStale, "c", false, t1 + 60000},
+		{"a refused tick after a task", t1 + 120000, "", "full", rdb.ScheduleRecorded, "c", true, t1 + 120000},
+		{"an older tick's task", t1 + 60000, "d", "", rdb.ScheduleStale, "c", true, t1 + 120000},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, record(c.tick, c.task, c.err), c.name)
+		info := state()
+		if c.lastTask == "" {
+			require.Nil(t, info.LastTaskID, c.name)
+		} else {
+			require.NotNil(t, info.LastTaskID, c.name)
+			require.Equal(t, c.lastTask, *info.LastTaskID, c.name)
+		}
+		require.Equal(t, c.lastErr, info.LastError != nil, c.name)
+		require.Equal(t, c.lastErr, !info.LastErrorAt.IsZero(), c.name)
+		require.Equal(t, c.lastTickMS, info.LastScheduledFor.UnixMilli(), c.name)
+		require.Equal(t, c.lastTickMS+60000, info.NextRunAt.UnixMilli(), c.name)
+	}
+}

@@ -53,6 +53,16 @@ var ErrScheduleNotFound = errors.New("dtq: schedule not found")
 // MaxScheduleName is the longest schedule name.
 const MaxScheduleName = 128
 
+// Bounds of a schedule's strings, in bytes, so that a definition stays
+// small to store, list and show. A five-field cron expression with long
+// lists stays well under MaxScheduleSpec; the longest IANA timezone name is
+// about half MaxScheduleTimezone. Queue and task type have a submission's
+// bounds (64 and 128).
+const (
+	MaxScheduleSpec     = 256
+	MaxScheduleTimezone = 64
+)
+
 // ValidScheduleName reports whether name is an acceptable schedule name:
 // ^[a-z0-9][a-z0-9_.-]{0,127}$.
 func ValidScheduleName(name string) bool {
@@ -91,6 +101,13 @@ const (
 func (a *Admin) PutSchedule(ctx context.Context, s Schedule) (*dtqtype.ScheduleInfo, bool, error) {
 	if !ValidScheduleName(s.Name) {
 		return nil, false, invalid("name", scheduleNameRule)
+	}
+	// Checked before parsing, so that no message quotes an oversized value.
+	if len(s.Spec) > MaxScheduleSpec {
+		return nil, false, invalid("spec", "is %d bytes; the limit is %d bytes", len(s.Spec), MaxScheduleSpec)
+	}
+	if len(s.Timezone) > MaxScheduleTimezone {
+		return nil, false, invalid("timezone", "is %d bytes; the limit is %d bytes (an IANA name like \"Europe/Paris\")", len(s.Timezone), MaxScheduleTimezone)
 	}
 	spec, err := schedule.Parse(s.Spec, s.Timezone)
 	if err != nil {

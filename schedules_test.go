@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,13 +23,22 @@ import (
 )
 
 // childSchedulerEnv makes the test binary run one Scheduler until its
-// stdin closes (see TestFourSchedulerProcesses).
-const childSchedulerEnv = "DTQ_TEST_CHILD_SCHEDULER"
+// stdin closes (see TestFourSchedulerProcesses). childTaskTypesEnv, when
+// set, is its Client's task type list (comma-separated), as DTQ_TASK_TYPES
+// sets it for dtq api and dtq dev.
+const (
+	childSchedulerEnv = "DTQ_TEST_CHILD_SCHEDULER"
+	childTaskTypesEnv = "DTQ_TEST_CHILD_TASK_TYPES"
+)
 
 func runChildScheduler() int {
 	rc := redis.NewClient(&redis.Options{Addr: os.Getenv("DTQ_TEST_REDIS_ADDR")})
 	defer rc.Close()
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: os.Getenv("DTQ_TEST_PREFIX")})
+	cc := &dtq.ClientConfig{KeyPrefix: os.Getenv("DTQ_TEST_PREFIX")}
+	if types := os.Getenv(childTaskTypesEnv); types != "" {
+		cc.TaskTypes = strings.Split(types, ",")
+	}
+	c, err := dtq.NewClient(rc, cc)
 	if err == nil {
 		var s *dtq.Scheduler
 		if s, err = dtq.NewScheduler(c, &dtq.SchedulerConfig{Logger: slog.New(slog.DiscardHandler)}); err == nil {
@@ -71,6 +81,10 @@ func TestPutScheduleValidation(t *testing.T) {
 		{"max attempts", func(s *dtq.Schedule) { s.MaxAttempts = 99 }, "max_attempts"},
 		{"timeout", func(s *dtq.Schedule) { s.Timeout = 2 * time.Hour }, "timeout_ms"},
 		{"metadata too big with the schedule fields", func(s *dtq.Schedule) { s.Metadata = big }, "metadata"},
+		{"spec too long", func(s *dtq.Schedule) { s.Spec = longCron(20 << 10) }, "spec"},
+		{"spec one byte too long", func(s *dtq.Schedule) { s.Spec = longCron(dtq.MaxScheduleSpec + 1) }, "spec"},
+		{"spec padded too long", func(s *dtq.Schedule) { s.Spec = "@daily" + strings.Repeat(" ", dtq.MaxScheduleSpec) }, "spec"},
+		{"timezone too long", func(s *dtq.Schedule) { s.Timezone = "Europe/" + strings.Repeat("x", dtq.MaxScheduleTimezone) }, "timezone"},
 	}
 	for _, c := range cases {
 		s := ok
@@ -79,8 +93,17 @@ func TestPutScheduleValidation(t *testing.T) {
 		var ve *dtq.ValidationError
 		require.ErrorAs(t, err, &ve, c.name)
 		require.Equal(t, c.field, ve.Field, c.name)
+		if c.field != "name" && strings.HasSuffix(c.name, "too long") {
+			require.Contains(t, ve.Message, "the limit is", c.name)
+			require.Less(t, len(ve.Message), 200, "%s: the message does not quote the value", c.name)
+		}
 	}
 	require.Zero(t, b.keyCount(t), "nothing was written")
+
+	// At the limit is accepted.
+	_, _, err := a.PutSchedule(b.ctx, dtq.Schedule{Name: "long-spec", Spec: longCron(dtq.MaxScheduleSpec), TaskType: "report"})
+	require.NoError(t, err)
+	require.NoError(t, a.DeleteSchedule(b.ctx, "long-spec"))
 
 	info, created, err := a.PutSchedule(b.ctx, ok)
 	require.NoError(t, err)
@@ -136,7 +159,8 @@ func TestListSchedulesPages(t *testing.T) {
 // TestFourSchedulerProcesses runs four schedulers in four processes (this
 // test binary re-run as children, each with its own Redis connection) on
 // one "@every 1s" schedule for ten seconds: every tick must make exactly
-// one task. It prints the counts.
+// one task. Two of the processes accept only other task types (as dtq dev
+// does): no tick may be refused for it. It prints the counts.
 func TestFourSchedulerProcesses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -144,10 +168,13 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	const procs = 4
 	var children []*exec.Cmd
 	var stdins []io.WriteCloser
-	for range procs {
+	for i := range procs {
 		child := exec.Command(os.Args[0], "-test.run=^$")
 		child.Env = append(os.Environ(), childSchedulerEnv+"=1",
 			"DTQ_TEST_REDIS_ADDR="+b.rc.Options().Addr, "DTQ_TEST_PREFIX="+b.prefix)
+		if i%2 == 1 {
+			child.Env = append(child.Env, childTaskTypesEnv+"=echo,sleep")
+		}
 		child.Stderr = os.Stderr
 		in, err := child.StdinPipe()
 		require.NoError(t, err)
@@ -178,10 +205,14 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	// Run for ten seconds' worth of ticks, seen through the schedule's own
 	// record, with a generous deadline for a loaded machine.
 	first := time.Time{}
+	refused := "" // a last_error seen while polling
 	require.Eventually(t, func() bool {
 		info, err := a.GetSchedule(b.ctx, "every-second")
 		if err != nil || info.LastScheduledFor.IsZero() {
 			return false
+		}
+		if info.LastError != nil && refused == "" {
+			refused = *info.LastError
 		}
 		if first.IsZero() {
 			first = info.LastScheduledFor.Time
@@ -227,8 +258,13 @@ func TestFourSchedulerProcesses(t *testing.T) {
 		missed += int(gap/time.Second) - 1
 	}
 	fired := sysEventCount(t, b, dtq.EventScheduleFired)
-	fmt.Printf("schedules: %d scheduler processes, @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
-		procs, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
+	fmt.Printf("schedules: %d scheduler processes (%d accepting only other task types), @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
+		procs, procs/2, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
+	require.Empty(t, refused, "a tick was recorded as refused")
+	info, err := a.GetSchedule(b.ctx, "every-second")
+	require.NoError(t, err)
+	require.Nil(t, info.LastError)
+	require.NotNil(t, info.LastTaskID)
 	require.Zero(t, duplicates, "one task per tick")
 	require.GreaterOrEqual(t, len(ticks), 11)
 	require.Equal(t, len(items), fired, "SCHEDULE_FIRED once per task")
@@ -239,6 +275,17 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	ti, err := b.insp.GetTask(b.ctx, res.TaskID)
 	require.NoError(t, err)
 	require.Equal(t, dtqtype.StatusQueued, ti.Status)
+}
+
+// longCron is a valid five-field cron expression of n bytes (n ≥ 9): a
+// minute list of zeros.
+func longCron(n int) string {
+	tail := " * * * *"
+	minute := "0" + strings.Repeat(",0", (n-len(tail)-1)/2)
+	if (n-len(tail))%2 == 0 {
+		minute = "00" + minute[1:]
+	}
+	return minute + tail
 }
 
 func mustTime(t *testing.T, s string) time.Time {

@@ -141,6 +141,8 @@ func TestScheduleValidationErrors(t *testing.T) {
 		{"name differs", "nightly", `{"name":"other","spec":"@daily","task_type":"t"}`, "name"},
 		{"bad name", "Nightly", `{"spec":"@daily","task_type":"t"}`, "name"},
 		{"name with a slash", "a%2Fb", `{"spec":"@daily","task_type":"t"}`, "name"},
+		{"spec too long", "nightly", `{"spec":"0` + strings.Repeat(",0", 10<<10) + ` * * * *","task_type":"t"}`, "spec"},
+		{"timezone too long", "nightly", `{"spec":"@daily","timezone":"Europe/` + strings.Repeat("x", 100) + `","task_type":"t"}`, "timezone"},
 	}
 	for _, c := range cases {
 		res := b.do(t, http.MethodPut, "/api/v1/schedules/"+c.path, c.body)
@@ -214,4 +216,69 @@ func TestScopedKeySchedules(t *testing.T) {
 	b.do(t, http.MethodPut, "/api/v1/schedules/payroll", `{"spec":"@daily","task_type":"t","queue":"billing"}`, mine...).
 		requireError(t, http.StatusForbidden, codeForbidden, "")
 	require.Equal(t, http.StatusAccepted, b.do(t, http.MethodPost, "/api/v1/schedules/invoices/trigger", "", mine...).status)
+}
+
+// The trigger answer has the members openapi.json documents for it: every
+// required one, and none it does not describe.
+func TestScheduleTriggerAnswerMatchesOpenAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	var doc map[string]any
+	b.do(t, http.MethodGet, "/api/v1/openapi.json", "").decode(t, &doc)
+	at := func(v any, path ...string) any {
+		for _, p := range path {
+			m, ok := v.(map[string]any)
+			require.True(t, ok, "openapi.json: %v has no %q", path, p)
+			v = m[p]
+		}
+		return v
+	}
+	// fields collects the required and described members of a schema,
+	// following $ref and allOf.
+	required, described := map[string]bool{}, map[string]bool{}
+	var fields func(schema any)
+	fields = func(schema any) {
+		m, ok := schema.(map[string]any)
+		require.True(t, ok, "schema %v", schema)
+		if ref, ok := m["$ref"].(string); ok {
+			fields(at(doc, strings.Split(strings.TrimPrefix(ref, "#/"), "/")...))
+			return
+		}
+		for _, sub := range asSlice(m["allOf"]) {
+			fields(sub)
+		}
+		for _, r := range asSlice(m["required"]) {
+			required[r.(string)] = true
+		}
+		if props, ok := m["properties"].(map[string]any); ok {
+			for k := range props {
+				described[k] = true
+			}
+		}
+	}
+	fields(at(doc, "paths", "/api/v1/schedules/{name}/trigger", "post", "responses", "202", "content", "application/json", "schema"))
+	require.NotEmpty(t, required)
+
+	b.do(t, http.MethodPut, "/api/v1/schedules/nightly", `{"spec":"@daily","queue":"reports","task_type":"report"}`)
+	res := b.do(t, http.MethodPost, "/api/v1/schedules/nightly/trigger", "")
+	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	var answer map[string]any
+	res.decode(t, &answer)
+	for f := range required {
+		require.Contains(t, answer, f, "the answer lacks required member %q: %s", f, res.body)
+	}
+	for f := range answer {
+		require.True(t, described[f], "the answer has member %q that openapi.json does not describe", f)
+	}
+	require.Equal(t, false, answer["duplicate"])
+	require.Equal(t, "reports", answer["queue"])
+	require.Equal(t, "report", answer["task_type"])
+	var s scheduleJSON
+	b.do(t, http.MethodGet, "/api/v1/schedules/nightly", "").decode(t, &s)
+	require.Equal(t, answer["task_id"], *s.LastTaskID)
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
 }
