@@ -18,6 +18,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/anishathalye/porcupine v1.3.1 // indirect
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
