@@ -1,6 +1,8 @@
 package dtq
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -11,30 +13,61 @@ import (
 
 func TestLeaseTokenRoundTrip(t *testing.T) {
 	t.Parallel()
-	tok := &leaseToken{ID: "t1", Queue: "img", Attempt: 3, Worker: "py-1", Priority: 7, MaxAttempts: 5}
-	got, err := parseToken("t1", tok.encode())
+	secret := []byte(strings.Repeat("k", MinLeaseSecretLen))
+	tok := &leaseToken{ID: "t1", Queue: "img", Attempt: 3, Worker: "py-1", Claim: "0a1b2c3d"}
+	s := tok.encode(secret)
+	got, err := parseToken(s)
 	require.NoError(t, err)
 	require.Equal(t, tok, got)
+	require.NoError(t, got.verify("t1", secret))
+	require.ErrorIs(t, got.verify("t2", secret), ErrLeaseLost, "a token of another task fences nothing")
 
-	_, err = parseToken("t2", tok.encode())
-	require.ErrorIs(t, err, ErrLeaseLost, "a token of another task fences nothing")
+	// Whatever decodes but was not issued as it is under this secret is a
+	// lost lease: every field is covered by the MAC.
+	other := *tok
+	other.MAC = tok.mac([]byte(strings.Repeat("j", MinLeaseSecretLen)))
+	forgeries := map[string]leaseToken{"issued under another secret": other}
+	for name, edit := range map[string]func(*leaseToken){
+		"queue":         func(t *leaseToken) { t.Queue = "img2" },
+		"task":          func(t *leaseToken) { t.ID = "t9" },
+		"attempt":       func(t *leaseToken) { t.Attempt = 4 },
+		"worker":        func(t *leaseToken) { t.Worker = "py-2" },
+		"claim":         func(t *leaseToken) { t.Claim = "0a1b2c3e" },
+		"no claim":      func(t *leaseToken) { t.Claim = "" },
+		"claim not hex": func(t *leaseToken) { t.Claim = "nonce\x00" },
+		"no MAC":        func(t *leaseToken) { t.MAC = nil },
+	} {
+		f := *tok // the genuine token's MAC on altered fields
+		edit(&f)
+		forgeries[name] = f
+	}
+	for name, f := range forgeries {
+		p, err := parseToken(f.encodeRaw())
+		require.NoError(t, err, name)
+		require.ErrorIs(t, p.verify(f.ID, secret), ErrLeaseLost, name)
+	}
 
 	for name, s := range map[string]string{
-		"empty":        "",
-		"not base64":   "!!!",
-		"not json":     "bm90IGpzb24",
-		"bad queue":    (&leaseToken{ID: "t1", Queue: "Bad!", Attempt: 1, Worker: "w", MaxAttempts: 1}).encode(),
-		"bad worker":   (&leaseToken{ID: "t1", Queue: "q", Attempt: 1, Worker: "a b", MaxAttempts: 1}).encode(),
-		"attempt 0":    (&leaseToken{ID: "t1", Queue: "q", Attempt: 0, Worker: "w", MaxAttempts: 1}).encode(),
-		"priority 10":  (&leaseToken{ID: "t1", Queue: "q", Attempt: 1, Worker: "w", MaxAttempts: 1, Priority: 10}).encode(),
-		"too long":     strings.Repeat("a", 2000),
-		"max attempts": (&leaseToken{ID: "t1", Queue: "q", Attempt: 1, Worker: "w"}).encode(),
+		"empty":      "",
+		"not base64": "!!!",
+		"not json":   "bm90IGpzb24",
+		"bad queue":  (&leaseToken{ID: "t1", Queue: "Bad!", Attempt: 1, Worker: "w", Claim: "aa"}).encode(secret),
+		"bad worker": (&leaseToken{ID: "t1", Queue: "q", Attempt: 1, Worker: "a b", Claim: "aa"}).encode(secret),
+		"attempt 0":  (&leaseToken{ID: "t1", Queue: "q", Attempt: 0, Worker: "w", Claim: "aa"}).encode(secret),
+		"no task":    (&leaseToken{Queue: "q", Attempt: 1, Worker: "w", Claim: "aa"}).encode(secret),
+		"too long":   strings.Repeat("a", 2000),
 	} {
-		_, err := parseToken("t1", s)
+		_, err := parseToken(s)
 		var ve *ValidationError
 		require.True(t, errors.As(err, &ve), name)
 		require.Equal(t, "lease_token", ve.Field, name)
 	}
+}
+
+// encodeRaw encodes t as it is, MAC included, the way a forger would.
+func (t *leaseToken) encodeRaw() string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func TestClaimRequestValidate(t *testing.T) {
