@@ -13,7 +13,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,53 +156,56 @@ type LeasedTask struct {
 	LeaseExpiresAt dtqtype.Time `json:"lease_expires_at"`
 }
 
-// leaseToken is what a lease token encodes: the attempt it fences, the
-// nonce of the claim call that started it (the task hash's claim field) and
-// an HMAC-SHA256 of them under the lease secret. Nothing else: what the
-// server needs of the task (band, max_attempts) it reads from Redis.
+// leaseToken is what a lease token carries: the attempt it fences and the
+// nonce of the claim call that started it (the task hash's claim field).
+// Nothing else: what the server needs of the task (band, max_attempts) it
+// reads from Redis. A token is base64url(JSON body) "." base64url(MAC),
+// the MAC an HMAC-SHA256 of the body's bytes under the lease secret, so
+// that no byte of it can be changed.
 type leaseToken struct {
 	ID      string `json:"i"`
 	Queue   string `json:"q"`
 	Attempt int    `json:"a"`
 	Worker  string `json:"w"`
 	Claim   string `json:"n"`
-	MAC     []byte `json:"s"`
+
+	body, sum []byte // as decoded: what verify checks
 }
 
 // leaseMACDomain starts every MAC input, so that the secret's MACs cannot
 // be taken for anything but lease tokens of this layout.
-const leaseMACDomain = "dtq lease token v1"
+const leaseMACDomain = "dtq lease token v1\x00"
 
-// mac is the token's HMAC under secret. The fields are joined with NUL,
-// which none of them may contain (queue names, worker ids, task ids and
-// nonces are checked), so no two tokens share an input.
-func (t *leaseToken) mac(secret []byte) []byte {
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+func leaseMAC(secret, body []byte) []byte {
 	m := hmac.New(sha256.New, secret)
-	for _, f := range []string{leaseMACDomain, t.Queue, t.ID, strconv.Itoa(t.Attempt), t.Worker, t.Claim} {
-		m.Write([]byte(f))
-		m.Write([]byte{0})
-	}
+	m.Write([]byte(leaseMACDomain))
+	m.Write(body)
 	return m.Sum(nil)
 }
 
 func (t *leaseToken) encode(secret []byte) string {
-	t.MAC = t.mac(secret)
-	b, _ := json.Marshal(t)
-	return base64.RawURLEncoding.EncodeToString(b)
+	body, _ := json.Marshal(t)
+	return tokenEncoding.EncodeToString(body) + "." + tokenEncoding.EncodeToString(leaseMAC(secret, body))
 }
 
-// parseToken decodes a lease token. A token that does not decode is invalid
-// input; one that decodes is checked by verify.
+// parseToken decodes a lease token. A token whose body does not decode is
+// invalid input; one whose body decodes is checked by verify, which refuses
+// it when its MAC is missing or wrong.
 func parseToken(s string) (*leaseToken, error) {
 	if len(s) == 0 || len(s) > 1024 {
 		return nil, invalid("lease_token", "is required: pass the lease_token the claim returned")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	b64, mac, _ := strings.Cut(s, ".")
+	body, err := tokenEncoding.DecodeString(b64)
 	var t leaseToken
-	if err != nil || json.Unmarshal(raw, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
+	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
 		t.Attempt < 1 || t.ID == "" {
 		return nil, invalid("lease_token", "is not a lease token this API issued; pass the lease_token the claim returned")
 	}
+	t.body = body
+	t.sum, _ = tokenEncoding.DecodeString(mac) // a bad MAC fails verify
 	return &t, nil
 }
 
@@ -211,20 +214,10 @@ func parseToken(s string) (*leaseToken, error) {
 // altered, or issued under another secret), is a lost lease. The MACs are
 // compared in constant time.
 func (t *leaseToken) verify(id string, secret []byte) error {
-	if t.ID != id || !validNonce(t.Claim) || !hmac.Equal(t.MAC, t.mac(secret)) {
+	if !hmac.Equal(t.sum, leaseMAC(secret, t.body)) || t.ID != id || t.Claim == "" {
 		return ErrLeaseLost
 	}
 	return nil
-}
-
-// validNonce reports whether s is a claim nonce as newNonce makes them
-// (hex), so that it cannot hold the MAC input's separator.
-func validNonce(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // token decodes and verifies the lease token of task id.

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -18,33 +19,50 @@ func TestLeaseTokenRoundTrip(t *testing.T) {
 	s := tok.encode(secret)
 	got, err := parseToken(s)
 	require.NoError(t, err)
-	require.Equal(t, tok, got)
+	require.Equal(t, tok.ID, got.ID)
+	require.Equal(t, tok.Queue, got.Queue)
+	require.Equal(t, tok.Attempt, got.Attempt)
+	require.Equal(t, tok.Worker, got.Worker)
+	require.Equal(t, tok.Claim, got.Claim)
 	require.NoError(t, got.verify("t1", secret))
 	require.ErrorIs(t, got.verify("t2", secret), ErrLeaseLost, "a token of another task fences nothing")
+	require.ErrorIs(t, got.verify("t1", []byte(strings.Repeat("j", MinLeaseSecretLen))), ErrLeaseLost,
+		"a token issued under another secret")
 
 	// Whatever decodes but was not issued as it is under this secret is a
-	// lost lease: every field is covered by the MAC.
-	other := *tok
-	other.MAC = tok.mac([]byte(strings.Repeat("j", MinLeaseSecretLen)))
-	forgeries := map[string]leaseToken{"issued under another secret": other}
-	for name, edit := range map[string]func(*leaseToken){
-		"queue":         func(t *leaseToken) { t.Queue = "img2" },
-		"task":          func(t *leaseToken) { t.ID = "t9" },
-		"attempt":       func(t *leaseToken) { t.Attempt = 4 },
-		"worker":        func(t *leaseToken) { t.Worker = "py-2" },
-		"claim":         func(t *leaseToken) { t.Claim = "0a1b2c3e" },
-		"no claim":      func(t *leaseToken) { t.Claim = "" },
-		"claim not hex": func(t *leaseToken) { t.Claim = "nonce\x00" },
-		"no MAC":        func(t *leaseToken) { t.MAC = nil },
-	} {
-		f := *tok // the genuine token's MAC on altered fields
-		edit(&f)
-		forgeries[name] = f
+	// lost lease: the MAC covers every byte of the body.
+	body, mac, _ := strings.Cut(s, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	reencode := func(edit func(map[string]any)) string {
+		f := maps.Clone(fields)
+		edit(f)
+		b, err := json.Marshal(f)
+		require.NoError(t, err)
+		return base64.RawURLEncoding.EncodeToString(b)
 	}
-	for name, f := range forgeries {
-		p, err := parseToken(f.encodeRaw())
+	for name, forged := range map[string]string{
+		"queue":            reencode(func(f map[string]any) { f["q"] = "img2" }) + "." + mac,
+		"attempt":          reencode(func(f map[string]any) { f["a"] = 4 }) + "." + mac,
+		"worker":           reencode(func(f map[string]any) { f["w"] = "py-2" }) + "." + mac,
+		"claim":            reencode(func(f map[string]any) { f["n"] = "0a1b2c3e" }) + "." + mac,
+		"a field added":    reencode(func(f map[string]any) { f["m"] = 99 }) + "." + mac,
+		"no MAC":           body,
+		"empty MAC":        body + ".",
+		"MAC not base64":   body + ".!!",
+		"MAC of another":   body + "." + strings.Split(tok.encode([]byte(strings.Repeat("j", 32))), ".")[1],
+		"flipped MAC byte": body + "." + flip(t, mac),
+		"no claim":         (&leaseToken{ID: "t1", Queue: "img", Attempt: 3, Worker: "py-1"}).encode(secret),
+		"old layout": reencode(func(f map[string]any) {
+			delete(f, "n")
+			f["p"], f["m"] = 0, 99
+		}),
+	} {
+		p, err := parseToken(forged)
 		require.NoError(t, err, name)
-		require.ErrorIs(t, p.verify(f.ID, secret), ErrLeaseLost, name)
+		require.ErrorIs(t, p.verify("t1", secret), ErrLeaseLost, name)
 	}
 
 	for name, s := range map[string]string{
@@ -64,9 +82,12 @@ func TestLeaseTokenRoundTrip(t *testing.T) {
 	}
 }
 
-// encodeRaw encodes t as it is, MAC included, the way a forger would.
-func (t *leaseToken) encodeRaw() string {
-	b, _ := json.Marshal(t)
+// flip changes one byte of a base64url MAC.
+func flip(t *testing.T, mac string) string {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(mac)
+	require.NoError(t, err)
+	b[0] ^= 1
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
