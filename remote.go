@@ -264,7 +264,6 @@ func (r *Remote) leaseSecret(ctx context.Context) ([]byte, error) {
 
 // workerSettings are the settings of a call of worker; claim, when not "",
 // also fences it on the nonce of the claim that started the attempt.
-
 func (r *Remote) workerSettings(worker string, lease time.Duration, claim string) *rdb.WorkerSettings {
 	s := r.settings
 	s.WorkerID, s.Lease, s.Claim = worker, lease, claim
@@ -572,15 +571,16 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: r.cfg.Clock(), CheckAttempts: true}
 	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim)
 	bg := context.WithoutCancel(ctx)
-	err = rdb.ErrAttemptsExhausted
+	dead := !f.Retryable
 	if f.Retryable {
 		delay := f.RetryAfter
 		if delay == 0 {
 			delay = backoff(t.Attempt, r.cfg.RetryBaseDelay, r.cfg.RetryMaxDelay, r.cfg.RetryJitter, mrand.Float64())
 		}
 		err = r.rdb.FinishRetry(bg, a, s, delay, f.Class, msg)
+		dead = errors.Is(err, rdb.ErrAttemptsExhausted) // it wrote nothing
 	}
-	if errors.Is(err, rdb.ErrAttemptsExhausted) {
+	if dead {
 		err = r.rdb.FinishDead(bg, a, s, f.Class, msg, f.Retryable)
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,4 +122,14 @@ func TestClaimRequestValidate(t *testing.T) {
 		require.True(t, errors.As(err, &ve), tc.field)
 		require.Equal(t, tc.field, ve.Field)
 	}
+}
+
+func TestNewRemoteRefusesAShortLeaseSecret(t *testing.T) {
+	t.Parallel()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { _ = c.Close() })
+	_, err := NewRemote(c, &WorkerConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen-1)})
+	require.ErrorContains(t, err, "LeaseSecret must be at least 32 bytes")
+	_, err = NewRemote(c, &WorkerConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen)})
+	require.NoError(t, err)
 }
