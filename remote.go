@@ -2,13 +2,18 @@ package dtq
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +37,9 @@ const (
 	MaxClaimTasks = 100
 	// MaxClaimQueues bounds the queues one claim may name.
 	MaxClaimQueues = 16
+	// MinLeaseSecretLen is the shortest WorkerConfig.LeaseSecret
+	// (DTQ_LEASE_SECRET) NewRemote accepts, in bytes.
+	MinLeaseSecretLen = 32
 )
 
 var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
@@ -42,15 +50,21 @@ func ValidWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 
 // Remote runs tasks on behalf of workers that are not Go programs and reach
 // dtq over HTTP: it claims, renews and finalizes with the same scripts,
-// leases and fencing as a Worker. A lease token names the attempt and the
-// worker id, so a stale token is refused exactly as a Go worker that lost
-// its lease is. Run keeps expired leases of the queues it has seen claimed
+// leases and fencing as a Worker. A lease token names the attempt, the
+// worker id and the claim that started the attempt, authenticated by an
+// HMAC under the deployment's lease secret: a token cannot be forged or
+// altered, and a stale one is refused exactly as a Go worker that lost its
+// lease is. The task's priority and max_attempts always come from Redis,
+// never from the token. Run keeps expired leases of the queues it has seen claimed
 // coming back (and their due retries promoted), so remote workers need no
 // Go worker beside them. It is safe for concurrent use.
 type Remote struct {
 	rdb      *rdb.RDB
 	cfg      WorkerConfig
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
+
+	secretMu sync.Mutex
+	secret   []byte // the lease token key: configured, or read from Redis once
 
 	mu      sync.Mutex
 	seen    map[string]bool
@@ -64,8 +78,10 @@ type Remote struct {
 // configuration: its retention, result, retry, DLQ, events and replica
 // settings apply to remote tasks as they would to a Go worker's; WorkerID
 // names this process in the tasks it reclaims (default api-host-pid-random);
-// HeartbeatInterval is how often Run looks for expired leases (default 5s).
-// Queues, Concurrency and DrainTimeout are ignored.
+// HeartbeatInterval is how often Run looks for expired leases (default 5s);
+// LeaseSecret authenticates lease tokens (default: the deployment's secret
+// stored in Redis, created by the first Remote that needs it and read once
+// per Remote). Queues, Concurrency and DrainTimeout are ignored.
 func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewRemote needs a Redis client")
@@ -83,10 +99,16 @@ func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
+	if conf.LeaseSecret != "" && len(conf.LeaseSecret) < MinLeaseSecretLen {
+		return nil, fmt.Errorf("dtq: LeaseSecret must be at least %d bytes", MinLeaseSecretLen)
+	}
 	r := &Remote{
 		rdb:  replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
 		cfg:  conf,
 		seen: map[string]bool{},
+	}
+	if conf.LeaseSecret != "" {
+		r.secret = []byte(conf.LeaseSecret)
 	}
 	r.settings = rdb.WorkerSettings{
 		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
@@ -128,47 +150,123 @@ type LeasedTask struct {
 	// the worker should stop and fail the task (it then ends cancelled).
 	CancelRequested bool `json:"cancel_requested"`
 	// LeaseToken fences the heartbeat, complete and fail calls of this
-	// attempt. It is opaque and not a secret.
+	// attempt. It is opaque: bound to this claim by an HMAC under the
+	// deployment's lease secret, it cannot be forged or altered.
 	LeaseToken     string       `json:"lease_token"`
 	LeaseExpiresAt dtqtype.Time `json:"lease_expires_at"`
 }
 
-// leaseToken is what a lease token encodes: the attempt it fences.
+// leaseToken is what a lease token carries: the attempt it fences and the
+// nonce of the claim call that started it (the task hash's claim field).
+// Nothing else: what the server needs of the task (band, max_attempts) it
+// reads from Redis. A token is base64url(JSON body) "." base64url(MAC),
+// the MAC an HMAC-SHA256 of the body's bytes under the lease secret, so
+// that no byte of it can be changed.
 type leaseToken struct {
-	ID          string `json:"i"`
-	Queue       string `json:"q"`
-	Attempt     int    `json:"a"`
-	Worker      string `json:"w"`
-	Priority    int    `json:"p"`
-	MaxAttempts int    `json:"m"`
+	ID      string `json:"i"`
+	Queue   string `json:"q"`
+	Attempt int    `json:"a"`
+	Worker  string `json:"w"`
+	Claim   string `json:"n"`
+
+	body, sum []byte // as decoded: what verify checks
 }
 
-func (t *leaseToken) encode() string {
-	b, _ := json.Marshal(t)
-	return base64.RawURLEncoding.EncodeToString(b)
+// leaseMACDomain starts every MAC input, so that the secret's MACs cannot
+// be taken for anything but lease tokens of this layout.
+const leaseMACDomain = "dtq lease token v1\x00"
+
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+func leaseMAC(secret, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(leaseMACDomain))
+	m.Write(body)
+	return m.Sum(nil)
 }
 
-// parseToken decodes a lease token of task id. A token that is not one this
-// API issued is invalid input; one of another task is a lost lease.
-func parseToken(id, s string) (*leaseToken, error) {
+func (t *leaseToken) encode(secret []byte) string {
+	body, _ := json.Marshal(t)
+	return tokenEncoding.EncodeToString(body) + "." + tokenEncoding.EncodeToString(leaseMAC(secret, body))
+}
+
+// parseToken decodes a lease token. A token whose body does not decode is
+// invalid input; one whose body decodes is checked by verify, which refuses
+// it when its MAC is missing or wrong.
+func parseToken(s string) (*leaseToken, error) {
 	if len(s) == 0 || len(s) > 1024 {
 		return nil, invalid("lease_token", "is required: pass the lease_token the claim returned")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	b64, mac, _ := strings.Cut(s, ".")
+	body, err := tokenEncoding.DecodeString(b64)
 	var t leaseToken
-	if err != nil || json.Unmarshal(raw, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
-		t.Attempt < 1 || t.MaxAttempts < 1 || t.Priority < 0 || t.Priority > 9 {
+	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
+		t.Attempt < 1 || t.ID == "" {
 		return nil, invalid("lease_token", "is not a lease token this API issued; pass the lease_token the claim returned")
 	}
-	if t.ID != id {
-		return nil, ErrLeaseLost
-	}
+	t.body = body
+	t.sum, _ = tokenEncoding.DecodeString(mac) // a bad MAC fails verify
 	return &t, nil
 }
 
-func (r *Remote) workerSettings(worker string, lease time.Duration) *rdb.WorkerSettings {
+// verify tells whether t is a token the deployment issued for task id:
+// a token of another task, or one whose MAC does not match (forged,
+// altered, or issued under another secret), is a lost lease. The MACs are
+// compared in constant time.
+func (t *leaseToken) verify(id string, secret []byte) error {
+	if !hmac.Equal(t.sum, leaseMAC(secret, t.body)) || t.ID != id || t.Claim == "" {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// token decodes and verifies the lease token of task id.
+func (r *Remote) token(ctx context.Context, id, s string) (*leaseToken, error) {
+	t, err := parseToken(s)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := r.leaseSecret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.verify(id, secret); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// leaseSecret returns the key lease tokens are authenticated with: the
+// configured one, or else the deployment's secret in Redis, stored by the
+// first Remote that needed one (SET NX of a fresh random secret, so that
+// all agree) and then kept for the life of r.
+func (r *Remote) leaseSecret(ctx context.Context) ([]byte, error) {
+	r.secretMu.Lock()
+	defer r.secretMu.Unlock()
+	if r.secret != nil {
+		return r.secret, nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	s, err := r.rdb.LeaseSecret(ctx, hex.EncodeToString(b[:]))
+	if err != nil {
+		return nil, err
+	}
+	if len(s) < MinLeaseSecretLen {
+		return nil, fmt.Errorf("dtq: the lease secret stored in Redis (%s) is shorter than %d bytes; delete it or set DTQ_LEASE_SECRET",
+			r.rdb.Keys().LeaseSecret(), MinLeaseSecretLen)
+	}
+	r.secret = []byte(s)
+	return r.secret, nil
+}
+
+// workerSettings are the settings of a call of worker; claim, when not "",
+// also fences it on the nonce of the claim that started the attempt.
+func (r *Remote) workerSettings(worker string, lease time.Duration, claim string) *rdb.WorkerSettings {
 	s := r.settings
-	s.WorkerID, s.Lease = worker, lease
+	s.WorkerID, s.Lease, s.Claim = worker, lease, claim
 	return &s
 }
 
@@ -224,7 +322,12 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	s := r.workerSettings(req.WorkerID, req.Lease)
+	s := r.workerSettings(req.WorkerID, req.Lease, "")
+	// The secret first: a task must not be claimed without a token to hand.
+	secret, err := r.leaseSecret(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := r.beat(ctx, rdb.RemoteClaim, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
 		return nil, err
 	}
@@ -239,7 +342,7 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 			if len(out) >= req.Max || ctx.Err() != nil {
 				break
 			}
-			tasks, wait, err := r.claimQueue(ctx, q, s, req.Max-len(out), false)
+			tasks, wait, err := r.claimQueue(ctx, q, s, secret, req.Max-len(out), false)
 			out = append(out, tasks...)
 			if err != nil {
 				if len(out) > 0 {
@@ -273,7 +376,7 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 
 // claimQueue claims up to n tasks of queue. With none, it returns how to
 // wait for the next chance. regrouped says the groups were just created.
-func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
+func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, secret []byte, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
 	bg := context.WithoutCancel(ctx) // a claim is never cut in half
 	now, nonce := r.cfg.Clock(), newNonce()
 	res, err := resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
@@ -285,7 +388,7 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 	out := make([]*LeasedTask, 0, len(res.Tasks))
 	until := dtqtype.Time{Time: now.Add(s.Lease).UTC()}
 	for _, ct := range res.Tasks {
-		out = append(out, leased(&ct, s.WorkerID, until))
+		out = append(out, leased(&ct, s.WorkerID, nonce, secret, until))
 	}
 	switch {
 	case len(out) > 0:
@@ -296,7 +399,7 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 		if err := r.rdb.EnsureGroups(bg, queue); err != nil {
 			return nil, nil, err
 		}
-		return r.claimQueue(ctx, queue, s, n, true)
+		return r.claimQueue(ctx, queue, s, secret, n, true)
 	case res.NoGroup:
 		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil
 	case res.Limited && res.Wait > 0:
@@ -332,7 +435,7 @@ func (r *Remote) waitAny(ctx context.Context, waits []func(context.Context, time
 	}
 }
 
-func leased(ct *rdb.ClaimedTask, worker string, until dtqtype.Time) *LeasedTask {
+func leased(ct *rdb.ClaimedTask, worker, claim string, secret []byte, until dtqtype.Time) *LeasedTask {
 	t := &LeasedTask{
 		ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Payload: json.RawMessage(ct.Payload), Attempt: ct.Attempt,
 		MaxAttempts: ct.MaxAttempts, TimeoutMS: ct.TimeoutMS, Priority: ct.Priority,
@@ -348,8 +451,7 @@ func leased(ct *rdb.ClaimedTask, worker string, until dtqtype.Time) *LeasedTask 
 		k := ct.IdempotencyKey
 		t.IdempotencyKey = &k
 	}
-	t.LeaseToken = (&leaseToken{ID: ct.ID, Queue: ct.Queue, Attempt: ct.Attempt, Worker: worker,
-		Priority: ct.Priority, MaxAttempts: ct.MaxAttempts}).encode()
+	t.LeaseToken = (&leaseToken{ID: ct.ID, Queue: ct.Queue, Attempt: ct.Attempt, Worker: worker, Claim: claim}).encode(secret)
 	return t
 }
 
@@ -372,9 +474,10 @@ type Renewal struct {
 
 // Heartbeat renews the lease of task id for lease (0 = DefaultRemoteLease),
 // fenced by token, and reports whether a cancel was requested. It fails
-// with ErrLeaseLost when the token's attempt no longer owns the task.
+// with ErrLeaseLost when the token's attempt no longer owns the task, or the
+// token is not one this deployment issued for it (then nothing is written).
 func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (*Renewal, error) {
-	t, err := parseToken(id, token)
+	t, err := r.token(ctx, id, token)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +485,7 @@ func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Dur
 		return nil, err
 	}
 	now := r.cfg.Clock()
-	st, err := r.rdb.RenewLeases(ctx, t.Queue, r.workerSettings(t.Worker, lease), now, []rdb.LeaseRef{{ID: id, Attempt: t.Attempt}})
+	st, err := r.rdb.RenewLeases(ctx, t.Queue, r.workerSettings(t.Worker, lease, t.Claim), now, []rdb.LeaseRef{{ID: id, Attempt: t.Attempt}})
 	if err != nil {
 		return nil, err
 	}
@@ -399,9 +502,10 @@ func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Dur
 // fenced by token. A result over ResultMaxBytes is dropped and flagged
 // truncated. Sent again after success with the same token it answers nil
 // again. It fails with ErrLeaseLost when the attempt no longer owns the
-// task; then nothing is written.
+// task, or the token is not one this deployment issued for it; then nothing
+// is written.
 func (r *Remote) Complete(ctx context.Context, id, token string, result json.RawMessage) error {
-	t, err := parseToken(id, token)
+	t, err := r.token(ctx, id, token)
 	if err != nil {
 		return err
 	}
@@ -415,7 +519,7 @@ func (r *Remote) Complete(ctx context.Context, id, token string, result json.Raw
 	if string(succ.Result) == "null" {
 		succ.Result = nil
 	}
-	errs, err := r.rdb.FinishSucceeded(context.WithoutCancel(ctx), t.Queue, r.workerSettings(t.Worker, r.cfg.VisibilityTimeout),
+	errs, err := r.rdb.FinishSucceeded(context.WithoutCancel(ctx), t.Queue, r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim),
 		r.cfg.Clock(), []rdb.Success{succ})
 	if err != nil {
 		return err
@@ -441,13 +545,14 @@ type Failure struct {
 }
 
 // Fail finalizes task id's attempt as failed, fenced by token: retrying
-// (backoff or f.RetryAfter) while retryable with attempts left, else
-// dead-lettered (failed with the DLQ off). A task with a cancel request
-// ends cancelled instead. Sent again with the same token it answers as the
-// first time. It fails with ErrLeaseLost when the attempt no longer owns
-// the task; then nothing is written.
+// (backoff or f.RetryAfter) while retryable with attempts left (the task's
+// max_attempts in Redis decides), else dead-lettered (failed with the DLQ
+// off). A task with a cancel request ends cancelled instead. Sent again
+// with the same token it answers as the first time. It fails with
+// ErrLeaseLost when the attempt no longer owns the task, or the token is
+// not one this deployment issued for it; then nothing is written.
 func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
-	t, err := parseToken(id, token)
+	t, err := r.token(ctx, id, token)
 	if err != nil {
 		return err
 	}
@@ -461,16 +566,21 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 		return invalid("retry_after", "must be a duration between 0s and 8760h")
 	}
 	msg := oneLine(f.Message, maxErrorMessage)
-	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Priority: t.Priority, Now: r.cfg.Clock()}
-	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout)
+	// The scripts ack the band the task hash records and, for a retry,
+	// check its max_attempts: neither comes from the worker.
+	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: r.cfg.Clock(), CheckAttempts: true}
+	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim)
 	bg := context.WithoutCancel(ctx)
-	if f.Retryable && t.Attempt < t.MaxAttempts {
+	dead := !f.Retryable
+	if f.Retryable {
 		delay := f.RetryAfter
 		if delay == 0 {
 			delay = backoff(t.Attempt, r.cfg.RetryBaseDelay, r.cfg.RetryMaxDelay, r.cfg.RetryJitter, mrand.Float64())
 		}
 		err = r.rdb.FinishRetry(bg, a, s, delay, f.Class, msg)
-	} else {
+		dead = errors.Is(err, rdb.ErrAttemptsExhausted) // it wrote nothing
+	}
+	if dead {
 		err = r.rdb.FinishDead(bg, a, s, f.Class, msg, f.Retryable)
 	}
 	switch {

@@ -108,6 +108,9 @@ type Config struct {
 	APIKey string
 	// APIKeys is DTQ_API_KEYS (role:name:secret,...). Default none.
 	APIKeys []access.Key
+	// LeaseSecret is DTQ_LEASE_SECRET, the key HTTP workers' lease tokens
+	// are authenticated with. Default none: the deployment's secret in Redis.
+	LeaseSecret string
 	// AllowedHosts is DTQ_ALLOWED_HOSTS, the Host names an API in open mode
 	// answers besides localhost and loopback addresses. Default none.
 	AllowedHosts []string

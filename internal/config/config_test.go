@@ -80,7 +80,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 38)
+	require.Len(t, config.Names(), 39)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -230,6 +230,12 @@ func TestParseValues(t *testing.T) {
 					httpapi.AdminKey("legacy-secret"),
 				}, c.Keys())
 			}},
+		{"lease secret reaches the HTTP-worker service", map[string]string{"DTQ_LEASE_SECRET": strings.Repeat("k", 32)}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Equal(t, strings.Repeat("k", 32), c.LeaseSecret)
+				require.Equal(t, c.LeaseSecret, c.RemoteConfig(nil).LeaseSecret)
+				require.Empty(t, c.WorkerConfig(false, nil).LeaseSecret, "Go workers have no use for it")
+			}},
 		{"addresses", map[string]string{"DTQ_API_ADDR": ":0", "DTQ_WORKER_METRICS_ADDR": "[::1]:9000"}, nil,
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, ":0", c.APIAddr)
@@ -316,6 +322,9 @@ func TestBadValues(t *testing.T) {
 		{"API_KEY", "has space", "printable ASCII"},
 		{"API_KEYS", "root:me:secret", "role:name:secret"},
 		{"API_KEYS", "admin:me", "role:name:secret"},
+		{"LEASE_SECRET", "short", "32..1024 characters"},
+		{"LEASE_SECRET", strings.Repeat("x", 1025), "32..1024 characters"},
+		{"LEASE_SECRET", strings.Repeat("x", 32) + " y", "printable ASCII"},
 		{"LOG_LEVEL", "verbose", "debug, info, warn, error"},
 		{"LOG_JSON", "maybe", "boolean"},
 		{"TASK_TYPES", "echo,bad type", "task types"},
@@ -363,6 +372,8 @@ func TestSecretsStayOutOfMessages(t *testing.T) {
 		{"DTQ_REDIS_URL": "redis://user:s3cr3t@host:port/0"},
 		{"DTQ_REDIS_URL": "ftp://user:s3cr3t@host/"},
 		{"DTQ_REDIS_URL": "redis+sentinel://user:s3cr3t@h1:26379"},
+		{"DTQ_LEASE_SECRET": "s3cr3t"},
+		{"DTQ_LEASE_SECRET": "s3cr3t" + strings.Repeat("x", 40) + "\t"},
 	} {
 		_, err := load(t, env)
 		require.Error(t, err)

@@ -112,6 +112,7 @@ func (c *Config) AdminConfig() *dtq.AdminConfig {
 func (c *Config) RemoteConfig(log *slog.Logger) *dtq.WorkerConfig {
 	wc := c.WorkerConfig(false, log)
 	wc.WorkerID, wc.Queues = "", nil
+	wc.LeaseSecret = c.LeaseSecret
 	return wc
 }
 

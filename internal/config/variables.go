@@ -185,6 +185,24 @@ var variables = []variable{
 			c.APIKeys = keys
 			return nil
 		}},
+	{name: "LEASE_SECRET", kind: "secret", def: "", usage: "key the lease tokens of HTTP workers are authenticated with (HMAC), the same on every API process; changing it invalidates outstanding tokens; default: one made at random and kept in Redis",
+		redact: redactSecret,
+		parse: func(c *Config, s string) error {
+			c.LeaseSecret = ""
+			if s == "" {
+				return nil
+			}
+			if len(s) < dtq.MinLeaseSecretLen || len(s) > 1024 {
+				return fmt.Errorf("must be %d..1024 characters, e.g. the output of openssl rand -hex 32", dtq.MinLeaseSecretLen)
+			}
+			for _, r := range s {
+				if r <= ' ' || r > '~' {
+					return fmt.Errorf("must be printable ASCII without spaces")
+				}
+			}
+			c.LeaseSecret = s
+			return nil
+		}},
 	{name: "ALLOWED_HOSTS", kind: "list", def: "", usage: "Host names an API without keys answers besides localhost and loopback addresses, comma-separated; * allows any",
 		parse: func(c *Config, s string) error {
 			c.AllowedHosts = nil

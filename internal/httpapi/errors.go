@@ -158,7 +158,7 @@ func classify(err error) *apiError {
 			details: map[string]any{"field": "cursor"}}
 	case errors.Is(err, dtq.ErrLeaseLost):
 		return &apiError{status: http.StatusConflict, code: codeLeaseLost,
-			message: "this lease_token no longer owns the task (its lease expired and the task was reclaimed, or it finished); nothing was written: drop the task and claim again"}
+			message: "this lease_token no longer owns the task (its lease expired and the task was reclaimed, or it finished), or is not one this deployment issued for it; nothing was written: drop the task and claim again"}
 	case errors.Is(err, dtq.ErrWorkerIDInUse):
 		return &apiError{status: http.StatusConflict, code: codeWorkerIDInUse,
 			message: "a live Go worker uses this worker_id; give each HTTP worker its own id"}

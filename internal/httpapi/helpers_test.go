@@ -37,6 +37,8 @@ type options struct {
 	metricsMaxQueues int
 	// redis is the Redis to use; nil means a fresh prefix on the shared server.
 	redis *redistest.Setup
+	// leaseSecret is the Remote's LeaseSecret; "" = the one stored in Redis.
+	leaseSecret string
 }
 
 // bundle is what an API test needs: the server behind a real listener, a
@@ -73,7 +75,8 @@ func setup(t testing.TB, o options) *bundle {
 	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
 	remote, err := dtq.NewRemote(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
-		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond})
+		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
+		LeaseSecret: o.leaseSecret})
 	require.NoError(t, err)
 	runCtx, stopRemote := context.WithCancel(context.Background())
 	remoteDone := make(chan error, 1)

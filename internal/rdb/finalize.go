@@ -11,17 +11,29 @@ import (
 // no longer running under this worker and attempt.
 var ErrLeaseLost = errors.New("lease lost")
 
+// ErrAttemptsExhausted is returned by FinishRetry with
+// FinishArgs.CheckAttempts when the task has no attempts left: nothing was
+// written, and the caller finalizes with FinishDead instead.
+var ErrAttemptsExhausted = errors.New("no attempts left")
+
 // ErrCancelWon is returned by FinishRetry and FinishDead when the task had
 // a cancel request: it ended cancelled instead (a cancel wins over a retry).
 var ErrCancelWon = errors.New("cancel requested: task ended cancelled")
 
 // FinishArgs identify the attempt a finalize applies to.
 type FinishArgs struct {
-	Queue    string
-	ID       string
-	Attempt  int
+	Queue   string
+	ID      string
+	Attempt int
+	// Priority names the band stream passed as the script's own; the
+	// finalize acks the entry in the band the task hash records, so a
+	// caller that does not know it (a remote worker) may pass 0.
 	Priority int
 	Now      time.Time
+	// CheckAttempts makes FinishRetry look up the task's max_attempts
+	// itself and answer ErrAttemptsExhausted, writing nothing, when none
+	// are left: for callers that do not know the task's limit.
+	CheckAttempts bool
 }
 
 func (r *RDB) finishKeys(a *FinishArgs) []string {
@@ -54,6 +66,8 @@ func fenced(v string, err error) error {
 		return ErrLeaseLost
 	case "cancelled":
 		return ErrCancelWon
+	case "exhausted":
+		return ErrAttemptsExhausted
 	}
 	return fmt.Errorf("rdb: unexpected finalize reply %q", v)
 }
@@ -76,7 +90,7 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 	keys = append(append(keys, r.limitKeys(queue)...), k.Retained(queue))
 	args := []any{now.UnixMilli(), s.WorkerID, Group, k.IdempotencyPrefix(queue), s.EventsMaxLen,
 		seconds(s.SucceededRetention), seconds(s.ResultRetention), len(tasks),
-		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
+		k.KeyWaitPrefix(queue), k.TaskPrefix(queue), s.Claim}
 	for _, t := range tasks {
 		keys = append(keys, k.Task(queue, t.ID), k.Result(queue, t.ID))
 		args = append(args, t.ID, t.Attempt, t.Result, boolArg(t.Truncated))
@@ -101,11 +115,13 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 // FinishDead) ErrCancelWon. Each is idempotent: sent again after a lost
 // reply, it answers what its first run did.
 
-// FinishRetry schedules another attempt after delay.
+// FinishRetry schedules another attempt after delay. With
+// a.CheckAttempts it answers ErrAttemptsExhausted when none are left.
 func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
 	keys := append(r.finishKeys(a), r.keys.Schedule(a.Queue), r.keys.Expiry(a.Queue))
 	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
-	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg, r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue))
+	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg, r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue),
+		s.Claim, boolArg(a.CheckAttempts))
 	return fenced(r.run(ctx, "finish_retry", keys, args...).Text())
 }
 
@@ -115,7 +131,7 @@ func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, 
 	keys := append(r.finishKeys(a), r.keys.DLQ(a.Queue))
 	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
 	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
-		r.keys.TaskPrefix(a.Queue), boolArg(retryable), r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue))
+		r.keys.TaskPrefix(a.Queue), boolArg(retryable), r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue), s.Claim)
 	return fenced(r.run(ctx, "finish_dead", keys, args...).Text())
 }
 

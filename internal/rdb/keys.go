@@ -154,6 +154,10 @@ func (k Keys) Worker(id string) string { return k.prefix + ":worker:" + id }
 // Audit is the capped audit stream.
 func (k Keys) Audit() string { return k.prefix + ":audit" }
 
+// LeaseSecret is the deployment's lease token secret, stored once by the
+// first API process when DTQ_LEASE_SECRET is unset.
+func (k Keys) LeaseSecret() string { return k.prefix + ":lease_secret" }
+
 // SysEvents is the stream of worker events.
 func (k Keys) SysEvents() string { return k.prefix + ":events:_sys" }
 

@@ -40,6 +40,7 @@ func TestKeyNames(t *testing.T) {
 		{"workers", k.Workers(), "dtq:workers", false},
 		{"worker", k.Worker("host-1"), "dtq:worker:host-1", false},
 		{"audit", k.Audit(), "dtq:audit", false},
+		{"lease secret", k.LeaseSecret(), "dtq:lease_secret", false},
 		{"system events", k.SysEvents(), "dtq:events:_sys", false},
 		{"operation", k.Operation("receipt:42"), "dtq:op:receipt:42", false},
 	}
@@ -65,7 +66,7 @@ func TestKeyPrefixIsUsedEverywhere(t *testing.T) {
 		k.Stream("q", 3), k.Task("q", "id"), k.Result("q", "id"), k.Idempotency("q", "k"),
 		k.Schedule("q"), k.Lease("q"), k.Expiry("q"), k.Depth("q"), k.Recent("q"), k.DLQ("q"),
 		k.Events("q"), k.Paused("q"), k.Stats("q", 1), k.CancelChannel("q"),
-		k.Queues(), k.Workers(), k.Worker("w"), k.Audit(), k.SysEvents(), k.Operation("o"),
+		k.Queues(), k.Workers(), k.Worker("w"), k.Audit(), k.LeaseSecret(), k.SysEvents(), k.Operation("o"),
 		k.ScheduleNames(), k.ScheduleDue(), k.ScheduleDef("s"),
 	} {
 		require.True(t, strings.HasPrefix(key, "t42:"), key)

@@ -26,7 +26,7 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, r.keys.TaskPrefix(queue)}
+	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, r.keys.TaskPrefix(queue), s.Claim}
 	for _, l := range refs {
 		args = append(args, l.ID, l.Attempt)
 	}
@@ -39,6 +39,13 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 		out[i] = RenewStatus(c)
 	}
 	return out, nil
+}
+
+// LeaseSecret returns the deployment's stored lease token secret, storing
+// offer first when none is: every process that calls it gets the same
+// secret, whichever stored it.
+func (r *RDB) LeaseSecret(ctx context.Context, offer string) (string, error) {
+	return r.run(ctx, "lease_secret", []string{r.keys.LeaseSecret()}, offer).Text()
 }
 
 // Reclaim takes over up to room tasks of queue whose lease expired, and

@@ -157,7 +157,7 @@ func TestSlotCheckerCatchesCrossSlotCalls(t *testing.T) {
 // globalScripts touch only global keys (no queue tag).
 var globalScripts = map[string]bool{
 	"register_queue": true, "worker_start": true, "worker_beat": true, "remote_beat": true,
-	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true,
+	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true, "lease_secret": true,
 	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
 }
 
@@ -281,6 +281,8 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	_, _, err = r.ListTasks(ctx, ListFilter{Queue: "emails", Limit: 2, Cursor: pendingPlain})
 	require.NoError(t, err)
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
+	_, err = r.LeaseSecret(ctx, "offered")
+	require.NoError(t, err)
 
 	// Flow control.
 	_, err = r.SetLimits(ctx, "emails", Limits{RateLimit: 5, RatePeriod: time.Second, Concurrency: 2, KeyConcurrency: 1})
@@ -392,6 +394,8 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 			require.Equal(t, []string{prefix + ":op:receipt:1"}, call.Keys)
 		case "audit":
 			require.Equal(t, []string{prefix + ":audit"}, call.Keys)
+		case "lease_secret":
+			require.Equal(t, []string{prefix + ":lease_secret"}, call.Keys)
 		case "worker_start", "worker_beat":
 			require.Equal(t, []string{prefix + ":worker:w1"}, call.Keys)
 		case "schedule_put", "schedule_delete", "schedule_pause", "schedule_record":

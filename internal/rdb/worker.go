@@ -22,6 +22,11 @@ type WorkerSettings struct {
 	ResultRetention    time.Duration
 	DLQEnabled         bool
 	DLQMaxLen          int64
+	// Claim, when set, also fences renewals and finalizes on the nonce of
+	// the claim call that started the attempt (a remote worker's lease
+	// token names it). Go workers leave it empty: their calls are fenced
+	// on task, attempt and worker id.
+	Claim string
 }
 
 // seconds is d in whole seconds, the unit the scripts take retentions in.

@@ -353,10 +353,15 @@ local fence_h = {} -- reused by every fence call: see hget_into
 -- fence returns the task's fields when it is still running under this worker
 -- and attempt, or nil: a worker that lost its lease writes nothing. The
 -- table is valid until the next fence call. A hot caller may read fewer
--- fields (fields) into a table of its own (into).
-local function fence(task_key, attempt, worker, fields, into)
+-- fields (fields) into a table of its own (into). claim, when given and not
+-- "", must also be the nonce of the claim that started the attempt (a
+-- remote worker's lease token names it; a Go worker passes none).
+local function fence(task_key, attempt, worker, fields, into, claim)
   local h = hget_into(into or fence_h, task_key, fields or fence_fields)
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
+    return nil, h
+  end
+  if claim and claim ~= '' and redis.call('HGET', task_key, 'claim') ~= claim then
     return nil, h
   end
   return h

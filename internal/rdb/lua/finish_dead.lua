@@ -22,6 +22,11 @@
 -- ARGV[10] error class  ARGV[11] error message  ARGV[12] "1" = DLQ enabled
 -- ARGV[13] DLQ maxlen   ARGV[14] task key prefix  ARGV[15] "1" = retryable error
 -- ARGV[16] key wait list prefix  ARGV[17] task key prefix
+-- ARGV[18] claim nonce the attempt must have been started by ("" = not
+--          checked; see fence)
+--
+-- The entry is acked in the task's own band (KEYS[12..21] by its priority
+-- field), whatever band KEYS[4] names.
 --
 -- Returns "ok", "cancelled" or "lease_lost".
 
@@ -29,7 +34,7 @@ local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[
   stats = KEYS[6], dlq_key = KEYS[7], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5],
   idem_prefix = ARGV[6], events_maxlen = ARGV[7], retained = KEYS[22], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
   dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14], l = limit_keys(8, 12, 16)}
-local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
+local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[18])
 if not h then
   -- Gone: it ended, kept for 0 s (a call sent again after its reply was lost).
   if not seen.status then return 'ok' end
@@ -37,6 +42,7 @@ if not h then
   if done == 'cancelled' then return done end
   return done and 'ok' or 'lease_lost'
 end
+f.stream = h.priority and f.l.streams[tonumber(h.priority)] or f.stream
 if h.cancel_requested == '1' then
   cancel_running(f, h, ARGV[11])
   return 'cancelled'

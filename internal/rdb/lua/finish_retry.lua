@@ -20,21 +20,40 @@
 -- ARGV[8] failed retention (s)  ARGV[9] attempts history cap
 -- ARGV[10] retry delay (ms)  ARGV[11] error class  ARGV[12] error message
 -- ARGV[13] key wait list prefix  ARGV[14] task key prefix
+-- ARGV[15] claim nonce the attempt must have been started by ("" = not
+--          checked; see fence)
+-- ARGV[16] "1" = the caller does not know the task's max_attempts (a remote
+--          worker): with no attempts left, write nothing and answer
+--          "exhausted", and so does a call sent again after the task was
+--          dead-lettered, failed or deleted; the caller then finalizes with
+--          finish_dead, which answers for the attempt
 --
--- Returns "ok", "cancelled" or "lease_lost".
+-- The entry is acked in the task's own band (KEYS[13..22] by its priority
+-- field), whatever band KEYS[4] names.
+--
+-- Returns "ok", "cancelled", "lease_lost" or "exhausted".
 
 local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],
   events_maxlen = ARGV[7], retained = KEYS[23], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]), l = limit_keys(9, 13, 13)}
-local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
+local checked = ARGV[16] == '1'
+local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[15])
 if not h then
-  local done = landed(KEYS[1], seen, ARGV[3], ARGV[4], {'retry', 'cancelled'})
+  if checked and not seen.status then return 'exhausted' end
+  local done = landed(KEYS[1], seen, ARGV[3], ARGV[4], {'retry', 'cancelled', 'dead_lettered', 'failed'})
   if done == 'retry' then return 'ok' end
+  if done == 'dead_lettered' or done == 'failed' then
+    return checked and 'exhausted' or 'lease_lost'
+  end
   return done or 'lease_lost'
 end
+f.stream = h.priority and f.l.streams[tonumber(h.priority)] or f.stream
 if h.cancel_requested == '1' then
   cancel_running(f, h, ARGV[12])
   return 'cancelled'
+end
+if checked and tonumber(h.attempt) >= tonumber(h.max_attempts) then
+  return 'exhausted'
 end
 
 local delay = tonumber(ARGV[10])

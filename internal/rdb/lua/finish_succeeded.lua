@@ -1,6 +1,8 @@
 -- finish_succeeded: finalize running attempts whose handlers returned, several tasks
 -- of one queue per call. Each task is fenced on status running + attempt +
--- worker; a task whose fence fails is skipped (its worker lost the lease).
+-- worker (+ claim nonce, when the call gives one: a remote worker's lease
+-- token names the claim that started its attempt); a task whose fence fails
+-- is skipped (its worker lost the lease).
 -- A task whose success by this worker and attempt is already recorded (a
 -- call whose reply was lost, sent again) answers 2 and writes nothing; so
 -- does a task already gone (kept for 0 s).
@@ -31,14 +33,16 @@
 -- ARGV[4] idempotency key prefix  ARGV[5] events maxlen
 -- ARGV[6] succeeded retention (s)  ARGV[7] result retention (s)
 -- ARGV[8] tasks  ARGV[9] key wait list prefix  ARGV[10] task key prefix
--- then per task i (base = 11 + 4*(i-1)): task id, attempt, result JSON
+-- ARGV[11] claim nonce every task's attempt must have been started by
+--          ("" = not checked)
+-- then per task i (base = 12 + 4*(i-1)): task id, attempt, result JSON
 -- ("" = none), "1" when the result was too large to keep
 --
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
 
 -- now_s goes into arguments as it came: turning a Lua number back into
 -- text is a costly float formatting, once per task.
-local now_s, worker, group = ARGV[1], ARGV[2], ARGV[3]
+local now_s, worker, group, claim = ARGV[1], ARGV[2], ARGV[3], ARGV[11]
 local now = tonumber(now_s)
 local n = tonumber(ARGV[8])
 local result_ms = tonumber(ARGV[7]) * 1000
@@ -56,7 +60,7 @@ local drop = {status = true, type = true, attempt = true, priority = true, max_a
   retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true}
 for i = 1, n do
   local tk, rk = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
-  local ab = 11 + 4 * (i - 1)
+  local ab = 12 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
   -- One table for every task, cleared of the previous task's fields: a
   -- fresh one would be rehashed four times on the way to a task's fields.
@@ -64,7 +68,8 @@ for i = 1, n do
   local flat = redis.call('HGETALL', tk)
   prev = flat
   for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
-  if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker then
+  if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker
+      or (claim ~= '' and h.claim ~= claim) then
     local again = h.status == nil or (h.status == 'succeeded' and succeeded_by(h, attempt, worker))
     out[i] = again and 2 or 0
   else
