@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
@@ -234,9 +233,7 @@ func downServer(t *testing.T) *bundle {
 	require.NoError(t, err)
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: newRemote(t, rc, "")})
 	require.NoError(t, err)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &bundle{ctx: context.Background(), api: api, srv: srv}
+	return &bundle{ctx: context.Background(), api: api, srv: newTestServer(t, api)}
 }
 
 func TestRedisDown(t *testing.T) {
