@@ -223,7 +223,11 @@ func TestReady(t *testing.T) {
 // downServer is an API whose Redis address refuses connections.
 func downServer(t *testing.T) *bundle {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: redistest.DownAddr(t), DialTimeout: 500 * time.Millisecond, MaxRetries: -1})
+	// A pool larger than the failed dials of a test: past PoolSize failures
+	// go-redis starts a background redial that outlives the test. One dial
+	// per command: the address refuses at once.
+	rc := redis.NewClient(&redis.Options{Addr: redistest.DownAddr(t), DialTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1000,
+		DialerRetries: 1})
 	t.Cleanup(func() { rc.Close() })
 	c, err := dtq.NewClient(rc, nil)
 	require.NoError(t, err)
