@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"mime"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -140,7 +141,7 @@ type answer struct {
 	bodyKept     bool // false when the body was streamed, not kept
 }
 
-// check lists how a answers departs from the document; pattern is the
+// check lists how answer a departs from the document; pattern is the
 // operation it was held to ("" for a path the document does not know,
 // whose answer must be the error envelope).
 func (c *contract) check(a answer) (pattern string, problems []string) {
@@ -639,7 +640,6 @@ func describe(v any) string {
 // document, failing the test on a departure. It also counts the statuses
 // each operation answered with, for tests that walk the document.
 type answerChecker struct {
-	t testing.TB
 	h http.Handler
 	c *contract
 
@@ -657,7 +657,7 @@ func checkAnswers(t testing.TB, h http.Handler) *answerChecker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac := &answerChecker{t: t, h: h, c: c, seen: map[string]map[int]bool{}}
+	ac := &answerChecker{h: h, c: c, seen: map[string]map[int]bool{}}
 	ac.report = func(s string) { t.Errorf("%s", s) }
 	// Registered before the server's own cleanup, so it runs after the
 	// server has closed and every answer is in.
@@ -703,6 +703,23 @@ func (ac *answerChecker) checkAnswer(a answer) {
 	}
 	ac.report(fmt.Sprintf("answer outside openapi.json: %s answered %d:\n  %s\n  body: %.300q",
 		op, a.status, strings.Join(problems, "\n  "), a.body))
+}
+
+// requireDocumented fails t when rec, the answer to req served without a
+// test server (httptest.NewRecorder), departs from the document.
+func requireDocumented(t testing.TB, req *http.Request, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	c, err := servedContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rec.Result()
+	_, problems := c.check(answer{method: req.Method, path: req.URL.EscapedPath(), status: res.StatusCode,
+		header: res.Header, body: rec.Body.Bytes(), bodyKept: true})
+	if len(problems) > 0 {
+		t.Fatalf("answer outside openapi.json: %s %s answered %d:\n  %s\n  body: %.300q", req.Method, req.URL.EscapedPath(), res.StatusCode,
+			strings.Join(problems, "\n  "), rec.Body.Bytes())
+	}
 }
 
 // maxKeptBody bounds how much of a JSON answer is kept for the check.
