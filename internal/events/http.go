@@ -18,6 +18,8 @@ const (
 	codeInvalidRequest     = "INVALID_REQUEST"
 	codeUnavailable        = "REDIS_UNAVAILABLE"
 	codeTooManySubscribers = "TOO_MANY_SUBSCRIBERS"
+	codeForbidden          = "FORBIDDEN"
+	codeInternal           = "INTERNAL_ERROR"
 )
 
 // subscriberRetryAfter is the Retry-After of a refused subscription.

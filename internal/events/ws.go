@@ -1,10 +1,12 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/coder/websocket"
 )
@@ -35,9 +37,11 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.cfg.OriginPatterns})
+	hw := &handshakeWriter{ResponseWriter: w}
+	c, err := websocket.Accept(hw, r, &websocket.AcceptOptions{OriginPatterns: h.cfg.OriginPatterns})
 	if err != nil {
-		return // Accept has answered
+		hw.refuse(h, r)
+		return
 	}
 	defer c.CloseNow()
 	// CloseRead answers pings and the close handshake; its context ends
@@ -84,4 +88,50 @@ func (h *Hub) wsWrite(ctx context.Context, c *websocket.Conn, msg []byte) error 
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.WriteTimeout)
 	defer cancel()
 	return c.Write(ctx, websocket.MessageText, msg)
+}
+
+// handshakeWriter holds back the plain-text refusal websocket.Accept writes
+// for a request that is not a valid handshake (426, 400, 403), so that the
+// client gets the API's error envelope instead (refuse). Everything else,
+// the 101 and the hijack included, goes through.
+type handshakeWriter struct {
+	http.ResponseWriter
+	status int
+	msg    bytes.Buffer
+}
+
+func (w *handshakeWriter) WriteHeader(code int) {
+	if code >= 400 && w.status == 0 {
+		w.status = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *handshakeWriter) Write(b []byte) (int, error) {
+	if w.status != 0 {
+		return w.msg.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets websocket.Accept hijack the connection underneath.
+func (w *handshakeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// refuse answers the refusal Accept held back, if any, with
+// Config.WriteError. The headers Accept set for it stay (Upgrade on 426,
+// Sec-WebSocket-Version on 400).
+func (w *handshakeWriter) refuse(h *Hub, r *http.Request) {
+	if w.status == 0 {
+		return
+	}
+	code := codeInvalidRequest
+	switch {
+	case w.status == http.StatusForbidden:
+		code = codeForbidden
+	case w.status >= 500:
+		code = codeInternal
+	}
+	msg := "this endpoint takes WebSocket handshakes only: " + strings.TrimSpace(w.msg.String())
+	h.cfg.WriteError(w.ResponseWriter, r, w.status, code, msg, map[string]any{})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +83,54 @@ func TestWebSocket(t *testing.T) {
 	more := b.add(t, "q", taskEvent(TypeTaskSucceeded))
 	m = ws.read(t)
 	require.Equal(t, "q/"+more[0], m["event"].(map[string]any)["event_id"])
+}
+
+// A request that is not a valid handshake gets the error envelope, not
+// the WebSocket library's plain text.
+func TestWebSocketRefusedHandshake(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	tests := []struct {
+		name   string
+		header map[string]string
+		status int
+		code   string
+		hdr    string // a header the refusal keeps
+	}{
+		{"plain GET", nil, http.StatusUpgradeRequired, codeInvalidRequest, "Upgrade"},
+		{"old version", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "8",
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, http.StatusBadRequest, codeInvalidRequest, "Sec-WebSocket-Version"},
+		{"foreign origin", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": "https://evil.example"}, http.StatusForbidden, codeForbidden, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/ws/events", nil)
+			require.NoError(t, err)
+			req.Header.Set("X-Request-ID", "hs-1")
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			res, err := b.srv.Client().Do(req)
+			require.NoError(t, err)
+			defer res.Body.Close()
+			require.Equal(t, tt.status, res.StatusCode)
+			require.Equal(t, "application/json", res.Header.Get("Content-Type"))
+			if tt.hdr != "" {
+				require.NotEmpty(t, res.Header.Get(tt.hdr))
+			}
+			var e struct {
+				Code      string         `json:"code"`
+				Message   string         `json:"message"`
+				Details   map[string]any `json:"details"`
+				RequestID string         `json:"request_id"`
+			}
+			require.NoError(t, json.NewDecoder(res.Body).Decode(&e))
+			require.Equal(t, tt.code, e.Code)
+			require.Equal(t, "hs-1", e.RequestID)
+			require.NotNil(t, e.Details)
+			require.Contains(t, e.Message, "WebSocket")
+		})
+	}
 }

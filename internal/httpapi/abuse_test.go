@@ -31,8 +31,9 @@ var abuseLimits = ServerLimits{ReadHeaderTimeout: 300 * time.Millisecond, ReadTi
 // with abuseLimits.
 func abuseServer(t *testing.T, b *bundle) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(b.api)
-	srv.Config = NewHTTPServer(b.api, abuseLimits)
+	h := checkAnswers(t, b.api)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config = NewHTTPServer(h, abuseLimits)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv

@@ -50,6 +50,7 @@ func FuzzSubmit(f *testing.F) {
 			if rec.Code >= 500 {
 				t.Fatalf("%s answered %d: %s", path, rec.Code, rec.Body)
 			}
+			requireDocumented(t, req, rec)
 			if rec.Code >= 400 {
 				var e errorBody
 				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.RequestID == "" || e.Details == nil {
@@ -106,6 +107,7 @@ func FuzzOperatorInput(f *testing.F) {
 			if rec.Code >= 500 {
 				t.Fatalf("%s %s?%s answered %d: %s", rq.method, rq.path, query, rec.Code, rec.Body)
 			}
+			requireDocumented(t, req, rec)
 			if rec.Code >= 400 {
 				var e errorBody
 				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.RequestID == "" || e.Details == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/events"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 	"github.com/dtq-io/dtq/internal/workertest"
@@ -39,6 +40,14 @@ type options struct {
 	redis *redistest.Setup
 	// leaseSecret is the Remote's LeaseSecret; "" = the one stored in Redis.
 	leaseSecret string
+	// feed, when set, serves the event feed from a running events.Hub;
+	// nil leaves the API without one (its routes answer 503).
+	feed *feedOptions
+}
+
+// feedOptions tune the event feed of setup.
+type feedOptions struct {
+	maxSubscribers int // events.Config.MaxSubscribers
 }
 
 // bundle is what an API test needs: the server behind a real listener, a
@@ -83,11 +92,26 @@ func setup(t testing.TB, o options) *bundle {
 	go func() { remoteDone <- remote.Run(runCtx) }()
 	t.Cleanup(func() { stopRemote(); require.NoError(t, <-remoteDone) })
 	logs := &syncBuffer{}
+	var hub *events.Hub
+	var feed EventFeed
+	if o.feed != nil {
+		hub, err = events.NewHub(s.Client, s.Prefix, &events.Config{PollInterval: 20 * time.Millisecond,
+			Block: 200 * time.Millisecond, MaxSubscribers: o.feed.maxSubscribers})
+		require.NoError(t, err)
+		feed = hub
+	}
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
-		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues,
+		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues, Events: feed,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	srv := newTestServer(t, api)
+	if hub != nil {
+		// Stopped before the server closes: stopping ends the streams.
+		hubCtx, stopHub := context.WithCancel(context.Background())
+		hubDone := make(chan error, 1)
+		go func() { hubDone <- hub.Run(hubCtx) }()
+		t.Cleanup(func() { stopHub(); require.NoError(t, <-hubDone) })
+	}
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),
 		client: c, remote: remote, insp: in, admin: adm, api: api, srv: srv, logs: logs}
 }
@@ -307,10 +331,11 @@ func (r *response) decode(t testing.TB, v any) {
 	require.NoError(t, json.Unmarshal(r.body, v), string(r.body))
 }
 
-// newTestServer serves h on a loopback listener until the test ends.
+// newTestServer serves h on a loopback listener until the test ends; each
+// answer is checked against openapi.json (checkAnswers).
 func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(checkAnswers(t, h))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
@@ -224,7 +223,11 @@ func TestReady(t *testing.T) {
 // downServer is an API whose Redis address refuses connections.
 func downServer(t *testing.T) *bundle {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: redistest.DownAddr(t), DialTimeout: 500 * time.Millisecond, MaxRetries: -1})
+	// A pool larger than the failed dials of a test: past PoolSize failures
+	// go-redis starts a background redial that outlives the test. One dial
+	// per command: the address refuses at once.
+	rc := redis.NewClient(&redis.Options{Addr: redistest.DownAddr(t), DialTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1000,
+		DialerRetries: 1})
 	t.Cleanup(func() { rc.Close() })
 	c, err := dtq.NewClient(rc, nil)
 	require.NoError(t, err)
@@ -234,9 +237,7 @@ func downServer(t *testing.T) *bundle {
 	require.NoError(t, err)
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: newRemote(t, rc, "")})
 	require.NoError(t, err)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &bundle{ctx: context.Background(), api: api, srv: srv}
+	return &bundle{ctx: context.Background(), api: api, srv: newTestServer(t, api)}
 }
 
 func TestRedisDown(t *testing.T) {

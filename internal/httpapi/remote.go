@@ -186,11 +186,16 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) {
 }
 
 // finishedTask answers a finalize with the task. A task already gone
-// (retention 0) answers its id and the status it reached, when known.
+// (retention 0) answers its id and the status it reached, when known
+// (status ""; a failure's outcome is not: retried tasks are kept).
 func (s *Server) finishedTask(w http.ResponseWriter, r *http.Request, id string, status dtqtype.Status) {
 	t, err := s.cfg.Inspector.GetTask(r.Context(), id)
 	if errors.Is(err, dtq.ErrTaskNotFound) {
-		s.writeJSON(w, r, http.StatusOK, map[string]any{"task_id": id, "status": status})
+		gone := map[string]any{"task_id": id}
+		if status != "" {
+			gone["status"] = status
+		}
+		s.writeJSON(w, r, http.StatusOK, gone)
 		return
 	}
 	if err != nil {
