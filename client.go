@@ -244,14 +244,10 @@ func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, ta
 	if err == nil || redis.IsOOMError(err) {
 		return res, err
 	}
-	deadline := time.Now().Add(ingestResendWindow)
-	for delay := 50 * time.Millisecond; time.Now().Add(delay).Before(deadline); delay = min(2*delay, time.Second) {
-		if !sleepCtx(ctx, delay) {
-			break
-		}
-		if res, err = c.rdb.Ingest(ctx, queue, now, opt, tasks); err == nil {
-			return res, nil
-		}
+	if res, err = resend(ctx, ingestResendWindow, func() ([]rdb.IngestResult, error) {
+		return c.rdb.Ingest(ctx, queue, now, opt, tasks)
+	}); err == nil {
+		return res, nil
 	}
 	res, serr := c.rdb.SettleIngest(ctx, queue, now, opt, tasks)
 	if serr != nil {

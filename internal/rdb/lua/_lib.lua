@@ -136,7 +136,8 @@ end
 -- reply was lost (go-redis resends; so does the client, within
 -- rdb.IngestResendWindow) must find that its task was created, even when the
 -- task already ran and was deleted. A key's record does this for a keyed
--- task, which is kept as long as its record.
+-- task, which is kept as long as its record. Settling (ingest.lua) keeps
+-- its "never created" marker as long.
 local ended_window = 60000
 
 -- mark_ended leaves the marker of a task key deleted at once: the task key

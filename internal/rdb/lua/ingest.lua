@@ -91,6 +91,9 @@ for i = 1, n do
   local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
   local created_at, ckey, ret, keep = ARGV[ab + 12], ARGV[ab + 13], ARGV[ab + 14], ARGV[ab + 15]
   local ev_ts = ARGV[ab + 16]
+  -- the status a created task has (also what a resend of this call answers)
+  local delayed = later_ms(available_at, now)
+  local status = delayed and 'pending' or 'queued'
 
   local reply = nil
   local claimed = false -- this call wrote the idempotency record
@@ -100,7 +103,7 @@ for i = 1, n do
     if raw == id then
       -- The record names this very task: this call is being sent again
       -- after its reply was lost, and its first run created the task.
-      reply = {'created', id, later_ms(available_at, now) and 'pending' or 'queued'}
+      reply = {'created', id, status}
     elseif raw == '!' .. id then
       reply = {'absent', id} -- settled: never created, and never will be
     elseif raw then
@@ -139,12 +142,12 @@ for i = 1, n do
       if m == '!' then
         reply = {'absent', id}
       elseif m or redis.call('EXISTS', task_key) == 1 then
-        reply = {'created', id, later_ms(available_at, now) and 'pending' or 'queued'}
+        reply = {'created', id, status}
       end
     elseif redis.call('EXISTS', task_key, idem_key) > 0 then
       -- (a '!' marker, see settle, also lands here: that call's answer
       -- reaches nobody, and it writes nothing)
-      reply = {'created', id, later_ms(available_at, now) and 'pending' or 'queued'}
+      reply = {'created', id, status}
     end
   end
 
@@ -157,7 +160,7 @@ for i = 1, n do
     if ikey ~= '' then
       redis.call('SET', idem_key, '!' .. id, 'EX', idem_ttl) -- replaces this call's claim, or a stale record
     else
-      redis.call('SET', idem_key, '!', 'PX', 60000)
+      redis.call('SET', idem_key, '!', 'PX', ended_window)
     end
     reply = {'absent', id}
   end
@@ -181,8 +184,6 @@ for i = 1, n do
       redis.call('SET', idem_key, id, 'EX', idem_ttl) -- replaces a stale record
     end
 
-    local delayed = later_ms(available_at, now)
-    local status = delayed and 'pending' or 'queued'
     -- One argument list reused for every task (unpack with an explicit
     -- length): a table built per task would be grown five times.
     local f = fields
