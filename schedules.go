@@ -15,7 +15,7 @@ import (
 	"github.com/dtq-io/dtq/internal/schedule"
 )
 
-// Schedule describes a periodic task (SPEC §18): on every tick of Spec, in
+// Schedule describes a periodic task (docs/schedules.md): on every tick of Spec, in
 // Timezone, one task of TaskType is submitted to Queue. Zero values select
 // the defaults noted, as for a Submission.
 type Schedule struct {

@@ -99,7 +99,7 @@ type WorkerConfig struct {
 	// Clock returns the current time for leases, due times and expiry.
 	// Default time.Now.
 	Clock func() time.Time
-	// DisableScheduler stops Run from running a Scheduler (SPEC §18).
+	// DisableScheduler stops Run from running a Scheduler (docs/schedules.md).
 	// Default false: every worker fires due schedules.
 	DisableScheduler bool
 	// SchedulerClient configures the Client the worker's Scheduler submits

@@ -2,7 +2,7 @@ package dtqtype
 
 import "encoding/json"
 
-// ScheduleInfo is a schedule (SPEC §18) as stored and shown by the API:
+// ScheduleInfo is a schedule (docs/schedules.md) as stored and shown by the API:
 // its definition, with the task fields' defaults applied, and its state.
 type ScheduleInfo struct {
 	Name        string          `json:"name"`

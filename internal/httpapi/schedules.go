@@ -7,7 +7,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// Schedules (SPEC §18) are global, but each targets one queue: a scoped key
+// Schedules (docs/schedules.md) are global, but each targets one queue: a scoped key
 // sees and changes only the schedules of its queues, so every schedule
 // route checks the scope in its handler.
 

@@ -1,4 +1,4 @@
-// Package schedule parses schedule specs (SPEC §18) and computes their
+// Package schedule parses schedule specs (docs/schedules.md) and computes their
 // ticks. It is pure: no Redis, no clock of its own; every function takes
 // the time it works from, so tests can pin it.
 //
