@@ -88,7 +88,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
-		s.warnUnserved(w, r, queueOf(sub))
+		s.warnUnserved(w, r, []string{queueOf(sub)})
 	}
 	w.Header().Set("Location", "/api/v1/tasks/"+res.TaskID)
 	s.writeJSON(w, r, status, taskResponse{TaskInfo: res.Task, Duplicate: res.Duplicate})
@@ -128,7 +128,8 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 
 	items := make([]batchItem, len(raws))
-	var accepted []string // queues that got a new task
+	var accepted []string // queues that got a new task, each once
+	seen := map[string]bool{}
 	subs := make([]dtq.Submission, 0, len(raws))
 	at := make([]int, 0, len(raws)) // subs[j] is item at[j]
 	for i, raw := range raws {
@@ -161,14 +162,13 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 			it.HTTPStatus, it.Duplicate, it.Task = http.StatusAccepted, res.Result.Duplicate, res.Result.Task
 			if res.Result.Duplicate {
 				it.HTTPStatus = http.StatusOK
-			} else if !slices.Contains(accepted, it.Task.Queue) {
+			} else if !seen[it.Task.Queue] {
+				seen[it.Task.Queue] = true
 				accepted = append(accepted, it.Task.Queue)
 			}
 		}
 	}
-	for _, q := range accepted {
-		s.warnUnserved(w, r, q)
-	}
+	s.warnUnserved(w, r, accepted)
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
 }
 
