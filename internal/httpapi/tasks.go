@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"maps"
 	"math"
 	"mime"
@@ -297,7 +296,13 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var t *dtqtype.TaskInfo
 	if wait > 0 {
-		t, err = s.cfg.Inspector.WaitTask(r.Context(), id, wait)
+		c := caller(r)
+		if scope, limit := s.waits.acquire(c); scope != "" {
+			s.writeAPIError(w, r, tooManyWaits(scope, limit))
+			return
+		}
+		defer s.waits.release(c)
+		t, err = s.waitTask(r.Context(), id, wait)
 	} else {
 		t, err = s.cfg.Inspector.GetTask(r.Context(), id)
 	}
@@ -414,14 +419,16 @@ func idempotencyHeader(r *http.Request) (string, bool, error) {
 }
 
 // readBody reads at most limit bytes of r's body; more is a
-// *http.MaxBytesError (413).
+// *http.MaxBytesError (413). The bytes count against the server's budget
+// of bodies in flight until the request is answered; past it the answer is
+// errServerBusy (503 SERVER_BUSY).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	b, err := readAllReserved(r, http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	var tb *http.MaxBytesError
-	if errors.As(err, &tb) {
+	if errors.As(err, &tb) || errors.Is(err, errServerBusy) {
 		return nil, err
 	}
 	if err != nil {

@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+)
+
+// TestBodyBudget holds one submission's body half sent, so that its
+// Content-Length stays reserved, and sends a batch that does not fit in
+// what is left of DTQ_MAX_BODY_BYTES_IN_FLIGHT: the batch is 503
+// SERVER_BUSY with Retry-After and nothing of it is stored; once the first
+// request is answered its bytes are free again. A body sent without a
+// length is reserved as it arrives and refused the same way.
+func TestBodyBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 64 << 10
+	b := setup(t, options{maxBodyInFlight: budget, client: func(c *dtq.ClientConfig) { c.MaxPayloadBytes = 64 << 10 }})
+
+	// A 40 KiB single submission, sent in two halves.
+	body := `{"task_type": "echo", "queue": "held", "payload": {"s": "` + strings.Repeat("x", 40<<10) + `"}}`
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.CloseWithError(io.ErrUnexpectedEOF) }) // before the server closes
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodPost, b.srv.URL+"/api/v1/tasks", pr)
+	require.NoError(t, err)
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Content-Type", "application/json")
+	held := make(chan *http.Response, 1)
+	go func() {
+		res, err := b.srv.Client().Do(req)
+		if err != nil {
+			close(held)
+			return
+		}
+		held <- res
+	}()
+	_, err = io.WriteString(pw, body[:len(body)/2])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.api.bodies.inUse() == int64(len(body)) },
+		10*time.Second, 5*time.Millisecond, "the held body's length is reserved")
+
+	batch := func(queue string, n int) string {
+		var tasks []string
+		for range n {
+			tasks = append(tasks, fmt.Sprintf(`{"task_type": "echo", "queue": %q, "payload": {"s": "%s"}}`, queue, strings.Repeat("y", 1000)))
+		}
+		return `{"tasks": [` + strings.Join(tasks, ",") + `]}`
+	}
+	res := b.do(t, http.MethodPost, "/api/v1/tasks/batch", batch("busy", 30))
+	e := res.requireError(t, http.StatusServiceUnavailable, codeServerBusy, "")
+	require.Contains(t, e.Message, "DTQ_MAX_BODY_BYTES_IN_FLIGHT")
+	require.Equal(t, "1", res.header.Get("Retry-After"))
+	b.do(t, http.MethodGet, "/api/v1/queues/busy", "").requireError(t, http.StatusNotFound, codeQueueNotFound, "")
+
+	// Without a Content-Length the body is reserved as it arrives.
+	req, err = http.NewRequestWithContext(b.ctx, http.MethodPost, b.srv.URL+"/api/v1/tasks/batch",
+		io.MultiReader(strings.NewReader(batch("chunked", 30)))) // no length known
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	chunked, err := b.srv.Client().Do(req)
+	require.NoError(t, err)
+	_ = chunked.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, chunked.StatusCode)
+	b.do(t, http.MethodGet, "/api/v1/queues/chunked", "").requireError(t, http.StatusNotFound, codeQueueNotFound, "")
+
+	_, err = io.WriteString(pw, body[len(body)/2:])
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	first, ok := <-held
+	require.True(t, ok, "the held request failed")
+	_ = first.Body.Close()
+	require.Equal(t, http.StatusAccepted, first.StatusCode)
+	require.Eventually(t, func() bool { return b.api.bodies.inUse() == 0 }, 10*time.Second, 5*time.Millisecond)
+
+	res = b.do(t, http.MethodPost, "/api/v1/tasks/batch", batch("busy", 30))
+	require.Equal(t, http.StatusOK, res.status, "%.300s", res.body)
+	// Released once the handler has returned, just after the answer is sent.
+	require.Eventually(t, func() bool { return b.api.bodies.inUse() == 0 }, 10*time.Second, 5*time.Millisecond)
+}
