@@ -49,7 +49,7 @@ func TestBodyBudget(t *testing.T) {
 	batch := func(queue string, n int) string {
 		var tasks []string
 		for range n {
-			tasks = append(tasks, fmt.Sprintf(`{"task_type": "echo", "queue": %q, "payload": {"s": "%s"}}`, queue, strings.Repeat("y", 1000)))
+			tasks = append(tasks, fmt.Sprintf(`{"task_type": "echo", "queue": %q, "payload": {"s": %q}}`, queue, strings.Repeat("y", 1000)))
 		}
 		return `{"tasks": [` + strings.Join(tasks, ",") + `]}`
 	}
