@@ -11,8 +11,8 @@ import (
 // 16 batches of the largest size at once.
 const DefaultMaxBodyBytesInFlight = 256 << 20
 
-// bodyChunk is how much more of the budget a body of unknown length
-// reserves each time its buffer fills.
+// bodyChunk is the least a body of unknown length reserves each time its
+// buffer fills (then it doubles the buffer, and reserves what it grew by).
 const bodyChunk = 64 << 10
 
 // bodyBudget bounds the request body bytes one API process holds at once:
@@ -74,7 +74,7 @@ func reserveBody(r *http.Request, n int64) bool {
 
 // readAllReserved reads body into a buffer that grows only as far as the
 // budget allows: the whole size when it is known (one allocation, not the
-// doubling io.ReadAll does), else bodyChunk at a time.
+// doubling io.ReadAll does), else what each doubling adds.
 func readAllReserved(r *http.Request, body io.Reader, size int64) ([]byte, error) {
 	if size >= 0 {
 		if !reserveBody(r, size) {
@@ -89,10 +89,14 @@ func readAllReserved(r *http.Request, body io.Reader, size int64) ([]byte, error
 				// net/http, which cuts the body at Content-Length.
 				return nil, errServerBusy
 			}
-			if !reserveBody(r, bodyChunk) {
+			// Double, as io.ReadAll would, reserving what the buffer grows by.
+			grow := max(bodyChunk, int64(cap(b)))
+			if !reserveBody(r, grow) {
 				return nil, errServerBusy
 			}
-			b = append(b, make([]byte, bodyChunk)...)[:len(b)]
+			nb := make([]byte, len(b), int64(cap(b))+grow)
+			copy(nb, b)
+			b = nb
 		}
 		n, err := body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/dtq-io/dtq"
 )
 
-// TestBodyBudget holds one submission's body half sent, so that its
+// TestBodyBudget holds one batch's body half sent, so that its
 // Content-Length stays reserved, and sends a batch that does not fit in
 // what is left of DTQ_MAX_BODY_BYTES_IN_FLIGHT: the batch is 503
 // SERVER_BUSY with Retry-After and nothing of it is stored; once the first
@@ -21,14 +19,20 @@ import (
 // length is reserved as it arrives and refused the same way.
 func TestBodyBudget(t *testing.T) {
 	t.Parallel()
-	const budget = 64 << 10
-	b := setup(t, options{maxBodyInFlight: budget, client: func(c *dtq.ClientConfig) { c.MaxPayloadBytes = 64 << 10 }})
+	const budget = maxBatchBodyBytes // the least New accepts
+	b := setup(t, options{maxBodyInFlight: budget})
 
-	// A 40 KiB single submission, sent in two halves.
-	body := `{"task_type": "echo", "queue": "held", "payload": {"s": "` + strings.Repeat("x", 40<<10) + `"}}`
+	// A batch of size bytes: one task, then spaces (valid JSON that costs
+	// Redis nothing).
+	batch := func(queue string, size int) string {
+		head := fmt.Sprintf(`{"tasks": [{"task_type": "echo", "queue": %q}]`, queue)
+		return head + strings.Repeat(" ", size-len(head)-1) + "}"
+	}
+	// A 10 MiB batch, sent in two halves.
+	body := batch("held", 10<<20)
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { _ = pw.CloseWithError(io.ErrUnexpectedEOF) }) // before the server closes
-	req, err := http.NewRequestWithContext(b.ctx, http.MethodPost, b.srv.URL+"/api/v1/tasks", pr)
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodPost, b.srv.URL+"/api/v1/tasks/batch", pr)
 	require.NoError(t, err)
 	req.ContentLength = int64(len(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -46,22 +50,17 @@ func TestBodyBudget(t *testing.T) {
 	require.Eventually(t, func() bool { return b.api.bodies.inUse() == int64(len(body)) },
 		10*time.Second, 5*time.Millisecond, "the held body's length is reserved")
 
-	batch := func(queue string, n int) string {
-		var tasks []string
-		for range n {
-			tasks = append(tasks, fmt.Sprintf(`{"task_type": "echo", "queue": %q, "payload": {"s": %q}}`, queue, strings.Repeat("y", 1000)))
-		}
-		return `{"tasks": [` + strings.Join(tasks, ",") + `]}`
-	}
-	res := b.do(t, http.MethodPost, "/api/v1/tasks/batch", batch("busy", 30))
+	// 7 MiB more do not fit in 16.
+	res := b.do(t, http.MethodPost, "/api/v1/tasks/batch", batch("busy", 7<<20))
 	e := res.requireError(t, http.StatusServiceUnavailable, codeServerBusy, "")
 	require.Contains(t, e.Message, "DTQ_MAX_BODY_BYTES_IN_FLIGHT")
 	require.Equal(t, "1", res.header.Get("Retry-After"))
 	b.do(t, http.MethodGet, "/api/v1/queues/busy", "").requireError(t, http.StatusNotFound, codeQueueNotFound, "")
 
-	// Without a Content-Length the body is reserved as it arrives.
+	// Without a Content-Length the body is reserved as it arrives, and
+	// refused once the 6 MiB left are used.
 	req, err = http.NewRequestWithContext(b.ctx, http.MethodPost, b.srv.URL+"/api/v1/tasks/batch",
-		io.MultiReader(strings.NewReader(batch("chunked", 30)))) // no length known
+		io.MultiReader(strings.NewReader(batch("chunked", 6<<20+100<<10)))) // no length known
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	chunked, err := b.srv.Client().Do(req)
@@ -76,11 +75,22 @@ func TestBodyBudget(t *testing.T) {
 	first, ok := <-held
 	require.True(t, ok, "the held request failed")
 	_ = first.Body.Close()
-	require.Equal(t, http.StatusAccepted, first.StatusCode)
+	require.Equal(t, http.StatusOK, first.StatusCode)
 	require.Eventually(t, func() bool { return b.api.bodies.inUse() == 0 }, 10*time.Second, 5*time.Millisecond)
 
-	res = b.do(t, http.MethodPost, "/api/v1/tasks/batch", batch("busy", 30))
+	res = b.do(t, http.MethodPost, "/api/v1/tasks/batch", batch("busy", 7<<20))
 	require.Equal(t, http.StatusOK, res.status, "%.300s", res.body)
 	// Released once the handler has returned, just after the answer is sent.
 	require.Eventually(t, func() bool { return b.api.bodies.inUse() == 0 }, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestBodyBudgetTooSmall: a budget that cannot hold the largest body would
+// refuse it forever, so New refuses the budget.
+func TestBodyBudgetTooSmall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	cfg := b.api.cfg
+	cfg.MaxBodyBytesInFlight = maxBatchBodyBytes - 1
+	_, err := New(cfg)
+	require.ErrorContains(t, err, "MaxBodyBytesInFlight")
 }

@@ -70,7 +70,9 @@ type Config struct {
 	// MaxBodyBytesInFlight is DTQ_MAX_BODY_BYTES_IN_FLIGHT: the request
 	// body bytes the process holds at once, over all requests; a body that
 	// does not fit is answered 503 SERVER_BUSY with Retry-After before
-	// anything is written. Default DefaultMaxBodyBytesInFlight.
+	// anything is written. At least the largest body a route takes (a 16
+	// MiB batch, or a single submission at MaxPayloadBytes); New fails
+	// otherwise. Default DefaultMaxBodyBytesInFlight.
 	MaxBodyBytesInFlight int64
 	// MaxWaits is DTQ_MAX_WAITS: the long-polls (GET /api/v1/tasks/{id}?wait=)
 	// the process holds at once; more are 429 TOO_MANY_WAITS. Default
@@ -166,6 +168,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytesInFlight == 0 {
 		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	// A body the whole budget cannot hold would be refused forever.
+	if largest := max(int64(maxBatchBodyBytes), 2*int64(cfg.MaxPayloadBytes)+bodySlack); cfg.MaxBodyBytesInFlight < largest {
+		return nil, fmt.Errorf("httpapi: MaxBodyBytesInFlight must hold the largest body, %d bytes; got %d", largest, cfg.MaxBodyBytesInFlight)
 	}
 	if cfg.MaxWaits <= 0 {
 		cfg.MaxWaits = DefaultMaxWaits
