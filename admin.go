@@ -407,6 +407,11 @@ type DLQFilter = dtqtype.DLQFilter
 // answers with a cursor to continue from.
 const bulkBudget = 20
 
+// maxBulkOffset bounds a bulk cursor's offset: far above any dead-letter
+// index (DTQ_DLQ_MAXLEN), and below 1e14, past which Lua would print the
+// number as 1e+14 and Redis refuse it.
+const maxBulkOffset = 1 << 40
+
 type bulkCursor struct {
 	Queue  int   `json:"q"`
 	Offset int64 `json:"o"`
@@ -438,7 +443,7 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 	var cur bulkCursor
 	if f.Cursor != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Queue < 0 || cur.Queue > len(queues) || cur.Offset < 0 {
+		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Queue < 0 || cur.Queue > len(queues) || cur.Offset < 0 || cur.Offset > maxBulkOffset {
 			return nil, ErrInvalidCursor
 		}
 	}

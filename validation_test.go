@@ -69,6 +69,13 @@ func TestSubmissionFieldErrors(t *testing.T) {
 		{"metadata nested too deep", `"metadata":` + deep(65), "metadata", dtq.ErrInvalidTask},
 		{"payload too large", `"payload":{"s":"` + strings.Repeat("x", 60) + `"}`, "payload", dtq.ErrPayloadTooLarge},
 		{"metadata array", `"metadata":[]`, "metadata", dtq.ErrInvalidTask},
+		{"payload lone high surrogate", `"payload":{"s":"\ud800"}`, "payload", dtq.ErrInvalidTask},
+		{"payload lone high surrogate dbff", `"payload":{"s":"a\udbffb"}`, "payload", dtq.ErrInvalidTask},
+		{"payload lone low surrogate", `"payload":{"s":"\udc00"}`, "payload", dtq.ErrInvalidTask},
+		{"payload high then non-low", `"payload":{"s":"\ud800\u0041"}`, "payload", dtq.ErrInvalidTask},
+		{"payload reversed pair", `"payload":{"s":"\ude00\ud83d"}`, "payload", dtq.ErrInvalidTask},
+		{"payload surrogate in key", `"payload":{"\uDFFF":1}`, "payload", dtq.ErrInvalidTask},
+		{"metadata lone surrogate", `"metadata":{"s":"\ud800"}`, "metadata", dtq.ErrInvalidTask},
 		{"metadata over 4 KiB", `"metadata":{"s":"` + strings.Repeat("x", 4096) + `"}`, "metadata", dtq.ErrInvalidTask},
 		{"priority 10", `"priority":10`, "priority", dtq.ErrInvalidTask},
 		{"priority -1", `"priority":-1`, "priority", dtq.ErrInvalidTask},
@@ -236,6 +243,7 @@ func TestSubmissionAcceptedValues(t *testing.T) {
 			require.Equal(t, `{"b":1.50,"a":[true]}`, string(got.Payload))
 		}},
 		{"payload 64 levels", `{"task_type":"echo","payload":` + strings.Repeat(`{"a":`, 64) + "1" + strings.Repeat("}", 64) + `}`, nil},
+		{"payload surrogate pair", `{"task_type":"echo","payload":{"s":"\ud83d\ude00","t":"\\ud800"}}`, nil},
 		{"metadata exactly 4 KiB", `{"task_type":"echo","metadata":{"s":"` + strings.Repeat("x", 4096-8) + `"}}`, nil},
 		{"idempotency key unquoted", `{"task_type":"echo","idempotency_key":"\"order-42\""}`, func(t *testing.T, got *dtqtype.TaskInfo) {
 			require.Equal(t, "order-42", *got.IdempotencyKey)

@@ -151,10 +151,13 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		AllowedHosts:    cfg.AllowedHosts,
 		MaxPayloadBytes: cfg.MaxPayloadBytes,
 		// 0 in the variable means totals only; 0 in the Config, the default.
-		MetricsMaxQueues: cmp.Or(cfg.MetricsMaxQueues, -1),
-		MaxQueueDepth:    cfg.MaxQueueDepth,
-		Logger:           log,
-		AccessLog:        cfg.NewLogger(access),
+		MetricsMaxQueues:     cmp.Or(cfg.MetricsMaxQueues, -1),
+		MaxQueueDepth:        cfg.MaxQueueDepth,
+		MaxBodyBytesInFlight: cfg.MaxBodyBytesInFlight,
+		MaxWaits:             cfg.MaxWaits,
+		MaxWaitsPerKey:       cfg.MaxWaitsPerKey,
+		Logger:               log,
+		AccessLog:            cfg.NewLogger(access),
 	})
 	if err != nil {
 		return err

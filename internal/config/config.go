@@ -100,6 +100,16 @@ type Config struct {
 	// MaxSubscribers is DTQ_MAX_SUBSCRIBERS, the event feed clients one API
 	// process serves at once. Default 1000.
 	MaxSubscribers int
+	// MaxBodyBytesInFlight is DTQ_MAX_BODY_BYTES_IN_FLIGHT, the request
+	// body bytes one API process holds at once; more get 503 SERVER_BUSY.
+	// Default 268435456 (256 MiB).
+	MaxBodyBytesInFlight int64
+	// MaxWaits is DTQ_MAX_WAITS, the long-polls (GET /api/v1/tasks/{id}?wait=)
+	// one API process holds at once; more get 429 TOO_MANY_WAITS. Default 1000.
+	MaxWaits int
+	// MaxWaitsPerKey is DTQ_MAX_WAITS_PER_KEY, the same bound per API key
+	// (per client address in open mode). Default 100.
+	MaxWaitsPerKey int
 	// MetricsMaxQueues is DTQ_METRICS_MAX_QUEUES, the queues with their own
 	// gauges (and submission counter label) on the API's /metrics; 0 = totals
 	// only. Default 100.

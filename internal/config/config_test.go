@@ -68,6 +68,9 @@ func TestDefaults(t *testing.T) {
 	require.Empty(t, c.TaskTypes)
 	require.Equal(t, "127.0.0.1:9464", c.WorkerMetricsAddr)
 	require.Equal(t, 1000, c.MaxSubscribers)
+	require.EqualValues(t, 256<<20, c.MaxBodyBytesInFlight)
+	require.Equal(t, 1000, c.MaxWaits)
+	require.Equal(t, 100, c.MaxWaitsPerKey)
 	require.Equal(t, 100, c.MetricsMaxQueues)
 	require.Equal(t, config.QueuePolicyOpen, c.QueuePolicy)
 	require.False(t, c.ClientConfig().DeclaredQueuesOnly)
@@ -80,7 +83,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 39)
+	require.Len(t, config.Names(), 42)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)

@@ -194,7 +194,7 @@ func TestDLQListBadQuery(t *testing.T) {
 		{"limit=x", "limit"},
 		{"queue=Bad_Queue", "queue"},
 		{"cursor=%21%21", "cursor"},
-		{"cursor=e30", ""}, // well-formed base64 of {} is accepted
+		{"cursor=e30", "cursor"}, // {}: the offsets-per-queue form cursors had before, refused
 		{"status=dead_lettered", "status"},
 		{"type=a&type=b", "type"},
 	} {

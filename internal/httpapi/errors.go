@@ -45,6 +45,8 @@ const (
 	codeInternal         = "INTERNAL_ERROR"
 	codeRedisUnavailable = "REDIS_UNAVAILABLE"
 	codeOutcomeUnknown   = "OUTCOME_UNKNOWN"
+	codeServerBusy       = "SERVER_BUSY"
+	codeTooManyWaits     = "TOO_MANY_WAITS"
 	// TOO_MANY_SUBSCRIBERS is answered by the event feed (internal/events)
 	// when DTQ_MAX_SUBSCRIBERS clients are open.
 )
@@ -72,6 +74,15 @@ func (e *apiError) body(requestID string) *errorBody {
 		d = map[string]any{}
 	}
 	return &errorBody{Code: e.code, Message: e.message, Details: d, RequestID: requestID}
+}
+
+// tooManyWaits refuses a long-poll past a bound: scope "key" (this
+// caller's) or "total" (the process's).
+func tooManyWaits(scope string, limit int) *apiError {
+	what := map[string]string{"key": "DTQ_MAX_WAITS_PER_KEY long-polls for this key", "total": "DTQ_MAX_WAITS long-polls"}[scope]
+	return &apiError{status: http.StatusTooManyRequests, code: codeTooManyWaits, retryAfter: 1,
+		message: fmt.Sprintf("this API process already holds %s (%d); read the task without wait, or retry after Retry-After seconds", what, limit),
+		details: map[string]any{"scope": scope, "limit": limit}}
 }
 
 func internalError() *apiError {
@@ -120,6 +131,9 @@ func classify(err error) *apiError {
 			e.details = map[string]any{"field": re.field}
 		}
 		return e
+	case errors.Is(err, errServerBusy):
+		return &apiError{status: http.StatusServiceUnavailable, code: codeServerBusy, retryAfter: 1,
+			message: "the server holds as many request bodies as it may (DTQ_MAX_BODY_BYTES_IN_FLIGHT); nothing was written: retry after Retry-After seconds"}
 	case errors.As(err, &tb):
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
 			message: fmt.Sprintf("the request body exceeds %d bytes", tb.Limit),
@@ -263,13 +277,19 @@ func redisUnavailable(err error) bool {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := classify(err)
 	switch {
+	case r.Context().Err() != nil:
+		// The client went away, whatever the error says about it (a read
+		// cut short can look like a Redis failure); nobody reads this answer.
+		s.log.DebugContext(r.Context(), "request abandoned by the client", "request_id", RequestIDFromContext(r.Context()))
+		if e == nil {
+			e = internalError()
+		}
 	case e == nil:
 		s.log.ErrorContext(r.Context(), "request failed", "request_id", RequestIDFromContext(r.Context()),
 			"method", clean(r.Method), "path", clean(r.URL.Path), "err", clean(err.Error()))
 		e = internalError()
-	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
-		// The client went away; nobody reads this answer.
-		s.log.DebugContext(r.Context(), "request abandoned by the client", "request_id", RequestIDFromContext(r.Context()))
+	case e.code == codeServerBusy:
+		s.log.DebugContext(r.Context(), "request body refused: the body budget is spent", "request_id", RequestIDFromContext(r.Context()))
 	case e.status == http.StatusServiceUnavailable:
 		s.log.WarnContext(r.Context(), "redis unavailable", "request_id", RequestIDFromContext(r.Context()),
 			"method", clean(r.Method), "path", clean(r.URL.Path), "err", clean(err.Error()))

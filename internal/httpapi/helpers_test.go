@@ -36,6 +36,10 @@ type options struct {
 	allowedHosts []string
 	// metricsMaxQueues is Config.MetricsMaxQueues.
 	metricsMaxQueues int
+	// maxBodyInFlight is Config.MaxBodyBytesInFlight.
+	maxBodyInFlight int64
+	// maxWaits and maxWaitsPerKey are Config.MaxWaits and MaxWaitsPerKey.
+	maxWaits, maxWaitsPerKey int
 	// redis is the Redis to use; nil means a fresh prefix on the shared server.
 	redis *redistest.Setup
 	// leaseSecret is the Remote's LeaseSecret; "" = the one stored in Redis.
@@ -101,7 +105,8 @@ func setup(t testing.TB, o options) *bundle {
 		feed = hub
 	}
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
-		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues, Events: feed,
+		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues, Events: feed, MaxBodyBytesInFlight: o.maxBodyInFlight,
+		MaxWaits: o.maxWaits, MaxWaitsPerKey: o.maxWaitsPerKey,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	srv := newTestServer(t, api)

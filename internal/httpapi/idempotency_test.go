@@ -314,3 +314,21 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	require.Equal(t, "TASK_QUEUED", evs[0].Values["type"])
 	require.Equal(t, id, evs[0].Values["task_id"])
 }
+
+// TestLoneSurrogatePayloadRefused: {"s":"\ud800"} and {"s":"\udbff"}
+// decode alike (U+FFFD), so under one idempotency key the second would
+// replay the first instead of answering 422; both are refused with 400
+// INVALID_TASK naming the payload, and nothing is stored.
+func TestLoneSurrogatePayloadRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	for _, p := range []string{`{"s":"\ud800"}`, `{"s":"\udbff"}`} {
+		res := b.post(t, `{"task_type": "echo", "payload": `+p+`}`, "Idempotency-Key", "surrogates")
+		res.requireError(t, http.StatusBadRequest, codeInvalidTask, "payload")
+	}
+	res := b.post(t, `{"task_type": "echo", "payload": {"s":"\ud83d\ude00"}}`, "Idempotency-Key", "surrogates")
+	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	// The Go client refuses the same payload before any Redis call.
+	_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "echo", Payload: json.RawMessage(`{"s":"\udbff"}`)})
+	require.ErrorIs(t, err, dtq.ErrInvalidTask)
+}

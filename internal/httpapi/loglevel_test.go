@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,6 +41,14 @@ func TestRequestLevel(t *testing.T) {
 			require.Equal(t, tt.want, requestLevel(r, tt.status))
 		})
 	}
+	// A client that left first is logged at DEBUG whatever the answer:
+	// thousands of long-polls whose clients close are no warning.
+	for _, status := range []int{200, 404, 500, 503} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := httptest.NewRequestWithContext(ctx, "GET", "/api/v1/tasks/x?wait=60s", nil)
+		require.Equal(t, slog.LevelDebug, requestLevel(r, status), "status %d", status)
+	}
 }
 
 // TestPollingLoggedAtDebug checks the access log end to end: at INFO, the
@@ -52,4 +63,18 @@ func TestPollingLoggedAtDebug(t *testing.T) {
 	require.Empty(t, logs.String())
 	require.Equal(t, http.StatusAccepted, b.post(t, `{"task_type": "a"}`).status)
 	require.Contains(t, logs.String(), `"path":"/api/v1/tasks"`)
+}
+
+// TestClientGoneNotWarned: an error met after the client left (a Redis
+// read cut short looks like a broken connection) is logged at DEBUG, not
+// as a Redis outage.
+func TestClientGoneNotWarned(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/api/v1/tasks/x?wait=60s", nil)
+	b.api.writeError(httptest.NewRecorder(), r, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})
+	require.NotContains(t, b.logs.String(), `"level":"WARN"`)
+	require.Contains(t, b.logs.String(), "request abandoned by the client")
 }

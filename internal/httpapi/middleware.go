@@ -19,8 +19,10 @@ const maxRequestIDLen = 128
 
 // reqState is what the middleware learns about a request while it runs.
 type reqState struct {
-	id      string
-	keyName string // set by authorize once a key is accepted
+	id       string
+	keyName  string      // set by authorize once a key is accepted
+	budget   *bodyBudget // the server's; nil = bodies are not counted
+	reserved int64       // bytes of budget this request's body holds
 }
 
 type stateCtxKey struct{}
@@ -43,13 +45,14 @@ func RequestIDFromContext(ctx context.Context) string {
 // recovers panics into 500 INTERNAL_ERROR and logs one line at the end.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	st := &reqState{id: requestID(r.Header.Values("X-Request-ID"))}
+	st := &reqState{id: requestID(r.Header.Values("X-Request-ID")), budget: s.bodies}
 	w.Header().Set("X-Request-ID", st.id)
 	sw := &statusWriter{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), stateCtxKey{}, st))
 
 	defer func() {
 		p := recover()
+		st.budget.release(st.reserved)
 		if p != nil && p != http.ErrAbortHandler {
 			s.log.ErrorContext(r.Context(), "panic serving request", "request_id", st.id,
 				"method", clean(r.Method), "path", clean(r.URL.Path),
@@ -88,11 +91,14 @@ func (s *Server) logRequest(r *http.Request, status int, d time.Duration, st *re
 // (Dtq-Client: dashboard), so that its polling is logged at DEBUG.
 const ClientHeader = "Dtq-Client"
 
-// requestLevel is the level of a request's log line: WARN for a 5xx; DEBUG
-// for what polls (probes, /metrics, and the dashboard's own successful
+// requestLevel is the level of a request's log line: DEBUG when the client
+// left first (thousands of long-polls closing are no warning); WARN for a
+// 5xx; DEBUG for what polls (probes, /metrics, and the dashboard's own successful
 // reads), which would otherwise bury the requests worth reading; else INFO.
 func requestLevel(r *http.Request, status int) slog.Level {
 	switch {
+	case r.Context().Err() != nil:
+		return slog.LevelDebug // the client left before the answer: nothing to act on
 	case status >= 500:
 		return slog.LevelWarn
 	case status >= 400:

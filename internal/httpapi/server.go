@@ -67,6 +67,20 @@ type Config struct {
 	// most dead letters, then by name), and totals over all queues.
 	// Default DefaultMetricsMaxQueues; negative = totals only.
 	MetricsMaxQueues int
+	// MaxBodyBytesInFlight is DTQ_MAX_BODY_BYTES_IN_FLIGHT: the request
+	// body bytes the process holds at once, over all requests; a body that
+	// does not fit is answered 503 SERVER_BUSY with Retry-After before
+	// anything is written. At least the largest body a route takes (a 16
+	// MiB batch, or a single submission at MaxPayloadBytes); New fails
+	// otherwise. Default DefaultMaxBodyBytesInFlight.
+	MaxBodyBytesInFlight int64
+	// MaxWaits is DTQ_MAX_WAITS: the long-polls (GET /api/v1/tasks/{id}?wait=)
+	// the process holds at once; more are 429 TOO_MANY_WAITS. Default
+	// DefaultMaxWaits.
+	MaxWaits int
+	// MaxWaitsPerKey is DTQ_MAX_WAITS_PER_KEY: the same per API key (per
+	// client address in open mode). Default DefaultMaxWaitsPerKey.
+	MaxWaitsPerKey int
 	// MaxQueueDepth is DTQ_MAX_QUEUE_DEPTH, exported as dtq_queue_max_depth
 	// so that alerts compare depths with the limit in force. It should
 	// equal the Client's limit. Default DefaultMaxQueueDepth.
@@ -105,6 +119,9 @@ type Server struct {
 
 	allowedHosts map[string]struct{} // normalised Config.AllowedHosts
 	served       *servedQueues
+	bodies       *bodyBudget
+	waits        *waitLimits
+	watches      *taskWatches
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -146,6 +163,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AccessLog == nil {
 		cfg.AccessLog = cfg.Logger
 	}
+	if cfg.MaxBodyBytesInFlight < 0 {
+		return nil, fmt.Errorf("httpapi: MaxBodyBytesInFlight must not be negative, got %d", cfg.MaxBodyBytesInFlight)
+	}
+	if cfg.MaxBodyBytesInFlight == 0 {
+		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	// A body the whole budget cannot hold would be refused forever.
+	if largest := max(int64(maxBatchBodyBytes), 2*int64(cfg.MaxPayloadBytes)+bodySlack); cfg.MaxBodyBytesInFlight < largest {
+		return nil, fmt.Errorf("httpapi: MaxBodyBytesInFlight must hold the largest body, %d bytes; got %d", largest, cfg.MaxBodyBytesInFlight)
+	}
+	if cfg.MaxWaits <= 0 {
+		cfg.MaxWaits = DefaultMaxWaits
+	}
+	if cfg.MaxWaitsPerKey <= 0 {
+		cfg.MaxWaitsPerKey = DefaultMaxWaitsPerKey
+	}
 	if cfg.MaxQueueDepth <= 0 {
 		cfg.MaxQueueDepth = DefaultMaxQueueDepth
 	}
@@ -166,6 +199,9 @@ func New(cfg Config) (*Server, error) {
 		metrics: newAPIMetrics(cfg.Registry, cfg.Inspector, cfg.Events, cfg.MetricsMaxQueues, cfg.MaxQueueDepth),
 
 		allowedHosts: allowed,
+		bodies:       &bodyBudget{limit: cfg.MaxBodyBytesInFlight},
+		waits:        &waitLimits{total: cfg.MaxWaits, perKey: cfg.MaxWaitsPerKey},
+		watches:      &taskWatches{wait: cfg.Inspector.WaitTask},
 	}
 	if cfg.ServedCacheTTL <= 0 {
 		cfg.ServedCacheTTL = DefaultServedCacheTTL

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"maps"
 	"math"
 	"mime"
@@ -88,7 +87,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
-		s.warnUnserved(w, r, queueOf(sub))
+		s.warnUnserved(w, r, []string{queueOf(sub)})
 	}
 	w.Header().Set("Location", "/api/v1/tasks/"+res.TaskID)
 	s.writeJSON(w, r, status, taskResponse{TaskInfo: res.Task, Duplicate: res.Duplicate})
@@ -128,7 +127,8 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 
 	items := make([]batchItem, len(raws))
-	var accepted []string // queues that got a new task
+	var accepted []string // queues that got a new task, each once
+	seen := map[string]bool{}
 	subs := make([]dtq.Submission, 0, len(raws))
 	at := make([]int, 0, len(raws)) // subs[j] is item at[j]
 	for i, raw := range raws {
@@ -161,14 +161,13 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 			it.HTTPStatus, it.Duplicate, it.Task = http.StatusAccepted, res.Result.Duplicate, res.Result.Task
 			if res.Result.Duplicate {
 				it.HTTPStatus = http.StatusOK
-			} else if !slices.Contains(accepted, it.Task.Queue) {
+			} else if !seen[it.Task.Queue] {
+				seen[it.Task.Queue] = true
 				accepted = append(accepted, it.Task.Queue)
 			}
 		}
 	}
-	for _, q := range accepted {
-		s.warnUnserved(w, r, q)
-	}
+	s.warnUnserved(w, r, accepted)
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items})
 }
 
@@ -297,7 +296,13 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var t *dtqtype.TaskInfo
 	if wait > 0 {
-		t, err = s.cfg.Inspector.WaitTask(r.Context(), id, wait)
+		c := caller(r)
+		if scope, limit := s.waits.acquire(c); scope != "" {
+			s.writeAPIError(w, r, tooManyWaits(scope, limit))
+			return
+		}
+		defer s.waits.release(c)
+		t, err = s.waitTask(r.Context(), id, wait)
 	} else {
 		t, err = s.cfg.Inspector.GetTask(r.Context(), id)
 	}
@@ -414,14 +419,16 @@ func idempotencyHeader(r *http.Request) (string, bool, error) {
 }
 
 // readBody reads at most limit bytes of r's body; more is a
-// *http.MaxBytesError (413).
+// *http.MaxBytesError (413). The bytes count against the server's budget
+// of bodies in flight until the request is answered; past it the answer is
+// errServerBusy (503 SERVER_BUSY).
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	b, err := readAllReserved(r, http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	var tb *http.MaxBytesError
-	if errors.As(err, &tb) {
+	if errors.As(err, &tb) || errors.Is(err, errServerBusy) {
 		return nil, err
 	}
 	if err != nil {

@@ -121,21 +121,76 @@ func (s *Server) liveQueues(ctx context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
-// warnUnserved adds a Dtq-Warning header to an accepted submission whose
-// queue no live worker serves, and logs it once per queue (again after the
-// queue was served in between).
-func (s *Server) warnUnserved(w http.ResponseWriter, r *http.Request, q string) {
-	unserved, known := s.served.unserved(r.Context(), q)
-	if !known {
+// maxWarningLen bounds the Dtq-Warning value: a batch to a thousand
+// unserved queues must not answer a thousand headers (clients refuse more
+// than about 100) nor one of 50 KB.
+const maxWarningLen = 512
+
+// maxLoggedQueues bounds the queue names one warning log line lists.
+const maxLoggedQueues = 10
+
+// warnUnserved adds one Dtq-Warning header to an accepted submission when
+// no live worker serves some of queues (those that got a new task, each
+// once), naming as many as fit in maxWarningLen, and logs one line for the
+// queues not warned about before (again after a queue was served in
+// between), naming at most maxLoggedQueues of them.
+func (s *Server) warnUnserved(w http.ResponseWriter, r *http.Request, queues []string) {
+	var unservedQs, first []string
+	for _, q := range queues {
+		unserved, known := s.served.unserved(r.Context(), q)
+		if !known {
+			return
+		}
+		if !unserved {
+			s.served.forgetWarning(q)
+			continue
+		}
+		unservedQs = append(unservedQs, q)
+		if s.served.firstWarning(q) {
+			first = append(first, q)
+		}
+	}
+	if len(unservedQs) == 0 {
 		return
 	}
-	if !unserved {
-		s.served.forgetWarning(q)
+	w.Header().Set(WarningHeader, unservedWarning(unservedQs))
+	if len(first) == 0 {
 		return
 	}
-	w.Header().Add(WarningHeader, "no live worker serves queue "+strconv.Quote(q))
-	if s.served.firstWarning(q) {
-		s.log.WarnContext(r.Context(), "task accepted on a queue no live worker serves; it waits until a worker serves the queue",
-			"queue", q, "request_id", RequestIDFromContext(r.Context()))
+	attrs := []any{"request_id", RequestIDFromContext(r.Context())}
+	if len(first) == 1 {
+		attrs = append(attrs, "queue", first[0])
+	} else {
+		attrs = append(attrs, "queues", first[:min(len(first), maxLoggedQueues)], "count", len(first))
 	}
+	s.log.WarnContext(r.Context(), "task accepted on a queue no live worker serves; it waits until a worker serves the queue", attrs...)
+}
+
+// unservedWarning is the Dtq-Warning value for queues (at least one), e.g.
+// `no live worker serves queue "emails"` or `no live worker serves 3
+// queues: "a", "b" and 1 more`, at most maxWarningLen bytes.
+func unservedWarning(queues []string) string {
+	if len(queues) == 1 {
+		return "no live worker serves queue " + strconv.Quote(queues[0])
+	}
+	var b strings.Builder
+	b.WriteString("no live worker serves " + strconv.Itoa(len(queues)) + " queues: ")
+	for i, q := range queues {
+		name := strconv.Quote(q)
+		rest := len(queues) - i
+		// Room for this name and, when more follow, for " and N more".
+		tail := 0
+		if rest > 1 {
+			tail = len(" and  more") + len(strconv.Itoa(rest-1))
+		}
+		if b.Len()+2+len(name)+tail > maxWarningLen {
+			b.WriteString(" and " + strconv.Itoa(rest) + " more")
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+	}
+	return b.String()
 }

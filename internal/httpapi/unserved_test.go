@@ -35,7 +35,7 @@ func TestUnservedQueueWarning(t *testing.T) {
 	res := b.do(t, http.MethodPost, "/api/v1/tasks/batch",
 		`{"tasks": [{"queue": "emails", "task_type": "a"}, {"queue": "sms", "task_type": "a"}, {"queue": "sms", "task_type": "b"}]}`)
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
-	require.ElementsMatch(t, []string{`no live worker serves queue "emails"`, `no live worker serves queue "sms"`}, res.header.Values(WarningHeader))
+	require.Equal(t, []string{`no live worker serves 2 queues: "emails", "sms"`}, res.header.Values(WarningHeader))
 
 	// GET /queues says the same.
 	var list struct {
@@ -63,6 +63,61 @@ func TestUnservedQueueWarning(t *testing.T) {
 		require.Equal(t, q.Queue != "emails", q.Unserved, q.Queue)
 		if q.Queue == "emails" {
 			require.Equal(t, 1, q.LiveWorkers)
+		}
+	}
+}
+
+// TestUnservedWarningBounded sends a batch to 1000 unserved queues: every
+// task is accepted and the answer carries one bounded Dtq-Warning header
+// (clients refuse answers with more than about 100 headers) and one
+// bounded log line.
+func TestUnservedWarningBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	var tasks []string
+	for i := range 1000 {
+		tasks = append(tasks, fmt.Sprintf(`{"queue": "q%04d", "task_type": "a"}`, i))
+	}
+	res := b.do(t, http.MethodPost, "/api/v1/tasks/batch", `{"tasks": [`+strings.Join(tasks, ",")+`]}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	got := res.header.Values(WarningHeader)
+	require.Len(t, got, 1)
+	require.LessOrEqual(t, len(got[0]), 512)
+	require.True(t, strings.HasPrefix(got[0], `no live worker serves 1000 queues: "q0000", "q0001", `), got[0])
+	require.Regexp(t, ` and [0-9]+ more$`, got[0])
+	logs := b.logs.String()
+	require.Equal(t, 1, strings.Count(logs, "no live worker serves"), logs)
+	require.Contains(t, logs, `"count":1000`)
+	require.Less(t, len(logs), 4096, "the warning log line is bounded")
+}
+
+// TestUnservedWarningText checks the warning's wording and bound.
+func TestUnservedWarningText(t *testing.T) {
+	t.Parallel()
+	many := func(n int) []string {
+		var qs []string
+		for i := range n {
+			qs = append(qs, fmt.Sprintf("queue-with-a-long-name-%02d", i))
+		}
+		return qs
+	}
+	tests := []struct {
+		queues []string
+		want   string
+	}{
+		{[]string{"emails"}, `no live worker serves queue "emails"`},
+		{[]string{"a", "b"}, `no live worker serves 2 queues: "a", "b"`},
+		{many(3), `no live worker serves 3 queues: "queue-with-a-long-name-00", "queue-with-a-long-name-01", "queue-with-a-long-name-02"`},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, unservedWarning(tt.queues))
+	}
+	for _, n := range []int{10, 17, 18, 19, 20, 99, 1000} {
+		got := unservedWarning(many(n))
+		require.LessOrEqual(t, len(got), maxWarningLen, "n=%d", n)
+		named := strings.Count(got, `"`) / 2
+		if named < n {
+			require.True(t, strings.HasSuffix(got, fmt.Sprintf(" and %d more", n-named)), "n=%d: %s", n, got)
 		}
 	}
 }

@@ -3,8 +3,8 @@ package rdb
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,9 +104,97 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	return qs, nil
 }
 
+// dlqCursorPrefix versions the DLQ list cursor: the position (failed_at,
+// queue, task id) of the last entry a page consumed, whatever the number of
+// queues. Earlier cursors (a JSON offset per queue) are refused.
+const dlqCursorPrefix = "d2:"
+
+// maxDLQCursorLen bounds an encoded DLQ cursor: a position is under 200
+// bytes.
+const maxDLQCursorLen = 256
+
+// dlqPos is a position in the DLQ listing's order: failed_at descending,
+// then queue name ascending, then task id descending (how ZREVRANGE orders
+// an index's ties).
+type dlqPos struct {
+	at    int64 // failed_at, epoch ms (the index's score)
+	queue string
+	id    string
+}
+
+func (p dlqPos) cursor() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(dlqCursorPrefix + strconv.FormatInt(p.at, 10) + ":" + p.queue + ":" + p.id))
+}
+
+func parseDLQCursor(c string) (dlqPos, error) {
+	if len(c) > maxDLQCursorLen {
+		return dlqPos{}, ErrBadCursor
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return dlqPos{}, ErrBadCursor
+	}
+	rest, ok := strings.CutPrefix(string(raw), dlqCursorPrefix)
+	parts := strings.Split(rest, ":")
+	if !ok || len(parts) != 3 {
+		return dlqPos{}, ErrBadCursor
+	}
+	at, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || at < 0 || at > maxScoreMillis || !validQueueName(parts[1]) {
+		return dlqPos{}, ErrBadCursor
+	}
+	if _, ok := ParseTaskID(parts[2]); !ok {
+		return dlqPos{}, ErrBadCursor
+	}
+	return dlqPos{at: at, queue: parts[1], id: parts[2]}, nil
+}
+
+// maxScoreMillis bounds a cursor's failed_at: well past any real time and
+// exact as a Redis score (below 2^53).
+const maxScoreMillis = 1 << 52
+
+// validQueueName mirrors dtq.ValidQueueName (^[a-z0-9][a-z0-9_-]{0,63}$),
+// which this package cannot import.
+func validQueueName(q string) bool {
+	if q == "" || len(q) > 64 {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// after reports whether o comes after p in the listing's order.
+func (p dlqPos) after(o dlqPos) bool {
+	if o.at != p.at {
+		return o.at < p.at
+	}
+	if o.queue != p.queue {
+		return o.queue > p.queue
+	}
+	return o.id < p.id
+}
+
 // ListDLQ returns DLQ entries newest first across the selected queues, and
 // the cursor of the next page ("" at the end). A filtered page may be short.
+// The cursor is a position, so its size does not grow with the number of
+// queues; entries removed between pages shift nothing.
 func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQEntry, string, error) {
+	var from *dlqPos
+	if f.Cursor != "" {
+		p, err := parseDLQCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		from = &p
+	}
 	queues := []string{f.Queue}
 	if f.Queue == "" {
 		var err error
@@ -114,52 +202,62 @@ func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQE
 			return nil, "", err
 		}
 	}
-	offsets := map[string]int64{}
-	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || json.Unmarshal(raw, &offsets) != nil {
-			return nil, "", ErrBadCursor
-		}
-	}
 	scan := int64(f.Limit)
 	if f.Type != "" || f.ErrorClass != "" {
 		scan = maxExamined
 	}
-	type cand struct {
-		queue, id string
-		at        float64
-		rank      int64 // position in its queue's index
+	// The cursor's own queue resumes just past its entry, found by rank;
+	// if that entry has left the index, past its millisecond.
+	var rank *redis.IntCmd
+	if from != nil && slices.Contains(queues, from.queue) {
+		rank = r.c.ZRevRank(ctx, r.keys.DLQ(from.queue), from.id)
+		if err := rank.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, "", err
+		}
 	}
 	pipe := r.c.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, len(queues))
 	for i, q := range queues {
-		off := offsets[q]
-		if off < 0 {
-			continue
+		k := r.keys.DLQ(q)
+		switch {
+		case from == nil:
+			cmds[i] = pipe.ZRevRangeWithScores(ctx, k, 0, scan-1)
+		case q == from.queue && rank.Err() == nil:
+			n := rank.Val()
+			cmds[i] = pipe.ZRevRangeWithScores(ctx, k, n+1, n+scan)
+		default:
+			// Ties at the cursor's millisecond come after it only in
+			// queues sorting after its queue.
+			max := strconv.FormatInt(from.at, 10)
+			if q <= from.queue {
+				max = "(" + max
+			}
+			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Max: max, Min: "-inf", Count: scan})
 		}
-		cmds[i] = pipe.ZRevRangeWithScores(ctx, r.keys.DLQ(q), off, off+scan-1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, "", err
 	}
-	var all []cand
+	var all []dlqPos
+	var bound *dlqPos // the earliest last entry of a queue that may hold more
 	for i, q := range queues {
-		if cmds[i] == nil {
-			continue
+		zs := cmds[i].Val()
+		for _, z := range zs {
+			all = append(all, dlqPos{at: int64(z.Score), queue: q, id: z.Member.(string)})
 		}
-		for j, z := range cmds[i].Val() {
-			all = append(all, cand{queue: q, id: z.Member.(string), at: z.Score, rank: offsets[q] + int64(j)})
+		if int64(len(zs)) == scan {
+			last := all[len(all)-1]
+			if bound == nil || last.after(*bound) {
+				bound = &last
+			}
 		}
 	}
-	sort.Slice(all, func(a, b int) bool {
-		if all[a].at != all[b].at {
-			return all[a].at > all[b].at
-		}
-		if all[a].queue != all[b].queue {
-			return all[a].queue < all[b].queue
-		}
-		return all[a].id > all[b].id
-	})
+	sort.Slice(all, func(a, b int) bool { return all[a].after(all[b]) })
+	// Past bound, a queue's unread entries could come first: stop there.
+	if bound != nil {
+		n := sort.Search(len(all), func(i int) bool { return bound.after(all[i]) })
+		all = all[:n]
+	}
 	// Read the hashes and keep the matching ones until the page is full.
 	pipe = r.c.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(all))
@@ -176,40 +274,19 @@ func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQE
 		if len(h) == 0 || (f.Type != "" && h["type"] != f.Type) || (f.ErrorClass != "" && h["error_class"] != f.ErrorClass) {
 			continue
 		}
-		out = append(out, &dtqtype.DLQEntry{TaskInfo: decodeTask(c.queue, c.id, h, nil), FailedAt: dtqtype.MillisTime(int64(c.at))})
+		out = append(out, &dtqtype.DLQEntry{TaskInfo: decodeTask(c.queue, c.id, h, nil), FailedAt: dtqtype.MillisTime(c.at)})
 		if len(out) == f.Limit {
 			consumed = i + 1
 			break
 		}
 	}
-	// Advance each queue past what this page consumed.
-	next := map[string]int64{}
-	more := false
-	for _, q := range queues {
-		next[q] = offsets[q]
+	switch {
+	case consumed < len(all):
+		return out, all[consumed-1].cursor(), nil
+	case bound != nil: // all ends with bound, and a queue may hold more
+		return out, bound.cursor(), nil
 	}
-	for _, c := range all[:consumed] {
-		next[c.queue] = c.rank + 1
-	}
-	for i, q := range queues {
-		if next[q] < 0 {
-			continue
-		}
-		got := int64(0)
-		if cmds[i] != nil {
-			got = int64(len(cmds[i].Val()))
-		}
-		if got < scan && next[q] == offsets[q]+got {
-			next[q] = -1 // this queue is exhausted
-		} else {
-			more = true
-		}
-	}
-	if !more {
-		return out, "", nil
-	}
-	raw, _ := json.Marshal(next)
-	return out, base64.RawURLEncoding.EncodeToString(raw), nil
+	return out, "", nil
 }
 
 // ErrBadCursor means a cursor was not one this API returned.
