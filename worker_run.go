@@ -40,8 +40,8 @@ const (
 func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	bg := context.WithoutCancel(ctx)
 	errDelay := 50 * time.Millisecond
-	wakeID := "0-0"        // the last wake entry seen (see rdb.WaitWake)
-	var lastWake time.Time // when WaitReady last returned new entries
+	wakeID := "0-0"              // the last wake entry seen (see rdb.WaitWake)
+	var lastWake time.Time       // when WaitReady last returned new entries
 	var groupDelay time.Duration // backoff of failing group creations; 0 = none failing
 	for ctx.Err() == nil {
 		n, err := w.slots.acquire(ctx, queue, w.cfg.Concurrency)

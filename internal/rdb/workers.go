@@ -205,7 +205,7 @@ func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fr
 	if len(v) >= 5 && v[0] == "full" {
 		oldest := time.UnixMilli(toInt64(v[4]))
 		full = &TooManyWorkersError{Scope: fmt.Sprint(v[1]), Count: toInt64(v[2]), Limit: toInt64(v[3]),
-			RetryAfter: max(time.Second, oldest.Add(WorkerEvictAfter).Sub(now))}
+			RetryAfter: min(max(time.Second, oldest.Add(WorkerEvictAfter).Sub(now)), WorkerEvictAfter)}
 		evicted = v[5:]
 	}
 	for _, e := range evicted {
