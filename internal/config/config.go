@@ -100,6 +100,12 @@ type Config struct {
 	// MaxSubscribers is DTQ_MAX_SUBSCRIBERS, the event feed clients one API
 	// process serves at once. Default 1000.
 	MaxSubscribers int
+	// MaxWorkers is DTQ_MAX_WORKERS, the worker records the deployment
+	// holds; a new worker id past it is refused. Default 10000.
+	MaxWorkers int64
+	// MaxWorkersPerKey is DTQ_MAX_WORKERS_PER_KEY, the HTTP workers one API
+	// key registers. Default 1000.
+	MaxWorkersPerKey int64
 	// MetricsMaxQueues is DTQ_METRICS_MAX_QUEUES, the queues with their own
 	// gauges (and submission counter label) on the API's /metrics; 0 = totals
 	// only. Default 100.
