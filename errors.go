@@ -104,7 +104,7 @@ func (e *QueueFullError) Error() string {
 // Unwrap returns ErrQueueFull.
 func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
 
-// ErrTooManyWorkers: a new worker id would take the deployment's worker
+// ErrTooManyWorkers is returned when a new worker id would take the deployment's worker
 // records past WorkerConfig.MaxWorkers, or an API key's past
 // MaxWorkersPerKey (see *TooManyWorkersError).
 var ErrTooManyWorkers = errors.New("dtq: too many workers")
