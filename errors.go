@@ -104,6 +104,41 @@ func (e *QueueFullError) Error() string {
 // Unwrap returns ErrQueueFull.
 func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
 
+// ErrTooManyWorkers is returned when a new worker id would take the deployment's worker
+// records past WorkerConfig.MaxWorkers, or an API key's past
+// MaxWorkersPerKey (see *TooManyWorkersError).
+var ErrTooManyWorkers = errors.New("dtq: too many workers")
+
+// TooManyWorkersError is returned when a new worker id is refused a
+// heartbeat record because a bound is reached. Workers already recorded are
+// never refused.
+type TooManyWorkersError struct {
+	Scope      string        // "total" (MaxWorkers) or "key" (MaxWorkersPerKey)
+	Count      int64         // ids recorded in that scope
+	Limit      int64         // the bound
+	RetryAfter time.Duration // until the oldest record may be evicted to make room
+}
+
+// Error names the bound reached.
+func (e *TooManyWorkersError) Error() string {
+	if e.Scope == "key" {
+		return fmt.Sprintf("dtq: this API key has %d of its %d worker records (DTQ_MAX_WORKERS_PER_KEY); reuse a worker id", e.Count, e.Limit)
+	}
+	return fmt.Sprintf("dtq: %d of %d worker records are in use (DTQ_MAX_WORKERS); reuse a worker id", e.Count, e.Limit)
+}
+
+// Unwrap returns ErrTooManyWorkers.
+func (e *TooManyWorkersError) Unwrap() error { return ErrTooManyWorkers }
+
+// tooManyWorkers converts the storage layer's bound error to the public one.
+func tooManyWorkers(err error) error {
+	var tm *rdb.TooManyWorkersError
+	if errors.As(err, &tm) {
+		return &TooManyWorkersError{Scope: tm.Scope, Count: tm.Count, Limit: tm.Limit, RetryAfter: tm.RetryAfter}
+	}
+	return err
+}
+
 // IdempotencyConflictError is returned when an idempotency key belongs to a
 // task that is still in progress, or was used with a different request.
 type IdempotencyConflictError struct {

@@ -2,10 +2,12 @@ package dtq
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
@@ -97,6 +99,37 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 // most recent first; Live is false once a worker missed three heartbeats.
 func (i *Inspector) ListWorkers(ctx context.Context) ([]*dtqtype.WorkerInfo, error) {
 	return i.rdb.ListWorkers(ctx, time.Now())
+}
+
+// Bounds of ListWorkersPage's limit.
+const (
+	DefaultWorkersPage = 100
+	MaxWorkersPage     = 1000
+)
+
+// ListWorkersPage returns up to limit (0 = DefaultWorkersPage, at most
+// MaxWorkersPage) of the workers that heartbeated in the last 24 hours, in
+// worker id order, from cursor ("" = the first page), and the cursor of the
+// next page ("" = none). Workers beating meanwhile do not move between
+// pages. A cursor this method did not return fails with ErrInvalidCursor.
+func (i *Inspector) ListWorkersPage(ctx context.Context, cursor string, limit int) ([]*dtqtype.WorkerInfo, string, error) {
+	if limit <= 0 {
+		limit = DefaultWorkersPage
+	}
+	limit = min(limit, MaxWorkersPage)
+	after := ""
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(b) == 0 || !utf8.Valid(b) {
+			return nil, "", ErrInvalidCursor
+		}
+		after = string(b)
+	}
+	items, next, err := i.rdb.ListWorkersPage(ctx, time.Now(), after, limit)
+	if err != nil || next == "" {
+		return items, "", err
+	}
+	return items, base64.RawURLEncoding.EncodeToString([]byte(next)), nil
 }
 
 // GetWorker returns one worker, or ErrWorkerNotFound.

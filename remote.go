@@ -107,6 +107,7 @@ func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 		cfg:  conf,
 		seen: map[string]bool{},
 	}
+	r.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers, MaxPerKey: conf.MaxWorkersPerKey})
 	if conf.LeaseSecret != "" {
 		r.secret = []byte(conf.LeaseSecret)
 	}
@@ -132,6 +133,10 @@ type ClaimRequest struct {
 	// Lease is each task's lease, MinRemoteLease..MaxRemoteLease. Default
 	// DefaultRemoteLease.
 	Lease time.Duration
+	// Key names the API key the request came with: a new worker id counts
+	// against its WorkerConfig.MaxWorkersPerKey. "" = none (only
+	// MaxWorkers applies).
+	Key string
 }
 
 // LeasedTask is a task a remote worker now runs, under its lease.
@@ -317,7 +322,8 @@ func (c *ClaimRequest) validate() error {
 // nothing came, or when the queues' limits allowed no start within the
 // wait. Priorities, limits, pauses and expiry apply exactly as for a Go
 // worker. Errors: *ValidationError for a bad request, ErrWorkerIDInUse
-// when a live Go worker uses the id.
+// when a live Go worker uses the id, *TooManyWorkersError when the id is new
+// and the worker records are at their bound (nothing is claimed).
 func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
@@ -328,7 +334,7 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 	if err != nil {
 		return nil, err
 	}
-	if err := r.beat(ctx, rdb.RemoteClaim, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
+	if err := r.beat(ctx, rdb.RemoteClaim, req.Key, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
 		return nil, err
 	}
 	for _, q := range req.Queues {
@@ -367,7 +373,7 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 		}
 		// The tasks are claimed: a record that failed to update must not
 		// lose them, so the error is only logged.
-		if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteBeat, req.WorkerID, req.Lease, nil, ids); err != nil {
+		if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteBeat, req.Key, req.WorkerID, req.Lease, nil, ids); err != nil {
 			r.cfg.Logger.Warn("remote worker record update failed", "worker_id", req.WorkerID, "err", err)
 		}
 	}
@@ -455,15 +461,16 @@ func leased(ct *rdb.ClaimedTask, worker, claim string, secret []byte, until dtqt
 	return t
 }
 
-// beat updates the remote worker's heartbeat record.
-func (r *Remote) beat(ctx context.Context, mode, worker string, lease time.Duration, queues, ids []string) error {
+// beat updates the remote worker's heartbeat record; key names the API key
+// of a claim (the per-key bound applies to a new id).
+func (r *Remote) beat(ctx context.Context, mode, key, worker string, lease time.Duration, queues, ids []string) error {
 	now := r.cfg.Clock()
 	err := r.rdb.RemoteWorkerBeat(ctx, &rdb.RemoteWorker{ID: worker, Mode: mode, LeaseEnd: now.Add(lease), Queues: queues,
-		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: r.cfg.EventsMaxLen}, now)
+		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: r.cfg.EventsMaxLen, Key: key}, now)
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, worker)
 	}
-	return err
+	return tooManyWorkers(err)
 }
 
 // Renewal is a heartbeat's answer.
@@ -492,7 +499,7 @@ func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Dur
 	if len(st) != 1 || st[0] == rdb.LeaseLost {
 		return nil, ErrLeaseLost
 	}
-	if err := r.beat(ctx, rdb.RemoteBeat, t.Worker, lease, nil, []string{id}); err != nil && !errors.Is(err, ErrWorkerIDInUse) {
+	if err := r.beat(ctx, rdb.RemoteBeat, "", t.Worker, lease, nil, []string{id}); err != nil && !errors.Is(err, ErrWorkerIDInUse) {
 		r.cfg.Logger.Warn("remote worker record update failed", "worker_id", t.Worker, "err", err)
 	}
 	return &Renewal{LeaseExpiresAt: dtqtype.Time{Time: now.Add(lease).UTC()}, CancelRequested: st[0] == rdb.CancelRequested}, nil
@@ -595,7 +602,7 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 
 // done drops a finished task from its worker's record.
 func (r *Remote) done(ctx context.Context, worker, id string) {
-	if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteDone, worker, r.cfg.VisibilityTimeout, nil, []string{id}); err != nil &&
+	if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteDone, "", worker, r.cfg.VisibilityTimeout, nil, []string{id}); err != nil &&
 		!errors.Is(err, ErrWorkerIDInUse) {
 		r.cfg.Logger.Warn("remote worker record update failed", "worker_id", worker, "err", err)
 	}

@@ -114,7 +114,24 @@ type WorkerConfig struct {
 	// the first Remote of the deployment stores in Redis, which every other
 	// one then reads.
 	LeaseSecret string
+	// MaxWorkers bounds the worker records of the deployment
+	// (DTQ_MAX_WORKERS): past it a new worker id is refused a record
+	// (TooManyWorkersError; a Go worker then runs unrecorded and retries at
+	// each heartbeat), after records silent for an hour were evicted to make
+	// room. Every process of a deployment should use the same value.
+	// Default DefaultMaxWorkers.
+	MaxWorkers int64
+	// MaxWorkersPerKey bounds the HTTP workers one API key registers
+	// (DTQ_MAX_WORKERS_PER_KEY); only NewRemote uses it. Default
+	// DefaultMaxWorkersPerKey.
+	MaxWorkersPerKey int64
 }
+
+// Default worker record bounds (WorkerConfig.MaxWorkers, MaxWorkersPerKey).
+const (
+	DefaultMaxWorkers       = 10000
+	DefaultMaxWorkersPerKey = 1000
+)
 
 func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	var o WorkerConfig
@@ -204,6 +221,15 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 		o.EventsMaxLen = DefaultStreamMaxLen
 	}
 	def(&o.DrainTimeout, 30*time.Second)
+	if o.MaxWorkers == 0 {
+		o.MaxWorkers = DefaultMaxWorkers
+	}
+	if o.MaxWorkersPerKey == 0 {
+		o.MaxWorkersPerKey = DefaultMaxWorkersPerKey
+	}
+	if o.MaxWorkers < 0 || o.MaxWorkersPerKey < 0 {
+		return o, errors.New("dtq: MaxWorkers and MaxWorkersPerKey must not be negative")
+	}
 	if o.Observer == nil {
 		o.Observer = noObserver{}
 	}
@@ -240,6 +266,10 @@ type Worker struct {
 	draining atomic.Bool
 	// registered is set once register has succeeded (see Ready).
 	registered atomic.Bool
+	// unrecorded is set while the heartbeat record could not be written
+	// (Redis at maxmemory, or the worker records at MaxWorkers): heartbeats
+	// retry the start registration instead of beating.
+	unrecorded atomic.Bool
 
 	processed, failed, retried atomic.Int64
 }
@@ -297,6 +327,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		instance: hex.EncodeToString(b[:]),
 		inflight: map[runKey]*running{},
 	}
+	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers})
 	w.identity = w.identityFields()
 	w.settings = rdb.WorkerSettings{
 		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
@@ -321,8 +352,14 @@ func (w *Worker) register(ctx context.Context) error {
 		return fmt.Errorf("dtq: load scripts: %w", err)
 	}
 	for _, q := range w.queues() {
+		// At maxmemory a missing group cannot be made, but a worker that
+		// starts anyway drains the queues it can (claims and acks free
+		// memory); the fetch loop creates the group once memory frees.
 		if err := w.rdb.EnsureGroups(ctx, q); err != nil {
-			return fmt.Errorf("dtq: %w", err)
+			if !redis.IsOOMError(err) {
+				return fmt.Errorf("dtq: %w", err)
+			}
+			w.cfg.Logger.Warn("Redis is at maxmemory: consumer groups missing, created once memory frees", "queue", q, "err", err)
 		}
 	}
 	w.started = w.cfg.Clock()
@@ -334,12 +371,27 @@ func (w *Worker) register(ctx context.Context) error {
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
 	}
-	if err != nil {
+	if unrecordable(err) {
+		// Without a record the worker still runs tasks: a worker that
+		// crash-looped here would leave the backlog that fills Redis in
+		// place. Each heartbeat tries the record again.
+		w.unrecorded.Store(true)
+		w.cfg.Logger.Warn("worker record not written; running without it, retried at each heartbeat",
+			"worker_id", w.cfg.WorkerID, "err", tooManyWorkers(err))
+	} else if err != nil {
 		return fmt.Errorf("dtq: register worker: %w", err)
 	}
 	w.obs.Serving(w.queues(), w.Types())
 	w.registered.Store(true)
 	return nil
+}
+
+// unrecordable reports whether err keeps the worker's record from being
+// written without being a reason not to run: Redis is at maxmemory, or the
+// worker records are at their bound.
+func unrecordable(err error) bool {
+	var tm *rdb.TooManyWorkersError
+	return err != nil && (redis.IsOOMError(err) || errors.As(err, &tm))
 }
 
 // ID returns the worker id.

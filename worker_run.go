@@ -40,8 +40,9 @@ const (
 func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	bg := context.WithoutCancel(ctx)
 	errDelay := 50 * time.Millisecond
-	wakeID := "0-0"        // the last wake entry seen (see rdb.WaitWake)
-	var lastWake time.Time // when WaitReady last returned new entries
+	wakeID := "0-0"              // the last wake entry seen (see rdb.WaitWake)
+	var lastWake time.Time       // when WaitReady last returned new entries
+	var groupDelay time.Duration // backoff of failing group creations; 0 = none failing
 	for ctx.Err() == nil {
 		n, err := w.slots.acquire(ctx, queue, w.cfg.Concurrency)
 		if err != nil {
@@ -81,8 +82,15 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			continue // slots ran out first: more may be ready
 		case res.NoGroup:
 			if err := w.rdb.EnsureGroups(bg, queue); err != nil {
-				w.cfg.Logger.Warn("create consumer groups failed", "queue", queue, "err", err)
-				sleepCtx(ctx, time.Second)
+				// At maxmemory this repeats until memory frees: back off,
+				// and log the first failure of a run of them only.
+				if groupDelay == 0 {
+					w.cfg.Logger.Warn("create consumer groups failed; retrying with backoff", "queue", queue, "err", err)
+				}
+				groupDelay = min(max(2*groupDelay, time.Second), 30*time.Second)
+				sleepCtx(ctx, groupDelay)
+			} else {
+				groupDelay = 0
 			}
 		case res.Paused:
 			sleepCtx(ctx, time.Second)
@@ -532,6 +540,18 @@ func (w *Worker) heartbeat(ctx context.Context) {
 				rs[i].cancel(errCancelRequested)
 			}
 		}
+	}
+	if w.unrecorded.Load() {
+		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record(w.status()))
+		switch {
+		case err == nil:
+			w.unrecorded.Store(false)
+			w.cfg.Logger.Info("worker record written", "worker_id", w.cfg.WorkerID)
+		case unrecordable(err) || ctx.Err() != nil: // logged at start
+		default:
+			w.cfg.Logger.Warn("worker record not written", "worker_id", w.cfg.WorkerID, "err", err)
+		}
+		return
 	}
 	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.cfg.EventsMaxLen, false, w.record(w.status())); err != nil && ctx.Err() == nil {
 		w.cfg.Logger.Warn("heartbeat failed", "worker_id", w.cfg.WorkerID, "err", err)

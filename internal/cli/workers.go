@@ -35,7 +35,7 @@ func newWorkersListCmd(r *remote) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the workers seen in the last 24 hours",
-		Long: "List the workers that heartbeated in the last 24 hours, most recent first.\n" +
+		Long: "List the workers that heartbeated in the last 24 hours, in worker id order.\n" +
 			"A worker is stale when it missed three heartbeats. IN_FLIGHT is running\n" +
 			"tasks out of its concurrency.",
 		Args: cobra.NoArgs,

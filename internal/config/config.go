@@ -110,6 +110,12 @@ type Config struct {
 	// MaxWaitsPerKey is DTQ_MAX_WAITS_PER_KEY, the same bound per API key
 	// (per client address in open mode). Default 100.
 	MaxWaitsPerKey int
+	// MaxWorkers is DTQ_MAX_WORKERS, the worker records the deployment
+	// holds; a new worker id past it is refused. Default 10000.
+	MaxWorkers int64
+	// MaxWorkersPerKey is DTQ_MAX_WORKERS_PER_KEY, the HTTP workers one API
+	// key registers. Default 1000.
+	MaxWorkersPerKey int64
 	// MetricsMaxQueues is DTQ_METRICS_MAX_QUEUES, the queues with their own
 	// gauges (and submission counter label) on the API's /metrics; 0 = totals
 	// only. Default 100.

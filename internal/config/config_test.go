@@ -60,6 +60,8 @@ func TestDefaults(t *testing.T) {
 	require.True(t, c.DLQEnabled)
 	require.EqualValues(t, 10000, c.DLQMaxLen)
 	require.EqualValues(t, 100000, c.EventsMaxLen)
+	require.EqualValues(t, 10000, c.MaxWorkers)
+	require.EqualValues(t, 1000, c.MaxWorkersPerKey)
 	require.Empty(t, c.APIKey)
 	require.Empty(t, c.APIKeys)
 	require.Empty(t, c.Keys())
@@ -83,7 +85,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 42)
+	require.Len(t, config.Names(), 44)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -288,6 +290,8 @@ func TestBadValues(t *testing.T) {
 		{"API_ADDR", "8080", "host:port"},
 		{"ALLOWED_HOSTS", "dtq.example:8080", "without ports"},
 		{"MAX_SUBSCRIBERS", "0", "between 1 and 1000000"},
+		{"MAX_WORKERS", "0", "between 1 and 10000000"},
+		{"MAX_WORKERS_PER_KEY", "-1", "between 1 and 10000000"},
 		{"METRICS_MAX_QUEUES", "-1", "between 0 and 65535"},
 		{"QUEUE_POLICY", "closed", "open or declared"},
 		{"QUEUES_DECLARED", "billing,Bad", "does not match"},

@@ -81,6 +81,8 @@ func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 		DrainTimeout:       c.DrainTimeout,
 		ReplicaAcks:        c.ReplicaAcks,
 		ReplicaAckTimeout:  c.ReplicaAckTimeout,
+		MaxWorkers:         c.MaxWorkers,
+		MaxWorkersPerKey:   c.MaxWorkersPerKey,
 		Logger:             log,
 	}
 	if c.RetryJitter == 0 {

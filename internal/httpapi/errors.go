@@ -42,6 +42,7 @@ const (
 	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
 	codeQueueFull        = "QUEUE_FULL"
+	codeTooManyWorkers   = "TOO_MANY_WORKERS"
 	codeInternal         = "INTERNAL_ERROR"
 	codeRedisUnavailable = "REDIS_UNAVAILABLE"
 	codeOutcomeUnknown   = "OUTCOME_UNKNOWN"
@@ -65,7 +66,7 @@ type apiError struct {
 	code       string
 	message    string
 	details    map[string]any
-	retryAfter int // seconds; set for QUEUE_FULL
+	retryAfter int // seconds; set for QUEUE_FULL and TOO_MANY_WORKERS
 }
 
 func (e *apiError) body(requestID string) *errorBody {
@@ -112,6 +113,7 @@ func classify(err error) *apiError {
 		tb  *http.MaxBytesError
 		ve  *dtq.ValidationError
 		qf  *dtq.QueueFullError
+		tw  *dtq.TooManyWorkersError
 		ic  *dtq.IdempotencyConflictError
 		ou  *dtq.OutcomeUnknownError
 		se  *dtq.TaskStateError
@@ -155,6 +157,16 @@ func classify(err error) *apiError {
 			message:    fmt.Sprintf("queue %q is full (%d of %d live tasks); retry later", qf.Queue, qf.Depth, qf.Limit),
 			details:    map[string]any{"queue": qf.Queue, "depth": qf.Depth, "limit": qf.Limit},
 			retryAfter: max(1, int(math.Ceil(qf.RetryAfter.Seconds())))}
+	case errors.As(err, &tw):
+		bound := "DTQ_MAX_WORKERS"
+		if tw.Scope == "key" {
+			bound = "DTQ_MAX_WORKERS_PER_KEY"
+		}
+		return &apiError{status: http.StatusTooManyRequests, code: codeTooManyWorkers,
+			message: fmt.Sprintf("%d of %d worker records (%s) are in use, so a new worker id is not registered; "+
+				"reuse a worker id, or retry after records silent for an hour can be evicted", tw.Count, tw.Limit, bound),
+			details:    map[string]any{"scope": tw.Scope, "count": tw.Count, "limit": tw.Limit},
+			retryAfter: max(1, int(math.Ceil(tw.RetryAfter.Seconds())))}
 	case errors.As(err, &ic):
 		e := &apiError{status: http.StatusConflict, code: codeIdemInProgress,
 			message: "a task with this idempotency key is still in progress; retry later to get its outcome",

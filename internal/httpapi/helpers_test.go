@@ -44,6 +44,9 @@ type options struct {
 	redis *redistest.Setup
 	// leaseSecret is the Remote's LeaseSecret; "" = the one stored in Redis.
 	leaseSecret string
+	// maxWorkers, maxWorkersPerKey are the Remote's worker record bounds;
+	// 0 = the defaults.
+	maxWorkers, maxWorkersPerKey int64
 	// feed, when set, serves the event feed from a running events.Hub;
 	// nil leaves the API without one (its routes answer 503).
 	feed *feedOptions
@@ -89,7 +92,7 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	remote, err := dtq.NewRemote(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
 		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
-		LeaseSecret: o.leaseSecret})
+		LeaseSecret: o.leaseSecret, MaxWorkers: o.maxWorkers, MaxWorkersPerKey: o.maxWorkersPerKey})
 	require.NoError(t, err)
 	runCtx, stopRemote := context.WithCancel(context.Background())
 	remoteDone := make(chan error, 1)

@@ -101,8 +101,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The key's name bounds the worker ids it registers; open mode has none.
+	key, _ := KeyFromContext(r.Context())
 	tasks, err := s.cfg.Remote.Claim(r.Context(), dtq.ClaimRequest{WorkerID: b.WorkerID, Queues: b.Queues, Max: b.Max,
-		Wait: time.Duration(b.Wait), Lease: time.Duration(b.Lease)})
+		Wait: time.Duration(b.Wait), Lease: time.Duration(b.Lease), Key: key.Name})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return

@@ -15,22 +15,29 @@ const (
 	maxStatsWindow     = 2 * time.Hour
 )
 
-// listWorkers is GET /api/v1/workers: the workers that heartbeated in the
-// last 24 hours, most recent first, live or stale.
+// listWorkers is GET /api/v1/workers?limit=&cursor=: one page of the
+// workers that heartbeated in the last 24 hours, live or stale, in worker id
+// order.
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
+	q, err := parseQuery(r, "limit", "cursor")
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	items, err := s.cfg.Inspector.ListWorkers(r.Context())
+	limit, err := parseLimit(q)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	items, next, err := s.cfg.Inspector.ListWorkersPage(r.Context(), q.Get("cursor"), limit)
+	if err != nil {
+		s.writeError(w, r, queryError(err))
 		return
 	}
 	if items == nil {
 		items = []*dtqtype.WorkerInfo{}
 	}
-	s.writeJSON(w, r, http.StatusOK, page(items, ""))
+	s.writeJSON(w, r, http.StatusOK, page(items, next))
 }
 
 // getWorker is GET /api/v1/workers/{id}.

@@ -29,14 +29,43 @@ type ClaimedTask struct {
 // EnsureGroups creates the consumer group on every band stream of queue
 // (creating the streams), ignoring groups that exist. Workers call it once
 // per queue at start and again when a script reports a missing group.
+//
+// Redis refuses XGROUP CREATE while it is at maxmemory even when the group
+// exists; such a group is then looked up (a read, allowed at maxmemory) and
+// counts as created. A group that is missing at maxmemory fails with an
+// error redis.IsOOMError recognises: the caller retries later.
 func (r *RDB) EnsureGroups(ctx context.Context, queue string) error {
 	for b := 0; b < NumBands; b++ {
-		err := r.c.XGroupCreateMkStream(ctx, r.keys.Stream(queue, b), Group, "0").Err()
-		if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
-			return fmt.Errorf("create group on %s: %w", r.keys.Stream(queue, b), err)
+		stream := r.keys.Stream(queue, b)
+		err := r.c.XGroupCreateMkStream(ctx, stream, Group, "0").Err()
+		if err == nil || strings.Contains(err.Error(), "BUSYGROUP") {
+			continue
 		}
+		if redis.IsOOMError(err) {
+			if ok, gerr := r.hasGroup(ctx, stream); gerr == nil && ok {
+				continue
+			}
+		}
+		return fmt.Errorf("create group on %s: %w", stream, err)
 	}
 	return nil
+}
+
+// hasGroup reports whether stream has the workers' consumer group.
+func (r *RDB) hasGroup(ctx context.Context, stream string) (bool, error) {
+	groups, err := r.c.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return false, nil
+		}
+		return false, err
+	}
+	for _, g := range groups {
+		if g.Name == Group {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (r *RDB) bandStreams(queue string) []string {

@@ -1,6 +1,10 @@
 package rdb
 
-import "strconv"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+)
 
 // NumBands is the number of priority bands (streams) per queue: p0 … p9.
 const NumBands = 10
@@ -147,6 +151,16 @@ func (k Keys) Queues() string { return k.prefix + ":queues" }
 
 // Workers is the global ZSET of worker ids by last heartbeat (epoch ms).
 func (k Keys) Workers() string { return k.prefix + ":workers" }
+
+// WorkersOfKey is the ZSET of the ids of HTTP workers that registered
+// through the API key named name (id -> last heartbeat ms), which bounds
+// them per key. The name is hashed so that any name makes a plain key; the
+// tag {<prefix>:workers} puts it in the Cluster slot of Workers, so one
+// script updates both.
+func (k Keys) WorkersOfKey(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return k.prefix + ":workerkey:" + hex.EncodeToString(sum[:12]) + ":{" + k.Workers() + "}"
+}
 
 // Worker is the heartbeat record of one worker.
 func (k Keys) Worker(id string) string { return k.prefix + ":worker:" + id }

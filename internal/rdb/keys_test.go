@@ -66,11 +66,24 @@ func TestKeyPrefixIsUsedEverywhere(t *testing.T) {
 		k.Stream("q", 3), k.Task("q", "id"), k.Result("q", "id"), k.Idempotency("q", "k"),
 		k.Schedule("q"), k.Lease("q"), k.Expiry("q"), k.Depth("q"), k.Recent("q"), k.DLQ("q"),
 		k.Events("q"), k.Paused("q"), k.Stats("q", 1), k.CancelChannel("q"),
-		k.Queues(), k.Workers(), k.Worker("w"), k.Audit(), k.LeaseSecret(), k.SysEvents(), k.Operation("o"),
+		k.Queues(), k.Workers(), k.WorkersOfKey("k"), k.Worker("w"), k.Audit(), k.LeaseSecret(), k.SysEvents(), k.Operation("o"),
 		k.ScheduleNames(), k.ScheduleDue(), k.ScheduleDef("s"),
 	} {
 		require.True(t, strings.HasPrefix(key, "t42:"), key)
 	}
+}
+
+// A key's workers index lives in the slot of the workers index, whatever
+// the key's name, so that worker_admit updates both in one script.
+func TestWorkersOfKeySharesTheWorkersSlot(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	for _, name := range []string{"py", "{x}", "", "a:b:c", strings.Repeat("n", 300)} {
+		key := k.WorkersOfKey(name)
+		require.True(t, strings.HasPrefix(key, "dtq:workerkey:"), key)
+		require.Equal(t, HashSlot(k.Workers()), HashSlot(key), key)
+	}
+	require.NotEqual(t, k.WorkersOfKey("a"), k.WorkersOfKey("b"))
 }
 
 // Schedule keys are global but share one hash tag, so that one script can

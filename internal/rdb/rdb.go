@@ -169,6 +169,8 @@ type RDB struct {
 	acks       int           // replicas every acknowledged write waits for (SetReplicaAcks)
 	ackTimeout time.Duration // how long it waits
 
+	workerBounds WorkerBounds // SetWorkerBounds
+
 	mu       sync.RWMutex
 	queueNum map[string]cachedNum
 	numQueue map[uint16]cachedName

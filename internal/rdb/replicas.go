@@ -23,6 +23,7 @@ var unacked = map[string]bool{
 	"claim": true, "renew": true, "reclaim": true, "promote": true, "sweep_expired": true,
 	"prune_consumers": true, "worker_start": true, "worker_beat": true, "op_claim": true,
 	"op_finish": true, "register_queue": true, "remote_beat": true,
+	"worker_admit": true, "worker_forget": true,
 	"list_page": true, // a read
 }
 

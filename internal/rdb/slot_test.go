@@ -157,6 +157,7 @@ func TestSlotCheckerCatchesCrossSlotCalls(t *testing.T) {
 // globalScripts touch only global keys (no queue tag).
 var globalScripts = map[string]bool{
 	"register_queue": true, "worker_start": true, "worker_beat": true, "remote_beat": true,
+	"worker_admit": true, "worker_forget": true,
 	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true, "lease_secret": true,
 	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
 }
@@ -303,6 +304,11 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, r.WorkerBeat(ctx, "w1", "i1", now, 1000, false, []any{"status", "running"}))
 	require.NoError(t, r.RemoteWorkerBeat(ctx, &RemoteWorker{ID: "h1", Mode: RemoteClaim, LeaseEnd: now.Add(time.Minute),
 		Queues: []string{"emails"}, Interval: 10 * time.Second, TaskIDs: []string{"t1"}, EventsMax: 1000}, now))
+	// A full index evicts silent workers (worker_forget deletes their records).
+	r.SetWorkerBounds(WorkerBounds{Max: 2, MaxPerKey: 1})
+	require.NoError(t, r.RemoteWorkerBeat(ctx, &RemoteWorker{ID: "h2", Key: "py", Mode: RemoteClaim,
+		LeaseEnd: now.Add(3 * time.Hour), Interval: 10 * time.Second, EventsMax: 1000}, now.Add(2*time.Hour)))
+	r.SetWorkerBounds(WorkerBounds{})
 	state, _, err := r.OpClaim(ctx, "receipt:1", "tok", time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "claimed", state)
@@ -403,7 +409,12 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 				require.Contains(t, k, ":{_schedules}:", "%s key %q", scriptName(call.Script), k)
 			}
 		case "remote_beat":
-			require.Equal(t, []string{prefix + ":worker:h1"}, call.Keys)
+			require.Contains(t, []string{prefix + ":worker:h1", prefix + ":worker:h2"}, call.Keys[0])
+		case "worker_admit":
+			require.Equal(t, prefix+":workers", call.Keys[0])
+			if len(call.Keys) > 1 {
+				require.Equal(t, []string{prefix + ":workers", NewKeys(prefix).WorkersOfKey("py")}, call.Keys)
+			}
 		}
 	}
 }

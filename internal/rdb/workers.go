@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,6 +38,47 @@ func (r *RDB) ListWorkers(ctx context.Context, now time.Time) ([]*dtqtype.Worker
 		}
 	}
 	return out, nil
+}
+
+// ListWorkersPage returns up to limit workers seen in the last 24 hours in
+// worker id order, starting after the id after (""= from the first), and
+// the id the next page starts after ("" = this was the last). Id order,
+// unlike heartbeat order, does not move while workers beat, so following
+// the pages visits every worker indexed throughout once.
+func (r *RDB) ListWorkersPage(ctx context.Context, now time.Time, after string, limit int) ([]*dtqtype.WorkerInfo, string, error) {
+	ids, err := r.c.ZRangeByScore(ctx, r.keys.Workers(), &redis.ZRangeBy{
+		Min: strconv.FormatInt(now.Add(-WorkerRetention).UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, "", err
+	}
+	slices.Sort(ids)
+	start, _ := slices.BinarySearch(ids, after)
+	if start < len(ids) && after != "" && ids[start] == after {
+		start++
+	}
+	ids = ids[start:]
+	next := ""
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, r.keys.Worker(id))
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, "", err
+		}
+	}
+	out := make([]*dtqtype.WorkerInfo, 0, len(ids))
+	for i, id := range ids {
+		if f := cmds[i].Val(); len(f) > 0 {
+			out = append(out, decodeWorker(id, f, now))
+		}
+	}
+	return out, next, nil
 }
 
 // GetWorker returns one worker's record, or ErrNotFound.
@@ -79,10 +122,15 @@ var ErrDuplicateWorker = errors.New("a live worker already uses this id")
 var ErrWorkerReplaced = errors.New("worker id taken over by another process")
 
 // WorkerStart registers the worker's heartbeat record (fields are pairs),
-// then indexes it in the workers ZSET and emits WORKER_STARTED. The record
-// script touches only the worker's hash (one Cluster slot); the index and the
-// event follow as plain commands.
+// then indexes it in the workers ZSET and emits WORKER_STARTED. The id is
+// admitted to the index first (worker_admit), so that a deployment at its
+// worker bound writes no record: a new id then fails with
+// *TooManyWorkersError. The record script touches only the worker's hash
+// (one Cluster slot); the event follows as a plain command.
 func (r *RDB) WorkerStart(ctx context.Context, id string, now time.Time, staleAfter time.Duration, eventsMaxLen int64, fields []any) error {
+	if err := r.admitWorker(ctx, id, "", now, true); err != nil {
+		return err
+	}
 	args := append([]any{now.UnixMilli(), staleAfter.Milliseconds()}, fields...)
 	v, err := r.run(ctx, "worker_start", []string{r.keys.Worker(id)}, args...).Text()
 	if err != nil {
@@ -91,20 +139,103 @@ func (r *RDB) WorkerStart(ctx context.Context, id string, now time.Time, staleAf
 	if v == "duplicate" {
 		return ErrDuplicateWorker
 	}
-	return r.indexWorker(ctx, id, now, eventsMaxLen, "WORKER_STARTED")
+	return r.workerEvent(ctx, id, now, eventsMaxLen, "WORKER_STARTED")
 }
 
-func (r *RDB) indexWorker(ctx context.Context, id string, now time.Time, eventsMaxLen int64, event string) error {
-	k := r.keys
-	pipe := r.c.Pipeline()
-	pipe.ZAdd(ctx, k.Workers(), redis.Z{Score: float64(now.UnixMilli()), Member: id})
-	pipe.ZRemRangeByScore(ctx, k.Workers(), "-inf", strconv.FormatInt(now.Add(-24*time.Hour).UnixMilli(), 10))
-	if event != "" {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: k.SysEvents(), MaxLen: eventsMaxLen, Approx: true,
-			Values: []any{"type", event, "worker_id", id, "ts", now.UnixMilli()}})
+// WorkerBounds bound the worker ids the workers index holds (DTQ_MAX_WORKERS)
+// and, of HTTP workers, those one API key registers (DTQ_MAX_WORKERS_PER_KEY);
+// 0 = no bound.
+type WorkerBounds struct {
+	Max       int64
+	MaxPerKey int64
+}
+
+// SetWorkerBounds sets the bounds worker registrations are held to. Call it
+// before the RDB is used.
+func (r *RDB) SetWorkerBounds(b WorkerBounds) { r.workerBounds = b }
+
+// WorkerRetention is how long a worker's record and index entry outlive its
+// last heartbeat.
+const WorkerRetention = 24 * time.Hour
+
+// WorkerEvictAfter is how long a worker must have been silent before a
+// registration that finds the index full may evict it (and delete its
+// record) to make room.
+const WorkerEvictAfter = time.Hour
+
+// TooManyWorkersError is returned when a new worker id would take the
+// workers index, or its API key's share of it, past its bound.
+type TooManyWorkersError struct {
+	Scope      string // "total" (DTQ_MAX_WORKERS) or "key" (DTQ_MAX_WORKERS_PER_KEY)
+	Count      int64
+	Limit      int64
+	RetryAfter time.Duration // until the oldest entry may be evicted
+}
+
+// Error names the bound reached.
+func (e *TooManyWorkersError) Error() string {
+	if e.Scope == "key" {
+		return fmt.Sprintf("this API key has registered %d of its %d workers", e.Count, e.Limit)
 	}
-	_, err := pipe.Exec(ctx)
-	return err
+	return fmt.Sprintf("%d of %d workers are registered", e.Count, e.Limit)
+}
+
+// admitWorker indexes id (with the API key's index when key is not empty);
+// fresh says the call registers the id, which the bounds apply to. It
+// deletes the records of the ids the script evicted.
+func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fresh bool) error {
+	keys := []string{r.keys.Workers()}
+	perKey := int64(0)
+	if key != "" {
+		keys = append(keys, r.keys.WorkersOfKey(key))
+		perKey = r.workerBounds.MaxPerKey
+	}
+	mode := "seen"
+	if fresh {
+		mode = "new"
+	}
+	staleBefore := now.Add(-WorkerEvictAfter).UnixMilli()
+	v, err := r.run(ctx, "worker_admit", keys, now.UnixMilli(), id, now.Add(-WorkerRetention).UnixMilli(),
+		staleBefore, r.workerBounds.Max, perKey, mode).Slice()
+	if err != nil {
+		return err
+	}
+	evicted := v[1:]
+	var full *TooManyWorkersError
+	if len(v) >= 5 && v[0] == "full" {
+		oldest := time.UnixMilli(toInt64(v[4]))
+		full = &TooManyWorkersError{Scope: fmt.Sprint(v[1]), Count: toInt64(v[2]), Limit: toInt64(v[3]),
+			RetryAfter: min(max(time.Second, oldest.Add(WorkerEvictAfter).Sub(now)), WorkerEvictAfter)}
+		evicted = v[5:]
+	}
+	for _, e := range evicted {
+		if err := r.run(ctx, "worker_forget", []string{r.keys.Worker(fmt.Sprint(e))}, staleBefore).Err(); err != nil {
+			return err
+		}
+	}
+	if full != nil {
+		return full
+	}
+	return nil
+}
+
+// toInt64 reads an integer a script answered as a number or a string.
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case string:
+		return atoi64(n)
+	}
+	return 0
+}
+
+func (r *RDB) workerEvent(ctx context.Context, id string, now time.Time, eventsMaxLen int64, event string) error {
+	if event == "" {
+		return nil
+	}
+	return r.c.XAdd(ctx, &redis.XAddArgs{Stream: r.keys.SysEvents(), MaxLen: eventsMaxLen, Approx: true,
+		Values: []any{"type", event, "worker_id", id, "ts", now.UnixMilli()}}).Err()
 }
 
 // WorkerBeat refreshes the heartbeat record, fenced on instance, and the
@@ -118,11 +249,14 @@ func (r *RDB) WorkerBeat(ctx context.Context, id, instance string, now time.Time
 	if v == "replaced" {
 		return ErrWorkerReplaced
 	}
+	if err := r.admitWorker(ctx, id, "", now, false); err != nil {
+		return err
+	}
 	event := ""
 	if stopped {
 		event = "WORKER_STOPPED"
 	}
-	return r.indexWorker(ctx, id, now, eventsMaxLen, event)
+	return r.workerEvent(ctx, id, now, eventsMaxLen, event)
 }
 
 // RemoteBeat modes: what the HTTP worker just did.
@@ -142,12 +276,21 @@ type RemoteWorker struct {
 	Version   string
 	TaskIDs   []string
 	EventsMax int64
+	// Key names the API key the call came with ("" = none): its workers
+	// are bounded by WorkerBounds.MaxPerKey.
+	Key string
 }
 
-// RemoteWorkerBeat writes the heartbeat record of an HTTP worker and
-// indexes it in the workers ZSET. It fails with ErrDuplicateWorker when a
-// live Go worker uses the id.
+// RemoteWorkerBeat indexes an HTTP worker in the workers ZSET and writes its
+// heartbeat record. It fails with ErrDuplicateWorker when a live Go worker
+// uses the id, and, for a claim, with *TooManyWorkersError when the id is
+// new and the workers index or the key's share is at its bound (then
+// nothing is written). Renewals and finalizes are never refused: the worker
+// holds leases.
 func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Time) error {
+	if err := r.admitWorker(ctx, w.ID, w.Key, now, w.Mode == RemoteClaim); err != nil {
+		return err
+	}
 	queues := ""
 	if w.Queues != nil {
 		b, _ := json.Marshal(w.Queues)
@@ -164,5 +307,5 @@ func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Ti
 	if v == "duplicate" {
 		return ErrDuplicateWorker
 	}
-	return r.indexWorker(ctx, w.ID, now, w.EventsMax, "")
+	return nil
 }

@@ -11,6 +11,9 @@ const WINDOW_MIN = 15;
 // OVERVIEW_QUEUES is how many queues (by name) the overview's table shows;
 // the cards use the list's totals over every queue.
 const OVERVIEW_QUEUES = 20;
+// The overview reads one page of workers (the list is paged and bounded by
+// DTQ_MAX_WORKERS); past it the card says the count is of that page.
+const OVERVIEW_WORKERS = 1000;
 const TASK_EVENT = /^TASK_/;
 // MEMORY_WARN_AT is the share of maxmemory past which the memory card
 // warns, as the server's /ready does (at 100 % Redis refuses writes).
@@ -184,12 +187,13 @@ export function mount(root, {app}) {
     return out;
   }
 
-  function renderWorkers(ws) {
+  function renderWorkers(ws, more) {
     const live = ws.filter(w => w.live);
     const slots = live.reduce((n, w) => n + w.concurrency, 0);
     const busy = live.reduce((n, w) => n + w.in_flight.length, 0);
-    setStat(cards.workers, live.length, undefined,
-      live.length ? `${fmtInt(busy)} of ${fmtInt(slots)} slots busy` : ws.length ? `${ws.length} stale` : 'none seen');
+    const note = live.length ? `${fmtInt(busy)} of ${fmtInt(slots)} slots busy` : ws.length ? `${ws.length} stale` : 'none seen';
+    setStat(cards.workers, live.length, more ? `${fmtInt(live.length)}+` : undefined,
+      more ? `${note}, in the first ${fmtInt(ws.length)} worker records` : note);
   }
 
   async function loadReady() {
@@ -202,7 +206,7 @@ export function mount(root, {app}) {
     const signal = ctrl.signal;
     const [qs, ws, st] = await Promise.allSettled([
       api('queues', {query: {limit: OVERVIEW_QUEUES}, signal}),
-      api('workers', {signal}),
+      api('workers', {query: {limit: OVERVIEW_WORKERS}, signal}),
       api('stats', {query: {window: `${WINDOW_MIN}m`}, signal}),
     ]);
     if (signal.aborted) return;
@@ -214,7 +218,7 @@ export function mount(root, {app}) {
     const failed = [qs, ws, st].find(r => r.status === 'rejected' && !(r === st && tooMany));
     status.replaceChildren(failed ? errorBox(failed.reason, () => refresh.now()) : '');
     if (qs.status === 'fulfilled') renderQueues(qs.value.items, qs.value.totals, !!qs.value.next_cursor, qs.value.redis_memory);
-    if (ws.status === 'fulfilled') renderWorkers(ws.value.items);
+    if (ws.status === 'fulfilled') renderWorkers(ws.value.items, !!ws.value.next_cursor);
     if (st.status === 'fulfilled') renderStats(st.value.items);
     markReady(root);
   }

@@ -1,18 +1,21 @@
 // Workers: every worker that sent a heartbeat in the last 24 hours, live or
 // stale, with its slots, counters and the tasks it runs right now.
 
-import {api} from '../api.js';
+import {api, listAll} from '../api.js';
 import {h, add, setText, fmtInt, fmtAgo, shortID} from '../dom.js';
 import {pageHeader} from '../ui.js';
 import {refresher, errorBox, markReady, keepFocus} from './common.js';
 
 // At most this many running tasks per worker are looked up for their type.
 const LOOKUP_MAX = 12;
+// At most this many worker records are listed (10 pages).
+const WORKERS_MAX = 10000;
 
 export function mount(root, {app}) {
   const ctrl = new AbortController();
   const typeOf = new Map(); // task id -> task type (never changes)
   let workers = [];
+  let more = false; // more records than WORKERS_MAX
   const tbody = h('tbody', {});
   const status = h('div', {class: 'page-status'});
   const summary = h('p', {class: 'muted', id: 'workers-summary'}, '');
@@ -92,7 +95,8 @@ export function mount(root, {app}) {
 
   function render() {
     const live = workers.filter(w => w.live).length;
-    setText(summary, workers.length ? `${fmtInt(live)} live, ${fmtInt(workers.length - live)} stale (heartbeat in the last 24 hours)` : '');
+    setText(summary, workers.length ? `${fmtInt(live)} live, ${fmtInt(workers.length - live)} stale (heartbeat in the last 24 hours)` +
+      (more ? `; the first ${fmtInt(workers.length)} records by worker id are shown` : '') : '');
     if (!workers.length) {
       rows.clear();
       tbody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan: 9}, 'No worker has sent a heartbeat in the last 24 hours.')));
@@ -124,8 +128,10 @@ export function mount(root, {app}) {
 
   async function load() {
     try {
-      const res = await api('workers', {signal: ctrl.signal});
+      // The list is paged; follow it up to WORKERS_MAX records.
+      const res = await listAll('workers', {}, {max: WORKERS_MAX, signal: ctrl.signal});
       workers = res.items;
+      more = res.more;
       status.replaceChildren();
       render();
       lookupTypes().catch(() => {});
