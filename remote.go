@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -92,7 +93,7 @@ func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 	}
 	if o.WorkerID == "" {
 		host, _ := os.Hostname()
-		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), newNonce()[:6])
+		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), attempt.NewNonce()[:6])
 	}
 	o.Queues = nil
 	conf, err := o.withDefaults()
@@ -110,11 +111,7 @@ func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 	if conf.LeaseSecret != "" {
 		r.secret = []byte(conf.LeaseSecret)
 	}
-	r.settings = rdb.WorkerSettings{
-		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
-		SucceededRetention: kept(conf.SucceededRetention), FailedRetention: kept(conf.FailedRetention),
-		ResultRetention: conf.ResultRetention, DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
-	}
+	r.settings = conf.rdbSettings()
 	return r, nil
 }
 
@@ -378,8 +375,8 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 // wait for the next chance. regrouped says the groups were just created.
 func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, secret []byte, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
 	bg := context.WithoutCancel(ctx) // a claim is never cut in half
-	now, nonce := r.cfg.Clock(), newNonce()
-	res, err := resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
+	now, nonce := r.cfg.Clock(), attempt.NewNonce()
+	res, err := attempt.Resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
 		return r.rdb.Claim(bg, queue, s, n, now, nonce)
 	})
 	if err != nil {
@@ -512,10 +509,7 @@ func (r *Remote) Complete(ctx context.Context, id, token string, result json.Raw
 	if len(result) > 0 && !json.Valid(result) {
 		return invalid("result", "must be valid JSON")
 	}
-	succ := rdb.Success{ID: id, Attempt: t.Attempt, Result: result}
-	if len(result) > r.cfg.ResultMaxBytes {
-		succ.Result, succ.Truncated = nil, true
-	}
+	succ := attempt.Success(id, t.Attempt, result, r.cfg.ResultMaxBytes)
 	if string(succ.Result) == "null" {
 		succ.Result = nil
 	}
@@ -565,23 +559,21 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	if f.RetryAfter < 0 || f.RetryAfter > 365*24*time.Hour {
 		return invalid("retry_after", "must be a duration between 0s and 8760h")
 	}
-	msg := oneLine(f.Message, maxErrorMessage)
+	// The worker's own verdict; max_attempts is the task hash's, so a retry
+	// of a task whose attempts ran out is dead-lettered on its script's
+	// refusal (which wrote nothing).
+	d := attempt.Decide(&attempt.End{Attempt: t.Attempt, Failed: true, Permanent: !f.Retryable, Class: f.Class,
+		Message: oneLine(f.Message, maxErrorMessage), RetryAfter: f.RetryAfter, HasRetryAfter: f.RetryAfter > 0},
+		r.retryPolicy(), mrand.Float64())
 	// The scripts ack the band the task hash records and, for a retry,
 	// check its max_attempts: neither comes from the worker.
 	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: r.cfg.Clock(), CheckAttempts: true}
 	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim)
 	bg := context.WithoutCancel(ctx)
-	dead := !f.Retryable
-	if f.Retryable {
-		delay := f.RetryAfter
-		if delay == 0 {
-			delay = backoff(t.Attempt, r.cfg.RetryBaseDelay, r.cfg.RetryMaxDelay, r.cfg.RetryJitter, mrand.Float64())
-		}
-		err = r.rdb.FinishRetry(bg, a, s, delay, f.Class, msg)
-		dead = errors.Is(err, rdb.ErrAttemptsExhausted) // it wrote nothing
-	}
-	if dead {
-		err = r.rdb.FinishDead(bg, a, s, f.Class, msg, f.Retryable)
+	err = attempt.WriteFailure(bg, r.rdb, a, s, &d)
+	if errors.Is(err, rdb.ErrAttemptsExhausted) {
+		d = d.Exhausted()
+		err = attempt.WriteFailure(bg, r.rdb, a, s, &d)
 	}
 	switch {
 	case errors.Is(err, rdb.ErrLeaseLost):
@@ -667,16 +659,16 @@ func (r *Remote) startQueue(ctx context.Context, queue string) {
 }
 
 // reclaimStep returns expired leases of queue to their band stream. It
-// takes nothing over (no room): this process runs no handlers, so the next
+// takes nothing over (no runner): this process runs no handlers, so the next
 // claim, remote or Go, delivers them with attempt +1.
 func (r *Remote) reclaimStep(queue string) func(context.Context) (maintenance.Result, error) {
-	return func(ctx context.Context) (maintenance.Result, error) {
-		now, nonce := r.cfg.Clock(), newNonce()
-		_, err := resend(ctx, r.cfg.VisibilityTimeout/2, func() ([]rdb.ClaimedTask, error) {
-			return r.rdb.Reclaim(ctx, queue, &r.settings, 0, now, nonce, nil)
-		})
-		return maintenance.Result{Wait: r.cfg.HeartbeatInterval}, err
-	}
+	return attempt.Reclaim{RDB: r.rdb, Queue: queue, Settings: &r.settings, Clock: r.cfg.Clock, Logger: r.cfg.Logger,
+		Every: r.cfg.HeartbeatInterval, Window: r.cfg.VisibilityTimeout / 2}.Step()
+}
+
+// retryPolicy is the backoff of remote workers' retryable failures.
+func (r *Remote) retryPolicy() attempt.Policy {
+	return attempt.Policy{Base: r.cfg.RetryBaseDelay, Max: r.cfg.RetryMaxDelay, Jitter: r.cfg.RetryJitter}
 }
 
 // Close waits for the background waits of claims that returned; call it

@@ -216,6 +216,16 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	return o, nil
 }
 
+// rdbSettings are the scripts' settings of a worker configured by c (after
+// withDefaults): the one place a Worker and a Remote build them from.
+func (c *WorkerConfig) rdbSettings() rdb.WorkerSettings {
+	return rdb.WorkerSettings{
+		WorkerID: c.WorkerID, Lease: c.VisibilityTimeout, EventsMaxLen: c.EventsMaxLen,
+		SucceededRetention: kept(c.SucceededRetention), FailedRetention: kept(c.FailedRetention),
+		ResultRetention: c.ResultRetention, DLQEnabled: !c.DisableDLQ, DLQMaxLen: c.DLQMaxLen,
+	}
+}
+
 // Worker fetches and executes tasks. Register handlers with Handle,
 // HandleFunc or Use before calling Run.
 type Worker struct {
@@ -298,11 +308,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		inflight: map[runKey]*running{},
 	}
 	w.identity = w.identityFields()
-	w.settings = rdb.WorkerSettings{
-		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
-		SucceededRetention: kept(conf.SucceededRetention), FailedRetention: kept(conf.FailedRetention),
-		ResultRetention: conf.ResultRetention, DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
-	}
+	w.settings = conf.rdbSettings()
 	if w.sched, err = w.newScheduler(); err != nil {
 		return nil, err
 	}
