@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
@@ -38,7 +39,7 @@ const (
 	MaxClaimTasks = 100
 	// MaxClaimQueues bounds the queues one claim may name.
 	MaxClaimQueues = 16
-	// MinLeaseSecretLen is the shortest WorkerConfig.LeaseSecret
+	// MinLeaseSecretLen is the shortest RemoteConfig.LeaseSecret
 	// (DTQ_LEASE_SECRET) NewRemote accepts, in bytes.
 	MinLeaseSecretLen = 32
 )
@@ -61,7 +62,7 @@ func ValidWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 // Go worker beside them. It is safe for concurrent use.
 type Remote struct {
 	rdb      *rdb.RDB
-	cfg      WorkerConfig
+	cfg      WorkerConfig       // the RemoteConfig, with WorkerConfig's defaults
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
 
 	secretMu sync.Mutex
@@ -75,27 +76,87 @@ type Remote struct {
 	waiters sync.WaitGroup // background waits of multi-queue claims
 }
 
-// NewRemote returns a Remote reading through c. cfg is a worker's
-// configuration: its retention, result, retry, DLQ, events and replica
-// settings apply to remote tasks as they would to a Go worker's; WorkerID
-// names this process in the tasks it reclaims (default api-host-pid-random);
-// HeartbeatInterval is how often Run looks for expired leases (default 5s);
-// LeaseSecret authenticates lease tokens (default: the deployment's secret
-// stored in Redis, created by the first Remote that needs it and read once
-// per Remote). Queues, Concurrency and DrainTimeout are ignored.
-func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
+// RemoteConfig configures a Remote: the settings of the tasks HTTP
+// workers run, which every process of a deployment must agree on with its
+// Go workers. The zero value of every field selects the default given in
+// its comment (the same as WorkerConfig's field of that name).
+type RemoteConfig struct {
+	// KeyPrefix starts every Redis key. Default "dtq".
+	KeyPrefix string
+	// WorkerID names this process in the tasks its reclaimer takes back.
+	// Default api-hostname-pid-random.
+	WorkerID string
+	// VisibilityTimeout is the lease the finalize calls are fenced with.
+	// Default 30s. A claim's own lease is ClaimRequest.Lease.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often Run looks for expired leases; at most
+	// VisibilityTimeout/3. Default 5s.
+	HeartbeatInterval time.Duration
+	// RetryBaseDelay and RetryMaxDelay shape the backoff of retryable
+	// failures without a retry_after. Defaults 1s, 60s.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// RetryJitter spreads retries by ±jitter·delay, 0..1. Default 0.2;
+	// negative means none.
+	RetryJitter float64
+	// SucceededRetention, FailedRetention and ResultRetention: as in
+	// WorkerConfig. Defaults 1h, 7 days, 1h.
+	SucceededRetention time.Duration
+	FailedRetention    time.Duration
+	ResultRetention    time.Duration
+	// ResultMaxBytes: a larger result is dropped and flagged truncated.
+	// Default 8192.
+	ResultMaxBytes int
+	// DisableDLQ makes exhausted and permanent failures end as failed
+	// instead of dead_lettered. Default false (DLQ on).
+	DisableDLQ bool
+	// DLQMaxLen caps each queue's dead-letter index. Default 10000.
+	DLQMaxLen int64
+	// EventsMaxLen caps each queue's event stream. Default 100000.
+	EventsMaxLen int64
+	// Logger receives the Remote's warnings. Default slog.Default().
+	Logger *slog.Logger
+	// ReplicaAcks and ReplicaAckTimeout: as in WorkerConfig. Defaults 0, 1s.
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
+	// Clock returns the current time for leases, due times and expiry.
+	// Default time.Now.
+	Clock func() time.Time
+	// LeaseSecret authenticates lease tokens (DTQ_LEASE_SECRET), at least
+	// MinLeaseSecretLen bytes. Every API process of a deployment must have
+	// the same one; changing it invalidates outstanding tokens. Default: a
+	// random secret the first Remote of the deployment stores in Redis,
+	// which every other one then reads (once per Remote).
+	LeaseSecret string
+}
+
+// workerConfig is c as the WorkerConfig whose defaults and checks it shares.
+func (c *RemoteConfig) workerConfig() *WorkerConfig {
+	return &WorkerConfig{
+		KeyPrefix: c.KeyPrefix, WorkerID: c.WorkerID, VisibilityTimeout: c.VisibilityTimeout, HeartbeatInterval: c.HeartbeatInterval,
+		RetryBaseDelay: c.RetryBaseDelay, RetryMaxDelay: c.RetryMaxDelay, RetryJitter: c.RetryJitter,
+		SucceededRetention: c.SucceededRetention, FailedRetention: c.FailedRetention, ResultRetention: c.ResultRetention,
+		ResultMaxBytes: c.ResultMaxBytes, DisableDLQ: c.DisableDLQ, DLQMaxLen: c.DLQMaxLen, EventsMaxLen: c.EventsMaxLen,
+		Logger: c.Logger, ReplicaAcks: c.ReplicaAcks, ReplicaAckTimeout: c.ReplicaAckTimeout, Clock: c.Clock, LeaseSecret: c.LeaseSecret,
+	}
+}
+
+// NewRemote returns a Remote reading through c, configured by cfg (nil:
+// all defaults). It fails when a setting is out of range, as NewWorker
+// does, or LeaseSecret is set but shorter than MinLeaseSecretLen.
+func NewRemote(c redis.UniversalClient, cfg *RemoteConfig) (*Remote, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewRemote needs a Redis client")
 	}
-	var o WorkerConfig
+	var rc RemoteConfig
 	if cfg != nil {
-		o = *cfg
+		rc = *cfg
 	}
+	o := rc.workerConfig()
 	if o.WorkerID == "" {
 		host, _ := os.Hostname()
 		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), attempt.NewNonce()[:6])
 	}
-	o.Queues = nil
 	conf, err := o.withDefaults()
 	if err != nil {
 		return nil, err

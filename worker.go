@@ -107,12 +107,9 @@ type WorkerConfig struct {
 	// types). Its KeyPrefix, EventsMaxLen, replica acknowledgements and
 	// Clock are the worker's. Default: default limits.
 	SchedulerClient *ClientConfig
-	// LeaseSecret is the key remote lease tokens are authenticated with
-	// (DTQ_LEASE_SECRET), at least MinLeaseSecretLen bytes; only NewRemote
-	// uses it. Every API process of a deployment must have the same one;
-	// changing it invalidates outstanding tokens. Default: a random secret
-	// the first Remote of the deployment stores in Redis, which every other
-	// one then reads.
+	// LeaseSecret is not used: a Worker issues no lease tokens.
+	//
+	// Deprecated: set RemoteConfig.LeaseSecret, which NewRemote takes.
 	LeaseSecret string
 }
 
