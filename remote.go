@@ -459,15 +459,15 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 		}
 		return r.claimQueue(ctx, queue, s, secret, n, true)
 	case res.NoGroup:
-		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil
 	case res.Limited && res.Wait > 0:
-		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, min(d, res.Wait)) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, min(d, res.Wait)) }, nil
 	case res.Limited:
 		return nil, func(ctx context.Context, d time.Duration) { _, _ = r.rdb.WaitWake(ctx, queue, "$", d) }, nil
 	case len(res.LastIDs) > 0:
 		return nil, func(ctx context.Context, d time.Duration) { _ = r.rdb.WaitReady(ctx, queue, res.LastIDs, d) }, nil
 	}
-	return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil // paused
+	return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil // paused
 }
 
 // waitAny runs the waits at once and returns when the first returns. The

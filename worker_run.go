@@ -55,7 +55,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		if err != nil {
 			w.slots.release(n)
 			w.cfg.Logger.Warn("claim failed", "queue", queue, "err", err)
-			sleepCtx(ctx, errDelay)
+			attempt.Sleep(ctx, errDelay)
 			errDelay = min(errDelay*2, 5*time.Second)
 			continue
 		}
@@ -71,29 +71,29 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			// wake stream), never in a busy loop.
 			w.obs.Throttled(queue, res.Reason, 1)
 			if res.Wait > 0 {
-				sleepCtx(ctx, min(res.Wait, idleBlock))
+				attempt.Sleep(ctx, min(res.Wait, idleBlock))
 			} else if wakeID, err = w.rdb.WaitWake(ctx, queue, wakeID, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for a running task to finish failed", "queue", queue, "err", err)
-				sleepCtx(ctx, errDelay)
+				attempt.Sleep(ctx, errDelay)
 			}
 		case len(res.Tasks) > 0 && len(res.LastIDs) == 0:
 			continue // slots ran out first: more may be ready
 		case res.NoGroup:
 			if err := w.rdb.EnsureGroups(bg, queue); err != nil {
 				w.cfg.Logger.Warn("create consumer groups failed", "queue", queue, "err", err)
-				sleepCtx(ctx, time.Second)
+				attempt.Sleep(ctx, time.Second)
 			}
 		case res.Paused:
-			sleepCtx(ctx, time.Second)
+			attempt.Sleep(ctx, time.Second)
 		case len(res.LastIDs) > 0:
 			if err := w.rdb.WaitReady(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for tasks failed", "queue", queue, "err", err)
-				sleepCtx(ctx, errDelay)
+				attempt.Sleep(ctx, errDelay)
 				break
 			}
 			woke := time.Now()
 			if woke.Sub(lastWake) < steadyWake {
-				sleepCtx(ctx, claimLinger) // a steady trickle: let a few gather
+				attempt.Sleep(ctx, claimLinger) // a steady trickle: let a few gather
 			}
 			lastWake = woke
 		}
@@ -430,18 +430,6 @@ func (w *Worker) listenCancels(ctx context.Context, ch <-chan *redis.Message) {
 			}
 			w.mu.Unlock()
 		}
-	}
-}
-
-// sleepCtx sleeps for d or until ctx ends; it reports whether it slept fully.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -58,7 +58,7 @@ func Persist(hardCtx context.Context, write func(context.Context) error, retried
 		if retried != nil {
 			retried()
 		}
-		if !sleepCtx(hardCtx, delay) {
+		if !Sleep(hardCtx, delay) {
 			log.Error("finalize abandoned at shutdown; the task will be reclaimed when its lease expires", "err", err)
 			return err
 		}
@@ -66,8 +66,8 @@ func Persist(hardCtx context.Context, write func(context.Context) error, retried
 	}
 }
 
-// sleepCtx sleeps for d or until ctx ends; it reports whether it slept fully.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep sleeps for d or until ctx ends; it reports whether it slept fully.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

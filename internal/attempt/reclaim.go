@@ -22,7 +22,7 @@ func Resend[T any](ctx context.Context, window time.Duration, call func() (T, er
 	delay := 50 * time.Millisecond
 	for {
 		v, err := call()
-		if err == nil || time.Now().Add(delay).After(deadline) || !sleepCtx(ctx, delay) {
+		if err == nil || time.Now().Add(delay).After(deadline) || !Sleep(ctx, delay) {
 			return v, err
 		}
 		delay = min(delay*2, time.Second)
