@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -244,7 +245,7 @@ func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, ta
 	if err == nil || redis.IsOOMError(err) {
 		return res, err
 	}
-	if res, err = resend(ctx, ingestResendWindow, func() ([]rdb.IngestResult, error) {
+	if res, err = attempt.Resend(ctx, ingestResendWindow, func() ([]rdb.IngestResult, error) {
 		return c.rdb.Ingest(ctx, queue, now, opt, tasks)
 	}); err == nil {
 		return res, nil

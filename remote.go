@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -37,7 +39,7 @@ const (
 	MaxClaimTasks = 100
 	// MaxClaimQueues bounds the queues one claim may name.
 	MaxClaimQueues = 16
-	// MinLeaseSecretLen is the shortest WorkerConfig.LeaseSecret
+	// MinLeaseSecretLen is the shortest RemoteConfig.LeaseSecret
 	// (DTQ_LEASE_SECRET) NewRemote accepts, in bytes.
 	MinLeaseSecretLen = 32
 )
@@ -60,7 +62,7 @@ func ValidWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 // Go worker beside them. It is safe for concurrent use.
 type Remote struct {
 	rdb      *rdb.RDB
-	cfg      WorkerConfig
+	cfg      WorkerConfig       // the RemoteConfig, with WorkerConfig's defaults
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
 
 	secretMu sync.Mutex
@@ -74,32 +76,108 @@ type Remote struct {
 	waiters sync.WaitGroup // background waits of multi-queue claims
 }
 
-// NewRemote returns a Remote reading through c. cfg is a worker's
-// configuration: its retention, result, retry, DLQ, events and replica
-// settings apply to remote tasks as they would to a Go worker's; WorkerID
-// names this process in the tasks it reclaims (default api-host-pid-random);
-// HeartbeatInterval is how often Run looks for expired leases (default 5s);
-// LeaseSecret authenticates lease tokens (default: the deployment's secret
-// stored in Redis, created by the first Remote that needs it and read once
-// per Remote). Queues, Concurrency and DrainTimeout are ignored.
-func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
+// RemoteConfig configures a Remote: the settings of the tasks HTTP
+// workers run, which every process of a deployment must agree on with its
+// Go workers. The zero value of every field selects the default given in
+// its comment (the same as WorkerConfig's field of that name).
+type RemoteConfig struct {
+	// KeyPrefix starts every Redis key. Default "dtq".
+	KeyPrefix string
+	// WorkerID names this process in the tasks its reclaimer takes back.
+	// Default api-hostname-pid-random.
+	WorkerID string
+	// VisibilityTimeout is the lease the finalize calls are fenced with.
+	// Default 30s. A claim's own lease is ClaimRequest.Lease.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often Run looks for expired leases; at most
+	// VisibilityTimeout/3. Default 5s.
+	HeartbeatInterval time.Duration
+	// RetryBaseDelay and RetryMaxDelay shape the backoff of retryable
+	// failures without a retry_after. Defaults 1s, 60s.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// RetryJitter spreads retries by ±jitter·delay, 0..1. Default 0.2;
+	// negative means none.
+	RetryJitter float64
+	// SucceededRetention, FailedRetention and ResultRetention: as in
+	// WorkerConfig. Defaults 1h, 7 days, 1h.
+	SucceededRetention time.Duration
+	FailedRetention    time.Duration
+	ResultRetention    time.Duration
+	// ResultMaxBytes: a larger result is dropped and flagged truncated.
+	// Default 8192.
+	ResultMaxBytes int
+	// DisableDLQ makes exhausted and permanent failures end as failed
+	// instead of dead_lettered. Default false (DLQ on).
+	DisableDLQ bool
+	// DLQMaxLen caps each queue's dead-letter index. Default 10000.
+	DLQMaxLen int64
+	// EventsMaxLen caps each queue's event stream. Default 100000.
+	EventsMaxLen int64
+	// Logger receives the Remote's warnings. Default slog.Default().
+	Logger *slog.Logger
+	// ReplicaAcks and ReplicaAckTimeout: as in WorkerConfig. Defaults 0, 1s.
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
+	// Clock returns the current time for leases, due times and expiry.
+	// Default time.Now.
+	Clock func() time.Time
+	// LeaseSecret authenticates lease tokens (DTQ_LEASE_SECRET), at least
+	// MinLeaseSecretLen bytes. Every API process of a deployment must have
+	// the same one; changing it invalidates outstanding tokens. Default: a
+	// random secret the first Remote of the deployment stores in Redis,
+	// which every other one then reads (once per Remote).
+	LeaseSecret string
+	// MaxWorkers and MaxWorkersPerKey bound the worker records
+	// (DTQ_MAX_WORKERS, DTQ_MAX_WORKERS_PER_KEY): past either, a claim by
+	// a new worker id is refused with a TooManyWorkersError. MaxWorkers as
+	// in WorkerConfig; MaxWorkersPerKey counts the ids one API key
+	// (ClaimRequest.Key) registers. Defaults DefaultMaxWorkers,
+	// DefaultMaxWorkersPerKey.
+	MaxWorkers       int64
+	MaxWorkersPerKey int64
+}
+
+// workerConfig is c as the WorkerConfig whose defaults and checks it shares.
+func (c *RemoteConfig) workerConfig() *WorkerConfig {
+	return &WorkerConfig{
+		KeyPrefix: c.KeyPrefix, WorkerID: c.WorkerID, VisibilityTimeout: c.VisibilityTimeout, HeartbeatInterval: c.HeartbeatInterval,
+		RetryBaseDelay: c.RetryBaseDelay, RetryMaxDelay: c.RetryMaxDelay, RetryJitter: c.RetryJitter,
+		SucceededRetention: c.SucceededRetention, FailedRetention: c.FailedRetention, ResultRetention: c.ResultRetention,
+		ResultMaxBytes: c.ResultMaxBytes, DisableDLQ: c.DisableDLQ, DLQMaxLen: c.DLQMaxLen, EventsMaxLen: c.EventsMaxLen,
+		Logger: c.Logger, ReplicaAcks: c.ReplicaAcks, ReplicaAckTimeout: c.ReplicaAckTimeout, Clock: c.Clock,
+		MaxWorkers: c.MaxWorkers,
+	}
+}
+
+// NewRemote returns a Remote reading through c, configured by cfg (nil:
+// all defaults). It fails when a setting is out of range, as NewWorker
+// does, or LeaseSecret is set but shorter than MinLeaseSecretLen.
+func NewRemote(c redis.UniversalClient, cfg *RemoteConfig) (*Remote, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewRemote needs a Redis client")
 	}
-	var o WorkerConfig
+	var rc RemoteConfig
 	if cfg != nil {
-		o = *cfg
+		rc = *cfg
 	}
+	o := rc.workerConfig()
 	if o.WorkerID == "" {
 		host, _ := os.Hostname()
-		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), newNonce()[:6])
+		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), attempt.NewNonce()[:6])
 	}
-	o.Queues = nil
 	conf, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if conf.LeaseSecret != "" && len(conf.LeaseSecret) < MinLeaseSecretLen {
+	perKey := rc.MaxWorkersPerKey
+	if perKey == 0 {
+		perKey = DefaultMaxWorkersPerKey
+	}
+	if perKey < 0 {
+		return nil, errors.New("dtq: MaxWorkersPerKey must not be negative")
+	}
+	if rc.LeaseSecret != "" && len(rc.LeaseSecret) < MinLeaseSecretLen {
 		return nil, fmt.Errorf("dtq: LeaseSecret must be at least %d bytes", MinLeaseSecretLen)
 	}
 	r := &Remote{
@@ -107,15 +185,11 @@ func NewRemote(c redis.UniversalClient, cfg *WorkerConfig) (*Remote, error) {
 		cfg:  conf,
 		seen: map[string]bool{},
 	}
-	r.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers, MaxPerKey: conf.MaxWorkersPerKey})
-	if conf.LeaseSecret != "" {
-		r.secret = []byte(conf.LeaseSecret)
+	r.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers, MaxPerKey: perKey})
+	if rc.LeaseSecret != "" {
+		r.secret = []byte(rc.LeaseSecret)
 	}
-	r.settings = rdb.WorkerSettings{
-		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
-		SucceededRetention: kept(conf.SucceededRetention), FailedRetention: kept(conf.FailedRetention),
-		ResultRetention: conf.ResultRetention, DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
-	}
+	r.settings = conf.rdbSettings()
 	return r, nil
 }
 
@@ -384,8 +458,8 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 // wait for the next chance. regrouped says the groups were just created.
 func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, secret []byte, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
 	bg := context.WithoutCancel(ctx) // a claim is never cut in half
-	now, nonce := r.cfg.Clock(), newNonce()
-	res, err := resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
+	now, nonce := r.cfg.Clock(), attempt.NewNonce()
+	res, err := attempt.Resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
 		return r.rdb.Claim(bg, queue, s, n, now, nonce)
 	})
 	if err != nil {
@@ -407,15 +481,15 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 		}
 		return r.claimQueue(ctx, queue, s, secret, n, true)
 	case res.NoGroup:
-		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil
 	case res.Limited && res.Wait > 0:
-		return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, min(d, res.Wait)) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, min(d, res.Wait)) }, nil
 	case res.Limited:
 		return nil, func(ctx context.Context, d time.Duration) { _, _ = r.rdb.WaitWake(ctx, queue, "$", d) }, nil
 	case len(res.LastIDs) > 0:
 		return nil, func(ctx context.Context, d time.Duration) { _ = r.rdb.WaitReady(ctx, queue, res.LastIDs, d) }, nil
 	}
-	return nil, func(ctx context.Context, d time.Duration) { sleepCtx(ctx, d) }, nil // paused
+	return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil // paused
 }
 
 // waitAny runs the waits at once and returns when the first returns. The
@@ -519,10 +593,7 @@ func (r *Remote) Complete(ctx context.Context, id, token string, result json.Raw
 	if len(result) > 0 && !json.Valid(result) {
 		return invalid("result", "must be valid JSON")
 	}
-	succ := rdb.Success{ID: id, Attempt: t.Attempt, Result: result}
-	if len(result) > r.cfg.ResultMaxBytes {
-		succ.Result, succ.Truncated = nil, true
-	}
+	succ := attempt.Success(id, t.Attempt, result, r.cfg.ResultMaxBytes)
 	if string(succ.Result) == "null" {
 		succ.Result = nil
 	}
@@ -572,23 +643,21 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	if f.RetryAfter < 0 || f.RetryAfter > 365*24*time.Hour {
 		return invalid("retry_after", "must be a duration between 0s and 8760h")
 	}
-	msg := oneLine(f.Message, maxErrorMessage)
+	// The worker's own verdict; max_attempts is the task hash's, so a retry
+	// of a task whose attempts ran out is dead-lettered on its script's
+	// refusal (which wrote nothing).
+	d := attempt.Decide(&attempt.End{Attempt: t.Attempt, Failed: true, Permanent: !f.Retryable, Class: f.Class,
+		Message: oneLine(f.Message, maxErrorMessage), RetryAfter: f.RetryAfter, HasRetryAfter: f.RetryAfter > 0},
+		r.retryPolicy(), mrand.Float64())
 	// The scripts ack the band the task hash records and, for a retry,
 	// check its max_attempts: neither comes from the worker.
 	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: r.cfg.Clock(), CheckAttempts: true}
 	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim)
 	bg := context.WithoutCancel(ctx)
-	dead := !f.Retryable
-	if f.Retryable {
-		delay := f.RetryAfter
-		if delay == 0 {
-			delay = backoff(t.Attempt, r.cfg.RetryBaseDelay, r.cfg.RetryMaxDelay, r.cfg.RetryJitter, mrand.Float64())
-		}
-		err = r.rdb.FinishRetry(bg, a, s, delay, f.Class, msg)
-		dead = errors.Is(err, rdb.ErrAttemptsExhausted) // it wrote nothing
-	}
-	if dead {
-		err = r.rdb.FinishDead(bg, a, s, f.Class, msg, f.Retryable)
+	err = attempt.WriteFailure(bg, r.rdb, a, s, &d)
+	if errors.Is(err, rdb.ErrAttemptsExhausted) {
+		d = d.Exhausted()
+		err = attempt.WriteFailure(bg, r.rdb, a, s, &d)
 	}
 	switch {
 	case errors.Is(err, rdb.ErrLeaseLost):
@@ -674,16 +743,16 @@ func (r *Remote) startQueue(ctx context.Context, queue string) {
 }
 
 // reclaimStep returns expired leases of queue to their band stream. It
-// takes nothing over (no room): this process runs no handlers, so the next
+// takes nothing over (no runner): this process runs no handlers, so the next
 // claim, remote or Go, delivers them with attempt +1.
 func (r *Remote) reclaimStep(queue string) func(context.Context) (maintenance.Result, error) {
-	return func(ctx context.Context) (maintenance.Result, error) {
-		now, nonce := r.cfg.Clock(), newNonce()
-		_, err := resend(ctx, r.cfg.VisibilityTimeout/2, func() ([]rdb.ClaimedTask, error) {
-			return r.rdb.Reclaim(ctx, queue, &r.settings, 0, now, nonce, nil)
-		})
-		return maintenance.Result{Wait: r.cfg.HeartbeatInterval}, err
-	}
+	return attempt.Reclaim{RDB: r.rdb, Queue: queue, Settings: &r.settings, Clock: r.cfg.Clock, Logger: r.cfg.Logger,
+		Every: r.cfg.HeartbeatInterval, Window: r.cfg.VisibilityTimeout / 2}.Step()
+}
+
+// retryPolicy is the backoff of remote workers' retryable failures.
+func (r *Remote) retryPolicy() attempt.Policy {
+	return attempt.Policy{Base: r.cfg.RetryBaseDelay, Max: r.cfg.RetryMaxDelay, Jitter: r.cfg.RetryJitter}
 }
 
 // Close waits for the background waits of claims that returned; call it

@@ -107,13 +107,6 @@ type WorkerConfig struct {
 	// types). Its KeyPrefix, EventsMaxLen, replica acknowledgements and
 	// Clock are the worker's. Default: default limits.
 	SchedulerClient *ClientConfig
-	// LeaseSecret is the key remote lease tokens are authenticated with
-	// (DTQ_LEASE_SECRET), at least MinLeaseSecretLen bytes; only NewRemote
-	// uses it. Every API process of a deployment must have the same one;
-	// changing it invalidates outstanding tokens. Default: a random secret
-	// the first Remote of the deployment stores in Redis, which every other
-	// one then reads.
-	LeaseSecret string
 	// MaxWorkers bounds the worker records of the deployment
 	// (DTQ_MAX_WORKERS): past it a new worker id is refused a record
 	// (TooManyWorkersError; a Go worker then runs unrecorded and retries at
@@ -121,13 +114,9 @@ type WorkerConfig struct {
 	// room. Every process of a deployment should use the same value.
 	// Default DefaultMaxWorkers.
 	MaxWorkers int64
-	// MaxWorkersPerKey bounds the HTTP workers one API key registers
-	// (DTQ_MAX_WORKERS_PER_KEY); only NewRemote uses it. Default
-	// DefaultMaxWorkersPerKey.
-	MaxWorkersPerKey int64
 }
 
-// Default worker record bounds (WorkerConfig.MaxWorkers, MaxWorkersPerKey).
+// Default worker record bounds (WorkerConfig.MaxWorkers, RemoteConfig.MaxWorkersPerKey).
 const (
 	DefaultMaxWorkers       = 10000
 	DefaultMaxWorkersPerKey = 1000
@@ -224,11 +213,8 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if o.MaxWorkers == 0 {
 		o.MaxWorkers = DefaultMaxWorkers
 	}
-	if o.MaxWorkersPerKey == 0 {
-		o.MaxWorkersPerKey = DefaultMaxWorkersPerKey
-	}
-	if o.MaxWorkers < 0 || o.MaxWorkersPerKey < 0 {
-		return o, errors.New("dtq: MaxWorkers and MaxWorkersPerKey must not be negative")
+	if o.MaxWorkers < 0 {
+		return o, errors.New("dtq: MaxWorkers must not be negative")
 	}
 	if o.Observer == nil {
 		o.Observer = noObserver{}
@@ -240,6 +226,16 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 		o.Clock = time.Now
 	}
 	return o, nil
+}
+
+// rdbSettings are the scripts' settings of a worker configured by c (after
+// withDefaults): the one place a Worker and a Remote build them from.
+func (c *WorkerConfig) rdbSettings() rdb.WorkerSettings {
+	return rdb.WorkerSettings{
+		WorkerID: c.WorkerID, Lease: c.VisibilityTimeout, EventsMaxLen: c.EventsMaxLen,
+		SucceededRetention: kept(c.SucceededRetention), FailedRetention: kept(c.FailedRetention),
+		ResultRetention: c.ResultRetention, DLQEnabled: !c.DisableDLQ, DLQMaxLen: c.DLQMaxLen,
+	}
 }
 
 // Worker fetches and executes tasks. Register handlers with Handle,
@@ -329,11 +325,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	}
 	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers})
 	w.identity = w.identityFields()
-	w.settings = rdb.WorkerSettings{
-		WorkerID: conf.WorkerID, Lease: conf.VisibilityTimeout, EventsMaxLen: conf.EventsMaxLen,
-		SucceededRetention: kept(conf.SucceededRetention), FailedRetention: kept(conf.FailedRetention),
-		ResultRetention: conf.ResultRetention, DLQEnabled: !conf.DisableDLQ, DLQMaxLen: conf.DLQMaxLen,
-	}
+	w.settings = conf.rdbSettings()
 	if w.sched, err = w.newScheduler(); err != nil {
 		return nil, err
 	}

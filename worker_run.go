@@ -2,8 +2,6 @@ package dtq
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -50,14 +49,14 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		}
 		// The claim runs to completion even during shutdown: tasks it claims
 		// are started (and then drained), never dropped.
-		now, nonce := w.cfg.Clock(), newNonce()
-		res, err := resend(ctx, w.cfg.VisibilityTimeout/2, func() (*rdb.ClaimResult, error) {
+		now, nonce := w.cfg.Clock(), attempt.NewNonce()
+		res, err := attempt.Resend(ctx, w.cfg.VisibilityTimeout/2, func() (*rdb.ClaimResult, error) {
 			return w.rdb.Claim(bg, queue, &w.settings, n, now, nonce)
 		})
 		if err != nil {
 			w.slots.release(n)
 			w.cfg.Logger.Warn("claim failed", "queue", queue, "err", err)
-			sleepCtx(ctx, errDelay)
+			attempt.Sleep(ctx, errDelay)
 			errDelay = min(errDelay*2, 5*time.Second)
 			continue
 		}
@@ -73,10 +72,10 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			// wake stream), never in a busy loop.
 			w.obs.Throttled(queue, res.Reason, 1)
 			if res.Wait > 0 {
-				sleepCtx(ctx, min(res.Wait, idleBlock))
+				attempt.Sleep(ctx, min(res.Wait, idleBlock))
 			} else if wakeID, err = w.rdb.WaitWake(ctx, queue, wakeID, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for a running task to finish failed", "queue", queue, "err", err)
-				sleepCtx(ctx, errDelay)
+				attempt.Sleep(ctx, errDelay)
 			}
 		case len(res.Tasks) > 0 && len(res.LastIDs) == 0:
 			continue // slots ran out first: more may be ready
@@ -88,88 +87,44 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 					w.cfg.Logger.Warn("create consumer groups failed; retrying with backoff", "queue", queue, "err", err)
 				}
 				groupDelay = min(max(2*groupDelay, time.Second), 30*time.Second)
-				sleepCtx(ctx, groupDelay)
+				attempt.Sleep(ctx, groupDelay)
 			} else {
 				groupDelay = 0
 			}
 		case res.Paused:
-			sleepCtx(ctx, time.Second)
+			attempt.Sleep(ctx, time.Second)
 		case len(res.LastIDs) > 0:
 			if err := w.rdb.WaitReady(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for tasks failed", "queue", queue, "err", err)
-				sleepCtx(ctx, errDelay)
+				attempt.Sleep(ctx, errDelay)
 				break
 			}
 			woke := time.Now()
 			if woke.Sub(lastWake) < steadyWake {
-				sleepCtx(ctx, claimLinger) // a steady trickle: let a few gather
+				attempt.Sleep(ctx, claimLinger) // a steady trickle: let a few gather
 			}
 			lastWake = woke
 		}
 	}
 }
 
-// resend runs call, and after an error runs it again with the same
-// arguments until it answers, ctx ends or window passes. Claim and reclaim
-// calls need this: after an error it is unknown whether the script ran, and
-// only the same call (same time and nonce) answers the tasks a run whose
-// reply was lost started. Past the window those tasks' leases are near
-// their end and reclaim takes them back instead.
-func resend[T any](ctx context.Context, window time.Duration, call func() (T, error)) (T, error) {
-	deadline := time.Now().Add(window)
-	delay := 50 * time.Millisecond
-	for {
-		v, err := call()
-		if err == nil || time.Now().Add(delay).After(deadline) || !sleepCtx(ctx, delay) {
-			return v, err
-		}
-		delay = min(delay*2, time.Second)
-	}
-}
-
-// newNonce names one claim or reclaim call (see resend).
-func newNonce() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // reclaimStep takes over tasks of queue whose lease expired, as free slots
 // allow; it runs about once per heartbeat interval (see maintenance.Run).
-// Now and then it also prunes the group's idle consumers.
 func (w *Worker) reclaimStep(hardCtx context.Context, queue string) func(context.Context) (maintenance.Result, error) {
-	lastPrune := time.Now()
-	return func(ctx context.Context) (maintenance.Result, error) {
-		next := maintenance.Result{Wait: w.cfg.HeartbeatInterval}
-		room := w.slots.tryAcquire(w.cfg.Concurrency)
-		now, nonce, mine := w.cfg.Clock(), newNonce(), w.running(queue)
-		tasks, err := resend(ctx, w.cfg.VisibilityTimeout/2, func() ([]rdb.ClaimedTask, error) {
-			return w.rdb.Reclaim(context.WithoutCancel(hardCtx), queue, &w.settings, room, now, nonce, mine)
-		})
-		if err != nil {
-			w.slots.release(room)
-			return next, err
-		}
-		for _, ct := range tasks {
-			w.cfg.Logger.Info("took over task with expired lease", "task_id", ct.ID, "queue", queue, "task_type", ct.Type, "attempt", ct.Attempt)
-		}
-		w.slots.release(room - w.startAll(hardCtx, tasks))
-		if time.Since(lastPrune) > consumerPruneEvery {
-			lastPrune = time.Now()
-			if _, err := w.rdb.PruneConsumers(ctx, queue, consumerIdleLimit); err != nil && ctx.Err() == nil {
-				w.cfg.Logger.Warn("pruning idle consumers failed", "queue", queue, "err", err)
-			}
-		}
-		return next, nil
-	}
+	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger,
+		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: reclaimRunner{w, hardCtx}, Base: hardCtx}.Step()
 }
 
-// Idle consumers (stopped or replaced workers) are removed from the group
-// once they have nothing pending and have not read for consumerIdleLimit.
-const (
-	consumerPruneEvery = 5 * time.Minute
-	consumerIdleLimit  = time.Hour
-)
+// reclaimRunner lends the worker's slots and handlers to its reclaim step.
+type reclaimRunner struct {
+	w       *Worker
+	hardCtx context.Context
+}
+
+func (r reclaimRunner) Acquire() int                        { return r.w.slots.tryAcquire(r.w.cfg.Concurrency) }
+func (r reclaimRunner) Release(n int)                       { r.w.slots.release(n) }
+func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.running(queue) }
+func (r reclaimRunner) Start(tasks []rdb.ClaimedTask) int   { return r.w.startAll(r.hardCtx, tasks) }
 
 // runKey names one attempt in flight. The task id alone is not enough: a
 // newer attempt of a task may start while an older one is being finalized,
@@ -266,170 +221,74 @@ func (w *Worker) invoke(ctx context.Context, t *Task) (res any, err error, panic
 	return res, err, false
 }
 
-// finalizeOp is the script a finished attempt needs.
-type finalizeOp int
-
-const (
-	opNone    finalizeOp = iota // write nothing (lease lost, handed back)
-	opSucceed                   // finish_succeeded.lua
-	opRetry                     // finish_retry.lua (ends cancelled when a cancel was requested)
-	opDead                      // finish_dead.lua (likewise)
-)
-
-// decision is what a returned handler means for its task.
-type decision struct {
-	op        finalizeOp
-	outcome   string // with opNone: the metric's outcome, "lease_lost" or "handback"
-	class     string // error_class
-	message   string // error_message, one line
-	retryable bool   // opDead: the error was retryable but attempts ran out
-	delay     time.Duration
-}
-
-// retryPolicy shapes the backoff of retryable errors.
-type retryPolicy struct {
-	base, max time.Duration
-	jitter    float64
-}
-
-// decide maps an attempt's end to its finalize: the handler's result or
-// error, whether it panicked, and why its context ended (cause). rnd in
-// [0,1) draws the jitter. A cancel request is not decided here: the retry
-// and dead scripts end the task cancelled when its flag is set in Redis.
-func decide(ct *rdb.ClaimedTask, herr error, panicked bool, cause error, p retryPolicy, rnd float64) decision {
-	switch {
-	case errors.Is(cause, ErrLeaseLost):
-		return decision{op: opNone, outcome: "lease_lost"} // another worker owns the task now
-	case herr == nil:
-		return decision{op: opSucceed}
-	case errors.Is(cause, errShutdown):
-		return decision{op: opNone, outcome: "handback"} // handed back at the drain deadline
+// attemptEnd is how an attempt of ct ended: the handler's error (nil on
+// success), whether it panicked, and why its context ended (cause).
+func attemptEnd(ct *rdb.ClaimedTask, herr error, panicked bool, cause error) *attempt.End {
+	e := &attempt.End{Attempt: ct.Attempt, MaxAttempts: ct.MaxAttempts, LeaseLost: errors.Is(cause, ErrLeaseLost),
+		Failed: herr != nil, Shutdown: errors.Is(cause, errShutdown)}
+	if herr == nil {
+		return e
 	}
-	msg := oneLine(herr.Error(), maxErrorMessage)
-	if panicked {
-		return decision{op: opDead, class: "Panic", message: msg}
-	}
-	class := errorClass(herr)
-	if errors.Is(cause, errTimeout) {
-		class = "Timeout" // whatever the handler returned, it ran out of time
-	}
-	switch {
-	case IsPermanent(herr):
-		return decision{op: opDead, class: class, message: msg}
-	case ct.Attempt >= ct.MaxAttempts:
-		return decision{op: opDead, class: class, message: msg, retryable: true}
-	}
-	delay := backoff(ct.Attempt, p.base, p.max, p.jitter, rnd)
+	e.Message = oneLine(herr.Error(), maxErrorMessage)
+	e.Panicked, e.Class, e.Permanent = panicked, errorClass(herr), IsPermanent(herr)
+	e.TimedOut = errors.Is(cause, errTimeout)
 	var ra *retryAfterError
 	if errors.As(herr, &ra) {
-		delay = max(ra.d, 0)
+		e.RetryAfter, e.HasRetryAfter = ra.d, true
 	}
-	return decision{op: opRetry, class: class, message: msg, delay: delay}
+	return e
 }
-
-// Finalize writes that fail (Redis unreachable, refusing writes, failing
-// over) are tried again with a doubling delay between these bounds, for as
-// long as the lease is not lost and the worker not hard-stopped.
-const (
-	finalizeRetryMin = 50 * time.Millisecond
-	finalizeRetryMax = 2 * time.Second
-)
 
 // finish finalizes one attempt: the decision, one write (tried again until
 // it lands), one metrics call and one log line.
 func (w *Worker) finish(hardCtx context.Context, r *running, res any, herr error, panicked bool, cause error, took time.Duration) {
 	ct := &r.ct
 	log := w.cfg.Logger.With("task_id", ct.ID, "queue", ct.Queue, "task_type", ct.Type, "attempt", ct.Attempt, "duration_ms", took.Milliseconds())
-	d := decide(ct, herr, panicked, cause, retryPolicy{w.cfg.RetryBaseDelay, w.cfg.RetryMaxDelay, w.cfg.RetryJitter}, mrand.Float64())
-	outcome := d.outcome
-	if d.op != opNone {
+	d := attempt.Decide(attemptEnd(ct, herr, panicked, cause), w.retryPolicy(), mrand.Float64())
+	outcome := d.Outcome
+	if d.Op != attempt.None {
 		var s *rdb.Success
-		if d.op == opSucceed {
+		if d.Op == attempt.Succeed {
 			s = w.success(ct, res, log)
 		}
-		outcome = w.outcomeOf(d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log))
+		outcome = attempt.Outcome(&d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log), !w.cfg.DisableDLQ)
 	}
 	w.report(ct, &d, outcome, took, log)
 }
 
+// retryPolicy is the backoff of the worker's retryable failures.
+func (w *Worker) retryPolicy() attempt.Policy {
+	return attempt.Policy{Base: w.cfg.RetryBaseDelay, Max: w.cfg.RetryMaxDelay, Jitter: w.cfg.RetryJitter}
+}
+
 // success builds the success finalize of a handler's result.
 func (w *Worker) success(ct *rdb.ClaimedTask, res any, log *slog.Logger) *rdb.Success {
-	body, err := resultJSON(res)
+	body, err := attempt.ResultJSON(res)
 	if err != nil {
 		log.Warn("result is not JSON-encodable; stored as null", "err", err)
 		body = nil
 	}
-	truncated := len(body) > w.cfg.ResultMaxBytes
-	if truncated {
-		body = nil
-	}
-	return &rdb.Success{ID: ct.ID, Attempt: ct.Attempt, Result: body, Truncated: truncated}
+	s := attempt.Success(ct.ID, ct.Attempt, body, w.cfg.ResultMaxBytes)
+	return &s
 }
 
-// finalize runs the decision's script until it lands. Every finalize script
-// is idempotent (a call whose first run landed answers as that run did), so
-// sending it again after an error is safe. The task stays in flight
-// meanwhile, so its lease keeps being renewed. It stops at a fencing refusal
-// (the lease is really lost) and at hard shutdown: then the lease runs out
-// and the task is reclaimed (at-least-once).
-func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *decision, s *rdb.Success, log *slog.Logger) error {
-	ctx := context.WithoutCancel(hardCtx) // a write is never cut in half
-	delay := finalizeRetryMin
-	for tries := 0; ; tries++ {
-		var err error
-		switch d.op {
-		case opSucceed:
-			var taskErr error
-			if taskErr, err = w.succeeder(a.Queue).do(ctx, *s); err == nil {
-				err = taskErr
-			}
-		case opRetry:
-			err = w.rdb.FinishRetry(ctx, a, &w.settings, d.delay, d.class, d.message)
-		case opDead:
-			err = w.rdb.FinishDead(ctx, a, &w.settings, d.class, d.message, d.retryable)
+// finalize runs the decision's script until it lands (see attempt.Persist).
+// Successes of a queue share script calls (see succeeder).
+func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *attempt.Decision, s *rdb.Success, log *slog.Logger) error {
+	return attempt.Persist(hardCtx, func(ctx context.Context) error {
+		if d.Op != attempt.Succeed {
+			return attempt.WriteFailure(ctx, w.rdb, a, &w.settings, d)
 		}
-		if err == nil || errors.Is(err, rdb.ErrLeaseLost) || errors.Is(err, rdb.ErrCancelWon) {
-			if tries > 0 {
-				log.Info("finalize landed after retries", "tries", tries+1)
-			}
+		taskErr, err := w.succeeder(a.Queue).do(ctx, *s)
+		if err != nil {
 			return err
 		}
-		switch {
-		case tries == 0:
-			log.Warn("finalize failed; retrying while the lease is renewed", "err", err)
-		case tries%30 == 0: // about once a minute at the 2 s cap: a fault that does not pass shows
-			log.Error("finalize still failing; the task stays in flight with its lease renewed", "tries", tries, "err", err)
-		}
-		w.obs.FinalizeRetried(a.Queue)
-		if !sleepCtx(hardCtx, delay) {
-			log.Error("finalize abandoned at shutdown; the task will be reclaimed when its lease expires", "err", err)
-			return err
-		}
-		delay = min(delay*2, finalizeRetryMax)
-	}
-}
-
-// outcomeOf names what a finalize did, for metrics and logs.
-func (w *Worker) outcomeOf(d decision, err error) string {
-	switch {
-	case errors.Is(err, rdb.ErrLeaseLost):
-		return "lease_lost"
-	case errors.Is(err, rdb.ErrCancelWon):
-		return "cancelled"
-	case err != nil:
-		return "error"
-	case d.op == opSucceed:
-		return "succeeded"
-	case d.op == opRetry:
-		return "retrying"
-	case w.cfg.DisableDLQ:
-		return "failed"
-	}
-	return "dead_lettered"
+		return taskErr
+	}, func() { w.obs.FinalizeRetried(a.Queue) }, log)
 }
 
 // report counts and logs one attempt's outcome.
-func (w *Worker) report(ct *rdb.ClaimedTask, d *decision, outcome string, took time.Duration, log *slog.Logger) {
+func (w *Worker) report(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string, took time.Duration, log *slog.Logger) {
 	var delay time.Duration
 	switch outcome {
 	case "succeeded":
@@ -439,15 +298,15 @@ func (w *Worker) report(ct *rdb.ClaimedTask, d *decision, outcome string, took t
 		w.processed.Add(1)
 		log.Info("task cancelled")
 	case "retrying":
-		delay = d.delay
+		delay = d.Delay
 		w.retried.Add(1)
-		log.Info("task failed; retry scheduled", "error_class", d.class, "error", logErrorMessage(d.message), "retry_delay_ms", delay.Milliseconds())
+		log.Info("task failed; retry scheduled", "error_class", d.Class, "error", logErrorMessage(d.Message), "retry_delay_ms", delay.Milliseconds())
 	case "dead_lettered", "failed":
 		w.failed.Add(1)
 		w.processed.Add(1)
-		log.Warn("task "+outcome, "error_class", d.class, "error", logErrorMessage(d.message))
+		log.Warn("task "+outcome, "error_class", d.Class, "error", logErrorMessage(d.Message))
 	case "lease_lost":
-		if d.op == opNone {
+		if d.Op == attempt.None {
 			log.Warn("task lease lost; result discarded")
 		} else {
 			log.Warn("task lease lost before finalize; nothing written")
@@ -475,26 +334,6 @@ func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
 		},
 	})
 	return g.(*groupCommit[rdb.Success, error])
-}
-
-// resultJSON encodes a handler's result: nil stays nil; json.RawMessage and
-// []byte must already be valid JSON.
-func resultJSON(res any) ([]byte, error) {
-	switch v := res.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		if !json.Valid(v) {
-			return nil, errors.New("result is not valid JSON")
-		}
-		return v, nil
-	case []byte:
-		if !json.Valid(v) {
-			return nil, errors.New("result is not valid JSON")
-		}
-		return v, nil
-	}
-	return json.Marshal(res)
 }
 
 // heartbeatLoop renews the leases of running tasks (cancelling a handler
@@ -611,18 +450,6 @@ func (w *Worker) listenCancels(ctx context.Context, ch <-chan *redis.Message) {
 			}
 			w.mu.Unlock()
 		}
-	}
-}
-
-// sleepCtx sleeps for d or until ctx ends; it reports whether it slept fully.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

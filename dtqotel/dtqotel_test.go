@@ -129,7 +129,7 @@ func TestHTTPSubmitJoinsCallersTrace(t *testing.T) {
 	b := setup(t)
 	admin, err := dtq.NewAdmin(b.rc, &dtq.AdminConfig{KeyPrefix: b.prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(b.rc, &dtq.WorkerConfig{KeyPrefix: b.prefix}) // not run: nothing claims over HTTP
+	remote, err := dtq.NewRemote(b.rc, &dtq.RemoteConfig{KeyPrefix: b.prefix}) // not run: nothing claims over HTTP
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: b.client, Inspector: b.insp, Admin: admin, Remote: remote})
 	require.NoError(t, err)

@@ -152,7 +152,7 @@ func setup(t *testing.T, o options) *bundle {
 	if o.gate != nil {
 		feed = gatedFeed{hub, o.gate}
 	}
-	remote, err := dtq.NewRemote(rc, &dtq.WorkerConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	remote, err := dtq.NewRemote(rc, &dtq.RemoteConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: client, Inspector: insp, Admin: admin, Remote: remote, Keys: keys, Events: feed})
 	require.NoError(t, err)

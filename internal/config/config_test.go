@@ -239,7 +239,6 @@ func TestParseValues(t *testing.T) {
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, strings.Repeat("k", 32), c.LeaseSecret)
 				require.Equal(t, c.LeaseSecret, c.RemoteConfig(nil).LeaseSecret)
-				require.Empty(t, c.WorkerConfig(false, nil).LeaseSecret, "Go workers have no use for it")
 			}},
 		{"addresses", map[string]string{"DTQ_API_ADDR": ":0", "DTQ_WORKER_METRICS_ADDR": "[::1]:9000"}, nil,
 			func(t *testing.T, c *config.Config) {

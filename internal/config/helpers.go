@@ -82,7 +82,6 @@ func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 		ReplicaAcks:        c.ReplicaAcks,
 		ReplicaAckTimeout:  c.ReplicaAckTimeout,
 		MaxWorkers:         c.MaxWorkers,
-		MaxWorkersPerKey:   c.MaxWorkersPerKey,
 		Logger:             log,
 	}
 	if c.RetryJitter == 0 {
@@ -109,13 +108,18 @@ func (c *Config) AdminConfig() *dtq.AdminConfig {
 }
 
 // RemoteConfig is the configuration of the API's HTTP-worker service
-// (dtq.NewRemote): the worker settings, with the id made up by the API so
-// that it never collides with a Go worker's DTQ_WORKER_ID.
-func (c *Config) RemoteConfig(log *slog.Logger) *dtq.WorkerConfig {
+// (dtq.NewRemote): the worker settings it shares, with the id made up by
+// the API so that it never collides with a Go worker's DTQ_WORKER_ID.
+func (c *Config) RemoteConfig(log *slog.Logger) *dtq.RemoteConfig {
 	wc := c.WorkerConfig(false, log)
-	wc.WorkerID, wc.Queues = "", nil
-	wc.LeaseSecret = c.LeaseSecret
-	return wc
+	return &dtq.RemoteConfig{
+		KeyPrefix: wc.KeyPrefix, VisibilityTimeout: wc.VisibilityTimeout, HeartbeatInterval: wc.HeartbeatInterval,
+		RetryBaseDelay: wc.RetryBaseDelay, RetryMaxDelay: wc.RetryMaxDelay, RetryJitter: wc.RetryJitter,
+		SucceededRetention: wc.SucceededRetention, FailedRetention: wc.FailedRetention, ResultRetention: wc.ResultRetention,
+		ResultMaxBytes: wc.ResultMaxBytes, DisableDLQ: wc.DisableDLQ, DLQMaxLen: wc.DLQMaxLen, EventsMaxLen: wc.EventsMaxLen,
+		Logger: wc.Logger, ReplicaAcks: wc.ReplicaAcks, ReplicaAckTimeout: wc.ReplicaAckTimeout, Clock: wc.Clock,
+		LeaseSecret: c.LeaseSecret, MaxWorkers: wc.MaxWorkers, MaxWorkersPerKey: c.MaxWorkersPerKey,
+	}
 }
 
 // retentionOf is a configured retention as the library takes it: 0 (keep

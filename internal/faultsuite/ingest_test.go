@@ -46,7 +46,7 @@ func newIngestRig(t *testing.T) *ingestRig {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(apiRedis, &dtq.WorkerConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	remote, err := dtq.NewRemote(apiRedis, &dtq.RemoteConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

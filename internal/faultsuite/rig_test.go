@@ -151,7 +151,7 @@ func newRig(t *testing.T, sc scenario) *rig {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: r.prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(apiRedis, &dtq.WorkerConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
+	remote, err := dtq.NewRemote(apiRedis, &dtq.RemoteConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	if sc.httpWorkers > 0 {
 		// The API process reclaims what its HTTP workers claimed.

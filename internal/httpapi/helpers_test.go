@@ -90,7 +90,7 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
+	remote, err := dtq.NewRemote(s.Client, &dtq.RemoteConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
 		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
 		LeaseSecret: o.leaseSecret, MaxWorkers: o.maxWorkers, MaxWorkersPerKey: o.maxWorkersPerKey})
 	require.NoError(t, err)
@@ -351,7 +351,7 @@ func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 // newRemote is a Remote on rc that is not run (tests that do not claim).
 func newRemote(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.Remote {
 	t.Helper()
-	r, err := dtq.NewRemote(rc, &dtq.WorkerConfig{KeyPrefix: prefix})
+	r, err := dtq.NewRemote(rc, &dtq.RemoteConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
 	return r
 }
