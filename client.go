@@ -279,6 +279,15 @@ type ingestUnknown struct{ err error }
 func (e *ingestUnknown) Error() string { return e.err.Error() }
 func (e *ingestUnknown) Unwrap() error { return e.err }
 
+// DurabilityWarnings says, with ReplicaAcks set, what keeps the
+// acknowledgements from protecting acknowledged tasks: a master without
+// the append-only file, or with fewer connected replicas than ReplicaAcks.
+// Whether a master keeps the file is reported as unknown when it refuses
+// CONFIG GET and INFO persistence. None without ReplicaAcks.
+func (c *Client) DurabilityWarnings(ctx context.Context) []string {
+	return c.rdb.DurabilityWarnings(ctx)
+}
+
 func (c *Client) ingestOptions() rdb.IngestOptions {
 	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.cfg.EventsMaxLen, RecentCap: c.cfg.RecentMaxLen}
 }

@@ -105,6 +105,9 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	if err := inspector.Ready(checkCtx); err != nil {
 		log.Warn("Redis is not ready for dtq; /ready will report it", "redis", p.redisName, "err", err)
 	}
+	for _, w := range client.DurabilityWarnings(checkCtx) {
+		log.Warn(w, "redis", p.redisName)
+	}
 	adminCfg := cfg.AdminConfig()
 	adminCfg.Client = client // schedules are validated and triggered with the API's limits
 	admin, err := dtq.NewAdmin(p.redis, adminCfg)

@@ -72,11 +72,16 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	// Memory is reported, never failed on: a full Redis refuses writes but
 	// still serves reads and finalizes, and restarting the API would not help.
+	// So are replica acknowledgements that cannot protect a write (no
+	// append-only file, too few replicas): the API still serves.
 	body := map[string]any{"status": "ready"}
+	var warn []string
 	if m, err := s.cfg.Inspector.RedisMemory(ctx); err == nil {
-		if warn := dtq.MemoryWarnings(m); len(warn) > 0 {
-			body["warnings"] = warn
-		}
+		warn = append(warn, dtq.MemoryWarnings(m)...)
+	}
+	warn = append(warn, s.cfg.Client.DurabilityWarnings(ctx)...)
+	if len(warn) > 0 {
+		body["warnings"] = warn
 	}
 	s.writeJSON(w, r, http.StatusOK, body)
 }

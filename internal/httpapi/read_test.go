@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,4 +263,52 @@ func TestRedisDown(t *testing.T) {
 
 	// Health does not touch Redis.
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/health", "").status)
+}
+
+// With replica acknowledgements on, /ready warns, without failing, about
+// what keeps them from protecting a write: no append-only file, fewer
+// connected replicas than the acknowledgements need.
+func TestReadyWarnsAboutReplicaAcks(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		acks    int
+		aof     bool
+		want    []string // one warning each, besides the maxmemory one
+		wantNot []string
+	}{
+		{"acks off", 0, false, nil, []string{"DTQ_REPLICA_ACKS"}},
+		{"no aof, no replica", 1, false, []string{"without the append-only file", "has 0 connected replica"}, nil},
+		{"aof, no replica", 1, true, []string{"has 0 connected replica"}, []string{"append-only"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"--appendonly", "no"}
+			if tc.aof {
+				args = []string{"--appendonly", "yes"}
+			}
+			srv, err := redistest.Start(args...)
+			require.NoError(t, err)
+			t.Cleanup(srv.Stop)
+			b := setup(t, options{redis: &redistest.Setup{Server: srv, Client: srv.Client(t), Prefix: "r"},
+				client: func(cfg *dtq.ClientConfig) { cfg.ReplicaAcks = tc.acks }})
+			res := b.do(t, http.MethodGet, "/ready", "")
+			require.Equal(t, http.StatusOK, res.status, string(res.body))
+			var body struct {
+				Status   string   `json:"status"`
+				Warnings []string `json:"warnings"`
+			}
+			require.NoError(t, json.Unmarshal(res.body, &body))
+			require.Equal(t, "ready", body.Status)
+			require.Len(t, body.Warnings, 1+len(tc.want), "%q", body.Warnings)
+			all := strings.Join(body.Warnings, "\n")
+			for _, w := range tc.want {
+				require.Contains(t, all, w)
+			}
+			for _, w := range tc.wantNot {
+				require.NotContains(t, all, w)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
@@ -83,7 +84,7 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
 	k := r.keys
-	keys := make([]string, 0, ingestFixedKeys+2*len(tasks))
+	keys := make([]string, 0, ingestFixedKeys+2*len(tasks)+1)
 	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
 	args := make([]any, 0, 9+17*len(tasks))
 	nowMS := now.UnixMilli()
@@ -119,7 +120,27 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
 			ret, keep, nowMS-TaskIDTime(t.ID).UnixMilli())
 	}
+	keys = append(keys, k.QueueNum(queue))
 	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
+	if len(tasks) > 0 && isQnumError(err) {
+		// The ids carry a number that is not the queue's (a stale cache,
+		// a lost registry): nothing was written. Ask the registry, stamp its
+		// number into the ids and send again, once.
+		r.forgetQueue(queue)
+		num, _, rerr := r.RegisterQueue(ctx, queue, true)
+		if rerr != nil {
+			return nil, rerr
+		}
+		for i := range tasks {
+			tasks[i].ID = WithQueueNumber(tasks[i].ID, num)
+			args[9+17*i] = tasks[i].ID
+			if tasks[i].IdempotencyKey == "" {
+				keys[ingestFixedKeys+2*i+1] = k.TaskEnded(queue, tasks[i].ID)
+			}
+			keys[ingestFixedKeys+2*i] = k.Task(queue, tasks[i].ID)
+		}
+		reply, err = r.run(ctx, "ingest", keys, args...).Slice()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -170,4 +191,9 @@ func flatToMap(v any) map[string]string {
 		m[k] = s
 	}
 	return m
+}
+
+// isQnumError reports whether ingest refused its ids' queue number.
+func isQnumError(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "QNUM_MISSING") || strings.Contains(err.Error(), "QNUM_MISMATCH"))
 }

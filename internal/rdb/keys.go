@@ -146,6 +146,12 @@ func (k Keys) Stats(queue string, minute int64) string {
 // tasks of queue are announced.
 func (k Keys) CancelChannel(queue string) string { return k.q("cancel", queue) }
 
+// QueueNum is queue's registry number (decimal), written once when the
+// queue is first registered, in the queue's slot so that ingest can check
+// that the number it stamps into task ids is the queue's: the registry is
+// rebuilt from these keys should it be lost, and never renumbers a queue.
+func (k Keys) QueueNum(queue string) string { return k.q("qnum", queue) }
+
 // Queues is the global queue registry hash (name → number, #number → name).
 func (k Keys) Queues() string { return k.prefix + ":queues" }
 

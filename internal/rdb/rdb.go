@@ -259,23 +259,50 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 	if register {
 		flag = "1"
 	}
-	v, err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, queue,
-		time.Now().UnixMilli(), numberQuarantine.Milliseconds(), flag).Int64Slice()
-	if err != nil {
-		if strings.Contains(err.Error(), "registry is full") {
-			return 0, false, ErrQueueRegistryFull
+	// The queue's own number key is the authority (it lives with the
+	// queue's tasks); the registry is its index and is rebuilt from it.
+	qk := r.keys.QueueNum(queue)
+	for attempt := 0; ; attempt++ {
+		want, err := r.c.Get(ctx, qk).Result()
+		if errors.Is(err, redis.Nil) {
+			want, err = "", nil
 		}
-		return 0, false, err
+		if err != nil {
+			return 0, false, err
+		}
+		if want == "" && register {
+			if err := r.restoreRegistry(ctx); err != nil {
+				return 0, false, err
+			}
+		}
+		v, err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, queue,
+			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), flag, want).Int64Slice()
+		if err != nil {
+			if strings.Contains(err.Error(), "registry is full") {
+				return 0, false, ErrQueueRegistryFull
+			}
+			return 0, false, err
+		}
+		if len(v) != 2 {
+			return 0, false, fmt.Errorf("register_queue: unexpected reply %v", v)
+		}
+		if v[0] == 0 {
+			return 0, false, ErrQueueNotRegistered
+		}
+		num = uint16(v[0])
+		if want == "" {
+			// Written once: a queue keeps the number it was first given.
+			set, err := r.c.SetNX(ctx, qk, int64(num), 0).Result()
+			if err != nil {
+				return 0, false, err
+			}
+			if !set && attempt == 0 {
+				continue // another process wrote it first: the registry follows that number
+			}
+		}
+		r.remember(queue, num)
+		return num, v[1] == 1, nil
 	}
-	if len(v) != 2 {
-		return 0, false, fmt.Errorf("register_queue: unexpected reply %v", v)
-	}
-	if v[0] == 0 {
-		return 0, false, ErrQueueNotRegistered
-	}
-	num = uint16(v[0])
-	r.remember(queue, num)
-	return num, v[1] == 1, nil
 }
 
 // DeleteQueueResult says what DeleteQueue did.
@@ -300,7 +327,7 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	k := r.keys
 	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
 		k.Recent(queue), k.Events(queue), k.Paused(queue)}
-	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.LegacyRecent(queue))
+	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.LegacyRecent(queue), k.QueueNum(queue))
 	v, err := r.run(ctx, "delete_queue", keys, Group).Slice()
 	if err != nil {
 		return nil, err
@@ -326,6 +353,18 @@ func (r *RDB) remember(queue string, n uint16) {
 	r.mu.Unlock()
 }
 
+// forgetQueue drops queue's cached number, so the next use asks Redis.
+func (r *RDB) forgetQueue(queue string) {
+	r.mu.Lock()
+	if c, ok := r.queueNum[queue]; ok {
+		delete(r.queueNum, queue)
+		if cn, ok := r.numQueue[c.n]; ok && cn.q == queue {
+			delete(r.numQueue, c.n)
+		}
+	}
+	r.mu.Unlock()
+}
+
 func (r *RDB) forget(queue string, n uint16) {
 	r.mu.Lock()
 	delete(r.queueNum, queue)
@@ -343,6 +382,12 @@ func (r *RDB) QueueName(ctx context.Context, num uint16) (string, error) {
 	if ok && time.Since(c.at) < numberCacheTTL {
 		return c.q, nil
 	}
+	return r.queueNameUncached(ctx, num)
+}
+
+// queueNameUncached is QueueName read from Redis. A number the registry
+// does not hold is not cached: a registry being rebuilt holds it soon.
+func (r *RDB) queueNameUncached(ctx context.Context, num uint16) (string, error) {
 	q, err := r.c.HGet(ctx, r.keys.Queues(), "#"+strconv.Itoa(int(num))).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
@@ -382,4 +427,59 @@ func ScriptHash(name string) string {
 		return s.Hash()
 	}
 	return ""
+}
+
+// restoreRegistry rebuilds a registry that holds no numbers (new, or lost
+// with its node) from the queues' number keys before a new number is handed
+// out, so that a new queue never takes a number existing task ids carry.
+// The highest number is restored first: from then on the registry's
+// sequence is past every number in use, even while the rest is restored.
+func (r *RDB) restoreRegistry(ctx context.Context) error {
+	n, err := r.c.HExists(ctx, r.keys.Queues(), "#seq").Result()
+	if err != nil || n {
+		return err
+	}
+	type entry struct {
+		queue string
+		num   int
+	}
+	var mu sync.Mutex
+	var found []entry
+	head, tail := r.keys.QueueNum(""), "}"
+	head = strings.TrimSuffix(head, tail)
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		it := c.Scan(ctx, 0, head+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			key := it.Val()
+			v, err := c.Get(ctx, key).Int()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			q := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
+			mu.Lock()
+			found = append(found, entry{q, v})
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, r.c)
+	}
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(found, func(a, b entry) int { return b.num - a.num })
+	for _, e := range found {
+		err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, e.queue,
+			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), "0", strconv.Itoa(e.num)).Err()
+		if err != nil {
+			return fmt.Errorf("restore queue %q: %w", e.queue, err)
+		}
+	}
+	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -100,4 +103,64 @@ func (r *RDB) writeNode(ctx context.Context, keys []string) (writer, error) {
 		return nil, errors.New("rdb: a replicated write needs a key")
 	}
 	return cc.MasterForKey(ctx, keys[0])
+}
+
+// DurabilityWarnings says what keeps replica acknowledgements from
+// protecting an acknowledged write: a master without the append-only file
+// (restarted, it comes back empty and a failover to it wipes its replicas)
+// or with fewer connected replicas than the acknowledgements need (every
+// acknowledged write then fails). A master that refuses CONFIG and INFO
+// persistence is reported as unknown. None when acknowledgements are off.
+func (r *RDB) DurabilityWarnings(ctx context.Context) []string {
+	if r.acks == 0 {
+		return nil
+	}
+	var (
+		mu   sync.Mutex
+		warn []string
+	)
+	check := func(ctx context.Context, c redis.UniversalClient) error {
+		w := durabilityWarnings(ctx, c, r.acks)
+		mu.Lock()
+		warn = append(warn, w...)
+		mu.Unlock()
+		return nil
+	}
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
+	} else {
+		_ = check(ctx, r.c)
+	}
+	slices.Sort(warn)
+	return slices.Compact(warn)
+}
+
+// durabilityWarnings checks one master. The texts name no address: /ready
+// is unauthenticated.
+func durabilityWarnings(ctx context.Context, c redis.UniversalClient, acks int) []string {
+	var warn []string
+	aof := ""
+	if v, err := c.ConfigGet(ctx, "appendonly").Result(); err == nil {
+		aof = v["appendonly"]
+	} else if info, err := c.Info(ctx, "persistence").Result(); err == nil {
+		aof = map[string]string{"1": "yes", "0": "no"}[infoField(info, "aof_enabled")]
+	}
+	switch aof {
+	case "yes":
+	case "no":
+		warn = append(warn, fmt.Sprintf("DTQ_REPLICA_ACKS=%d but a Redis master runs without the append-only file "+
+			"(appendonly no): restarted, it comes back empty and a failover to it loses acknowledged tasks; "+
+			"set appendonly yes on every node (docs/operations.md, \"Replica acknowledgements\")", acks))
+	default:
+		warn = append(warn, fmt.Sprintf("DTQ_REPLICA_ACKS=%d but whether a Redis master keeps the append-only file "+
+			"is unknown (CONFIG GET and INFO persistence were refused): acknowledged tasks survive failovers only "+
+			"with appendonly yes on every node", acks))
+	}
+	if info, err := c.Info(ctx, "replication").Result(); err == nil {
+		if n, err := strconv.Atoi(infoField(info, "connected_slaves")); err == nil && n < acks {
+			warn = append(warn, fmt.Sprintf("DTQ_REPLICA_ACKS=%d but a Redis master has %d connected replica(s): "+
+				"every acknowledged write fails until enough replicas are connected", acks, n))
+		}
+	}
+	return warn
 }

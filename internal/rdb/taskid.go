@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -121,4 +122,13 @@ func idSuffixes(vals []any) []string {
 		}
 	}
 	return out
+}
+
+// WithQueueNumber returns id with its queue number (its last four hex
+// digits) replaced by num.
+func WithQueueNumber(id string, num uint16) string {
+	if len(id) != 32 {
+		return id
+	}
+	return id[:28] + fmt.Sprintf("%04x", num)
 }

@@ -24,13 +24,20 @@ func (r *RDB) GetTask(ctx context.Context, id string) (*dtqtype.TaskInfo, error)
 	if err != nil {
 		return nil, err
 	}
-	if queue == "" {
-		return nil, ErrNotFound
+	h, res, err := r.readTask(ctx, queue, id)
+	if err == nil && len(h.Val()) == 0 {
+		// A miss is never taken from the cache: a registry lost and rebuilt
+		// may name the number's queue differently from a cached entry.
+		fresh, ferr := r.queueNameUncached(ctx, num)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if fresh != queue {
+			queue = fresh
+			h, res, err = r.readTask(ctx, queue, id)
+		}
 	}
-	pipe := r.c.Pipeline()
-	h := pipe.HGetAll(ctx, r.keys.Task(queue, id))
-	res := pipe.Get(ctx, r.keys.Result(queue, id))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, err
 	}
 	if len(h.Val()) == 0 {
@@ -299,4 +306,19 @@ func (r *RDB) RecentCompletions(ctx context.Context, queue string, now time.Time
 		}
 	}
 	return total, nil
+}
+
+// readTask reads the task hash and result of id in queue; queue "" reads
+// nothing (an empty hash: not found).
+func (r *RDB) readTask(ctx context.Context, queue, id string) (*redis.MapStringStringCmd, *redis.StringCmd, error) {
+	if queue == "" {
+		return &redis.MapStringStringCmd{}, &redis.StringCmd{}, nil
+	}
+	pipe := r.c.Pipeline()
+	h := pipe.HGetAll(ctx, r.keys.Task(queue, id))
+	res := pipe.Get(ctx, r.keys.Result(queue, id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, err
+	}
+	return h, res, nil
 }

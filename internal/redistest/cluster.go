@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,18 +191,37 @@ type Sentinels struct {
 	Name      string // the monitored master's name
 }
 
+// SentinelDownAfter is how long the Sentinels of StartSentinels wait for a
+// silent master before they fail it over. A shorter time lets one Sentinel
+// on a loaded host fail over a master that is only slow, a second time
+// right after the first.
+const SentinelDownAfter = 5 * time.Second
+
+// persistent are the arguments of every node of a Sentinel set: the
+// append-only file, fsynced every second. A master restarted without its
+// data is empty, and a failover to it wipes its replicas.
+var persistent = []string{"--appendonly", "yes", "--appendfsync", "everysec"}
+
 // StartSentinels starts a master with replicas replicas and n Sentinels
-// (quorum n/2+1, a master is considered down after 1s) and waits until the
-// replicas' links are up and every Sentinel knows them.
+// (quorum n/2+1, a master is considered down after SentinelDownAfter) and
+// waits until the replicas' links are up and every Sentinel knows them.
+// Every node keeps an append-only file in its directory, which Restart
+// keeps: a killed node comes back with its data and rejoins as a replica.
 func StartSentinels(replicas, n int) (*Sentinels, error) {
+	return StartSentinelsWith(replicas, n, persistent)
+}
+
+// StartSentinelsWith is StartSentinels with nodeArgs, not the append-only
+// file, passed to every redis-server of the set.
+func StartSentinelsWith(replicas, n int, nodeArgs []string) (*Sentinels, error) {
 	st := &Sentinels{Name: "dtqtest"}
-	m, err := Start()
+	m, err := Start(nodeArgs...)
 	if err != nil {
 		return nil, err
 	}
 	st.Master = m
 	for range replicas {
-		r, err := Start("--replicaof", strings.Replace(m.Addr, ":", " ", 1))
+		r, err := Start(append(slices.Clone(nodeArgs), "--replicaof", strings.Replace(m.Addr, ":", " ", 1))...)
 		if err != nil {
 			st.Stop()
 			return nil, err
@@ -209,7 +229,7 @@ func StartSentinels(replicas, n int) (*Sentinels, error) {
 		st.Replicas = append(st.Replicas, r)
 	}
 	for range n {
-		s, err := StartSentinel(st.Name, m.Addr, n/2+1)
+		s, err := StartSentinelAfter(st.Name, m.Addr, n/2+1, SentinelDownAfter)
 		if err != nil {
 			st.Stop()
 			return nil, err

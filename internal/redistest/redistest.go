@@ -76,6 +76,12 @@ func Start(extra ...string) (*Server, error) {
 // StartSentinel starts a Sentinel on a free port that monitors master
 // under name (quorum q; the master is considered down after 1s).
 func StartSentinel(name, master string, q int) (*Server, error) {
+	return StartSentinelAfter(name, master, q, time.Second)
+}
+
+// StartSentinelAfter is StartSentinel with the master considered down after
+// downAfter without an answer.
+func StartSentinelAfter(name, master string, q int, downAfter time.Duration) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, err
@@ -93,8 +99,8 @@ func StartSentinel(name, master string, q int) (*Server, error) {
 		}
 		conf := filepath.Join(dir, "sentinel.conf")
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
-			"sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 10000\n",
-			p, dir, filepath.Join(dir, "redis.log"), name, host, port, q, name, name)
+			"sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 10000\n",
+			p, dir, filepath.Join(dir, "redis.log"), name, host, port, q, name, downAfter.Milliseconds(), name)
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, err
 		}

@@ -25,6 +25,8 @@
 -- KEYS[base]   task hash            KEYS[base+1] idempotency record; for a
 --                                   task without a key, the marker its
 --                                   deletion at once leaves (TaskEnded)
+-- then, after the last task's keys (KEYS[6 + 2*n]): the queue's number
+-- key (Keys.QueueNum), which every id of the call must carry
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
@@ -54,6 +56,11 @@
 --   {"full", depth}
 --   {"absent", id}        (settling only: not created, and now never will be)
 --
+-- An error reply "QNUM_MISSING" or "QNUM_MISMATCH <number>", before
+-- anything is written, when the queue's number key is absent or differs
+-- from the number in the ids (a lost or re-created registry, a stale cache):
+-- the caller learns the number from the registry and sends again.
+--
 -- Settling (ARGV[9] = "1") is the last word on a call whose every reply was
 -- lost: it answers as a resend would, except that a task not yet created is
 -- marked never to be created and answered absent, and nothing is created.
@@ -70,6 +77,19 @@ local result_prefix = ARGV[6]
 local n = (#ARGV - 9) / 17 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 local settle = ARGV[9] == '1'
+
+-- The ids carry the queue's number in their last four hex digits; it must
+-- be the number the queue was first registered under, so that the registry,
+-- rebuilt from the per-queue keys, resolves every id to its own queue.
+if n > 0 then
+  local qnum = redis.call('GET', KEYS[6 + 2 * n])
+  if not qnum then
+    return redis.error_reply('QNUM_MISSING')
+  end
+  if tonumber(string.sub(ARGV[10], 29, 32), 16) ~= tonumber(qnum) then
+    return redis.error_reply('QNUM_MISMATCH ' .. qnum)
+  end
+end
 
 local terminal = {succeeded = true, failed = true, dead_lettered = true, cancelled = true, expired = true}
 local replies = {}

@@ -5,15 +5,51 @@
 -- deleted queues (see unregister_queue), reused once their quarantine has
 -- passed. Queue names never start with '#'.
 --
+-- A queue's number is also kept in the queue's own slot (Keys.QueueNum,
+-- written once by the caller and checked by ingest). The caller passes it
+-- in ARGV[5]: the registry then holds exactly that number for the queue,
+-- restoring an entry a lost or re-created registry no longer has, so a
+-- queue is never given a number other than the one its task ids carry.
+--
 -- KEYS[1] queue registry hash
 -- ARGV[1] queue name
 -- ARGV[2] now (epoch ms)          ARGV[3] quarantine of a freed number (ms)
 -- ARGV[4] "1" to register a new queue, "0" to look up only
--- Returns {number, 1 when registered by this call else 0}; {0, 0} when the
--- queue is unknown and ARGV[4] is "0"; an error reply when all 65535
--- numbers are used.
+-- ARGV[5] the queue's number from its number key, "" when it has none
+-- Returns {number, 1 when registered or restored by this call else 0};
+-- {0, 0} when the queue is unknown and ARGV[4] is "0"; an error reply when
+-- all 65535 numbers are used, or when ARGV[5]'s number names another queue.
 
 local num = redis.call('HGET', KEYS[1], ARGV[1])
+local want = ARGV[5]
+if want ~= '' then
+  if num == want then
+    return {tonumber(num), 0}
+  end
+  local holder = redis.call('HGET', KEYS[1], '#' .. want)
+  if holder and holder ~= ARGV[1] then
+    return redis.error_reply('ERR queue number conflict: ' .. want .. ' names ' .. holder)
+  end
+  if num and redis.call('HGET', KEYS[1], '#' .. num) == ARGV[1] then
+    redis.call('HDEL', KEYS[1], '#' .. num)
+  end
+  -- a restored number is no longer free, and later numbers come after it
+  local free = redis.call('HGET', KEYS[1], '#free')
+  if free and free ~= '' then
+    local kept = {}
+    for item in string.gmatch(free, '[^ ]+') do
+      if string.match(item, '^(%d+):') ~= want then
+        kept[#kept + 1] = item
+      end
+    end
+    redis.call('HSET', KEYS[1], '#free', table.concat(kept, ' '))
+  end
+  if tonumber(redis.call('HGET', KEYS[1], '#seq') or '0') < tonumber(want) then
+    redis.call('HSET', KEYS[1], '#seq', want)
+  end
+  redis.call('HSET', KEYS[1], ARGV[1], want, '#' .. want, ARGV[1])
+  return {tonumber(want), 1}
+end
 if num then
   return {tonumber(num), 0}
 end

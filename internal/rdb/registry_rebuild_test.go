@@ -1,0 +1,112 @@
+package rdb
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// wipe deletes every key of the test's prefix, as a master restarted empty
+// (or a lost registry node) would.
+func (b *testRDB) wipe(t *testing.T) {
+	t.Helper()
+	keys, err := b.c.Keys(b.ctx, b.keys.Prefix()+":*").Result()
+	require.NoError(t, err)
+	if len(keys) > 0 {
+		for _, k := range keys {
+			require.NoError(t, b.c.Del(b.ctx, k).Err())
+		}
+	}
+}
+
+// A lost registry is rebuilt from the queues' own number keys: queues
+// registered again, in any order, get the numbers their task ids carry.
+func TestRegistryLostKeepsNumbers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		order []string // the order the rebuilt registry sees the queues in
+	}{
+		{"same order", []string{"a", "b"}},
+		{"reversed", []string{"b", "a"}},
+		{"new queue first", []string{"c", "b", "a"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newTestRDB(t)
+			nums := map[string]uint16{}
+			for _, q := range []string{"a", "b"} {
+				n, err := b.r.QueueNumber(b.ctx, q)
+				require.NoError(t, err)
+				nums[q] = n
+			}
+			require.NoError(t, b.c.Del(b.ctx, b.keys.Queues()).Err())
+			fresh := New(b.c, b.keys.Prefix()) // nothing cached
+			got := map[string]uint16{}
+			for _, q := range tc.order {
+				n, err := fresh.QueueNumber(b.ctx, q)
+				require.NoError(t, err)
+				got[q] = n
+			}
+			if n, ok := got["c"]; ok {
+				// a new queue is numbered past every number in use
+				require.Greater(t, n, max(nums["a"], nums["b"]))
+				nums["c"] = n
+			}
+			require.Equal(t, nums, got)
+			for q, n := range got {
+				name, err := fresh.QueueName(b.ctx, n)
+				require.NoError(t, err)
+				require.Equal(t, q, name)
+			}
+		})
+	}
+}
+
+// A process whose cache still holds a queue's number from before the data
+// was wiped stamps ids the re-created registry resolves to another queue.
+// Ingest refuses such ids before writing anything and the task is created
+// under the queue's number now, readable by every process.
+func TestIngestStaleNumberAfterWipe(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	nt := b.task(t, "a", "") // caches a -> 1
+	b.wipe(t)
+	other := New(b.c, b.keys.Prefix())
+	nb, err := other.QueueNumber(b.ctx, "b") // the re-created registry gives b number 1
+	require.NoError(t, err)
+	stale, _ := ParseTaskID(nt.ID)
+	require.Equal(t, stale, nb, "the case needs b to take a's old number")
+
+	tasks := []NewTask{nt}
+	res := b.ingest(t, "a", tasks...)
+	require.Equal(t, Created, res[0].Outcome)
+	num, _ := ParseTaskID(res[0].TaskID)
+	require.NotEqual(t, nb, num, "a task of a must not carry b's number")
+	ti, err := other.GetTask(b.ctx, res[0].TaskID)
+	require.NoError(t, err)
+	require.Equal(t, "a", ti.Queue)
+}
+
+// A miss is never answered from the cache: after a wipe the cached name of a
+// number may be another queue's, and the task is found under the name the
+// registry holds now.
+func TestGetTaskRereadsRegistryOnMiss(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	_ = b.task(t, "a", "") // b.r caches 1 <-> a
+	b.wipe(t)
+	other := New(b.c, b.keys.Prefix())
+	nt := testTask(0, b.now, "")
+	n, err := other.QueueNumber(b.ctx, "b")
+	require.NoError(t, err)
+	nt.ID = WithQueueNumber(nt.ID, n)
+	res, err := other.Ingest(b.ctx, "b", b.now, b.opt, []NewTask{nt})
+	require.NoError(t, err)
+	require.Equal(t, Created, res[0].Outcome)
+
+	ti, err := b.r.GetTask(b.ctx, nt.ID)
+	require.NoError(t, err, "the task exists; a cached name must not hide it")
+	require.Equal(t, "b", ti.Queue)
+}
