@@ -80,9 +80,9 @@ func (e *apiError) body(requestID string) *errorBody {
 // tooManyWaits refuses a long-poll past a bound: scope "key" (this
 // caller's) or "total" (the process's).
 func tooManyWaits(scope string, limit int) *apiError {
-	what := map[string]string{"key": "DTQ_MAX_WAITS_PER_KEY long-polls for this key", "total": "DTQ_MAX_WAITS long-polls"}[scope]
+	what := map[string]string{"key": "DTQ_MAX_WAITS_PER_KEY long-polls for this key", "total": "DTQ_MAX_WAITS long-polls (task waits and waiting claims)"}[scope]
 	return &apiError{status: http.StatusTooManyRequests, code: codeTooManyWaits, retryAfter: 1,
-		message: fmt.Sprintf("this API process already holds %s (%d); read the task without wait, or retry after Retry-After seconds", what, limit),
+		message: fmt.Sprintf("this API process already holds %s (%d); retry after Retry-After seconds, or without wait", what, limit),
 		details: map[string]any{"scope": scope, "limit": limit}}
 }
 

@@ -101,6 +101,15 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A claim that waits holds a Redis connection while it blocks: it
+	// counts against the process's long-poll bound (not the key's).
+	if b.Wait > 0 {
+		if limit, ok := s.waits.acquireShared(); !ok {
+			s.writeAPIError(w, r, tooManyWaits("total", limit))
+			return
+		}
+		defer s.waits.releaseShared()
+	}
 	// The key's name bounds the worker ids it registers; open mode has none.
 	key, _ := KeyFromContext(r.Context())
 	tasks, err := s.cfg.Remote.Claim(r.Context(), dtq.ClaimRequest{WorkerID: b.WorkerID, Queues: b.Queues, Max: b.Max,

@@ -44,6 +44,25 @@ func (l *waitLimits) acquire(caller string) (refused string, limit int) {
 	return "", 0
 }
 
+// acquireShared takes one long-poll that counts against the process's
+// bound only: an HTTP worker's claim, since a fleet of workers may share
+// one key (their worker ids are bounded per key instead).
+func (l *waitLimits) acquireShared() (limit int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight >= l.total {
+		return l.total, false
+	}
+	l.inFlight++
+	return 0, true
+}
+
+func (l *waitLimits) releaseShared() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
+}
+
 func (l *waitLimits) release(caller string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

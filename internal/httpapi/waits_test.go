@@ -114,3 +114,55 @@ func TestLongPollBounds(t *testing.T) {
 		require.NotContains(t, line, `"level":"ERROR"`)
 	}
 }
+
+// TestWaitingClaimsAreBounded: a claim that waits counts against the
+// process's long-poll bound (DTQ_MAX_WAITS), shared with task waits, but
+// not against a key's (a fleet of HTTP workers may share one key); past
+// it, a waiting claim is 429 TOO_MANY_WAITS and claims nothing, while a
+// claim that does not wait still goes through.
+func TestWaitingClaimsAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{keys: testKeys, maxWaits: 2, maxWaitsPerKey: 1})
+	worker := []string{"Authorization", "Bearer worker-secret"}
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var held sync.WaitGroup
+	for i := range 2 {
+		body := strings.NewReader(`{"worker_id": "w-` + string(rune('a'+i)) + `", "queues": ["idle"], "wait": "30s"}`)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.URL+"/api/v1/claims", body)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(worker[0], worker[1])
+		held.Go(func() {
+			if res, err := b.srv.Client().Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		})
+	}
+	require.Eventually(t, func() bool {
+		b.api.waits.mu.Lock()
+		defer b.api.waits.mu.Unlock()
+		return b.api.waits.inFlight == 2
+	}, 10*time.Second, 5*time.Millisecond, "two waiting claims of one key, past its per-key bound of 1")
+
+	// (on another queue: the waiting claims would take its task)
+	id := b.submit(t, dtq.Submission{Type: "echo", Queue: "busy"})
+	res := b.do(t, http.MethodPost, "/api/v1/claims", `{"worker_id": "w-c", "queues": ["busy"], "wait": "1s"}`, worker...)
+	e := res.requireError(t, http.StatusTooManyRequests, codeTooManyWaits, "")
+	require.Equal(t, "total", e.Details["scope"])
+	require.Equal(t, "1", res.header.Get("Retry-After"))
+	b.do(t, http.MethodGet, "/api/v1/tasks/"+id+"?wait=1s", "", "Authorization", "Bearer reader-secret").
+		requireError(t, http.StatusTooManyRequests, codeTooManyWaits, "")
+	// Not waiting, the claim goes through (and takes the task).
+	tasks := b.claimTasks(t, `{"worker_id": "w-c", "queues": ["busy"]}`, worker...)
+	require.Len(t, tasks, 1)
+	require.Equal(t, id, tasks[0].TaskID)
+	cancel()
+	held.Wait()
+	require.Eventually(t, func() bool {
+		b.api.waits.mu.Lock()
+		defer b.api.waits.mu.Unlock()
+		return b.api.waits.inFlight == 0
+	}, 10*time.Second, 5*time.Millisecond, "claims that end free their place")
+}
