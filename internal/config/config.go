@@ -102,7 +102,7 @@ type Config struct {
 	MaxSubscribers int
 	// MaxBodyBytesInFlight is DTQ_MAX_BODY_BYTES_IN_FLIGHT, the request
 	// body bytes one API process holds at once; more get 503 SERVER_BUSY.
-	// Default 268435456 (256 MiB).
+	// Default 67108864 (64 MiB).
 	MaxBodyBytesInFlight int64
 	// MaxWaits is DTQ_MAX_WAITS, the long-polls (GET /api/v1/tasks/{id}?wait=)
 	// one API process holds at once; more get 429 TOO_MANY_WAITS. Default 1000.

@@ -70,7 +70,7 @@ func TestDefaults(t *testing.T) {
 	require.Empty(t, c.TaskTypes)
 	require.Equal(t, "127.0.0.1:9464", c.WorkerMetricsAddr)
 	require.Equal(t, 1000, c.MaxSubscribers)
-	require.EqualValues(t, 256<<20, c.MaxBodyBytesInFlight)
+	require.EqualValues(t, 64<<20, c.MaxBodyBytesInFlight)
 	require.Equal(t, 1000, c.MaxWaits)
 	require.Equal(t, 100, c.MaxWaitsPerKey)
 	require.Equal(t, 100, c.MetricsMaxQueues)

@@ -162,7 +162,7 @@ var variables = []variable{
 		parse: intIn(1, 10_000_000, func(c *Config) *int64 { return &c.MaxWorkersPerKey })},
 	{name: "MAX_SUBSCRIBERS", kind: "int", def: "1000", usage: "event feed clients (SSE and WebSocket) one API process serves at once; more get 503",
 		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxSubscribers })},
-	{name: "MAX_BODY_BYTES_IN_FLIGHT", kind: "int", def: "268435456", usage: "request body bytes one API process holds at once, over all requests; a body that does not fit gets 503 SERVER_BUSY",
+	{name: "MAX_BODY_BYTES_IN_FLIGHT", kind: "int", def: "67108864", usage: "request body bytes one API process holds at once, over all requests; a body that does not fit gets 503 SERVER_BUSY",
 		parse: intIn(16<<20, 1<<40, func(c *Config) *int64 { return &c.MaxBodyBytesInFlight })},
 	{name: "MAX_WAITS", kind: "int", def: "1000", usage: "long-polls (?wait=) one API process holds at once; more get 429 TOO_MANY_WAITS",
 		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxWaits })},
