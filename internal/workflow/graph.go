@@ -1,4 +1,4 @@
-// Package workflow holds what a workflow (docs/workflows.md; a DAG of
+// Package workflow holds what a workflow (a DAG of
 // tasks submitted as one unit) is as a graph, apart from its tasks: the
 // rules a submitted graph must satisfy, and the reference model of how a
 // node's end resolves its dependants and when the workflow ends. The Redis

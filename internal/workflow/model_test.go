@@ -120,7 +120,7 @@ func TestModelCancelAndAdd(t *testing.T) {
 
 // TestModelRandomDAGs runs random DAGs (chains, diamonds, wide fan-in and
 // fan-out) to the end with random outcomes, in random order, and checks at
-// rest what SPEC §22 promises: every node has ended; none was released
+// rest what a workflow promises: every node has ended; none was released
 // before its deps ended; a Fail node with a failed dep never ran and was
 // cancelled with DependencyFailed; a node that ran had every dep ended;
 // and the workflow's status follows from its nodes.
