@@ -24,8 +24,7 @@ const (
 	Cancelled Status = "cancelled"
 )
 
-// Model is a workflow's graph state changed one operation at a time, as
-// the scripts change it: each ended dep is counted once against each
+// Model is a workflow's graph state changed one operation at a time: each ended dep is counted once against each
 // dependant (O(1) per dep), a dep that ends other than succeeded resolves
 // its Fail dependants at once, and no node is left waiting on a dep that
 // has ended. Tests replay histories against it.
