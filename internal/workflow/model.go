@@ -24,10 +24,11 @@ const (
 	Cancelled Status = "cancelled"
 )
 
-// Model is a workflow's graph state changed one operation at a time: each ended dep is counted once against each
-// dependant (O(1) per dep), a dep that ends other than succeeded resolves
-// its Fail dependants at once, and no node is left waiting on a dep that
-// has ended. Tests replay histories against it.
+// Model is a workflow's graph state changed one operation at a time: each
+// ended dep is counted once against each dependant (O(1) per dep), a dep
+// that ends other than succeeded resolves its Fail dependants at once, and
+// no node is left waiting on a dep that has ended. Tests replay histories
+// against it.
 type Model struct {
 	nodes     map[string]*modelNode
 	order     []string // refs in the order they were added
