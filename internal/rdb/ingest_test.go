@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
-
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // testRDB is what an ingest test needs.
 type testRDB struct {

@@ -187,11 +187,18 @@ func (r *RDB) Client() redis.UniversalClient { return r.c }
 // Keys returns the key builder.
 func (r *RDB) Keys() Keys { return r.keys }
 
+// callHook, when set (by this package's tests, before any call), sees the
+// name, keys and arguments of every script call before it is sent.
+var callHook func(name string, keys []string, args []any)
+
 // run executes the named script.
 func (r *RDB) run(ctx context.Context, name string, keys []string, args ...any) *redis.Cmd {
 	s, ok := scripts[name]
 	if !ok {
 		panic("rdb: unknown script " + name)
+	}
+	if callHook != nil {
+		callHook(name, keys, args)
 	}
 	if r.acks > 0 && !unacked[name] {
 		return r.runAcked(ctx, s, keys, args...)

@@ -263,6 +263,9 @@ func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, cou
 			if cursor == "" {
 				cmds[i] = pipe.LRange(ctx, r.keys.Recent(q), 0, int64(count-1))
 			} else {
+				if callHook != nil {
+					callHook("list_page", []string{r.keys.Recent(q)}, []any{recentMember(cursor), count})
+				}
 				cmds[i] = s.EvalSha(ctx, pipe, []string{r.keys.Recent(q)}, recentMember(cursor), count)
 			}
 		}
