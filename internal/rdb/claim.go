@@ -107,7 +107,7 @@ func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max in
 	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
 		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
 	keys = append(keys, k.Limits(queue), k.Rate(queue), k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Retained(queue))
-	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
+	v, err := r.run(ctx, scriptClaim, keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention), nonce,
 		k.KeyWaitPrefix(queue)).Slice()
 	if err != nil {

@@ -95,7 +95,7 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 		keys = append(keys, k.Task(queue, t.ID), k.Result(queue, t.ID))
 		args = append(args, t.ID, t.Attempt, t.Result, boolArg(t.Truncated))
 	}
-	v, err := r.run(ctx, "finish_succeeded", keys, args...).Int64Slice()
+	v, err := r.run(ctx, scriptFinishSucceeded, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings,
 	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
 	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg, r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue),
 		s.Claim, boolArg(a.CheckAttempts))
-	return fenced(r.run(ctx, "finish_retry", keys, args...).Text())
+	return fenced(r.run(ctx, scriptFinishRetry, keys, args...).Text())
 }
 
 // FinishDead ends the task for good: dead-lettered, or failed when the DLQ
@@ -132,7 +132,7 @@ func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, 
 	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
 	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
 		r.keys.TaskPrefix(a.Queue), boolArg(retryable), r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue), s.Claim)
-	return fenced(r.run(ctx, "finish_dead", keys, args...).Text())
+	return fenced(r.run(ctx, scriptFinishDead, keys, args...).Text())
 }
 
 // HandBack returns a running task to its queue with the same attempt.
@@ -140,7 +140,7 @@ func (r *RDB) HandBack(ctx context.Context, a *FinishArgs, s *WorkerSettings) er
 	k := r.keys
 	keys := []string{k.Task(a.Queue, a.ID), k.Lease(a.Queue), k.Events(a.Queue), k.Stream(a.Queue, a.Priority)}
 	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
-	return fenced(r.run(ctx, "finish_handback", keys, a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
+	return fenced(r.run(ctx, scriptFinishHandback, keys, a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
 		s.EventsMaxLen, AttemptsCap, k.KeyWaitPrefix(a.Queue), k.TaskPrefix(a.Queue)).Text())
 }
 

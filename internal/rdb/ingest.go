@@ -121,7 +121,7 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			ret, keep, nowMS-TaskIDTime(t.ID).UnixMilli())
 	}
 	keys = append(keys, k.QueueNum(queue))
-	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
+	reply, err := r.run(ctx, scriptIngest, keys, args...).Slice()
 	if len(tasks) > 0 && isQnumError(err) {
 		// The ids carry a number that is not the queue's (a stale cache,
 		// a lost registry): nothing was written. Ask the registry, stamp its
@@ -139,7 +139,7 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 			}
 			keys[ingestFixedKeys+2*i] = k.Task(queue, tasks[i].ID)
 		}
-		reply, err = r.run(ctx, "ingest", keys, args...).Slice()
+		reply, err = r.run(ctx, scriptIngest, keys, args...).Slice()
 	}
 	if err != nil {
 		return nil, err

@@ -30,7 +30,7 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 	for _, l := range refs {
 		args = append(args, l.ID, l.Attempt)
 	}
-	v, err := r.run(ctx, "renew", []string{r.keys.Lease(queue)}, args...).Int64Slice()
+	v, err := r.run(ctx, scriptRenew, []string{r.keys.Lease(queue)}, args...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 // offer first when none is: every process that calls it gets the same
 // secret, whichever stored it.
 func (r *RDB) LeaseSecret(ctx context.Context, offer string) (string, error) {
-	return r.run(ctx, "lease_secret", []string{r.keys.LeaseSecret()}, offer).Text()
+	return r.run(ctx, scriptLeaseSecret, []string{r.keys.LeaseSecret()}, offer).Text()
 }
 
 // Reclaim takes over up to room tasks of queue whose lease expired, and
@@ -64,7 +64,7 @@ func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room
 	for _, l := range mine {
 		args = append(args, l.ID, l.Attempt)
 	}
-	v, err := r.run(ctx, "reclaim", keys, args...).Slice()
+	v, err := r.run(ctx, scriptReclaim, keys, args...).Slice()
 	if err != nil {
 		return nil, err
 	}

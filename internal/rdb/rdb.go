@@ -191,19 +191,15 @@ func (r *RDB) Keys() Keys { return r.keys }
 // name, keys and arguments of every script call before it is sent.
 var callHook func(name string, keys []string, args []any)
 
-// run executes the named script.
-func (r *RDB) run(ctx context.Context, name string, keys []string, args ...any) *redis.Cmd {
-	s, ok := scripts[name]
-	if !ok {
-		panic("rdb: unknown script " + name)
-	}
+// run executes script s.
+func (r *RDB) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
 	if callHook != nil {
-		callHook(name, keys, args)
+		callHook(s.name, keys, args)
 	}
-	if r.acks > 0 && !unacked[name] {
-		return r.runAcked(ctx, s, keys, args...)
+	if r.acks > 0 && s.acked {
+		return r.runAcked(ctx, s.rs, keys, args...)
 	}
-	return s.Run(ctx, r.c, keys, args...)
+	return s.rs.Run(ctx, r.c, keys, args...)
 }
 
 // LoadScripts loads every script into Redis's script cache. /ready uses it to
@@ -282,7 +278,7 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 				return 0, false, err
 			}
 		}
-		v, err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, queue,
+		v, err := r.run(ctx, scriptRegisterQueue, []string{r.keys.Queues()}, queue,
 			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), flag, want).Int64Slice()
 		if err != nil {
 			if strings.Contains(err.Error(), "registry is full") {
@@ -335,7 +331,7 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
 		k.Recent(queue), k.Events(queue), k.Paused(queue)}
 	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.LegacyRecent(queue), k.QueueNum(queue))
-	v, err := r.run(ctx, "delete_queue", keys, Group).Slice()
+	v, err := r.run(ctx, scriptDeleteQueue, keys, Group).Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +340,7 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 		count, _ := v[2].(int64)
 		return &DeleteQueueResult{NotEmpty: what, Count: count}, nil
 	}
-	num, err := r.run(ctx, "unregister_queue", []string{k.Queues()}, queue, time.Now().UnixMilli()).Int64()
+	num, err := r.run(ctx, scriptUnregisterQueue, []string{k.Queues()}, queue, time.Now().UnixMilli()).Int64()
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +478,7 @@ func (r *RDB) restoreRegistry(ctx context.Context) error {
 	}
 	slices.SortFunc(found, func(a, b entry) int { return b.num - a.num })
 	for _, e := range found {
-		err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, e.queue,
+		err := r.run(ctx, scriptRegisterQueue, []string{r.keys.Queues()}, e.queue,
 			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), "0", strconv.Itoa(e.num)).Err()
 		if err != nil {
 			return fmt.Errorf("restore queue %q: %w", e.queue, err)

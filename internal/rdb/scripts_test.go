@@ -59,3 +59,21 @@ func TestScriptsCarryTheirHelpers(t *testing.T) {
 	}
 	require.NotContains(t, src, "local function dlq_requeue_one(")
 }
+
+// TestEveryScriptHasAHandle: each script of lua/ is bound to a package-level
+// handle (so none is found by a string at run time), and a handle for a
+// file that does not exist fails at once.
+func TestEveryScriptHasAHandle(t *testing.T) {
+	t.Parallel()
+	bound := map[string]bool{}
+	for _, h := range handles {
+		require.False(t, bound[h.name], "two handles for %s", h.name)
+		bound[h.name] = true
+		require.Same(t, scripts[h.name], h.rs)
+		require.Equal(t, !unacked[h.name], h.acked, h.name)
+	}
+	for name := range scripts {
+		require.True(t, bound[name], "lua/%s.lua has no handle in scripts.go", name)
+	}
+	require.PanicsWithValue(t, "rdb: no script lua/claims.lua", func() { newScript("claims") })
+}
