@@ -122,7 +122,7 @@ func (r *RDB) dlqKeys(queue string) []string {
 }
 
 // DLQRequeue requeues one task of the DLQ index as a fresh start
-// ("requeued", "conflict" or "not_found"; see dlq_requeue_one in _lib.lua).
+// ("requeued", "conflict" or "not_found"; see dlq_requeue_one in lua/_lifecycle.lua).
 // Its deadline is cleared, or set to expiresAt when that is not zero. When
 // the DLQ is off, failed tasks may be requeued too.
 func (r *RDB) DLQRequeue(ctx context.Context, queue, id string, s *AdminSettings, now, expiresAt time.Time) (string, error) {

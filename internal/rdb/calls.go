@@ -12,7 +12,7 @@ import (
 
 // limitSet is the four keys a script that stops a running task needs to
 // give back its concurrency-key slot and wake limited workers (limit_keys
-// in _lib.lua).
+// in lua/_limits.lua).
 type limitSet struct {
 	keyRunning, held, limited, wake string
 }

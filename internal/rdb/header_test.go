@@ -233,7 +233,7 @@ func parseHeader(src string) (keys, args shape, err error) {
 			}
 			s.stride, _ = strconv.Atoi(r[2])
 		case indexSymbol.MatchString(idx):
-			// an entry of a per item block, or a _lib.lua helper's view
+			// an entry of a per item block, or a helper's view
 		default:
 			return keys, args, fmt.Errorf("cannot read %s[%s]", last, idx)
 		}

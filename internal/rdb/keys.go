@@ -54,7 +54,7 @@ func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
 // TaskEnded is the marker a task deleted as soon as it ended (a retention
 // of 0) leaves for a minute after its creation, so that an ingest call sent
 // again after its reply was lost finds the task it created (see ingest.lua
-// and mark_ended in _lib.lua, which appends the same suffix).
+// and mark_ended in lua/_retention.lua, which appends the same suffix).
 func (k Keys) TaskEnded(queue, id string) string { return k.Task(queue, id) + ":ended" }
 
 // ResultPrefix is the same-slot prefix of result keys of queue.

@@ -7,7 +7,8 @@ import "github.com/redis/go-redis/v9"
 type script struct {
 	name  string
 	rs    *redis.Script
-	acked bool // waits for replicas under SetReplicaAcks (not in unacked)
+	parts []part // where each line of its source comes from
+	acked bool   // waits for replicas under SetReplicaAcks (not in unacked)
 }
 
 // handles lists every handle newScript made, so a test can tell that each
@@ -20,7 +21,7 @@ func newScript(name string) *script {
 	if !ok {
 		panic("rdb: no script lua/" + name + ".lua")
 	}
-	s := &script{name: name, rs: rs, acked: !unacked[name]}
+	s := &script{name: name, rs: rs, parts: scriptParts[name], acked: !unacked[name]}
 	handles = append(handles, s)
 	return s
 }

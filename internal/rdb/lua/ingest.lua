@@ -64,6 +64,8 @@
 -- Settling (ARGV[9] = "1") is the last word on a call whose every reply was
 -- lost: it answers as a resend would, except that a task not yet created is
 -- marked never to be created and answered absent, and nothing is created.
+--
+--! include: emit, idem_owner, ended_window, later_ms, int_ge
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
