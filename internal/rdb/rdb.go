@@ -422,7 +422,7 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	k := r.keys
 	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
 		k.Recent(queue), k.Events(queue), k.Paused(queue)}
-	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.LegacyRecent(queue), k.QueueNum(queue))
+	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.QueueNum(queue))
 	v, err := r.run(ctx, scriptDeleteQueue, keys, Group).Slice()
 	if err != nil {
 		return nil, err

@@ -103,7 +103,7 @@ end
 -- c: now, task_prefix, idem_prefix, dlq, events, events_maxlen, depth,
 -- streams, expiry, expires_at ("" = none), attempts_cap, idem_ttl,
 -- allow_failed. Returns "requeued", "conflict" or "not_found".
---! uses: emit, idem_owner, hget_map, trim_history_to
+--! uses: emit, hget_map, trim_history_to
 local function dlq_requeue_one(c, tid)
   local tk = c.task_prefix .. tid
   local h = hget_map(tk, {'status', 'priority', 'type', 'idem_key', 'fingerprint', 'previous_attempts',
@@ -139,11 +139,7 @@ local function dlq_requeue_one(c, tid)
     -- is in progress again.
     local k = c.idem_prefix .. h.idem_key
     local raw = redis.call('GET', k)
-    if not raw or idem_owner(raw) == tid then
-      if raw and not h.fingerprint then
-        local _, fp = idem_owner(raw)
-        if fp then redis.call('HSET', tk, 'fingerprint', fp) end -- kept from an earlier layout's record
-      end
+    if not raw or raw == tid then
       redis.call('SET', k, tid, 'EX', c.idem_ttl)
     end
   end
