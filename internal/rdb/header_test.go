@@ -32,9 +32,8 @@ func TestMain(m *testing.M) {
 
 // callCounts is how many keys and arguments one script call carried.
 type callCounts struct {
-	script      string
-	keys, args  int
-	description string // where the call came from, for messages
+	script     string
+	keys, args int
 }
 
 // callLog holds the distinct call shapes seen through callHook.
