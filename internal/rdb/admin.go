@@ -35,7 +35,7 @@ func (r *RDB) CancelTask(ctx context.Context, queue, id string, s *AdminSettings
 	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Expiry(queue), k.Events(queue),
 		k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
 	_, cluster := r.c.(*redis.ClusterClient)
-	v, err := r.run(ctx, "cancel", append(keys, k.Retained(queue)), now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
+	v, err := r.run(ctx, scriptCancel, append(keys, k.Retained(queue)), now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
 		seconds(s.FailedRetention), k.CancelChannel(queue), boolArg(cluster), reason).StringSlice()
 	return outcome(v, err)
 }
@@ -57,14 +57,14 @@ func outcome(v []string, err error) (string, string, error) {
 func (r *RDB) RunNow(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, string, error) {
 	k := r.keys
 	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Events(queue)}, r.bandStreams(queue)...)
-	v, err := r.run(ctx, "run_now", keys, now.UnixMilli(), id, k.TaskPrefix(queue), s.EventsMaxLen).StringSlice()
+	v, err := r.run(ctx, scriptRunNow, keys, now.UnixMilli(), id, k.TaskPrefix(queue), s.EventsMaxLen).StringSlice()
 	return outcome(v, err)
 }
 
 // DeleteTask removes a terminal task.
 func (r *RDB) DeleteTask(ctx context.Context, queue, id string, now time.Time) (string, string, error) {
 	k := r.keys
-	v, err := r.run(ctx, "delete_task", []string{k.Task(queue, id), k.Result(queue, id), k.Recent(queue), k.DLQ(queue),
+	v, err := r.run(ctx, scriptDeleteTask, []string{k.Task(queue, id), k.Result(queue, id), k.Recent(queue), k.DLQ(queue),
 		k.Retained(queue)}, id, now.UnixMilli()).StringSlice()
 	return outcome(v, err)
 }
@@ -77,7 +77,7 @@ func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, no
 	for b := NumBands - 1; b >= 0; b-- {
 		start := "-"
 		for {
-			v, err := r.run(ctx, "purge_band", []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue),
+			v, err := r.run(ctx, scriptPurgeBand, []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue),
 				k.Retained(queue)}, now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue),
 				s.EventsMaxLen, seconds(s.FailedRetention)).Slice()
 			if err != nil {
@@ -100,7 +100,7 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 	if pause {
 		mode = "pause"
 	}
-	n, err := r.run(ctx, "pause", []string{r.keys.Paused(queue), r.keys.Events(queue)}, now.UnixMilli(), mode, s.EventsMaxLen, actor).Int64()
+	n, err := r.run(ctx, scriptPause, []string{r.keys.Paused(queue), r.keys.Events(queue)}, now.UnixMilli(), mode, s.EventsMaxLen, actor).Int64()
 	return n == 1, err
 }
 
@@ -108,7 +108,7 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 	k := r.keys
 	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue))
-	v, err := r.run(ctx, "recount", keys, Group).Int64Slice()
+	v, err := r.run(ctx, scriptRecount, keys, Group).Int64Slice()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -122,7 +122,7 @@ func (r *RDB) dlqKeys(queue string) []string {
 }
 
 // DLQRequeue requeues one task of the DLQ index as a fresh start
-// ("requeued", "conflict" or "not_found"; see dlq_requeue_one in _lib.lua).
+// ("requeued", "conflict" or "not_found"; see dlq_requeue_one in lua/_lifecycle.lua).
 // Its deadline is cleared, or set to expiresAt when that is not zero. When
 // the DLQ is off, failed tasks may be requeued too.
 func (r *RDB) DLQRequeue(ctx context.Context, queue, id string, s *AdminSettings, now, expiresAt time.Time) (string, error) {
@@ -140,7 +140,7 @@ func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSett
 	if !expiresAt.IsZero() {
 		deadline = strconv.FormatInt(expiresAt.UnixMilli(), 10)
 	}
-	return r.run(ctx, "dlq_one", r.dlqKeys(queue), now.UnixMilli(), action, id, k.TaskPrefix(queue),
+	return r.run(ctx, scriptDlqOne, r.dlqKeys(queue), now.UnixMilli(), action, id, k.TaskPrefix(queue),
 		k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
 		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled), deadline, AttemptsCap).Text()
 }
@@ -155,7 +155,7 @@ type DLQBulkResult struct {
 // filters, examining at most MaxPerCall entries from offset.
 func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, taskType, errorClass string, s *AdminSettings, now time.Time) (DLQBulkResult, error) {
 	k := r.keys
-	v, err := r.run(ctx, "dlq_bulk", r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
+	v, err := r.run(ctx, scriptDlqBulk, r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
 		int64(s.IdempotencyTTL/time.Second), AttemptsCap).Int64Slice()
 	if err != nil {
@@ -166,5 +166,5 @@ func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, t
 
 // AppendAudit appends one entry (field/value pairs) to the audit stream.
 func (r *RDB) AppendAudit(ctx context.Context, maxLen int64, fields []any) error {
-	return r.run(ctx, "audit", []string{r.keys.Audit()}, append([]any{maxLen}, fields...)...).Err()
+	return r.run(ctx, scriptAudit, []string{r.keys.Audit()}, append([]any{maxLen}, fields...)...).Err()
 }

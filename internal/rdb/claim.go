@@ -103,13 +103,8 @@ type ClaimResult struct {
 // call: when an error leaves it unknown whether a claim ran, sending it
 // again with the same now and nonce answers the tasks it started.
 func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max int, now time.Time, nonce string) (*ClaimResult, error) {
-	k := r.keys
-	keys := append([]string{k.Lease(queue), k.Expiry(queue), k.Schedule(queue), k.Events(queue),
-		k.Depth(queue), k.Paused(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	keys = append(keys, k.Limits(queue), k.Rate(queue), k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Retained(queue))
-	v, err := r.run(ctx, "claim", keys, now.UnixMilli(), s.WorkerID, Group, max, s.Lease.Milliseconds(),
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention), nonce,
-		k.KeyWaitPrefix(queue)).Slice()
+	c := r.claimCall(queue, s, max, now, nonce)
+	v, err := r.run(ctx, scriptClaim, c.keys(), c.args()...).Slice()
 	if err != nil {
 		return nil, err
 	}

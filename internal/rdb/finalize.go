@@ -36,25 +36,6 @@ type FinishArgs struct {
 	CheckAttempts bool
 }
 
-func (r *RDB) finishKeys(a *FinishArgs) []string {
-	k := r.keys
-	return []string{k.Task(a.Queue, a.ID), k.Lease(a.Queue), k.Events(a.Queue),
-		k.Stream(a.Queue, a.Priority), k.Depth(a.Queue), k.Stats(a.Queue, minuteOf(a.Now))}
-}
-
-// limitKeys are the keys a script that stops a running task needs to give
-// back its concurrency-key slot and wake limited workers (see release_key
-// and wake_limited in _lib.lua).
-func (r *RDB) limitKeys(queue string) []string {
-	k := r.keys
-	return []string{k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Wake(queue)}
-}
-
-func (r *RDB) finishArgs(a *FinishArgs, s *WorkerSettings) []any {
-	return []any{a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
-		r.keys.IdempotencyPrefix(a.Queue), s.EventsMaxLen, seconds(s.FailedRetention), AttemptsCap}
-}
-
 func fenced(v string, err error) error {
 	if err != nil {
 		return err
@@ -85,17 +66,8 @@ type Success struct {
 // success this worker already recorded (a call sent again after its reply
 // was lost) answers nil.
 func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettings, now time.Time, tasks []Success) ([]error, error) {
-	k := r.keys
-	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	keys = append(append(keys, r.limitKeys(queue)...), k.Retained(queue))
-	args := []any{now.UnixMilli(), s.WorkerID, Group, k.IdempotencyPrefix(queue), s.EventsMaxLen,
-		seconds(s.SucceededRetention), seconds(s.ResultRetention), len(tasks),
-		k.KeyWaitPrefix(queue), k.TaskPrefix(queue), s.Claim}
-	for _, t := range tasks {
-		keys = append(keys, k.Task(queue, t.ID), k.Result(queue, t.ID))
-		args = append(args, t.ID, t.Attempt, t.Result, boolArg(t.Truncated))
-	}
-	v, err := r.run(ctx, "finish_succeeded", keys, args...).Int64Slice()
+	c := r.finishSucceededCall(queue, s, now, tasks)
+	v, err := r.run(ctx, scriptFinishSucceeded, c.keys(), c.args()...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -118,30 +90,36 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 // FinishRetry schedules another attempt after delay. With
 // a.CheckAttempts it answers ErrAttemptsExhausted when none are left.
 func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
-	keys := append(r.finishKeys(a), r.keys.Schedule(a.Queue), r.keys.Expiry(a.Queue))
-	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
-	args := append(r.finishArgs(a, s), delay.Milliseconds(), class, msg, r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue),
-		s.Claim, boolArg(a.CheckAttempts))
-	return fenced(r.run(ctx, "finish_retry", keys, args...).Text())
+	k := r.keys
+	c := &finishRetryCall{finishHead: r.finishHead(a, s),
+		schedule: k.Schedule(a.Queue), expiry: k.Expiry(a.Queue), limit: r.limitSet(a.Queue),
+		bands: r.bandStreams(a.Queue), retained: k.Retained(a.Queue),
+		delayMS: delay.Milliseconds(), class: class, msg: msg, keyWaitPrefix: k.KeyWaitPrefix(a.Queue),
+		taskPrefix: k.TaskPrefix(a.Queue), claim: s.Claim, checkAttempts: boolArg(a.CheckAttempts)}
+	return fenced(r.run(ctx, scriptFinishRetry, c.keys(), c.args()...).Text())
 }
 
 // FinishDead ends the task for good: dead-lettered, or failed when the DLQ
 // is off.
 func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, class, msg string, retryable bool) error {
-	keys := append(r.finishKeys(a), r.keys.DLQ(a.Queue))
-	keys = append(append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...), r.keys.Retained(a.Queue))
-	args := append(r.finishArgs(a, s), class, msg, boolArg(s.DLQEnabled), s.DLQMaxLen,
-		r.keys.TaskPrefix(a.Queue), boolArg(retryable), r.keys.KeyWaitPrefix(a.Queue), r.keys.TaskPrefix(a.Queue), s.Claim)
-	return fenced(r.run(ctx, "finish_dead", keys, args...).Text())
+	k := r.keys
+	c := &finishDeadCall{finishHead: r.finishHead(a, s),
+		dlq: k.DLQ(a.Queue), limit: r.limitSet(a.Queue), bands: r.bandStreams(a.Queue), retained: k.Retained(a.Queue),
+		class: class, msg: msg, dlqEnabled: boolArg(s.DLQEnabled), dlqMaxLen: s.DLQMaxLen,
+		taskPrefix: k.TaskPrefix(a.Queue), retryable: boolArg(retryable), keyWaitPrefix: k.KeyWaitPrefix(a.Queue),
+		claimNonce: s.Claim}
+	return fenced(r.run(ctx, scriptFinishDead, c.keys(), c.args()...).Text())
 }
 
 // HandBack returns a running task to its queue with the same attempt.
 func (r *RDB) HandBack(ctx context.Context, a *FinishArgs, s *WorkerSettings) error {
 	k := r.keys
-	keys := []string{k.Task(a.Queue, a.ID), k.Lease(a.Queue), k.Events(a.Queue), k.Stream(a.Queue, a.Priority)}
-	keys = append(append(keys, r.limitKeys(a.Queue)...), r.bandStreams(a.Queue)...)
-	return fenced(r.run(ctx, "finish_handback", keys, a.Now.UnixMilli(), a.ID, a.Attempt, s.WorkerID, Group,
-		s.EventsMaxLen, AttemptsCap, k.KeyWaitPrefix(a.Queue), k.TaskPrefix(a.Queue)).Text())
+	c := &handBackCall{task: k.Task(a.Queue, a.ID), lease: k.Lease(a.Queue), events: k.Events(a.Queue),
+		band: k.Stream(a.Queue, a.Priority), limit: r.limitSet(a.Queue), bands: r.bandStreams(a.Queue),
+		now: a.Now.UnixMilli(), id: a.ID, attempt: a.Attempt, worker: s.WorkerID, group: Group,
+		eventsMaxLen: s.EventsMaxLen, attemptsCap: AttemptsCap, keyWaitPrefix: k.KeyWaitPrefix(a.Queue),
+		taskPrefix: k.TaskPrefix(a.Queue)}
+	return fenced(r.run(ctx, scriptFinishHandback, c.keys(), c.args()...).Text())
 }
 
 func boolArg(b bool) string {

@@ -62,8 +62,6 @@ type IngestOptions struct {
 	RecentCap    int64
 }
 
-const ingestFixedKeys = 5
-
 // Ingest creates tasks of one queue with one script call. Each task is
 // checked and written on its own: one task's refusal does not affect others.
 // The call is safe to send again with the same arguments (go-redis does
@@ -83,45 +81,8 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 }
 
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
-	k := r.keys
-	keys := make([]string, 0, ingestFixedKeys+2*len(tasks)+1)
-	keys = append(keys, k.Depth(queue), k.Schedule(queue), k.Expiry(queue), k.Recent(queue), k.Events(queue))
-	args := make([]any, 0, 9+17*len(tasks))
-	nowMS := now.UnixMilli()
-	args = append(args, nowMS, opt.MaxDepth, opt.EventsMaxLen, opt.RecentCap,
-		k.TaskPrefix(queue), k.ResultPrefix(queue), len(tasks), k.StreamPrefix(queue), boolArg(settle))
-	for i := range tasks {
-		t := &tasks[i]
-		tk := k.Task(queue, t.ID)
-		ik := k.TaskEnded(queue, t.ID)
-		if t.IdempotencyKey != "" {
-			ik = k.Idempotency(queue, t.IdempotencyKey)
-		}
-		keys = append(keys, tk, ik)
-		exp := ""
-		if t.ExpiresAt > 0 {
-			exp = strconv.FormatInt(t.ExpiresAt, 10)
-		}
-		meta := t.Metadata
-		if string(meta) == "{}" {
-			meta = nil
-		}
-		ret, keep := "", ""
-		switch {
-		case t.Retention > 0:
-			ret = strconv.FormatInt(t.Retention, 10)
-		case t.Retention < 0:
-			ret = "0"
-		}
-		if t.KeepPayload {
-			keep = "1"
-		}
-		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
-			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
-			ret, keep, nowMS-TaskIDTime(t.ID).UnixMilli())
-	}
-	keys = append(keys, k.QueueNum(queue))
-	reply, err := r.run(ctx, "ingest", keys, args...).Slice()
+	c := r.ingestCall(queue, now, opt, tasks, settle)
+	reply, err := r.run(ctx, scriptIngest, c.keys(), c.args()...).Slice()
 	if len(tasks) > 0 && isQnumError(err) {
 		// The ids carry a number that is not the queue's (a stale cache,
 		// a lost registry): nothing was written. Ask the registry, stamp its
@@ -133,13 +94,8 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		}
 		for i := range tasks {
 			tasks[i].ID = WithQueueNumber(tasks[i].ID, num)
-			args[9+17*i] = tasks[i].ID
-			if tasks[i].IdempotencyKey == "" {
-				keys[ingestFixedKeys+2*i+1] = k.TaskEnded(queue, tasks[i].ID)
-			}
-			keys[ingestFixedKeys+2*i] = k.Task(queue, tasks[i].ID)
 		}
-		reply, err = r.run(ctx, "ingest", keys, args...).Slice()
+		reply, err = r.run(ctx, scriptIngest, c.keys(), c.args()...).Slice()
 	}
 	if err != nil {
 		return nil, err

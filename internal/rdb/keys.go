@@ -54,7 +54,7 @@ func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
 // TaskEnded is the marker a task deleted as soon as it ended (a retention
 // of 0) leaves for a minute after its creation, so that an ingest call sent
 // again after its reply was lost finds the task it created (see ingest.lua
-// and mark_ended in _lib.lua, which appends the same suffix).
+// and mark_ended in lua/_retention.lua, which appends the same suffix).
 func (k Keys) TaskEnded(queue, id string) string { return k.Task(queue, id) + ":ended" }
 
 // ResultPrefix is the same-slot prefix of result keys of queue.
@@ -82,13 +82,8 @@ func (k Keys) Expiry(queue string) string { return k.q("expiry", queue) }
 func (k Keys) Depth(queue string) string { return k.q("depth", queue) }
 
 // Recent is the capped listing index of queue: a LIST of its task ids
-// without their last four digits, newest first. (An older layout kept a
-// ZSET under "recent"; the new name keeps the two from meeting.)
+// without their last four digits, newest first.
 func (k Keys) Recent(queue string) string { return k.q("listing", queue) }
-
-// LegacyRecent is the listing index of an older layout (a ZSET), no longer
-// read: the tidy pass and a queue's deletion remove it.
-func (k Keys) LegacyRecent(queue string) string { return k.q("recent", queue) }
 
 // Retained counts the finished tasks of queue whose retention runs, by
 // status and the minute (or hour) their retention ends: field

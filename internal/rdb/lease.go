@@ -30,7 +30,7 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 	for _, l := range refs {
 		args = append(args, l.ID, l.Attempt)
 	}
-	v, err := r.run(ctx, "renew", []string{r.keys.Lease(queue)}, args...).Int64Slice()
+	v, err := r.run(ctx, scriptRenew, []string{r.keys.Lease(queue)}, args...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 // offer first when none is: every process that calls it gets the same
 // secret, whichever stored it.
 func (r *RDB) LeaseSecret(ctx context.Context, offer string) (string, error) {
-	return r.run(ctx, "lease_secret", []string{r.keys.LeaseSecret()}, offer).Text()
+	return r.run(ctx, scriptLeaseSecret, []string{r.keys.LeaseSecret()}, offer).Text()
 }
 
 // Reclaim takes over up to room tasks of queue whose lease expired, and
@@ -53,18 +53,8 @@ func (r *RDB) LeaseSecret(ctx context.Context, offer string) (string, error) {
 // calling process runs now: their leases are renewed, never taken over.
 // nonce identifies the call as for Claim.
 func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room int, now time.Time, nonce string, mine []LeaseRef) ([]ClaimedTask, error) {
-	k := r.keys
-	keys := append([]string{k.Lease(queue), k.Events(queue), k.Depth(queue), k.DLQ(queue),
-		k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
-	keys = append(append(keys, r.limitKeys(queue)...), k.Retained(queue))
-	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, Group,
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), room, s.EventsMaxLen,
-		seconds(s.FailedRetention), AttemptsCap, boolArg(s.DLQEnabled), s.DLQMaxLen, nonce,
-		k.KeyWaitPrefix(queue), k.TaskPrefix(queue)}
-	for _, l := range mine {
-		args = append(args, l.ID, l.Attempt)
-	}
-	v, err := r.run(ctx, "reclaim", keys, args...).Slice()
+	c := r.reclaimCall(queue, s, room, now, nonce, mine)
+	v, err := r.run(ctx, scriptReclaim, c.keys(), c.args()...).Slice()
 	if err != nil {
 		return nil, err
 	}

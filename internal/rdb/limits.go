@@ -38,7 +38,7 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l Limits) (bool, erro
 		add("concurrency", int64(l.Concurrency))
 		add("key_concurrency", int64(l.KeyConcurrency))
 	}
-	n, err := r.run(ctx, "limits", []string{k.Limits(queue), k.Rate(queue)}, args...).Int64()
+	n, err := r.run(ctx, scriptLimits, []string{k.Limits(queue), k.Rate(queue)}, args...).Int64()
 	return n == 1, err
 }
 

@@ -8,7 +8,7 @@ import (
 // OpClaim starts an IdempotentOperation: done (with the stored result),
 // busy, or claimed for lease.
 func (r *RDB) OpClaim(ctx context.Context, key, token string, lease time.Duration) (state string, result string, err error) {
-	v, err := r.run(ctx, "op_claim", []string{r.keys.Operation(key)}, token, lease.Milliseconds()).Slice()
+	v, err := r.run(ctx, scriptOpClaim, []string{r.keys.Operation(key)}, token, lease.Milliseconds()).Slice()
 	if err != nil {
 		return "", "", err
 	}
@@ -21,6 +21,6 @@ func (r *RDB) OpClaim(ctx context.Context, key, token string, lease time.Duratio
 
 // OpFinish ends or extends an operation claim: mode done|extend|release.
 func (r *RDB) OpFinish(ctx context.Context, key, token, mode string, ttl time.Duration, result []byte) (bool, error) {
-	n, err := r.run(ctx, "op_finish", []string{r.keys.Operation(key)}, token, mode, ttl.Milliseconds(), result).Int64()
+	n, err := r.run(ctx, scriptOpFinish, []string{r.keys.Operation(key)}, token, mode, ttl.Milliseconds(), result).Int64()
 	return n == 1, err
 }

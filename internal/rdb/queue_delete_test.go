@@ -3,7 +3,6 @@ package rdb
 import (
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,13 +27,12 @@ func TestDeletedQueueNumberIsReusedAfterQuarantine(t *testing.T) {
 	first, err := b.r.QueueNumber(b.ctx, "a")
 	require.NoError(t, err)
 	require.NoError(t, b.r.c.Set(b.ctx, b.r.keys.Paused("a"), "1", 0).Err())
-	require.NoError(t, b.r.c.ZAdd(b.ctx, b.r.keys.LegacyRecent("a"), redis.Z{Score: 1, Member: "old"}).Err())
 
 	res, err := b.r.DeleteQueue(b.ctx, "a")
 	require.NoError(t, err)
 	require.True(t, res.Deleted)
 	require.Equal(t, first, res.Number)
-	n, err := b.r.c.Exists(b.ctx, b.r.keys.Paused("a"), b.r.keys.LegacyRecent("a")).Result()
+	n, err := b.r.c.Exists(b.ctx, b.r.keys.Paused("a")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "the queue's structures are removed")
 	queues, err := b.r.Queues(b.ctx)

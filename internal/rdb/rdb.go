@@ -10,6 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,46 +23,75 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-var scripts = loadScripts()
+// scripts are the scripts of lua/ by name, each with the helpers it
+// includes prepended; scriptParts says where each line of a script's
+// assembled source comes from.
+var scripts, scriptParts = loadScripts()
 
-func loadScripts() map[string]*redis.Script {
+func loadScripts() (map[string]*redis.Script, map[string][]part) {
 	entries, err := luaFS.ReadDir("lua")
 	if err != nil {
 		panic(err)
 	}
-	lib, err := luaFS.ReadFile("lua/_lib.lua")
-	if err != nil {
-		panic(err)
-	}
-	helpers := splitLib(string(lib))
-	m := make(map[string]*redis.Script, len(entries))
+	helpers := map[string]*helper{}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "_") {
-			continue // shared helpers, prepended to the scripts that use them
+		if !strings.HasPrefix(e.Name(), "_") {
+			continue
 		}
 		src, err := luaFS.ReadFile("lua/" + e.Name())
 		if err != nil {
 			panic(err)
 		}
-		m[strings.TrimSuffix(e.Name(), ".lua")] = redis.NewScript(withHelpers(helpers, string(src)))
+		for _, h := range splitHelpers(e.Name(), string(src)) {
+			if old, ok := helpers[h.name]; ok {
+				panic(fmt.Sprintf("rdb: helper %s declared in both lua/%s and lua/%s", h.name, old.file, h.file))
+			}
+			helpers[h.name] = h
+		}
 	}
-	return m
+	m := make(map[string]*redis.Script, len(entries))
+	parts := make(map[string][]part, len(entries))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "_") {
+			continue // helpers, prepended to the scripts that include them
+		}
+		src, err := luaFS.ReadFile("lua/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		text, p, err := assemble(helpers, e.Name(), string(src))
+		if err != nil {
+			panic("rdb: " + err.Error())
+		}
+		name := strings.TrimSuffix(e.Name(), ".lua")
+		m[name], parts[name] = redis.NewScript(text), p
+	}
+	return m, parts
 }
 
-// libBlock is one top-level declaration of _lib.lua (a helper function or a
-// shared table) with the comment above it.
-type libBlock struct {
+// helper is one top-level declaration of a lua/_*.lua file ("local
+// function x" or "local x ="), with the comment lines right above it.
+// Its "--! uses: a, b" lines name the helpers it calls.
+type helper struct {
 	name string
+	file string
+	line int // of its first line in file, from 1
 	text string
+	uses []string
 }
 
-// splitLib cuts _lib.lua into its top-level declarations ("local function
-// x" or "local x ="), each with the comment lines right above it, in order.
-// The file's own header comment is dropped.
-func splitLib(lib string) []libBlock {
-	lines := strings.Split(lib, "\n")
-	var starts []int
-	var names []string
+// part is a run of lines of an assembled script: lines line.. of file.
+type part struct {
+	file  string
+	line  int
+	lines int
+}
+
+// splitHelpers cuts a helper file into its top-level declarations, in
+// order. The file's own header comment is dropped.
+func splitHelpers(file, src string) []*helper {
+	lines := strings.Split(strings.TrimSuffix(src, "\n"), "\n")
+	var out []*helper
 	for i, line := range lines {
 		if !strings.HasPrefix(line, "local ") {
 			continue
@@ -74,64 +104,120 @@ func splitLib(lib string) []libBlock {
 		for start > 0 && strings.HasPrefix(lines[start-1], "--") {
 			start--
 		}
-		starts, names = append(starts, start), append(names, name)
-	}
-	blocks := make([]libBlock, len(starts))
-	for k, start := range starts {
-		end := len(lines)
-		if k+1 < len(starts) {
-			end = starts[k+1]
+		if len(out) > 0 {
+			prev := out[len(out)-1]
+			prev.text = strings.Join(lines[prev.line-1:start], "\n") + "\n"
 		}
-		blocks[k] = libBlock{name: names[k], text: strings.Join(lines[start:end], "\n") + "\n"}
+		out = append(out, &helper{name: name, file: file, line: start + 1})
 	}
-	return blocks
-}
-
-// withHelpers prepends to src the helpers it uses, and the helpers those
-// use, in _lib.lua's order. Every call of a script runs its prelude (each
-// helper is a closure or table created anew), so carrying all of _lib.lua
-// would cost every call several microseconds of Redis time.
-func withHelpers(helpers []libBlock, src string) string {
-	need := map[string]bool{}
-	var mark func(text string)
-	mark = func(text string) {
-		for _, h := range helpers {
-			if !need[h.name] && usesName(text, h.name) {
-				need[h.name] = true
-				mark(h.text)
-			}
-		}
+	if len(out) > 0 {
+		last := out[len(out)-1]
+		last.text = strings.Join(lines[last.line-1:], "\n") + "\n"
 	}
-	mark(src)
-	var b strings.Builder
-	for _, h := range helpers {
-		if need[h.name] {
-			b.WriteString(h.text)
-		}
+	for _, h := range out {
+		h.uses = directive(h.text, "--! uses:")
 	}
-	b.WriteString(src)
-	return b.String()
-}
-
-// usesName reports whether name occurs in text as a whole identifier.
-func usesName(text, name string) bool {
-	for i := 0; ; {
-		j := strings.Index(text[i:], name)
-		if j < 0 {
-			return false
-		}
-		start, end := i+j, i+j+len(name)
-		before := start == 0 || !isLuaIdent(rune(text[start-1]))
-		after := end == len(text) || !isLuaIdent(rune(text[end]))
-		if before && after {
-			return true
-		}
-		i = end
-	}
+	return out
 }
 
 func isLuaIdent(r rune) bool {
 	return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+// directive lists the names on every line of text that starts with head.
+func directive(text, head string) []string {
+	var names []string
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, head); ok {
+			for _, n := range strings.Split(rest, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// assemble prepends to src the helpers its "--! include:" lines name, and
+// those the helpers use, each after the helpers it uses. Every call of a
+// script runs its prelude (each helper is a closure or table created anew),
+// so a script carries only what it includes.
+func assemble(helpers map[string]*helper, file, src string) (string, []part, error) {
+	var b strings.Builder
+	var parts []part
+	state := map[string]int{} // 1 being added, 2 added
+	var add func(name, by string) error
+	add = func(name, by string) error {
+		h, ok := helpers[name]
+		if !ok {
+			return fmt.Errorf("lua/%s includes %s, which no lua/_*.lua declares", by, name)
+		}
+		switch state[name] {
+		case 1:
+			return fmt.Errorf("helper %s uses itself (through lua/%s)", name, by)
+		case 2:
+			return nil
+		}
+		state[name] = 1
+		for _, u := range h.uses {
+			if err := add(u, h.file); err != nil {
+				return err
+			}
+		}
+		state[name] = 2
+		b.WriteString(h.text)
+		parts = append(parts, part{file: h.file, line: h.line, lines: strings.Count(h.text, "\n")})
+		return nil
+	}
+	for _, name := range directive(src, "--! include:") {
+		if err := add(name, file); err != nil {
+			return "", nil, err
+		}
+	}
+	b.WriteString(src)
+	parts = append(parts, part{file: file, line: 1, lines: strings.Count(src, "\n") + 1})
+	return b.String(), parts, nil
+}
+
+// position is where line n of an assembled script comes from, as
+// lua/file:line, or "" past its end.
+func position(parts []part, n int) string {
+	for _, p := range parts {
+		if n <= p.lines {
+			return fmt.Sprintf("lua/%s:%d", p.file, p.line+n-1)
+		}
+		n -= p.lines
+	}
+	return ""
+}
+
+// scriptLine is a line number as Redis reports it in a script error.
+var scriptLine = regexp.MustCompile(`user_script:(\d+)`)
+
+// scriptError is a Redis script error whose line numbers are followed by
+// the file and line they come from.
+type scriptError struct{ msg string }
+
+func (e scriptError) Error() string { return e.msg }
+
+// RedisError makes scriptError a redis.Error, as the error it rewrites was.
+func (scriptError) RedisError() {}
+
+// placeError rewrites a script error's "user_script:N" into
+// "user_script:N (lua/file.lua:M)"; other errors are returned as they are.
+func placeError(parts []part, err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "user_script:") {
+		return err
+	}
+	return scriptError{scriptLine.ReplaceAllStringFunc(msg, func(m string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(m, "user_script:"))
+		if pos := position(parts, n); pos != "" {
+			return m + " (" + pos + ")"
+		}
+		return m
+	})}
 }
 
 // ErrQueueRegistryFull is returned when all 65535 queue numbers are used.
@@ -187,16 +273,25 @@ func (r *RDB) Client() redis.UniversalClient { return r.c }
 // Keys returns the key builder.
 func (r *RDB) Keys() Keys { return r.keys }
 
-// run executes the named script.
-func (r *RDB) run(ctx context.Context, name string, keys []string, args ...any) *redis.Cmd {
-	s, ok := scripts[name]
-	if !ok {
-		panic("rdb: unknown script " + name)
+// callHook, when set (by this package's tests, before any call), sees the
+// name, keys and arguments of every script call before it is sent.
+var callHook func(name string, keys []string, args []any)
+
+// run executes script s.
+func (r *RDB) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+	if callHook != nil {
+		callHook(s.name, keys, args)
 	}
-	if r.acks > 0 && !unacked[name] {
-		return r.runAcked(ctx, s, keys, args...)
+	var cmd *redis.Cmd
+	if r.acks > 0 && s.acked {
+		cmd = r.runAcked(ctx, s.rs, keys, args...)
+	} else {
+		cmd = s.rs.Run(ctx, r.c, keys, args...)
 	}
-	return s.Run(ctx, r.c, keys, args...)
+	if err := cmd.Err(); err != nil {
+		cmd.SetErr(placeError(s.parts, err))
+	}
+	return cmd
 }
 
 // LoadScripts loads every script into Redis's script cache. /ready uses it to
@@ -275,7 +370,7 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 				return 0, false, err
 			}
 		}
-		v, err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, queue,
+		v, err := r.run(ctx, scriptRegisterQueue, []string{r.keys.Queues()}, queue,
 			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), flag, want).Int64Slice()
 		if err != nil {
 			if strings.Contains(err.Error(), "registry is full") {
@@ -327,8 +422,8 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	k := r.keys
 	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
 		k.Recent(queue), k.Events(queue), k.Paused(queue)}
-	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.LegacyRecent(queue), k.QueueNum(queue))
-	v, err := r.run(ctx, "delete_queue", keys, Group).Slice()
+	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.QueueNum(queue))
+	v, err := r.run(ctx, scriptDeleteQueue, keys, Group).Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +432,7 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 		count, _ := v[2].(int64)
 		return &DeleteQueueResult{NotEmpty: what, Count: count}, nil
 	}
-	num, err := r.run(ctx, "unregister_queue", []string{k.Queues()}, queue, time.Now().UnixMilli()).Int64()
+	num, err := r.run(ctx, scriptUnregisterQueue, []string{k.Queues()}, queue, time.Now().UnixMilli()).Int64()
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +570,7 @@ func (r *RDB) restoreRegistry(ctx context.Context) error {
 	}
 	slices.SortFunc(found, func(a, b entry) int { return b.num - a.num })
 	for _, e := range found {
-		err := r.run(ctx, "register_queue", []string{r.keys.Queues()}, e.queue,
+		err := r.run(ctx, scriptRegisterQueue, []string{r.keys.Queues()}, e.queue,
 			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), "0", strconv.Itoa(e.num)).Err()
 		if err != nil {
 			return fmt.Errorf("restore queue %q: %w", e.queue, err)

@@ -63,7 +63,7 @@ func (r *RDB) Tidy(ctx context.Context, queue string, now, createdBefore time.Ti
 	if err != nil {
 		return TidyResult{}, err
 	}
-	v, err := r.run(ctx, "tidy", []string{k.Recent(queue), k.Tidy(queue), k.Retained(queue), k.LegacyRecent(queue)},
+	v, err := r.run(ctx, scriptTidy, []string{k.Recent(queue), k.Tidy(queue), k.Retained(queue)},
 		now.UnixMilli(), k.TaskPrefix(queue), TidyBatch, idSuffix(num), fmt.Sprintf("%012x", min(max(createdBefore.UnixMilli(), 0), 1<<48-1))).Int64Slice()
 	if err != nil {
 		return TidyResult{}, err

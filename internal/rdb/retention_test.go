@@ -263,18 +263,13 @@ func TestTidyWalksInSteps(t *testing.T) {
 		members[i] = recentMember(NewTaskID(num, b.now))
 	}
 	require.NoError(t, b.c.LPush(b.ctx, b.keys.Recent("q"), members...).Err())
-	// An index of the older layout, left by an upgrade, goes when a walk ends.
-	legacy := b.keys.LegacyRecent("q")
-	require.NoError(t, b.c.ZAdd(b.ctx, legacy, redis.Z{Score: 1, Member: "old"}).Err())
 	res, err := b.r.Tidy(b.ctx, "q", b.now.Add(time.Minute), anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: TidyBatch, Dropped: TidyBatch}, res)
-	require.Equal(t, int64(1), b.c.Exists(b.ctx, legacy).Val(), "kept until the walk ends")
 	res, err = b.r.Tidy(b.ctx, "q", b.now.Add(time.Minute), anyTime)
 	require.NoError(t, err)
 	require.Equal(t, TidyResult{Examined: 10, Dropped: 10, Wrapped: true}, res)
 	require.Zero(t, b.c.LLen(b.ctx, b.keys.Recent("q")).Val())
-	require.Zero(t, b.c.Exists(b.ctx, legacy).Val())
 }
 
 // TestTidyLooksOnlyAtOldEnoughIds: ids of tasks younger than the shortest

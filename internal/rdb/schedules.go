@@ -18,7 +18,7 @@ import (
 func (r *RDB) PutSchedule(ctx context.Context, name string, now time.Time, nextRun int64, def []any) (created bool, version int64, paused bool, err error) {
 	k := r.keys
 	args := append([]any{now.UnixMilli(), name, nextRun}, def...)
-	v, err := r.run(ctx, "schedule_put", []string{k.ScheduleDef(name), k.ScheduleNames(), k.ScheduleDue()}, args...).Int64Slice()
+	v, err := r.run(ctx, scriptSchedulePut, []string{k.ScheduleDef(name), k.ScheduleNames(), k.ScheduleDue()}, args...).Int64Slice()
 	if err != nil {
 		return false, 0, false, err
 	}
@@ -31,7 +31,7 @@ func (r *RDB) PutSchedule(ctx context.Context, name string, now time.Time, nextR
 // DeleteSchedule removes schedule name and reports whether it existed.
 func (r *RDB) DeleteSchedule(ctx context.Context, name string) (bool, error) {
 	k := r.keys
-	n, err := r.run(ctx, "schedule_delete", []string{k.ScheduleDef(name), k.ScheduleNames(), k.ScheduleDue()}, name).Int64()
+	n, err := r.run(ctx, scriptScheduleDelete, []string{k.ScheduleDef(name), k.ScheduleNames(), k.ScheduleDue()}, name).Int64()
 	return n == 1, err
 }
 
@@ -44,7 +44,7 @@ func (r *RDB) SetSchedulePaused(ctx context.Context, name string, pause bool, no
 	if pause {
 		action = "pause"
 	}
-	n, err := r.run(ctx, "schedule_pause", []string{k.ScheduleDef(name), k.ScheduleDue()}, now.UnixMilli(), action, name, nextRun).Int64()
+	n, err := r.run(ctx, scriptSchedulePause, []string{k.ScheduleDef(name), k.ScheduleDue()}, now.UnixMilli(), action, name, nextRun).Int64()
 	if err != nil {
 		return false, err
 	}
@@ -85,7 +85,7 @@ func (r *RDB) RecordSchedule(ctx context.Context, now time.Time, run ScheduleRun
 	if run.Tick == 0 {
 		mode = "trigger"
 	}
-	v, err := r.run(ctx, "schedule_record", []string{k.ScheduleDef(run.Name), k.ScheduleDue()}, now.UnixMilli(), mode, run.Name,
+	v, err := r.run(ctx, scriptScheduleRecord, []string{k.ScheduleDef(run.Name), k.ScheduleDue()}, now.UnixMilli(), mode, run.Name,
 		run.Tick, run.NextRun, run.Version, run.TaskID, run.Error).Text()
 	if err != nil {
 		return "", err

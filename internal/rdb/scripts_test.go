@@ -1,16 +1,30 @@
 package rdb
 
 import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-func TestWithHelpersTakesOnlyWhatIsUsed(t *testing.T) {
+func TestAssembleTakesWhatIsIncluded(t *testing.T) {
 	t.Parallel()
 	lib := `-- header of the file
 -- (dropped)
+
+-- b calls a.
+--! uses: a
+local function b(x)
+  return a(x) * 2
+end
 
 -- a is used by b.
 local function a(x)
@@ -19,43 +33,213 @@ end
 
 local shared = {'x'} -- a table
 
--- b calls a.
-local function b(x)
-  return a(x) * 2
-end
-
--- c is unused.
+-- c is not included.
 local function c()
   return shared
 end
 `
-	helpers := splitLib(lib)
+	list := splitHelpers("_t.lua", lib)
+	helpers := map[string]*helper{}
 	var names []string
-	for _, h := range helpers {
+	for _, h := range list {
+		helpers[h.name] = h
 		names = append(names, h.name)
 	}
-	require.Equal(t, []string{"a", "shared", "b", "c"}, names)
-	require.True(t, strings.HasPrefix(helpers[0].text, "-- a is used by b.\nlocal function a(x)"))
-	require.NotContains(t, helpers[0].text, "header")
+	require.Equal(t, []string{"b", "a", "shared", "c"}, names)
+	require.True(t, strings.HasPrefix(helpers["b"].text, "-- b calls a.\n--! uses: a\nlocal function b(x)"))
+	require.NotContains(t, helpers["b"].text, "header")
+	require.Equal(t, []string{"a"}, helpers["b"].uses)
+	require.Equal(t, 4, helpers["b"].line)
 
-	got := withHelpers(helpers, "return b(1)\n")
-	require.Equal(t, helpers[0].text+helpers[2].text+"return b(1)\n", got)
-	require.Equal(t, "return 1\n", withHelpers(helpers, "return 1\n"))
-	require.Contains(t, withHelpers(helpers, "return c_value, c()\n"), "local function c()")
-	require.NotContains(t, withHelpers(helpers, "local bc = 1 return bc\n"), "local function b(")
+	src := "-- s: a script\n--! include: b\n\nreturn b(1)\n"
+	got, parts, err := assemble(helpers, "s.lua", src)
+	require.NoError(t, err)
+	require.Equal(t, helpers["a"].text+helpers["b"].text+src, got, "a helper comes after those it uses")
+	require.Equal(t, []part{{"_t.lua", 10, 5}, {"_t.lua", 4, 6}, {"s.lua", 1, 5}}, parts)
+	require.Equal(t, "lua/_t.lua:10", position(parts, 1))
+	require.Equal(t, "lua/_t.lua:9", position(parts, 11), "the blank line closing b")
+	require.Equal(t, "lua/s.lua:4", position(parts, 15))
+	require.Empty(t, position(parts, 17))
+
+	plain, _, err := assemble(helpers, "s.lua", "return 1\n")
+	require.NoError(t, err)
+	require.Equal(t, "return 1\n", plain, "nothing included, nothing prepended")
+	_, _, err = assemble(helpers, "s.lua", "--! include: a, d\nreturn d()\n")
+	require.ErrorContains(t, err, "lua/s.lua includes d, which no lua/_*.lua declares")
+	helpers["a"].uses = []string{"b"}
+	_, _, err = assemble(helpers, "s.lua", src)
+	require.ErrorContains(t, err, "uses itself")
 }
 
 func TestScriptsCarryTheirHelpers(t *testing.T) {
 	t.Parallel()
-	lib, err := luaFS.ReadFile("lua/_lib.lua")
-	require.NoError(t, err)
-	helpers := splitLib(string(lib))
-	require.Equal(t, strings.Count("\n"+string(lib), "\nlocal "), len(helpers), "every top-level declaration is a block")
-	claim, err := luaFS.ReadFile("lua/claim.lua")
-	require.NoError(t, err)
-	src := withHelpers(helpers, string(claim))
+	claim := assembled(t, "claim")
 	for _, want := range []string{"local function emit(", "local function hget_into(", "local function expire_task(", "local function keep_body("} {
-		require.Contains(t, src, want)
+		require.Contains(t, claim, want)
 	}
-	require.NotContains(t, src, "local function dlq_requeue_one(")
+	require.NotContains(t, claim, "local function dlq_requeue_one(")
+	require.NotContains(t, assembled(t, "lease_secret"), "local function", "a script that includes nothing carries nothing")
+}
+
+// assembled is the source of script name as sent to Redis.
+func assembled(t *testing.T, name string) string {
+	t.Helper()
+	helpers := loadHelpers(t)
+	src, err := luaFS.ReadFile("lua/" + name + ".lua")
+	require.NoError(t, err)
+	text, _, err := assemble(helpers, name+".lua", string(src))
+	require.NoError(t, err)
+	return text
+}
+
+func loadHelpers(t *testing.T) map[string]*helper {
+	t.Helper()
+	entries, err := luaFS.ReadDir("lua")
+	require.NoError(t, err)
+	helpers := map[string]*helper{}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "_") {
+			continue
+		}
+		src, err := luaFS.ReadFile("lua/" + e.Name())
+		require.NoError(t, err)
+		for _, h := range splitHelpers(e.Name(), string(src)) {
+			helpers[h.name] = h
+		}
+	}
+	return helpers
+}
+
+// luaNames are the identifiers of Lua source outside its comments.
+func luaNames(src string) map[string]bool {
+	names := map[string]bool{}
+	for _, line := range strings.Split(src, "\n") {
+		if i := strings.Index(line, "--"); i >= 0 {
+			line = line[:i]
+		}
+		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return !isLuaIdent(r) }) {
+			names[f] = true
+		}
+	}
+	return names
+}
+
+// declared are the names a helper's declaration line introduces ("local a,
+// b = ..." declares both).
+func declared(h *helper) []string {
+	for _, line := range strings.Split(h.text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "local "); ok {
+			rest = strings.TrimPrefix(rest, "function ")
+			if i := strings.IndexAny(rest, "=("); i >= 0 {
+				rest = rest[:i]
+			}
+			var out []string
+			for _, n := range strings.Split(rest, ",") {
+				out = append(out, strings.TrimSpace(n))
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+// TestIncludesAreExact: each script includes, and each helper uses, exactly
+// the helpers its code names. A helper left out would fail only when the
+// line that calls it runs; one too many costs every call its prelude.
+func TestIncludesAreExact(t *testing.T) {
+	t.Parallel()
+	helpers := loadHelpers(t)
+	owner := map[string]string{} // declared name -> helper
+	for _, h := range helpers {
+		for _, n := range declared(h) {
+			owner[n] = h.name
+		}
+	}
+	needs := func(src, self string) []string {
+		set := map[string]bool{}
+		for n := range luaNames(src) {
+			if o, ok := owner[n]; ok && o != self {
+				set[o] = true
+			}
+		}
+		out := make([]string, 0, len(set))
+		for n := range set {
+			out = append(out, n)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(s []string) []string {
+		s = append([]string{}, s...)
+		slices.Sort(s)
+		return s
+	}
+	for _, h := range helpers {
+		require.Equal(t, needs(h.text, h.name), sorted(h.uses), "--! uses: of %s in lua/%s", h.name, h.file)
+	}
+	for name := range scripts {
+		src, err := luaFS.ReadFile("lua/" + name + ".lua")
+		require.NoError(t, err)
+		require.Equal(t, needs(string(src), ""), sorted(directive(string(src), "--! include:")), "--! include: of lua/%s.lua", name)
+	}
+}
+
+// TestPositionsPointAtTheirLines: every line of every assembled script maps
+// back to the file line it came from.
+func TestPositionsPointAtTheirLines(t *testing.T) {
+	t.Parallel()
+	for name, parts := range scriptParts {
+		text := assembled(t, name)
+		for n, line := range strings.Split(text, "\n") {
+			pos := position(parts, n+1)
+			file, num, ok := strings.Cut(strings.TrimPrefix(pos, "lua/"), ":")
+			require.True(t, ok, "%s line %d: %q", name, n+1, pos)
+			src, err := luaFS.ReadFile("lua/" + file)
+			require.NoError(t, err)
+			i, err := strconv.Atoi(num)
+			require.NoError(t, err)
+			require.Equal(t, strings.Split(string(src), "\n")[i-1], line, "%s line %d maps to %s", name, n+1, pos)
+		}
+	}
+}
+
+// TestScriptErrorsNameTheirFile: a script error from Redis names the file
+// and line it happened on, and stays a redis.Error.
+func TestScriptErrorsNameTheirFile(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	r := New(s.Client, s.Prefix)
+	// renew with a "now" that is no number: its first line adds a nil.
+	err := r.run(context.Background(), scriptRenew, []string{r.keys.Lease("q")}, "soon", 1000, "w1", r.keys.TaskPrefix("q"), "").Err()
+	require.Error(t, err)
+	var re redis.Error
+	require.ErrorAs(t, err, &re)
+	m := regexp.MustCompile(`user_script:(\d+) \(lua/renew\.lua:(\d+)\)`).FindStringSubmatch(err.Error())
+	require.NotNil(t, m, err.Error())
+	t.Log(err)
+	src, rerr := luaFS.ReadFile("lua/renew.lua")
+	require.NoError(t, rerr)
+	line, _ := strconv.Atoi(m[2])
+	require.Contains(t, strings.Split(string(src), "\n")[line-1], "tonumber(ARGV[1]) + tonumber(ARGV[2])", err.Error())
+
+	plain := errors.New("ERR no such thing")
+	require.Same(t, plain, placeError(scriptRenew.parts, plain), "an error without a line is left alone")
+}
+
+// TestEveryScriptHasAHandle: each script of lua/ is bound to a package-level
+// handle (so none is found by a string at run time), and a handle for a
+// file that does not exist fails at once.
+func TestEveryScriptHasAHandle(t *testing.T) {
+	t.Parallel()
+	bound := map[string]bool{}
+	for _, h := range handles {
+		require.False(t, bound[h.name], "two handles for %s", h.name)
+		bound[h.name] = true
+		require.Same(t, scripts[h.name], h.rs)
+		require.Equal(t, !unacked[h.name], h.acked, h.name)
+	}
+	for name := range scripts {
+		require.True(t, bound[name], "lua/%s.lua has no handle in scripts.go", name)
+	}
+	require.PanicsWithValue(t, "rdb: no script lua/claims.lua", func() { newScript("claims") })
 }

@@ -255,7 +255,7 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 // in a pipeline are not retried on NOSCRIPT, so the scripts are loaded and
 // the pipeline sent again once.
 func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, count int) ([][]string, []any, error) {
-	s := scripts["list_page"]
+	s := scriptListPage.rs
 	for try := 0; ; try++ {
 		pipe := r.c.Pipeline()
 		cmds := make([]redis.Cmder, len(queues))
@@ -263,6 +263,9 @@ func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, cou
 			if cursor == "" {
 				cmds[i] = pipe.LRange(ctx, r.keys.Recent(q), 0, int64(count-1))
 			} else {
+				if callHook != nil {
+					callHook(scriptListPage.name, []string{r.keys.Recent(q)}, []any{recentMember(cursor), count})
+				}
 				cmds[i] = s.EvalSha(ctx, pipe, []string{r.keys.Recent(q)}, recentMember(cursor), count)
 			}
 		}

@@ -132,7 +132,7 @@ func (r *RDB) WorkerStart(ctx context.Context, id string, now time.Time, staleAf
 		return err
 	}
 	args := append([]any{now.UnixMilli(), staleAfter.Milliseconds()}, fields...)
-	v, err := r.run(ctx, "worker_start", []string{r.keys.Worker(id)}, args...).Text()
+	v, err := r.run(ctx, scriptWorkerStart, []string{r.keys.Worker(id)}, args...).Text()
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fr
 		mode = "new"
 	}
 	staleBefore := now.Add(-WorkerEvictAfter).UnixMilli()
-	v, err := r.run(ctx, "worker_admit", keys, now.UnixMilli(), id, now.Add(-WorkerRetention).UnixMilli(),
+	v, err := r.run(ctx, scriptWorkerAdmit, keys, now.UnixMilli(), id, now.Add(-WorkerRetention).UnixMilli(),
 		staleBefore, r.workerBounds.Max, perKey, mode).Slice()
 	if err != nil {
 		return err
@@ -209,7 +209,7 @@ func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fr
 		evicted = v[5:]
 	}
 	for _, e := range evicted {
-		if err := r.run(ctx, "worker_forget", []string{r.keys.Worker(fmt.Sprint(e))}, staleBefore).Err(); err != nil {
+		if err := r.run(ctx, scriptWorkerForget, []string{r.keys.Worker(fmt.Sprint(e))}, staleBefore).Err(); err != nil {
 			return err
 		}
 	}
@@ -242,7 +242,7 @@ func (r *RDB) workerEvent(ctx context.Context, id string, now time.Time, eventsM
 // workers index; stopped emits WORKER_STOPPED.
 func (r *RDB) WorkerBeat(ctx context.Context, id, instance string, now time.Time, eventsMaxLen int64, stopped bool, fields []any) error {
 	args := append([]any{now.UnixMilli(), instance}, fields...)
-	v, err := r.run(ctx, "worker_beat", []string{r.keys.Worker(id)}, args...).Text()
+	v, err := r.run(ctx, scriptWorkerBeat, []string{r.keys.Worker(id)}, args...).Text()
 	if err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Ti
 	for _, id := range w.TaskIDs {
 		args = append(args, id)
 	}
-	v, err := r.run(ctx, "remote_beat", []string{r.keys.Worker(w.ID)}, args...).Text()
+	v, err := r.run(ctx, scriptRemoteBeat, []string{r.keys.Worker(w.ID)}, args...).Text()
 	if err != nil {
 		return err
 	}

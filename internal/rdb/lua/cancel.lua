@@ -17,6 +17,8 @@
 --
 -- Returns {"cancelled"} | {"already_cancelled"} | {"requested"} |
 -- {"already_requested"} | {"terminal", status} | {"not_found"}.
+--
+--! include: emit, stat, retain, keep_body, hget_map
 
 local now, tid = tonumber(ARGV[1]), ARGV[2]
 local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id',

@@ -48,6 +48,9 @@
 --   last_ids: when the bands ran out before the slots did, the newest
 --          entry id of each band p9..p0 (all delivered; to block on with
 --          XREAD); else empty.
+--
+--! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into
+--! include: bucket_field, claimed_tuple, replayed
 
 -- now_s and lease_s go into arguments as text: a Lua number is turned back
 -- into text by a costly float formatting.

@@ -11,8 +11,7 @@
 -- KEYS[7]  event stream             KEYS[8]  paused flag
 -- KEYS[9..18] band streams p0..p9
 -- KEYS[19] retained counts hash     KEYS[20] tidy cursor
--- KEYS[21] listing index of an older layout (a ZSET)
--- KEYS[22] the queue's number key (a queue created again may get another)
+-- KEYS[21] the queue's number key (a queue created again may get another)
 --
 -- ARGV[1] consumer group name
 --

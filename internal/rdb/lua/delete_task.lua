@@ -8,6 +8,8 @@
 -- ARGV[1] task id  ARGV[2] now (ms)
 --
 -- Returns {"deleted"} | {"conflict", status} | {"not_found"}.
+--
+--! include: retained_field, mark_ended
 
 local v = redis.call('HMGET', KEYS[1], 'status', 'idem_key')
 local st = v[1]

@@ -14,6 +14,8 @@
 -- A requeued task starts afresh without a deadline (see dlq_requeue_one).
 --
 -- Returns {matched, processed, next offset or -1 when done}.
+--
+--! include: hget_map, dlq_requeue_one, dlq_discard_one
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[4 + b] end

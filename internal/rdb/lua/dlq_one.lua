@@ -1,5 +1,5 @@
 -- dlq_one: requeue or discard one dead-lettered task (see dlq_requeue_one and
--- dlq_discard_one in _lib.lua).
+-- dlq_discard_one in _lifecycle.lua).
 --
 -- KEYS[1] DLQ index  KEYS[2] event stream  KEYS[3] depth counter
 -- KEYS[4..13] band streams p0..p9  KEYS[14] expiry ZSET
@@ -11,6 +11,8 @@
 -- (ms, "" = none)  ARGV[11] attempts history cap
 --
 -- Returns "requeued" | "discarded" | "conflict" | "not_found".
+--
+--! include: dlq_requeue_one, dlq_discard_one
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[4 + b] end

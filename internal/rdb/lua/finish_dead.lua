@@ -29,6 +29,8 @@
 -- field), whatever band KEYS[4] names.
 --
 -- Returns "ok", "cancelled" or "lease_lost".
+--
+--! include: fence, landed, limit_keys, cancel_running, bury
 
 local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], dlq_key = KEYS[7], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5],

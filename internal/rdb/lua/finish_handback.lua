@@ -15,6 +15,9 @@
 -- ARGV[8] key wait list prefix  ARGV[9] task key prefix
 --
 -- Returns "ok" or "lease_lost".
+--
+--! include: emit, history_field, fence, trim_history_to, release_entry, release_key, wake_limited
+--! include: limit_keys
 
 local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
   tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[7])}

@@ -32,6 +32,9 @@
 -- field), whatever band KEYS[4] names.
 --
 -- Returns "ok", "cancelled", "lease_lost" or "exhausted".
+--
+--! include: emit, stat, bucket_field, fence, landed, finish_attempt, release_entry, release_key
+--! include: wake_limited, limit_keys, cancel_running
 
 local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],

@@ -39,6 +39,9 @@
 -- ("" = none), "1" when the result was too large to keep
 --
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
+--
+--! include: emit, stats_flush, retain, flush_retained, bucket_field, itoa, succeeded_by
+--! include: release_key, wake_limited, limit_keys
 
 -- now_s goes into arguments as it came: turning a Lua number back into
 -- text is a costly float formatting, once per task.

@@ -64,6 +64,8 @@
 -- Settling (ARGV[9] = "1") is the last word on a call whose every reply was
 -- lost: it answers as a resend would, except that a task not yet created is
 -- marked never to be created and answered absent, and nothing is created.
+--
+--! include: emit, ended_window, later_ms, int_ge
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
@@ -127,19 +129,14 @@ for i = 1, n do
     elseif raw == '!' .. id then
       reply = {'absent', id} -- settled: never created, and never will be
     elseif raw then
-      local owner, rec_fp = idem_owner(raw)
-      -- A record whose task hash is gone (retention) or that cannot be read is
-      -- stale: it is replaced below and the submission is new work.
-      local o = owner and redis.call('HMGET', task_prefix .. owner, 'status', 'fingerprint')
-      local st = o and o[1]
+      -- The record is its task's id. A record whose task hash is gone
+      -- (retention) is stale: it is replaced below and the submission is
+      -- new work.
+      local owner = raw
+      local o = redis.call('HMGET', task_prefix .. owner, 'status', 'fingerprint')
+      local st = o[1]
       if st then
-        local fp = o[2] or rec_fp
-        -- Stored as 32 bytes; a record or hash of an earlier layout holds
-        -- the 64 hex digits.
-        if fp and #fp == 64 and #fingerprint == 32 then
-          fp = string.gsub(fp, '%x%x', function(h) return string.char(tonumber(h, 16)) end)
-        end
-        if fp ~= fingerprint then
+        if o[2] ~= fingerprint then
           reply = {'mismatch', owner}
         elseif not terminal[st] then
           reply = {'in_progress', owner}

@@ -5,6 +5,8 @@
 -- ARGV[1] now (ms)  ARGV[2] "pause" | "resume"  ARGV[3] events maxlen  ARGV[4] actor
 --
 -- Returns 1 when the state changed, 0 when it already was so.
+--
+--! include: emit
 
 local paused = redis.call('EXISTS', KEYS[1]) == 1
 if ARGV[2] == 'pause' then

@@ -15,6 +15,8 @@
 -- due time (ms), or -1 when the schedule is empty, and examined the entries
 -- looked at (a full call means more may be due at once, even when stale
 -- entries made moved smaller).
+--
+--! include: expire_task, hget_map, enqueue_due
 
 local now = tonumber(ARGV[1])
 local streams = {}

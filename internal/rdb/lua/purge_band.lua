@@ -8,6 +8,8 @@
 -- ARGV[6] events maxlen  ARGV[7] failed retention (s)
 --
 -- Returns {cancelled, last id examined or ""}: "" means the band is done.
+--
+--! include: emit, retain, keep_body, hget_map
 
 local now = tonumber(ARGV[1])
 local start = ARGV[2] == '-' and '-' or ('(' .. ARGV[2])

@@ -28,6 +28,9 @@
 --
 -- Returns the tasks taken over, each {id, attempt, type, payload, timeout_ms,
 -- max_attempts, idem_key, created_at, cancel_requested, metadata, priority}.
+--
+--! include: emit, history_field, trim_history, hget_map, claimed_tuple, replayed, release_entry
+--! include: release_key, wake_limited, limit_keys, bury
 
 local now_s = ARGV[1]
 local now = tonumber(now_s)

@@ -11,6 +11,8 @@
 -- ARGV[1] consumer group
 --
 -- Returns {old depth, new depth}.
+--
+--! include: after_id
 
 local depth = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) +
   math.max(0, tonumber(redis.call('GET', KEYS[14]) or '0'))

@@ -11,6 +11,8 @@
 --
 -- Returns one code per task: 0 renewed, 1 lease lost (the handler must stop
 -- and write nothing), 2 renewed but a cancel was requested.
+--
+--! include: hget_map
 
 local until_ms = tonumber(ARGV[1]) + tonumber(ARGV[2])
 local claim = ARGV[5]

@@ -7,6 +7,8 @@
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] task key prefix  ARGV[4] events maxlen
 --
 -- Returns {"queued"} | {"terminal", status} | {"conflict", status} | {"not_found"}.
+--
+--! include: hget_map, enqueue_due
 
 local tid = ARGV[2]
 local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type'})

@@ -13,6 +13,8 @@
 -- Returns {expired, next, examined} where next is the earliest remaining
 -- deadline (ms) or -1, and examined the entries looked at (a full call means
 -- more may be overdue at once).
+--
+--! include: expire_task, hget_map
 
 local now = tonumber(ARGV[1])
 local streams = {}

@@ -9,8 +9,6 @@
 -- digits, the queue's number)
 -- KEYS[2] tidy cursor (how many ids from the oldest end the walk has passed)
 -- KEYS[3] retained counts hash
--- KEYS[4] the listing index of an older layout (a ZSET, no longer read):
---         removed when a walk ends, so an upgraded deployment sheds it
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] ids per call
 -- ARGV[4] the queue's number as the last four digits of its ids
 -- ARGV[5] the walk's end: members below it only (the first 12 digits of an
@@ -45,7 +43,6 @@ if gone > 0 then redis.call('LREM', KEYS[1], -gone, '') end
 local wrapped = 0
 if reached then
   redis.call('DEL', KEYS[2])
-  redis.call('UNLINK', KEYS[4])
   wrapped = 1
 else
   redis.call('SET', KEYS[2], from + examined - gone, 'EX', 86400)

@@ -1,0 +1,353 @@
+package rdb
+
+import (
+	"strconv"
+	"time"
+)
+
+// The structs below are the KEYS and ARGV of the hot and complex scripts by
+// name. Each one's keys and args lay its fields out in the order of the
+// script's header, the one place that order is written on the Go side
+// (TestScriptCallsMatchHeaders checks the counts against the header).
+
+// limitSet is the four keys a script that stops a running task needs to
+// give back its concurrency-key slot and wake limited workers (limit_keys
+// in lua/_limits.lua).
+type limitSet struct {
+	keyRunning, held, limited, wake string
+}
+
+func (r *RDB) limitSet(queue string) limitSet {
+	k := r.keys
+	return limitSet{k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Wake(queue)}
+}
+
+func (l limitSet) appendTo(keys []string) []string {
+	return append(keys, l.keyRunning, l.held, l.limited, l.wake)
+}
+
+// claimCall is claim.lua's KEYS and ARGV.
+type claimCall struct {
+	lease, expiry, schedule, events, depth, paused, stats string
+	bands                                                 []string // p0..p9
+	limits, rate, keyRunning, held, limited, retained     string
+
+	now                      int64
+	worker, group            string
+	max                      int
+	leaseMS                  int64
+	taskPrefix, idemPrefix   string
+	eventsMaxLen, failedRetS int64
+	nonce, keyWaitPrefix     string
+}
+
+func (r *RDB) claimCall(queue string, s *WorkerSettings, max int, now time.Time, nonce string) *claimCall {
+	k := r.keys
+	return &claimCall{
+		lease: k.Lease(queue), expiry: k.Expiry(queue), schedule: k.Schedule(queue), events: k.Events(queue),
+		depth: k.Depth(queue), paused: k.Paused(queue), stats: k.Stats(queue, minuteOf(now)), bands: r.bandStreams(queue),
+		limits: k.Limits(queue), rate: k.Rate(queue), keyRunning: k.KeyRunning(queue), held: k.Held(queue),
+		limited: k.Limited(queue), retained: k.Retained(queue),
+
+		now: now.UnixMilli(), worker: s.WorkerID, group: Group, max: max, leaseMS: s.Lease.Milliseconds(),
+		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), eventsMaxLen: s.EventsMaxLen,
+		failedRetS: seconds(s.FailedRetention), nonce: nonce, keyWaitPrefix: k.KeyWaitPrefix(queue),
+	}
+}
+
+func (c *claimCall) keys() []string {
+	keys := make([]string, 0, 13+len(c.bands))
+	keys = append(keys, c.lease, c.expiry, c.schedule, c.events, c.depth, c.paused, c.stats)
+	keys = append(keys, c.bands...)
+	return append(keys, c.limits, c.rate, c.keyRunning, c.held, c.limited, c.retained)
+}
+
+func (c *claimCall) args() []any {
+	return []any{c.now, c.worker, c.group, c.max, c.leaseMS, c.taskPrefix, c.idemPrefix, c.eventsMaxLen,
+		c.failedRetS, c.nonce, c.keyWaitPrefix}
+}
+
+// reclaimCall is reclaim.lua's KEYS and ARGV.
+type reclaimCall struct {
+	lease, events, depth, dlq, stats string
+	bands                            []string // p0..p9
+	limit                            limitSet
+	retained                         string
+
+	now, leaseMS                          int64
+	worker, group, taskPrefix, idemPrefix string
+	room                                  int
+	eventsMaxLen, failedRetS              int64
+	attemptsCap                           int
+	dlqEnabled                            string
+	dlqMaxLen                             int64
+	nonce, keyWaitPrefix                  string
+	mine                                  []LeaseRef // pairs of task id, attempt
+}
+
+func (r *RDB) reclaimCall(queue string, s *WorkerSettings, room int, now time.Time, nonce string, mine []LeaseRef) *reclaimCall {
+	k := r.keys
+	return &reclaimCall{
+		lease: k.Lease(queue), events: k.Events(queue), depth: k.Depth(queue), dlq: k.DLQ(queue),
+		stats: k.Stats(queue, minuteOf(now)), bands: r.bandStreams(queue), limit: r.limitSet(queue), retained: k.Retained(queue),
+
+		now: now.UnixMilli(), leaseMS: s.Lease.Milliseconds(), worker: s.WorkerID, group: Group,
+		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), room: room,
+		eventsMaxLen: s.EventsMaxLen, failedRetS: seconds(s.FailedRetention), attemptsCap: AttemptsCap,
+		dlqEnabled: boolArg(s.DLQEnabled), dlqMaxLen: s.DLQMaxLen, nonce: nonce, keyWaitPrefix: k.KeyWaitPrefix(queue),
+		mine: mine,
+	}
+}
+
+func (c *reclaimCall) keys() []string {
+	keys := make([]string, 0, 10+len(c.bands))
+	keys = append(keys, c.lease, c.events, c.depth, c.dlq, c.stats)
+	keys = append(keys, c.bands...)
+	return append(c.limit.appendTo(keys), c.retained)
+}
+
+func (c *reclaimCall) args() []any {
+	args := make([]any, 0, 15+2*len(c.mine))
+	args = append(args, c.now, c.leaseMS, c.worker, c.group, c.taskPrefix, c.idemPrefix, c.room, c.eventsMaxLen,
+		c.failedRetS, c.attemptsCap, c.dlqEnabled, c.dlqMaxLen, c.nonce, c.keyWaitPrefix, c.taskPrefix)
+	for _, l := range c.mine {
+		args = append(args, l.ID, l.Attempt)
+	}
+	return args
+}
+
+// finishHead is what finish_retry.lua and finish_dead.lua open with: KEYS
+// 1-6 and ARGV 1-9.
+type finishHead struct {
+	task, lease, events, band, depth, stats string
+
+	now                      int64
+	id                       string
+	attempt                  int
+	worker, group            string
+	idemPrefix               string
+	eventsMaxLen, failedRetS int64
+	attemptsCap              int
+}
+
+func (r *RDB) finishHead(a *FinishArgs, s *WorkerSettings) finishHead {
+	k := r.keys
+	return finishHead{
+		task: k.Task(a.Queue, a.ID), lease: k.Lease(a.Queue), events: k.Events(a.Queue),
+		band: k.Stream(a.Queue, a.Priority), depth: k.Depth(a.Queue), stats: k.Stats(a.Queue, minuteOf(a.Now)),
+
+		now: a.Now.UnixMilli(), id: a.ID, attempt: a.Attempt, worker: s.WorkerID, group: Group,
+		idemPrefix: k.IdempotencyPrefix(a.Queue), eventsMaxLen: s.EventsMaxLen, failedRetS: seconds(s.FailedRetention),
+		attemptsCap: AttemptsCap,
+	}
+}
+
+func (h *finishHead) keys(n int) []string {
+	return append(make([]string, 0, n), h.task, h.lease, h.events, h.band, h.depth, h.stats)
+}
+
+func (h *finishHead) args(n int) []any {
+	return append(make([]any, 0, n), h.now, h.id, h.attempt, h.worker, h.group, h.idemPrefix, h.eventsMaxLen,
+		h.failedRetS, h.attemptsCap)
+}
+
+// finishRetryCall is finish_retry.lua's KEYS and ARGV.
+type finishRetryCall struct {
+	finishHead
+	schedule, expiry string
+	limit            limitSet
+	bands            []string // p0..p9
+	retained         string
+
+	delayMS                          int64
+	class, msg                       string
+	keyWaitPrefix, taskPrefix, claim string
+	checkAttempts                    string
+}
+
+func (c *finishRetryCall) keys() []string {
+	keys := append(c.finishHead.keys(13+len(c.bands)), c.schedule, c.expiry)
+	keys = append(c.limit.appendTo(keys), c.bands...)
+	return append(keys, c.retained)
+}
+
+func (c *finishRetryCall) args() []any {
+	return append(c.finishHead.args(16), c.delayMS, c.class, c.msg, c.keyWaitPrefix, c.taskPrefix, c.claim, c.checkAttempts)
+}
+
+// finishDeadCall is finish_dead.lua's KEYS and ARGV.
+type finishDeadCall struct {
+	finishHead
+	dlq      string
+	limit    limitSet
+	bands    []string // p0..p9
+	retained string
+
+	class, msg                string
+	dlqEnabled                string
+	dlqMaxLen                 int64
+	taskPrefix, retryable     string
+	keyWaitPrefix, claimNonce string
+}
+
+func (c *finishDeadCall) keys() []string {
+	keys := append(c.finishHead.keys(12+len(c.bands)), c.dlq)
+	keys = append(c.limit.appendTo(keys), c.bands...)
+	return append(keys, c.retained)
+}
+
+func (c *finishDeadCall) args() []any {
+	// The task key prefix comes twice: once for the script, once where the
+	// limit helpers read it (limit_keys(8, 12, 16)).
+	return append(c.finishHead.args(18), c.class, c.msg, c.dlqEnabled, c.dlqMaxLen, c.taskPrefix, c.retryable,
+		c.keyWaitPrefix, c.taskPrefix, c.claimNonce)
+}
+
+// handBackCall is finish_handback.lua's KEYS and ARGV.
+type handBackCall struct {
+	task, lease, events, band string
+	limit                     limitSet
+	bands                     []string // p0..p9
+
+	now                       int64
+	id                        string
+	attempt                   int
+	worker, group             string
+	eventsMaxLen              int64
+	attemptsCap               int
+	keyWaitPrefix, taskPrefix string
+}
+
+func (c *handBackCall) keys() []string {
+	keys := append(make([]string, 0, 8+len(c.bands)), c.task, c.lease, c.events, c.band)
+	return append(c.limit.appendTo(keys), c.bands...)
+}
+
+func (c *handBackCall) args() []any {
+	return []any{c.now, c.id, c.attempt, c.worker, c.group, c.eventsMaxLen, c.attemptsCap, c.keyWaitPrefix, c.taskPrefix}
+}
+
+// finishSucceededCall is finish_succeeded.lua's KEYS and ARGV.
+type finishSucceededCall struct {
+	lease, events, depth, stats string
+	bands                       []string // p0..p9
+	limit                       limitSet
+	retained                    string
+	taskKeys, resultKeys        []string // per task
+
+	now                              int64
+	worker, group, idemPrefix        string
+	eventsMaxLen                     int64
+	succeededRetS, resultRetS        int64
+	keyWaitPrefix, taskPrefix, claim string
+	tasks                            []Success
+}
+
+func (r *RDB) finishSucceededCall(queue string, s *WorkerSettings, now time.Time, tasks []Success) *finishSucceededCall {
+	k := r.keys
+	c := &finishSucceededCall{
+		lease: k.Lease(queue), events: k.Events(queue), depth: k.Depth(queue), stats: k.Stats(queue, minuteOf(now)),
+		bands: r.bandStreams(queue), limit: r.limitSet(queue), retained: k.Retained(queue),
+		taskKeys: make([]string, len(tasks)), resultKeys: make([]string, len(tasks)),
+
+		now: now.UnixMilli(), worker: s.WorkerID, group: Group, idemPrefix: k.IdempotencyPrefix(queue),
+		eventsMaxLen: s.EventsMaxLen, succeededRetS: seconds(s.SucceededRetention), resultRetS: seconds(s.ResultRetention),
+		keyWaitPrefix: k.KeyWaitPrefix(queue), taskPrefix: k.TaskPrefix(queue), claim: s.Claim, tasks: tasks,
+	}
+	for i, t := range tasks {
+		c.taskKeys[i], c.resultKeys[i] = k.Task(queue, t.ID), k.Result(queue, t.ID)
+	}
+	return c
+}
+
+func (c *finishSucceededCall) keys() []string {
+	keys := make([]string, 0, 9+len(c.bands)+2*len(c.tasks))
+	keys = append(keys, c.lease, c.events, c.depth, c.stats)
+	keys = append(c.limit.appendTo(append(keys, c.bands...)), c.retained)
+	for i := range c.tasks {
+		keys = append(keys, c.taskKeys[i], c.resultKeys[i])
+	}
+	return keys
+}
+
+func (c *finishSucceededCall) args() []any {
+	args := make([]any, 0, 11+4*len(c.tasks))
+	args = append(args, c.now, c.worker, c.group, c.idemPrefix, c.eventsMaxLen, c.succeededRetS, c.resultRetS,
+		len(c.tasks), c.keyWaitPrefix, c.taskPrefix, c.claim)
+	for _, t := range c.tasks {
+		args = append(args, t.ID, t.Attempt, t.Result, boolArg(t.Truncated))
+	}
+	return args
+}
+
+// ingestCall is ingest.lua's KEYS and ARGV.
+type ingestCall struct {
+	depth, schedule, expiry, recent, events string
+	queueNum                                string // after the tasks' keys
+
+	now, maxDepth, eventsMaxLen, recentCap int64
+	taskPrefix, resultPrefix, streamPrefix string
+	settle                                 string
+	tasks                                  []NewTask
+	keyOf                                  Keys // builds each task's two keys
+	queue                                  string
+}
+
+func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) *ingestCall {
+	k := r.keys
+	return &ingestCall{
+		depth: k.Depth(queue), schedule: k.Schedule(queue), expiry: k.Expiry(queue), recent: k.Recent(queue),
+		events: k.Events(queue), queueNum: k.QueueNum(queue),
+
+		now: now.UnixMilli(), maxDepth: opt.MaxDepth, eventsMaxLen: opt.EventsMaxLen, recentCap: opt.RecentCap,
+		taskPrefix: k.TaskPrefix(queue), resultPrefix: k.ResultPrefix(queue), streamPrefix: k.StreamPrefix(queue),
+		settle: boolArg(settle), tasks: tasks, keyOf: k, queue: queue,
+	}
+}
+
+func (c *ingestCall) keys() []string {
+	keys := make([]string, 0, 6+2*len(c.tasks))
+	keys = append(keys, c.depth, c.schedule, c.expiry, c.recent, c.events)
+	for i := range c.tasks {
+		t := &c.tasks[i]
+		// A task without an idempotency key is fenced by the marker its
+		// deletion at once leaves.
+		record := c.keyOf.TaskEnded(c.queue, t.ID)
+		if t.IdempotencyKey != "" {
+			record = c.keyOf.Idempotency(c.queue, t.IdempotencyKey)
+		}
+		keys = append(keys, c.keyOf.Task(c.queue, t.ID), record)
+	}
+	return append(keys, c.queueNum)
+}
+
+func (c *ingestCall) args() []any {
+	args := make([]any, 0, 9+17*len(c.tasks))
+	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
+		len(c.tasks), c.streamPrefix, c.settle)
+	for i := range c.tasks {
+		t := &c.tasks[i]
+		exp := ""
+		if t.ExpiresAt > 0 {
+			exp = strconv.FormatInt(t.ExpiresAt, 10)
+		}
+		meta := t.Metadata
+		if string(meta) == "{}" {
+			meta = nil
+		}
+		ret, keep := "", ""
+		switch {
+		case t.Retention > 0:
+			ret = strconv.FormatInt(t.Retention, 10)
+		case t.Retention < 0:
+			ret = "0"
+		}
+		if t.KeepPayload {
+			keep = "1"
+		}
+		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
+			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
+			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli())
+	}
+	return args
+}

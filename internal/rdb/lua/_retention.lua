@@ -1,0 +1,103 @@
+-- retention: how long a finished task is kept, its retained counts, ended markers.
+-- Helpers prepended to the scripts that include them (never run on their own).
+
+local rf_names = {}
+
+-- retained_field names the retained-counts field of a task that ended with
+-- status and is kept until end_ms: status:<end of its bucket, epoch s>,
+-- with buckets of gran ms (see retention_gran).
+--! uses: rf_names
+local function retained_field(status, end_ms, gran)
+  -- Remembered per status and bucket: a batch's tasks share a few buckets,
+  -- and formatting one costs a sprintf.
+  local bucket = math.ceil(end_ms / gran) * gran / 1000
+  local t = rf_names[status]
+  if not t then t = {}; rf_names[status] = t end
+  local name = t[bucket]
+  if not name then name = status .. ':' .. string.format('%d', bucket); t[bucket] = name end
+  return name
+end
+
+-- retention_gran is the bucket size for a retention of ms: a minute, or an
+-- hour past 6 h, so the retained hash holds a few hundred fields per status
+-- however many tasks it counts.
+local function retention_gran(ms)
+  return ms <= 21600000 and 60000 or 3600000
+end
+
+-- ended_window is how long after its creation a task deleted at once (a
+-- retention of 0) leaves a marker: an ingest call sent again after its
+-- reply was lost (go-redis resends; so does the client, within
+-- rdb.IngestResendWindow) must find that its task was created, even when the
+-- task already ran and was deleted. A key's record does this for a keyed
+-- task, which is kept as long as its record. Settling (ingest.lua) keeps
+-- its "never created" marker as long.
+local ended_window = 60000
+
+-- mark_ended leaves the marker of a task key deleted at once: the task key
+-- with ':ended' appended (keys.go TaskEnded, same slot), living until the
+-- window after the task's creation (the time in its id) ends.
+--! uses: ended_window
+local function mark_ended(tk, now)
+  local id_ms = tonumber(string.sub(tk, -32, -21), 16)
+  -- (at most the window: an id's time may run ahead of now)
+  local left = id_ms and math.min(ended_window, id_ms + ended_window - tonumber(now)) or ended_window
+  if left > 0 then
+    redis.call('SET', tk .. ':ended', '1', 'PX', math.floor(left))
+  end
+end
+
+local ret_ms = {}
+
+-- retention_ms is a retention in seconds (text) as ms, remembered: most
+-- tasks of a call have the same one.
+--! uses: ret_ms
+local function retention_ms(s)
+  local ms = ret_ms[s]
+  if not ms then ms = tonumber(s) * 1000; ret_ms[s] = ms end
+  return ms
+end
+
+-- retain starts the retention of a task that just ended with status: its
+-- own retention (field ret, seconds, given at submission) or else
+-- default_s. A task with an idempotency key is kept at least as long as its
+-- record, so that a replay still finds it. A retention of 0 deletes the
+-- task at once. A kept task is counted in the queue's retained hash under
+-- its status and retention bucket; acc, when given, gathers the counts for
+-- one HINCRBY per field at the end of a batch (see flush_retained).
+-- r: retained (hash key), idem_prefix, now (ms). h holds ret and idem_key
+-- when the caller read them (nil: read here). Returns the retention in ms,
+-- 0 when the task was deleted.
+--! uses: retained_field, retention_gran, mark_ended, retention_ms
+local function retain(r, tk, status, default_s, h, acc)
+  local ret, ikey
+  if h then
+    ret, ikey = h.ret, h.idem_key
+  else
+    local v = redis.call('HMGET', tk, 'ret', 'idem_key')
+    ret, ikey = v[1], v[2]
+  end
+  local ms = retention_ms(ret or default_s)
+  if ikey and ikey ~= '' then
+    local left = redis.call('PTTL', r.idem_prefix .. ikey)
+    if left > ms then ms = left end
+  end
+  if ms <= 0 then
+    redis.call('DEL', tk)
+    if not (ikey and ikey ~= '') then mark_ended(tk, r.now) end
+    return 0
+  end
+  redis.call('PEXPIRE', tk, ms)
+  local field = retained_field(status, tonumber(r.now) + ms, retention_gran(ms))
+  if acc then
+    acc[field] = (acc[field] or 0) + 1
+  else
+    redis.call('HINCRBY', r.retained, field, 1)
+  end
+  return ms
+end
+
+-- flush_retained writes the counts retain gathered in acc.
+local function flush_retained(r, acc)
+  for field, n in pairs(acc) do redis.call('HINCRBY', r.retained, field, n) end
+end
