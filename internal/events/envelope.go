@@ -169,7 +169,7 @@ type entry struct {
 	ord    int64  // its ordinal in the stream (see store.go), or unknownOrd
 }
 
-// maxTSOffset bounds a task event's ts offset (see event_ts in _lib.lua):
+// maxTSOffset bounds a task event's ts offset (see event_ts in lua/_events.lua):
 // anything larger is an epoch-ms time.
 const maxTSOffset = 100_000_000_000
 
