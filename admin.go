@@ -450,7 +450,10 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 	res := &dtqtype.BulkResult{}
 	for calls := 0; cur.Queue < len(queues); calls++ {
 		if calls == bulkBudget {
-			raw, _ := json.Marshal(cur)
+			raw, err := json.Marshal(cur)
+			if err != nil {
+				return nil, err
+			}
 			next := base64.RawURLEncoding.EncodeToString(raw)
 			res.NextCursor = &next
 			return res, nil

@@ -232,7 +232,7 @@ func TestQueueAdmin(t *testing.T) {
 	b := setup(t, nil)
 	a := b.admin(t)
 	for i := range 5 {
-		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", Queue: "ops", Priority: dtq.Priority(i)})
+		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", Queue: "ops", Priority: new(i)})
 		require.NoError(t, err)
 	}
 	later, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", Queue: "ops", Delay: time.Hour})

@@ -128,8 +128,7 @@ func (i *Inspector) Ready(ctx context.Context) error {
 // readinessError turns a failed storage readiness check into a
 // *ReadinessError; other errors and nil are returned as they are.
 func readinessError(err error) error {
-	var re *rdb.ReadyError
-	if errors.As(err, &re) {
+	if re, ok := errors.AsType[*rdb.ReadyError](err); ok {
 		return &ReadinessError{Check: re.Check, Detail: re.Detail, err: re.Err}
 	}
 	return err

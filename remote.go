@@ -14,6 +14,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,10 +69,12 @@ type Remote struct {
 	secretMu sync.Mutex
 	secret   []byte // the lease token key: configured, or read from Redis once
 
-	mu      sync.Mutex
-	seen    map[string]bool
-	full    bool            // MaxRemoteQueues was reached (logged once)
-	runCtx  context.Context // set while Run runs
+	mu   sync.Mutex
+	seen map[string]bool
+	full bool // MaxRemoteQueues was reached (logged once)
+	// start, set while Run runs, starts a newly seen queue's loops under
+	// Run's context (Run owns that context; r only holds this func).
+	start   func(queue string)
 	loops   sync.WaitGroup
 	waiters sync.WaitGroup // background waits of multi-queue claims
 }
@@ -265,7 +268,7 @@ func leaseMAC(secret, body []byte) []byte {
 }
 
 func (t *leaseToken) encode(secret []byte) string {
-	body, _ := json.Marshal(t)
+	body := mustJSON(t)
 	return tokenEncoding.EncodeToString(body) + "." + tokenEncoding.EncodeToString(leaseMAC(secret, body))
 }
 
@@ -370,10 +373,8 @@ func (c *ClaimRequest) validate() error {
 		if !ValidQueueName(q) {
 			return invalid("queues", "queue %q must match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
 		}
-		for _, p := range c.Queues[:i] {
-			if p == q {
-				return invalid("queues", "queue %q is named twice", q)
-			}
+		if slices.Contains(c.Queues[:i], q) {
+			return invalid("queues", "queue %q is named twice", q)
 		}
 	}
 	if c.Max == 0 {
@@ -502,12 +503,10 @@ func (r *Remote) waitAny(ctx context.Context, waits []func(context.Context, time
 	}
 	first := make(chan struct{}, len(waits))
 	for _, w := range waits {
-		r.waiters.Add(1)
-		go func() {
-			defer r.waiters.Done()
+		r.waiters.Go(func() {
 			w(ctx, d)
 			first <- struct{}{}
-		}()
+		})
 	}
 	select {
 	case <-first:
@@ -699,8 +698,8 @@ func (r *Remote) see(queue string) {
 		return
 	}
 	r.seen[queue] = true
-	if r.runCtx != nil {
-		r.startQueue(r.runCtx, queue)
+	if r.start != nil {
+		r.start(queue)
 	}
 }
 
@@ -711,11 +710,11 @@ func (r *Remote) see(queue string) {
 // may run it at once. It returns when ctx ends and its loops stopped.
 func (r *Remote) Run(ctx context.Context) error {
 	r.mu.Lock()
-	if r.runCtx != nil {
+	if r.start != nil {
 		r.mu.Unlock()
 		return errors.New("dtq: Remote.Run is already running")
 	}
-	r.runCtx = ctx
+	r.start = func(queue string) { r.startQueue(ctx, queue) }
 	for q := range r.seen {
 		r.startQueue(ctx, q)
 	}
@@ -724,7 +723,7 @@ func (r *Remote) Run(ctx context.Context) error {
 	r.loops.Wait()
 	r.waiters.Wait()
 	r.mu.Lock()
-	r.runCtx = nil
+	r.start = nil
 	r.mu.Unlock()
 	return nil
 }

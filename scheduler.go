@@ -186,11 +186,9 @@ func refusedTick(err error) bool {
 	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueNotFound) || errors.As(err, &ve)
 }
 
-// newScheduler returns the Scheduler Worker.Run runs, nil when disabled.
+// newScheduler returns the Scheduler Worker.Run runs (unless
+// DisableScheduler is set: then NewWorker does not call it).
 func (w *Worker) newScheduler() (*Scheduler, error) {
-	if w.cfg.DisableScheduler {
-		return nil, nil
-	}
 	var cc ClientConfig
 	if w.cfg.SchedulerClient != nil {
 		cc = *w.cfg.SchedulerClient

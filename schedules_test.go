@@ -77,7 +77,7 @@ func TestPutScheduleValidation(t *testing.T) {
 		{"bad queue", func(s *dtq.Schedule) { s.Queue = "Bad Queue" }, "queue"},
 		{"no task type", func(s *dtq.Schedule) { s.TaskType = "" }, "task_type"},
 		{"payload not an object", func(s *dtq.Schedule) { s.Payload = json.RawMessage(`[1]`) }, "payload"},
-		{"priority", func(s *dtq.Schedule) { s.Priority = dtq.Priority(10) }, "priority"},
+		{"priority", func(s *dtq.Schedule) { s.Priority = new(10) }, "priority"},
 		{"max attempts", func(s *dtq.Schedule) { s.MaxAttempts = 99 }, "max_attempts"},
 		{"timeout", func(s *dtq.Schedule) { s.Timeout = 2 * time.Hour }, "timeout_ms"},
 		{"metadata too big with the schedule fields", func(s *dtq.Schedule) { s.Metadata = big }, "metadata"},

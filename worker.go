@@ -326,8 +326,10 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers})
 	w.identity = w.identityFields()
 	w.settings = conf.rdbSettings()
-	if w.sched, err = w.newScheduler(); err != nil {
-		return nil, err
+	if !conf.DisableScheduler {
+		if w.sched, err = w.newScheduler(); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -420,22 +422,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	loopCtx, loopStop := context.WithCancel(bg)
 	var loops sync.WaitGroup
 	spawn := func(c context.Context, f func(context.Context)) {
-		loops.Add(1)
-		go func() { defer loops.Done(); f(c) }()
+		loops.Go(func() { f(c) })
 	}
 	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger}
 	var fetchers sync.WaitGroup
 	for _, q := range w.queues() {
-		fetchers.Add(1)
-		go func() { defer fetchers.Done(); w.fetchLoop(ctx, hardCtx, q) }()
+		fetchers.Go(func() { w.fetchLoop(ctx, hardCtx, q) })
 		// Reclaim starts tasks too, so it must be done before the drain
 		// counts running handlers.
-		fetchers.Add(1)
-		go func() {
-			defer fetchers.Done()
+		fetchers.Go(func() {
 			maintenance.Run(ctx, maintenance.Service{Name: "reclaim", Queue: q, Logger: w.cfg.Logger,
 				MaxSleep: w.cfg.HeartbeatInterval, Step: w.reclaimStep(hardCtx, q)})
-		}()
+		})
 		spawn(ctx, func(c context.Context) { maintenance.RunPromoter(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })

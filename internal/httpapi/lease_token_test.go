@@ -104,7 +104,7 @@ func TestHTTPWorkerForgedTokenCannotRetryPastMaxAttempts(t *testing.T) {
 func TestHTTPWorkerForgedTokenCannotAckAnotherBand(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	id := b.submit(t, dtq.Submission{Type: "x", Queue: "fb", Priority: dtq.Priority(7)})
+	id := b.submit(t, dtq.Submission{Type: "x", Queue: "fb", Priority: new(7)})
 	tasks := b.claimTasks(t, `{"worker_id": "py-1", "queues": ["fb"]}`)
 	require.Len(t, tasks, 1)
 	st := b.leaseState(t, "fb", id, 7, false)
@@ -140,7 +140,7 @@ func TestHTTPWorkerTokenFromPublicFieldsCannotFinishAGoWorkersTask(t *testing.T)
 		}
 		return map[string]any{"real": true}, nil
 	}})
-	id := b.submit(t, dtq.Submission{Type: "slow", Queue: "gw", Priority: dtq.Priority(3)})
+	id := b.submit(t, dtq.Submission{Type: "slow", Queue: "gw", Priority: new(3)})
 	<-started
 
 	// What anyone with the key reads about the running task.
