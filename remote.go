@@ -47,9 +47,9 @@ const (
 
 var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
-// ValidWorkerID reports whether id is a valid worker id (the form
+// validWorkerID reports whether id is a valid worker id (the form
 // DTQ_WORKER_ID accepts): 1..128 characters of A-Z a-z 0-9 _ . : @ -.
-func ValidWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
+func validWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 
 // Remote runs tasks on behalf of workers that are not Go programs and reach
 // dtq over HTTP: it claims, renews and finalizes with the same scripts,
@@ -71,7 +71,7 @@ type Remote struct {
 
 	mu   sync.Mutex
 	seen map[string]bool
-	full bool // MaxRemoteQueues was reached (logged once)
+	full bool // maxRemoteQueues was reached (logged once)
 	// start, set while Run runs, starts a newly seen queue's loops under
 	// Run's context (Run owns that context; r only holds this func).
 	start   func(queue string)
@@ -282,7 +282,7 @@ func parseToken(s string) (*leaseToken, error) {
 	b64, mac, _ := strings.Cut(s, ".")
 	body, err := tokenEncoding.DecodeString(b64)
 	var t leaseToken
-	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
+	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !validWorkerID(t.Worker) ||
 		t.Attempt < 1 || t.ID == "" {
 		return nil, invalid("lease_token", "is not a lease token this API issued; pass the lease_token the claim returned")
 	}
@@ -363,7 +363,7 @@ func checkLease(d time.Duration) (time.Duration, error) {
 }
 
 func (c *ClaimRequest) validate() error {
-	if !ValidWorkerID(c.WorkerID) {
+	if !validWorkerID(c.WorkerID) {
 		return invalid("worker_id", "must be 1..128 characters of A-Z a-z 0-9 _ . : @ -")
 	}
 	if len(c.Queues) == 0 || len(c.Queues) > MaxClaimQueues {
@@ -636,7 +636,7 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	if f.Class == "" {
 		f.Class = "Error"
 	}
-	if len(f.Class) > 128 || !ValidWorkerID(f.Class) {
+	if len(f.Class) > 128 || !validWorkerID(f.Class) {
 		return invalid("error.class", "must be 1..128 characters of A-Z a-z 0-9 _ . : @ -")
 	}
 	if f.RetryAfter < 0 || f.RetryAfter > 365*24*time.Hour {
@@ -676,10 +676,10 @@ func (r *Remote) done(ctx context.Context, worker, id string) {
 	}
 }
 
-// MaxRemoteQueues bounds the queues one Remote services (three background
+// maxRemoteQueues bounds the queues one Remote services (three background
 // loops each): claims of further queues work, but their expired leases come
 // back only through another process that services them.
-const MaxRemoteQueues = 1024
+const maxRemoteQueues = 1024
 
 // see notes that queue was claimed from, starting its maintenance when Run
 // runs.
@@ -689,11 +689,11 @@ func (r *Remote) see(queue string) {
 	if r.seen[queue] {
 		return
 	}
-	if len(r.seen) >= MaxRemoteQueues {
+	if len(r.seen) >= maxRemoteQueues {
 		if !r.full {
 			r.full = true
 			r.cfg.Logger.Warn("HTTP workers claim from more queues than this API process services; expired leases of the others are not reclaimed here",
-				"limit", MaxRemoteQueues, "queue", queue)
+				"limit", maxRemoteQueues, "queue", queue)
 		}
 		return
 	}

@@ -81,15 +81,15 @@ func ValidScheduleName(name string) bool {
 
 const scheduleNameRule = "must match ^[a-z0-9][a-z0-9_.-]{0,127}$ (lowercase letters, digits, '_', '.' and '-')"
 
-// ScheduleKey is the idempotency key of the task of schedule name's tick.
-func ScheduleKey(name string, tick time.Time) string {
+// scheduleKey is the idempotency key of the task of schedule name's tick.
+func scheduleKey(name string, tick time.Time) string {
 	return "schedule:" + name + ":" + strconv.FormatInt(tick.Unix(), 10)
 }
 
 // Event types on the _sys stream.
 const (
-	// EventScheduleFired is appended once per task a schedule makes.
-	EventScheduleFired = "SCHEDULE_FIRED"
+	// eventScheduleFired is appended once per task a schedule makes.
+	eventScheduleFired = "SCHEDULE_FIRED"
 )
 
 // PutSchedule creates schedule s, or replaces the definition of the
@@ -272,7 +272,7 @@ func scheduleSubmission(info *dtqtype.ScheduleInfo, tick time.Time, triggered bo
 	sub := Submission{Queue: info.Queue, Type: info.TaskType, Payload: info.Payload, Priority: new(info.Priority),
 		MaxAttempts: info.MaxAttempts, Timeout: time.Duration(info.TimeoutMS) * time.Millisecond, Metadata: json.RawMessage(meta)}
 	if !triggered {
-		sub.IdempotencyKey = ScheduleKey(info.Name, tick)
+		sub.IdempotencyKey = scheduleKey(info.Name, tick)
 	}
 	return sub, nil
 }
@@ -298,7 +298,7 @@ func scheduleMetadata(meta []byte, name string, tick time.Time, triggered bool) 
 func scheduleFiredEvent(info *dtqtype.ScheduleInfo, taskID string, tick, now time.Time, triggered bool) []any {
 	meta := mustJSON(map[string]any{"schedule": info.Name, "queue": info.Queue,
 		"scheduled_for": tick.UTC().Format(dtqtype.TimeLayout), "triggered": triggered})
-	return []any{"type", EventScheduleFired, "task_id", taskID, "task_type", info.TaskType,
+	return []any{"type", eventScheduleFired, "task_id", taskID, "task_type", info.TaskType,
 		"ts", now.UnixMilli(), "meta", string(meta)}
 }
 

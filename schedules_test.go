@@ -257,7 +257,7 @@ func TestFourSchedulerProcesses(t *testing.T) {
 		gap := mustTime(t, ticks[i]).Sub(mustTime(t, ticks[i-1]))
 		missed += int(gap/time.Second) - 1
 	}
-	fired := sysEventCount(t, b, dtq.EventScheduleFired)
+	fired := sysEventCount(t, b, "SCHEDULE_FIRED")
 	fmt.Printf("schedules: %d scheduler processes (%d accepting only other task types), @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
 		procs, procs/2, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
 	require.Empty(t, refused, "a tick was recorded as refused")

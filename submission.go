@@ -84,9 +84,9 @@ const (
 	MaxRetention = 366 * 24 * time.Hour
 )
 
-// kept is a configured retention as the scripts take it: NoRetention
+// scriptRetention is a configured retention as the scripts take it: NoRetention
 // becomes 0, "delete as it finishes".
-func kept(d time.Duration) time.Duration {
+func scriptRetention(d time.Duration) time.Duration {
 	if d == NoRetention {
 		return 0
 	}

@@ -64,11 +64,6 @@ type WorkerConfig struct {
 	// kept, and a dead-lettered one once it leaves the DLQ index. Default
 	// 7 days; NoRetention deletes it as it finishes.
 	FailedRetention time.Duration
-	// TaskRetention sets SucceededRetention and FailedRetention where they
-	// are zero.
-	//
-	// Deprecated: set SucceededRetention and FailedRetention.
-	TaskRetention time.Duration
 	// ResultRetention is how long a result is kept. Default 1h.
 	ResultRetention time.Duration
 	// ResultMaxBytes: a larger result is dropped and flagged truncated.
@@ -190,8 +185,6 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	case o.RetryJitter > 1:
 		return o, errors.New("dtq: RetryJitter must be between 0 and 1")
 	}
-	def(&o.SucceededRetention, o.TaskRetention)
-	def(&o.FailedRetention, o.TaskRetention)
 	def(&o.SucceededRetention, DefaultSucceededRetention)
 	def(&o.FailedRetention, DefaultFailedRetention)
 	for _, d := range []time.Duration{o.SucceededRetention, o.FailedRetention} {
@@ -233,7 +226,7 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 func (c *WorkerConfig) rdbSettings() rdb.WorkerSettings {
 	return rdb.WorkerSettings{
 		WorkerID: c.WorkerID, Lease: c.VisibilityTimeout, EventsMaxLen: c.EventsMaxLen,
-		SucceededRetention: kept(c.SucceededRetention), FailedRetention: kept(c.FailedRetention),
+		SucceededRetention: scriptRetention(c.SucceededRetention), FailedRetention: scriptRetention(c.FailedRetention),
 		ResultRetention: c.ResultRetention, DLQEnabled: !c.DisableDLQ, DLQMaxLen: c.DLQMaxLen,
 	}
 }

@@ -24,7 +24,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 	cc := c.Client(t)
 	prefix := runPrefix("bodies")
 	ctx := context.Background()
-	b := rdbtest.NewBodies(t, cc, prefix)
+	b := rdbtest.NewBodyChecker(t, cc, prefix)
 	r := rdb.New(cc, prefix)
 	f := rdbtest.New(r)
 	as, ws := f.Admin, f.Settings

@@ -48,7 +48,7 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 	proxy, direct, viaProxy := proxied(t)
 	ctx := context.Background()
 	const prefix = "bodies"
-	b := rdbtest.NewBodies(t, direct, prefix)
+	b := rdbtest.NewBodyChecker(t, direct, prefix)
 	r := rdb.New(viaProxy, prefix)
 	f := rdbtest.New(r)
 	as, ws := f.Admin, f.Settings

@@ -182,7 +182,7 @@ func TestHTTPWorkerTokenOfAnEarlierClaimIsLost(t *testing.T) {
 	require.Len(t, first, 1)
 	res := b.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/fail", tokenBody(first[0].LeaseToken, `, "error": {"class": "Boom", "message": "x"}`))
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
-	_, err := b.admin.RequeueDLQ(b.ctx, id)
+	_, err := b.admin.RequeueDLQ(b.ctx, id, dtq.RequeueOptions{})
 	require.NoError(t, err)
 	// The same worker gets the same attempt again, under another claim:
 	// the first claim's token fences nothing.
