@@ -24,10 +24,6 @@ type AdminConfig struct {
 	// discarded from the DLQ) is kept, unless its own retention says
 	// otherwise. Default 7 days; NoRetention deletes it at once.
 	FailedRetention time.Duration
-	// TaskRetention sets FailedRetention when that is zero.
-	//
-	// Deprecated: set FailedRetention.
-	TaskRetention time.Duration
 	// IdempotencyTTL is the fresh TTL a DLQ requeue gives the task's
 	// idempotency record. Default 24h.
 	IdempotencyTTL time.Duration
@@ -82,9 +78,6 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 		o.EventsMaxLen = DefaultStreamMaxLen
 	}
 	if o.FailedRetention == 0 {
-		o.FailedRetention = o.TaskRetention
-	}
-	if o.FailedRetention == 0 {
 		o.FailedRetention = DefaultFailedRetention
 	}
 	if o.FailedRetention != NoRetention && (o.FailedRetention < 0 || o.FailedRetention > MaxRetention) {
@@ -111,7 +104,7 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	}
 	r := replicated(rdb.New(c, o.KeyPrefix), o.ReplicaAcks, o.ReplicaAckTimeout)
 	return &Admin{rdb: r, clk: o.Clock, client: o.Client, s: rdb.AdminSettings{
-		EventsMaxLen: o.EventsMaxLen, FailedRetention: kept(o.FailedRetention), IdempotencyTTL: o.IdempotencyTTL,
+		EventsMaxLen: o.EventsMaxLen, FailedRetention: scriptRetention(o.FailedRetention), IdempotencyTTL: o.IdempotencyTTL,
 		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
 	}}, nil
 }
@@ -326,16 +319,6 @@ func (a *Admin) RecountQueue(ctx context.Context, queue string) (int64, int64, e
 	return a.rdb.Recount(ctx, queue)
 }
 
-// RequeueDLQ puts a task of the dead-letter queue back in its queue as a
-// fresh start: attempt 1, previous_attempts +1, the last error cleared, no
-// deadline, idempotency record processing again with a fresh TTL. A task
-// that is not in the DLQ index (discarded, dropped by the cap, or never
-// dead-lettered) is ErrDLQEntryNotFound. When the DLQ is off, failed tasks
-// may be requeued the same way. See RequeueDLQWith to give a new deadline.
-func (a *Admin) RequeueDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
-	return a.RequeueDLQWith(ctx, id, RequeueOptions{})
-}
-
 // RequeueOptions are the options of one DLQ requeue.
 type RequeueOptions struct {
 	// ExpiresAt is the requeued task's new start deadline. Zero: none.
@@ -345,9 +328,15 @@ type RequeueOptions struct {
 	TTL time.Duration
 }
 
-// RequeueDLQWith is RequeueDLQ with options: a deadline in the past, or
-// both ExpiresAt and TTL, is a *ValidationError (ErrInvalidTask).
-func (a *Admin) RequeueDLQWith(ctx context.Context, id string, opt RequeueOptions) (*dtqtype.TaskInfo, error) {
+// RequeueDLQ puts a task of the dead-letter queue back in its queue as a
+// fresh start: attempt 1, previous_attempts +1, the last error cleared, no
+// deadline, idempotency record processing again with a fresh TTL. A task
+// that is not in the DLQ index (discarded, dropped by the cap, or never
+// dead-lettered) is ErrDLQEntryNotFound. When the DLQ is off, failed tasks
+// may be requeued the same way. opt may give the requeued task a new
+// deadline; one in the past, or both ExpiresAt and TTL, is a
+// *ValidationError (ErrInvalidTask). The zero RequeueOptions sets none.
+func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (*dtqtype.TaskInfo, error) {
 	now := a.clk()
 	deadline := opt.ExpiresAt
 	switch {
@@ -450,7 +439,10 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 	res := &dtqtype.BulkResult{}
 	for calls := 0; cur.Queue < len(queues); calls++ {
 		if calls == bulkBudget {
-			raw, _ := json.Marshal(cur)
+			raw, err := json.Marshal(cur)
+			if err != nil {
+				return nil, err
+			}
 			next := base64.RawURLEncoding.EncodeToString(raw)
 			res.NextCursor = &next
 			return res, nil

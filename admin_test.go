@@ -156,7 +156,7 @@ func TestDLQRequeueAndIdempotency(t *testing.T) {
 	// Requeue while the worker is paused out, so the 409 window is visible.
 	_, err = a.PauseQueue(b.ctx, "default", "test")
 	require.NoError(t, err)
-	ti, err := a.RequeueDLQ(b.ctx, res.TaskID)
+	ti, err := a.RequeueDLQ(b.ctx, res.TaskID, dtq.RequeueOptions{})
 	require.NoError(t, err)
 	require.Equal(t, dtqtype.StatusQueued, ti.Status)
 	require.Equal(t, 1, ti.Attempt)
@@ -169,7 +169,7 @@ func TestDLQRequeueAndIdempotency(t *testing.T) {
 	again, err := b.client.Submit(b.ctx, dtq.Submission{Type: "job", IdempotencyKey: "dq"})
 	require.NoError(t, err)
 	require.True(t, again.Duplicate)
-	_, err = a.RequeueDLQ(b.ctx, res.TaskID)
+	_, err = a.RequeueDLQ(b.ctx, res.TaskID, dtq.RequeueOptions{})
 	require.ErrorIs(t, err, dtq.ErrDLQEntryNotFound)
 }
 
@@ -232,7 +232,7 @@ func TestQueueAdmin(t *testing.T) {
 	b := setup(t, nil)
 	a := b.admin(t)
 	for i := range 5 {
-		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", Queue: "ops", Priority: dtq.Priority(i)})
+		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", Queue: "ops", Priority: new(i)})
 		require.NoError(t, err)
 	}
 	later, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", Queue: "ops", Delay: time.Hour})

@@ -51,8 +51,7 @@ func (n *normalized) reencodedWork() []byte {
 	} else if n.ttlSeconds != 0 {
 		canon["ttl_seconds"] = n.ttlSeconds
 	}
-	b, _ := json.Marshal(canon)
-	return b
+	return mustJSON(canon)
 }
 
 // appendWork writes the object reencodedWork encodes, keys in the same
@@ -96,7 +95,7 @@ func (n *normalized) appendWork(b []byte) ([]byte, bool) {
 // is: printable ASCII other than the quote, the backslash and the three
 // characters encoding/json escapes for HTML (<, >, &).
 func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if !plainByte(s[i]) {
 			return false
 		}

@@ -159,7 +159,9 @@ func (c *Client) submit(ctx context.Context, s Submission, lim *limits) (*Submit
 	if err != nil {
 		return nil, err
 	}
-	o, err := c.batcher(n.queue).do(ctx, &pendingSubmit{n: n, task: nt})
+	// The batch's ingest call serves many callers, so it runs under none
+	// of their contexts (see newSubmitBatcher); ctx bounds only the wait.
+	o, err := c.batcher(n.queue).do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
 	if err != nil {
 		return nil, unknownOutcome(err, n, &nt)
 	}
@@ -252,7 +254,7 @@ func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, ta
 	}
 	res, serr := c.rdb.SettleIngest(ctx, queue, now, opt, tasks)
 	if serr != nil {
-		return nil, &ingestUnknown{err: err}
+		return nil, &ingestUnknownError{err: err}
 	}
 	for i := range res {
 		if res[i].Outcome == rdb.Absent {
@@ -265,19 +267,18 @@ func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, ta
 // unknownOutcome is err as task t's answer: an *OutcomeUnknownError when
 // the ingest call's outcome is unknown, else err.
 func unknownOutcome(err error, n *normalized, t *rdb.NewTask) error {
-	var u *ingestUnknown
-	if errors.As(err, &u) {
+	if u, ok := errors.AsType[*ingestUnknownError](err); ok {
 		return &OutcomeUnknownError{Queue: n.queue, TaskID: t.ID, Key: n.key, Err: u.err}
 	}
 	return err
 }
 
-// ingestUnknown is an ingest call whose outcome Redis would not tell; each
+// ingestUnknownError is an ingest call whose outcome Redis would not tell; each
 // task's answer becomes an *OutcomeUnknownError.
-type ingestUnknown struct{ err error }
+type ingestUnknownError struct{ err error }
 
-func (e *ingestUnknown) Error() string { return e.err.Error() }
-func (e *ingestUnknown) Unwrap() error { return e.err }
+func (e *ingestUnknownError) Error() string { return e.err.Error() }
+func (e *ingestUnknownError) Unwrap() error { return e.err }
 
 // DurabilityWarnings says, with ReplicaAcks set, what keeps the
 // acknowledgements from protecting acknowledged tasks: a master without

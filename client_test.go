@@ -128,7 +128,7 @@ func TestConcurrentSubmitsMergeAndAllLand(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := b.client.Submit(b.ctx, dtq.Submission{Queue: "bulk", Type: "echo", Priority: dtq.Priority(i % 10)})
+			r, err := b.client.Submit(b.ctx, dtq.Submission{Queue: "bulk", Type: "echo", Priority: new(i % 10)})
 			errs[i] = err
 			if err == nil {
 				ids[i] = r.TaskID
@@ -196,7 +196,7 @@ func TestValidationWritesNothing(t *testing.T) {
 		{dtq.Submission{}, "task_type", dtq.ErrInvalidTask},
 		{dtq.Submission{Type: "bad type"}, "task_type", dtq.ErrInvalidTask},
 		{dtq.Submission{Type: "x", Queue: "Bad"}, "queue", dtq.ErrInvalidTask},
-		{dtq.Submission{Type: "x", Priority: dtq.Priority(10)}, "priority", dtq.ErrInvalidTask},
+		{dtq.Submission{Type: "x", Priority: new(10)}, "priority", dtq.ErrInvalidTask},
 		{dtq.Submission{Type: "x", MaxAttempts: 11}, "max_attempts", dtq.ErrInvalidTask},
 		{dtq.Submission{Type: "x", Timeout: 2 * time.Hour}, "timeout_ms", dtq.ErrInvalidTask},
 		{dtq.Submission{Type: "x", Payload: json.RawMessage(`[1]`)}, "payload", dtq.ErrInvalidTask},

@@ -84,7 +84,7 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 		case "priority":
 			var p int64
 			p, err = jsonInt(field, raw, 0, 9)
-			s.Priority = Priority(int(p))
+			s.Priority = new(int(p))
 		case "max_attempts":
 			var v int64
 			v, err = jsonInt(field, raw, 1, math.MaxInt32)

@@ -132,8 +132,7 @@ func (e *TooManyWorkersError) Unwrap() error { return ErrTooManyWorkers }
 
 // tooManyWorkers converts the storage layer's bound error to the public one.
 func tooManyWorkers(err error) error {
-	var tm *rdb.TooManyWorkersError
-	if errors.As(err, &tm) {
+	if tm, ok := errors.AsType[*rdb.TooManyWorkersError](err); ok {
 		return &TooManyWorkersError{Scope: tm.Scope, Count: tm.Count, Limit: tm.Limit, RetryAfter: tm.RetryAfter}
 	}
 	return err
@@ -214,7 +213,10 @@ func errorClass(err error) string {
 		return c.ErrorClass()
 	}
 	for {
-		switch e := err.(type) {
+		// Only dtq's own outermost wrappers (Permanent, RetryAfter) are
+		// peeled, to name the handler's error: errors.As would reach into
+		// the handler's own chain and name a cause instead.
+		switch e := err.(type) { //nolint:errorlint // see above
 		case *permanentError:
 			err = e.err
 			continue

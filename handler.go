@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -101,8 +102,8 @@ func (m *ServeMux) Handler(taskType string) Handler {
 	if !ok {
 		return nil
 	}
-	for i := len(m.mws) - 1; i >= 0; i-- {
-		h = m.mws[i](h)
+	for _, v := range slices.Backward(m.mws) {
+		h = v(h)
 	}
 	return h
 }
@@ -181,8 +182,7 @@ func (e *classedError) ErrorClass() string { return e.class }
 // RetryDelay reports the delay requested with RetryAfter anywhere in err's
 // chain.
 func RetryDelay(err error) (time.Duration, bool) {
-	var ra *retryAfterError
-	if errors.As(err, &ra) {
+	if ra, ok := errors.AsType[*retryAfterError](err); ok {
 		return ra.d, true
 	}
 	return 0, false

@@ -269,7 +269,7 @@ func TestIdempotencyFingerprint(t *testing.T) {
 		{"payload string escapes", base, with(func(s *dtq.Submission) { s.Payload = json.RawMessage(`{"amount":10,"currency":"\u0045UR"}`) }), false},
 		{"payload as a map", base, with(func(s *dtq.Submission) { s.Payload = map[string]any{"currency": "EUR", "amount": 10} }), false},
 		{"explicit defaults", base, with(func(s *dtq.Submission) {
-			s.Priority, s.MaxAttempts, s.Timeout = dtq.Priority(5), 5, 30*time.Second
+			s.Priority, s.MaxAttempts, s.Timeout = new(5), 5, 30*time.Second
 		}), false},
 		{"metadata", base, with(func(s *dtq.Submission) { s.Metadata = map[string]string{"trace": "other"} }), false},
 		{"metadata ttl_seconds", base, with(func(s *dtq.Submission) { s.Metadata = map[string]int{"ttl_seconds": 60} }), false},
@@ -280,7 +280,7 @@ func TestIdempotencyFingerprint(t *testing.T) {
 		// Numbers are compared as written, never as floats.
 		{"number spelling", base, with(func(s *dtq.Submission) { s.Payload = json.RawMessage(`{"amount":10.0,"currency":"EUR"}`) }), true},
 		{"task type", base, with(func(s *dtq.Submission) { s.Type = "refund" }), true},
-		{"priority", base, with(func(s *dtq.Submission) { s.Priority = dtq.Priority(6) }), true},
+		{"priority", base, with(func(s *dtq.Submission) { s.Priority = new(6) }), true},
 		{"max attempts", base, with(func(s *dtq.Submission) { s.MaxAttempts = 3 }), true},
 		{"timeout", base, with(func(s *dtq.Submission) { s.Timeout = time.Second }), true},
 		{"delay", base, with(func(s *dtq.Submission) { s.Delay = time.Minute }), true},

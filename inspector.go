@@ -128,8 +128,7 @@ func (i *Inspector) Ready(ctx context.Context) error {
 // readinessError turns a failed storage readiness check into a
 // *ReadinessError; other errors and nil are returned as they are.
 func readinessError(err error) error {
-	var re *rdb.ReadyError
-	if errors.As(err, &re) {
+	if re, ok := errors.AsType[*rdb.ReadyError](err); ok {
 		return &ReadinessError{Check: re.Check, Detail: re.Detail, err: re.Err}
 	}
 	return err
@@ -167,37 +166,15 @@ func (i *Inspector) RedisMemory(ctx context.Context) (*dtqtype.RedisMemory, erro
 	return &dtqtype.RedisMemory{UsedBytes: m.UsedBytes, MaxBytes: m.MaxBytes}, nil
 }
 
-// MemoryWarnAt is the share of maxmemory past which Redis's memory use is
-// reported (by /ready, without failing it).
-const MemoryWarnAt = 0.8
-
-// MemoryWarnings says what a deployment should know about Redis's memory:
-// no maxmemory set (Redis grows until the host runs out), or use past
-// MemoryWarnAt of it (at 100 % every write is refused). None for nil.
-func MemoryWarnings(m *dtqtype.RedisMemory) []string {
-	switch {
-	case m == nil:
-		return nil
-	case m.MaxBytes == 0:
-		return []string{"Redis has no maxmemory set: it grows until the host runs out of memory; " +
-			"set maxmemory (with maxmemory-policy noeviction) and size it as docs/operations.md (\"Sizing Redis\") shows"}
-	case float64(m.UsedBytes) > MemoryWarnAt*float64(m.MaxBytes):
-		return []string{fmt.Sprintf("Redis uses %.0f%% of maxmemory (%d of %d bytes); at 100%% every submission is refused "+
-			"with 503: raise maxmemory or shorten DTQ_SUCCEEDED_RETENTION / DTQ_FAILED_RETENTION",
-			100*float64(m.UsedBytes)/float64(m.MaxBytes), m.UsedBytes, m.MaxBytes)}
-	}
-	return nil
-}
-
 // Readiness checks, as named by ReadinessError.Check.
 const (
-	CheckRedis           = rdb.CheckRedis           // Redis answers
+	CheckRedisReachable  = rdb.CheckRedis           // Redis answers
 	CheckScripts         = rdb.CheckScripts         // dtq's scripts are loaded
 	CheckMaxmemoryPolicy = rdb.CheckMaxmemoryPolicy // maxmemory-policy is noeviction
 	CheckRedisVersion    = rdb.CheckRedisVersion    // Redis is at least 7.0
 )
 
-// ReadinessError is a failed readiness check. Check is one of CheckRedis,
+// ReadinessError is a failed readiness check. Check is one of CheckRedisReachable,
 // CheckRedisVersion, CheckScripts or CheckMaxmemoryPolicy (and, from
 // Worker.Ready, CheckRegistered or CheckDraining) and is safe to show anyone; the
 // wrapped cause may name the Redis address or carry a driver's message and

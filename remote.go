@@ -14,6 +14,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,9 +47,9 @@ const (
 
 var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
-// ValidWorkerID reports whether id is a valid worker id (the form
+// validWorkerID reports whether id is a valid worker id (the form
 // DTQ_WORKER_ID accepts): 1..128 characters of A-Z a-z 0-9 _ . : @ -.
-func ValidWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
+func validWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 
 // Remote runs tasks on behalf of workers that are not Go programs and reach
 // dtq over HTTP: it claims, renews and finalizes with the same scripts,
@@ -68,10 +69,12 @@ type Remote struct {
 	secretMu sync.Mutex
 	secret   []byte // the lease token key: configured, or read from Redis once
 
-	mu      sync.Mutex
-	seen    map[string]bool
-	full    bool            // MaxRemoteQueues was reached (logged once)
-	runCtx  context.Context // set while Run runs
+	mu   sync.Mutex
+	seen map[string]bool
+	full bool // maxRemoteQueues was reached (logged once)
+	// start, set while Run runs, starts a newly seen queue's loops under
+	// Run's context (Run owns that context; r only holds this func).
+	start   func(queue string)
 	loops   sync.WaitGroup
 	waiters sync.WaitGroup // background waits of multi-queue claims
 }
@@ -265,7 +268,7 @@ func leaseMAC(secret, body []byte) []byte {
 }
 
 func (t *leaseToken) encode(secret []byte) string {
-	body, _ := json.Marshal(t)
+	body := mustJSON(t)
 	return tokenEncoding.EncodeToString(body) + "." + tokenEncoding.EncodeToString(leaseMAC(secret, body))
 }
 
@@ -279,7 +282,7 @@ func parseToken(s string) (*leaseToken, error) {
 	b64, mac, _ := strings.Cut(s, ".")
 	body, err := tokenEncoding.DecodeString(b64)
 	var t leaseToken
-	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !ValidWorkerID(t.Worker) ||
+	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !validWorkerID(t.Worker) ||
 		t.Attempt < 1 || t.ID == "" {
 		return nil, invalid("lease_token", "is not a lease token this API issued; pass the lease_token the claim returned")
 	}
@@ -360,7 +363,7 @@ func checkLease(d time.Duration) (time.Duration, error) {
 }
 
 func (c *ClaimRequest) validate() error {
-	if !ValidWorkerID(c.WorkerID) {
+	if !validWorkerID(c.WorkerID) {
 		return invalid("worker_id", "must be 1..128 characters of A-Z a-z 0-9 _ . : @ -")
 	}
 	if len(c.Queues) == 0 || len(c.Queues) > MaxClaimQueues {
@@ -370,10 +373,8 @@ func (c *ClaimRequest) validate() error {
 		if !ValidQueueName(q) {
 			return invalid("queues", "queue %q must match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
 		}
-		for _, p := range c.Queues[:i] {
-			if p == q {
-				return invalid("queues", "queue %q is named twice", q)
-			}
+		if slices.Contains(c.Queues[:i], q) {
+			return invalid("queues", "queue %q is named twice", q)
 		}
 	}
 	if c.Max == 0 {
@@ -502,12 +503,10 @@ func (r *Remote) waitAny(ctx context.Context, waits []func(context.Context, time
 	}
 	first := make(chan struct{}, len(waits))
 	for _, w := range waits {
-		r.waiters.Add(1)
-		go func() {
-			defer r.waiters.Done()
+		r.waiters.Go(func() {
 			w(ctx, d)
 			first <- struct{}{}
-		}()
+		})
 	}
 	select {
 	case <-first:
@@ -637,7 +636,7 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	if f.Class == "" {
 		f.Class = "Error"
 	}
-	if len(f.Class) > 128 || !ValidWorkerID(f.Class) {
+	if len(f.Class) > 128 || !validWorkerID(f.Class) {
 		return invalid("error.class", "must be 1..128 characters of A-Z a-z 0-9 _ . : @ -")
 	}
 	if f.RetryAfter < 0 || f.RetryAfter > 365*24*time.Hour {
@@ -677,10 +676,10 @@ func (r *Remote) done(ctx context.Context, worker, id string) {
 	}
 }
 
-// MaxRemoteQueues bounds the queues one Remote services (three background
+// maxRemoteQueues bounds the queues one Remote services (three background
 // loops each): claims of further queues work, but their expired leases come
 // back only through another process that services them.
-const MaxRemoteQueues = 1024
+const maxRemoteQueues = 1024
 
 // see notes that queue was claimed from, starting its maintenance when Run
 // runs.
@@ -690,17 +689,17 @@ func (r *Remote) see(queue string) {
 	if r.seen[queue] {
 		return
 	}
-	if len(r.seen) >= MaxRemoteQueues {
+	if len(r.seen) >= maxRemoteQueues {
 		if !r.full {
 			r.full = true
 			r.cfg.Logger.Warn("HTTP workers claim from more queues than this API process services; expired leases of the others are not reclaimed here",
-				"limit", MaxRemoteQueues, "queue", queue)
+				"limit", maxRemoteQueues, "queue", queue)
 		}
 		return
 	}
 	r.seen[queue] = true
-	if r.runCtx != nil {
-		r.startQueue(r.runCtx, queue)
+	if r.start != nil {
+		r.start(queue)
 	}
 }
 
@@ -711,11 +710,11 @@ func (r *Remote) see(queue string) {
 // may run it at once. It returns when ctx ends and its loops stopped.
 func (r *Remote) Run(ctx context.Context) error {
 	r.mu.Lock()
-	if r.runCtx != nil {
+	if r.start != nil {
 		r.mu.Unlock()
 		return errors.New("dtq: Remote.Run is already running")
 	}
-	r.runCtx = ctx
+	r.start = func(queue string) { r.startQueue(ctx, queue) }
 	for q := range r.seen {
 		r.startQueue(ctx, q)
 	}
@@ -724,7 +723,7 @@ func (r *Remote) Run(ctx context.Context) error {
 	r.loops.Wait()
 	r.waiters.Wait()
 	r.mu.Lock()
-	r.runCtx = nil
+	r.start = nil
 	r.mu.Unlock()
 	return nil
 }

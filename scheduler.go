@@ -31,7 +31,7 @@ type SchedulerConfig struct {
 
 // Scheduler fires the schedules stored in Redis (see Admin.PutSchedule):
 // for each due schedule it submits the task of the latest due tick through
-// its Client with the idempotency key ScheduleKey(name, tick), so any
+// its Client with the idempotency key scheduleKey(name, tick), so any
 // number of Schedulers, in any number of processes, make exactly one task
 // per tick without a leader. Workers (Worker.Run) and the API server (dtq
 // api) run one each. It is safe for concurrent use.
@@ -186,11 +186,9 @@ func refusedTick(err error) bool {
 	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueNotFound) || errors.As(err, &ve)
 }
 
-// newScheduler returns the Scheduler Worker.Run runs, nil when disabled.
+// newScheduler returns the Scheduler Worker.Run runs (unless
+// DisableScheduler is set: then NewWorker does not call it).
 func (w *Worker) newScheduler() (*Scheduler, error) {
-	if w.cfg.DisableScheduler {
-		return nil, nil
-	}
 	var cc ClientConfig
 	if w.cfg.SchedulerClient != nil {
 		cc = *w.cfg.SchedulerClient

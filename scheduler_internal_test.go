@@ -142,13 +142,13 @@ func TestSchedulerOneTaskPerTickAcrossSchedulers(t *testing.T) {
 	for i, ti := range ts {
 		want := time.Date(2024, 5, 1, 10, i+1, 0, 0, time.UTC)
 		require.Equal(t, want.Format(dtqtype.TimeLayout), scheduledFor(t, ti))
-		require.Equal(t, ScheduleKey("every-minute", want), *ti.IdempotencyKey)
+		require.Equal(t, scheduleKey("every-minute", want), *ti.IdempotencyKey)
 		require.JSONEq(t, `{"kind":"daily"}`, string(ti.Payload))
 		var meta map[string]any
 		require.NoError(t, json.Unmarshal(ti.Metadata, &meta))
 		require.Equal(t, "ops", meta["team"])
 	}
-	require.Equal(t, 3, b.sysEvents(t, EventScheduleFired), "SCHEDULE_FIRED once per tick")
+	require.Equal(t, 3, b.sysEvents(t, eventScheduleFired), "SCHEDULE_FIRED once per tick")
 
 	info, err := b.admin.GetSchedule(b.ctx, "every-minute")
 	require.NoError(t, err)
@@ -234,7 +234,7 @@ func TestSchedulePauseResumeTrigger(t *testing.T) {
 	ts := b.tasks(t, "sched")
 	require.Len(t, ts, 2)
 	require.Equal(t, "2024-05-01T10:06:00.000Z", scheduledFor(t, ts[1]))
-	require.Equal(t, 2, b.sysEvents(t, EventScheduleFired))
+	require.Equal(t, 2, b.sysEvents(t, eventScheduleFired))
 
 	require.NoError(t, b.admin.DeleteSchedule(b.ctx, "every-minute"))
 	require.ErrorIs(t, b.admin.DeleteSchedule(b.ctx, "every-minute"), ErrScheduleNotFound)
@@ -385,7 +385,7 @@ func TestSchedulerTickIgnoresTheProcessTypeList(t *testing.T) {
 		require.True(t, info.LastRunAt.Equal(b.clk.Now()), o.name)
 		require.True(t, info.LastScheduledFor.Equal(tick), o.name)
 	}
-	require.Equal(t, len(orders), b.sysEvents(t, EventScheduleFired))
+	require.Equal(t, len(orders), b.sysEvents(t, eventScheduleFired))
 }
 
 // The record of a tick keeps the tick's task whichever scheduler answers

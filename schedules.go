@@ -69,7 +69,7 @@ func ValidScheduleName(name string) bool {
 	if len(name) == 0 || len(name) > MaxScheduleName {
 		return false
 	}
-	for i := 0; i < len(name); i++ {
+	for i := range len(name) {
 		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')
 		if !ok {
@@ -81,15 +81,15 @@ func ValidScheduleName(name string) bool {
 
 const scheduleNameRule = "must match ^[a-z0-9][a-z0-9_.-]{0,127}$ (lowercase letters, digits, '_', '.' and '-')"
 
-// ScheduleKey is the idempotency key of the task of schedule name's tick.
-func ScheduleKey(name string, tick time.Time) string {
+// scheduleKey is the idempotency key of the task of schedule name's tick.
+func scheduleKey(name string, tick time.Time) string {
 	return "schedule:" + name + ":" + strconv.FormatInt(tick.Unix(), 10)
 }
 
 // Event types on the _sys stream.
 const (
-	// EventScheduleFired is appended once per task a schedule makes.
-	EventScheduleFired = "SCHEDULE_FIRED"
+	// eventScheduleFired is appended once per task a schedule makes.
+	eventScheduleFired = "SCHEDULE_FIRED"
 )
 
 // PutSchedule creates schedule s, or replaces the definition of the
@@ -111,8 +111,7 @@ func (a *Admin) PutSchedule(ctx context.Context, s Schedule) (*dtqtype.ScheduleI
 	}
 	spec, err := schedule.Parse(s.Spec, s.Timezone)
 	if err != nil {
-		var se *schedule.Error
-		if errors.As(err, &se) {
+		if se, ok := errors.AsType[*schedule.Error](err); ok {
 			return nil, false, invalid(se.Field, "%s", se.Message)
 		}
 		return nil, false, err
@@ -270,10 +269,10 @@ func scheduleSubmission(info *dtqtype.ScheduleInfo, tick time.Time, triggered bo
 	if err != nil {
 		return Submission{}, err
 	}
-	sub := Submission{Queue: info.Queue, Type: info.TaskType, Payload: info.Payload, Priority: Priority(info.Priority),
+	sub := Submission{Queue: info.Queue, Type: info.TaskType, Payload: info.Payload, Priority: new(info.Priority),
 		MaxAttempts: info.MaxAttempts, Timeout: time.Duration(info.TimeoutMS) * time.Millisecond, Metadata: json.RawMessage(meta)}
 	if !triggered {
-		sub.IdempotencyKey = ScheduleKey(info.Name, tick)
+		sub.IdempotencyKey = scheduleKey(info.Name, tick)
 	}
 	return sub, nil
 }
@@ -286,9 +285,8 @@ func scheduleMetadata(meta []byte, name string, tick time.Time, triggered bool) 
 			return nil, invalid("metadata", "must be a JSON object")
 		}
 	}
-	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
-	m["schedule"] = str(name)
-	m["scheduled_for"] = str(tick.UTC().Format(dtqtype.TimeLayout))
+	m["schedule"] = mustJSON(name)
+	m["scheduled_for"] = mustJSON(tick.UTC().Format(dtqtype.TimeLayout))
 	if triggered {
 		m["triggered"] = json.RawMessage("true")
 	} else {
@@ -298,9 +296,9 @@ func scheduleMetadata(meta []byte, name string, tick time.Time, triggered bool) 
 }
 
 func scheduleFiredEvent(info *dtqtype.ScheduleInfo, taskID string, tick, now time.Time, triggered bool) []any {
-	meta, _ := json.Marshal(map[string]any{"schedule": info.Name, "queue": info.Queue,
+	meta := mustJSON(map[string]any{"schedule": info.Name, "queue": info.Queue,
 		"scheduled_for": tick.UTC().Format(dtqtype.TimeLayout), "triggered": triggered})
-	return []any{"type", EventScheduleFired, "task_id", taskID, "task_type", info.TaskType,
+	return []any{"type", eventScheduleFired, "task_id", taskID, "task_type", info.TaskType,
 		"ts", now.UnixMilli(), "meta", string(meta)}
 }
 

@@ -77,7 +77,7 @@ func TestPutScheduleValidation(t *testing.T) {
 		{"bad queue", func(s *dtq.Schedule) { s.Queue = "Bad Queue" }, "queue"},
 		{"no task type", func(s *dtq.Schedule) { s.TaskType = "" }, "task_type"},
 		{"payload not an object", func(s *dtq.Schedule) { s.Payload = json.RawMessage(`[1]`) }, "payload"},
-		{"priority", func(s *dtq.Schedule) { s.Priority = dtq.Priority(10) }, "priority"},
+		{"priority", func(s *dtq.Schedule) { s.Priority = new(10) }, "priority"},
 		{"max attempts", func(s *dtq.Schedule) { s.MaxAttempts = 99 }, "max_attempts"},
 		{"timeout", func(s *dtq.Schedule) { s.Timeout = 2 * time.Hour }, "timeout_ms"},
 		{"metadata too big with the schedule fields", func(s *dtq.Schedule) { s.Metadata = big }, "metadata"},
@@ -257,7 +257,7 @@ func TestFourSchedulerProcesses(t *testing.T) {
 		gap := mustTime(t, ticks[i]).Sub(mustTime(t, ticks[i-1]))
 		missed += int(gap/time.Second) - 1
 	}
-	fired := sysEventCount(t, b, dtq.EventScheduleFired)
+	fired := sysEventCount(t, b, "SCHEDULE_FIRED")
 	fmt.Printf("schedules: %d scheduler processes (%d accepting only other task types), @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
 		procs, procs/2, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
 	require.Empty(t, refused, "a tick was recorded as refused")

@@ -20,7 +20,7 @@ type Submission struct {
 	// Payload is a JSON object: a json.RawMessage or []byte holding one, or
 	// any value that marshals to one (a struct or a map). nil means {}.
 	Payload any
-	// Priority is 0..9, 9 highest. nil means 5.
+	// Priority is 0..9, 9 highest (new(7) sets 7). nil means 5.
 	Priority *int
 	// MaxAttempts is 1..the configured cap. 0 means min(5, cap).
 	MaxAttempts int
@@ -84,17 +84,14 @@ const (
 	MaxRetention = 366 * 24 * time.Hour
 )
 
-// kept is a configured retention as the scripts take it: NoRetention
+// scriptRetention is a configured retention as the scripts take it: NoRetention
 // becomes 0, "delete as it finishes".
-func kept(d time.Duration) time.Duration {
+func scriptRetention(d time.Duration) time.Duration {
 	if d == NoRetention {
 		return 0
 	}
 	return d
 }
-
-// Priority returns a pointer to p, for Submission.Priority.
-func Priority(p int) *int { return &p }
 
 // Validation limits.
 const (
@@ -116,7 +113,7 @@ func ValidQueueName(name string) bool {
 	if len(name) == 0 || len(name) > 64 || name[0] == '_' || name[0] == '-' {
 		return false
 	}
-	for i := 0; i < len(name); i++ {
+	for i := range len(name) {
 		if !queueNameByte(name[i]) {
 			return false
 		}
@@ -136,7 +133,7 @@ func validName(s string, maxLen int) bool {
 	if len(s) == 0 || len(s) > maxLen {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if !nameByte(s[i]) {
 			return false
 		}
@@ -294,7 +291,7 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 		if len(s.ConcurrencyKey) > MaxConcurrencyKey {
 			return nil, invalid("concurrency_key", "must be 1..128 characters")
 		}
-		for i := 0; i < len(s.ConcurrencyKey); i++ {
+		for i := range len(s.ConcurrencyKey) {
 			if c := s.ConcurrencyKey[i]; c < 0x21 || c > 0x7e {
 				return nil, invalid("concurrency_key", "must be printable ASCII without spaces (0x21..0x7e)")
 			}
@@ -339,7 +336,7 @@ func NormalizeIdempotencyKey(k string) (string, error) {
 	if len(k) < 1 || len(k) > MaxIdempotencyKey {
 		return "", invalid("idempotency_key", "must be 1..255 characters")
 	}
-	for i := 0; i < len(k); i++ {
+	for i := range len(k) {
 		if k[i] < 0x20 || k[i] > 0x7e {
 			return "", invalid("idempotency_key", "must be printable ASCII (0x20..0x7e)")
 		}
@@ -472,7 +469,7 @@ func metadataTTL(meta []byte) (int64, bool, error) {
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(meta, &m); err != nil {
-		return 0, false, nil // objectJSON already vouched for it
+		return 0, false, err // objectJSON vouched for it: not expected
 	}
 	raw, ok := m["ttl_seconds"]
 	if !ok || string(raw) == "null" {

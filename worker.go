@@ -64,11 +64,6 @@ type WorkerConfig struct {
 	// kept, and a dead-lettered one once it leaves the DLQ index. Default
 	// 7 days; NoRetention deletes it as it finishes.
 	FailedRetention time.Duration
-	// TaskRetention sets SucceededRetention and FailedRetention where they
-	// are zero.
-	//
-	// Deprecated: set SucceededRetention and FailedRetention.
-	TaskRetention time.Duration
 	// ResultRetention is how long a result is kept. Default 1h.
 	ResultRetention time.Duration
 	// ResultMaxBytes: a larger result is dropped and flagged truncated.
@@ -190,8 +185,6 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	case o.RetryJitter > 1:
 		return o, errors.New("dtq: RetryJitter must be between 0 and 1")
 	}
-	def(&o.SucceededRetention, o.TaskRetention)
-	def(&o.FailedRetention, o.TaskRetention)
 	def(&o.SucceededRetention, DefaultSucceededRetention)
 	def(&o.FailedRetention, DefaultFailedRetention)
 	for _, d := range []time.Duration{o.SucceededRetention, o.FailedRetention} {
@@ -233,7 +226,7 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 func (c *WorkerConfig) rdbSettings() rdb.WorkerSettings {
 	return rdb.WorkerSettings{
 		WorkerID: c.WorkerID, Lease: c.VisibilityTimeout, EventsMaxLen: c.EventsMaxLen,
-		SucceededRetention: kept(c.SucceededRetention), FailedRetention: kept(c.FailedRetention),
+		SucceededRetention: scriptRetention(c.SucceededRetention), FailedRetention: scriptRetention(c.FailedRetention),
 		ResultRetention: c.ResultRetention, DLQEnabled: !c.DisableDLQ, DLQMaxLen: c.DLQMaxLen,
 	}
 }
@@ -326,8 +319,10 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers})
 	w.identity = w.identityFields()
 	w.settings = conf.rdbSettings()
-	if w.sched, err = w.newScheduler(); err != nil {
-		return nil, err
+	if !conf.DisableScheduler {
+		if w.sched, err = w.newScheduler(); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -420,22 +415,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	loopCtx, loopStop := context.WithCancel(bg)
 	var loops sync.WaitGroup
 	spawn := func(c context.Context, f func(context.Context)) {
-		loops.Add(1)
-		go func() { defer loops.Done(); f(c) }()
+		loops.Go(func() { f(c) })
 	}
 	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger}
 	var fetchers sync.WaitGroup
 	for _, q := range w.queues() {
-		fetchers.Add(1)
-		go func() { defer fetchers.Done(); w.fetchLoop(ctx, hardCtx, q) }()
+		fetchers.Go(func() { w.fetchLoop(ctx, hardCtx, q) })
 		// Reclaim starts tasks too, so it must be done before the drain
 		// counts running handlers.
-		fetchers.Add(1)
-		go func() {
-			defer fetchers.Done()
+		fetchers.Go(func() {
 			maintenance.Run(ctx, maintenance.Service{Name: "reclaim", Queue: q, Logger: w.cfg.Logger,
 				MaxSleep: w.cfg.HeartbeatInterval, Step: w.reclaimStep(hardCtx, q)})
-		}()
+		})
 		spawn(ctx, func(c context.Context) { maintenance.RunPromoter(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })

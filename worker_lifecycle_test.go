@@ -154,7 +154,7 @@ func TestStrictPriorityAcrossBands(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	for _, p := range []int{0, 3, 9, 1, 7, 5, 2, 8, 4, 6} {
-		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "p", Priority: dtq.Priority(p), Payload: map[string]int{"p": p}})
+		_, err := b.client.Submit(b.ctx, dtq.Submission{Type: "p", Priority: new(p), Payload: map[string]int{"p": p}})
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex

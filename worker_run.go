@@ -112,19 +112,20 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 // allow; it runs about once per heartbeat interval (see maintenance.Run).
 func (w *Worker) reclaimStep(hardCtx context.Context, queue string) func(context.Context) (maintenance.Result, error) {
 	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger,
-		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: reclaimRunner{w, hardCtx}, Base: hardCtx}.Step()
+		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: reclaimRunner{w}}.StepUnder(hardCtx)
 }
 
 // reclaimRunner lends the worker's slots and handlers to its reclaim step.
 type reclaimRunner struct {
-	w       *Worker
-	hardCtx context.Context
+	w *Worker
 }
 
 func (r reclaimRunner) Acquire() int                        { return r.w.slots.tryAcquire(r.w.cfg.Concurrency) }
 func (r reclaimRunner) Release(n int)                       { r.w.slots.release(n) }
 func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.running(queue) }
-func (r reclaimRunner) Start(tasks []rdb.ClaimedTask) int   { return r.w.startAll(r.hardCtx, tasks) }
+func (r reclaimRunner) Start(ctx context.Context, tasks []rdb.ClaimedTask) int {
+	return r.w.startAll(ctx, tasks)
+}
 
 // runKey names one attempt in flight. The task id alone is not enough: a
 // newer attempt of a task may start while an older one is being finalized,
@@ -189,11 +190,9 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		r.cancelRequested.Store(true)
 		cancel(errCancelRequested)
 	}
-	w.handlers.Add(1)
-	go func() {
-		defer w.handlers.Done()
+	w.handlers.Go(func() {
 		began := time.Now()
-		res, err, panicked := w.invoke(withWorkerPrefix(tctx, w.cfg.KeyPrefix), t)
+		res, panicked, err := w.invoke(withWorkerPrefix(tctx, w.cfg.KeyPrefix), t)
 		took, cause := time.Since(began), context.Cause(tctx)
 		r.returned.Store(true)
 		tcancel()
@@ -206,19 +205,19 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		w.mu.Lock()
 		delete(w.inflight, key)
 		w.mu.Unlock()
-	}()
+	})
 	return true
 }
 
 // invoke calls the handler; a panic becomes a permanent failure.
-func (w *Worker) invoke(ctx context.Context, t *Task) (res any, err error, panicked bool) {
+func (w *Worker) invoke(ctx context.Context, t *Task) (res any, panicked bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			res, err, panicked = nil, fmt.Errorf("panic: %v", p), true
+			res, panicked, err = nil, true, fmt.Errorf("panic: %v", p)
 		}
 	}()
 	res, err = w.ProcessTask(ctx, t) // the embedded ServeMux routes by type
-	return res, err, false
+	return res, false, err
 }
 
 // attemptEnd is how an attempt of ct ended: the handler's error (nil on
@@ -232,8 +231,7 @@ func attemptEnd(ct *rdb.ClaimedTask, herr error, panicked bool, cause error) *at
 	e.Message = oneLine(herr.Error(), maxErrorMessage)
 	e.Panicked, e.Class, e.Permanent = panicked, errorClass(herr), IsPermanent(herr)
 	e.TimedOut = errors.Is(cause, errTimeout)
-	var ra *retryAfterError
-	if errors.As(herr, &ra) {
+	if ra, ok := errors.AsType[*retryAfterError](herr); ok {
 		e.RetryAfter, e.HasRetryAfter = ra.d, true
 	}
 	return e
@@ -279,7 +277,9 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *attempt
 		if d.Op != attempt.Succeed {
 			return attempt.WriteFailure(ctx, w.rdb, a, &w.settings, d)
 		}
-		taskErr, err := w.succeeder(a.Queue).do(ctx, *s)
+		// One finalize call serves many tasks' successes, so it runs under
+		// none of their contexts (see succeeder); ctx bounds only the wait.
+		taskErr, err := w.succeeder(a.Queue).do(ctx, *s) //nolint:contextcheck // see above
 		if err != nil {
 			return err
 		}
@@ -422,12 +422,10 @@ func (w *Worker) cancelListener(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for _, ps := range subs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer ps.Close()
 			w.listenCancels(ctx, ps.Channel())
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -453,7 +451,16 @@ func (w *Worker) listenCancels(ctx context.Context, ch <-chan *redis.Message) {
 	}
 }
 
-func toJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
+func toJSON(ss []string) string { return string(mustJSON(ss)) }
+
+// mustJSON encodes v, made only of values encoding/json always encodes
+// (strings, numbers, bools, json.Number and json.RawMessage taken from a
+// decoder, and maps, slices and structs of them): an error would be a bug
+// in dtq, not a condition a caller could handle.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("dtq: encoding %T: %v", v, err))
+	}
+	return b
 }

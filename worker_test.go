@@ -188,7 +188,7 @@ func TestWorkerManyTasksExactlyOnce(t *testing.T) {
 	}
 	subs := make([]dtq.Submission, n)
 	for i := range subs {
-		subs[i] = dtq.Submission{Type: "count", Priority: dtq.Priority(i % 10)}
+		subs[i] = dtq.Submission{Type: "count", Priority: new(i % 10)}
 	}
 	items, err := b.client.SubmitBatch(b.ctx, subs)
 	require.NoError(t, err)

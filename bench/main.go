@@ -476,7 +476,7 @@ func queueStats(ctx context.Context, rc *redis.Client, n int, payload any) resul
 	for done := 0; done < n; done += 1000 {
 		subs := make([]dtq.Submission, min(1000, n-done))
 		for i := range subs {
-			subs[i] = dtq.Submission{Type: "noop", Payload: payload, Priority: dtq.Priority(i % 10)}
+			subs[i] = dtq.Submission{Type: "noop", Payload: payload, Priority: new(i % 10)}
 		}
 		if _, err := c.SubmitBatch(ctx, subs); err != nil {
 			panic(err)

@@ -207,14 +207,17 @@ func (t Time) appendJSON(b []byte) []byte {
 	}
 	hour, minute, sec := u.Clock()
 	ms := u.Nanosecond() / 1e6 // the layout truncates, it does not round
+	// Indexing a string of digits yields bytes without a conversion; every
+	// index is one decimal digit (year is 0..9999, checked above).
+	const d = "0123456789"
 	return append(b, '"',
-		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
-		byte('0'+month/10), byte('0'+month%10), '-',
-		byte('0'+day/10), byte('0'+day%10), 'T',
-		byte('0'+hour/10), byte('0'+hour%10), ':',
-		byte('0'+minute/10), byte('0'+minute%10), ':',
-		byte('0'+sec/10), byte('0'+sec%10), '.',
-		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
+		d[year/1000], d[year/100%10], d[year/10%10], d[year%10], '-',
+		d[month/10], d[month%10], '-',
+		d[day/10], d[day%10], 'T',
+		d[hour/10], d[hour%10], ':',
+		d[minute/10], d[minute%10], ':',
+		d[sec/10], d[sec%10], '.',
+		d[ms/100], d[ms/10%10], d[ms%10], 'Z', '"')
 }
 
 func appendInt64Ptr(b []byte, p *int64) []byte {

@@ -5,6 +5,7 @@ package dtqtype
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -33,12 +34,7 @@ var Statuses = []Status{
 
 // Valid reports whether s is a known status.
 func (s Status) Valid() bool {
-	for _, v := range Statuses {
-		if s == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(Statuses, s)
 }
 
 // Terminal reports whether s is a final status.

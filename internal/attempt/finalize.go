@@ -28,8 +28,8 @@ func WriteFailure(ctx context.Context, db *rdb.RDB, a *rdb.FinishArgs, s *rdb.Wo
 // Finalize writes that fail (Redis unreachable, refusing writes, failing
 // over) are tried again with a doubling delay between these bounds.
 const (
-	RetryMin = 50 * time.Millisecond
-	RetryMax = 2 * time.Second
+	RetryFirst = 50 * time.Millisecond
+	RetryLast  = 2 * time.Second
 )
 
 // Persist runs write until it lands, with a context that is never
@@ -40,7 +40,7 @@ const (
 // caller keeps the task in flight meanwhile, so its lease is renewed.
 func Persist(hardCtx context.Context, write func(context.Context) error, retried func(), log *slog.Logger) error {
 	ctx := context.WithoutCancel(hardCtx)
-	delay := RetryMin
+	delay := RetryFirst
 	for tries := 0; ; tries++ {
 		err := write(ctx)
 		if err == nil || isLeaseLost(err) || isCancelWon(err) {
@@ -62,7 +62,7 @@ func Persist(hardCtx context.Context, write func(context.Context) error, retried
 			log.Error("finalize abandoned at shutdown; the task will be reclaimed when its lease expires", "err", err)
 			return err
 		}
-		delay = min(delay*2, RetryMax)
+		delay = min(delay*2, RetryLast)
 	}
 }
 

@@ -46,9 +46,9 @@ type Runner interface {
 	// Running lists the attempts of queue the process runs now (their
 	// leases are not expired, only late to be renewed).
 	Running(queue string) []rdb.LeaseRef
-	// Start starts the tasks and returns how many it started (each holds
-	// one slot).
-	Start(tasks []rdb.ClaimedTask) int
+	// Start starts the tasks under ctx (their handlers end when it does)
+	// and returns how many it started (each holds one slot).
+	Start(ctx context.Context, tasks []rdb.ClaimedTask) int
 }
 
 // Idle consumers (stopped or replaced workers) are removed from the group
@@ -75,21 +75,30 @@ type Reclaim struct {
 	// one, expired leases go back to their band stream and the next claim,
 	// of any worker, delivers them with attempt +1.
 	Runner Runner
-	// Base, when set, is the context the reclaim call runs under, without
-	// its cancel: a call that takes tasks over must answer them even at
-	// shutdown. Default: the step's own context.
-	Base context.Context
 }
 
-// Step returns the maintenance step (see maintenance.Run).
+// Step returns the maintenance step (see maintenance.Run); its reclaim
+// calls run under the step's context.
 func (c Reclaim) Step() func(context.Context) (maintenance.Result, error) {
+	return c.step(func(ctx context.Context) (context.Context, context.Context) { return ctx, ctx })
+}
+
+// StepUnder is Step for a Runner: the reclaim call runs under base without
+// its cancel (a call that takes tasks over must answer them even at
+// shutdown), and the Runner starts the tasks under base.
+func (c Reclaim) StepUnder(base context.Context) func(context.Context) (maintenance.Result, error) {
+	return c.step(func(context.Context) (context.Context, context.Context) {
+		return context.WithoutCancel(base), base
+	})
+}
+
+// step is the step; contexts gives the reclaim call's and the tasks'
+// contexts for the step's ctx.
+func (c Reclaim) step(contexts func(context.Context) (call, tasks context.Context)) func(context.Context) (maintenance.Result, error) {
 	lastPrune := time.Now()
 	return func(ctx context.Context) (maintenance.Result, error) {
 		next := maintenance.Result{Wait: c.Every}
-		callCtx := ctx
-		if c.Base != nil {
-			callCtx = context.WithoutCancel(c.Base)
-		}
+		callCtx, taskCtx := contexts(ctx)
 		room := 0
 		var mine []rdb.LeaseRef
 		if c.Runner != nil {
@@ -109,7 +118,7 @@ func (c Reclaim) Step() func(context.Context) (maintenance.Result, error) {
 		for _, ct := range tasks {
 			c.Logger.Info("took over task with expired lease", "task_id", ct.ID, "queue", c.Queue, "task_type", ct.Type, "attempt", ct.Attempt)
 		}
-		c.Runner.Release(room - c.Runner.Start(tasks))
+		c.Runner.Release(room - c.Runner.Start(taskCtx, tasks))
 		if time.Since(lastPrune) > consumerPruneEvery {
 			lastPrune = time.Now()
 			if _, err := c.RDB.PruneConsumers(ctx, c.Queue, consumerIdleLimit); err != nil && ctx.Err() == nil {

@@ -17,7 +17,7 @@ func TestQueues(t *testing.T) {
 	t.Parallel()
 	b := setupAPI(t)
 	for range 3 {
-		b.submit(t, dtq.Submission{Queue: "images", Type: "echo", Priority: dtq.Priority(7)})
+		b.submit(t, dtq.Submission{Queue: "images", Type: "echo", Priority: new(7)})
 	}
 	b.submit(t, dtq.Submission{Queue: "images", Type: "echo", Delay: time.Hour})
 	b.submit(t, dtq.Submission{Queue: "archive", Type: "echo"})

@@ -83,7 +83,7 @@ func TestTasksListAndActions(t *testing.T) {
 	b := setupAPI(t)
 	queued := b.submit(t, dtq.Submission{Queue: "reports", Type: "echo", Payload: map[string]any{"n": 1}})
 	pending := b.submit(t, dtq.Submission{Queue: "reports", Type: "sleep", Payload: map[string]any{"seconds": 1}, Delay: time.Hour})
-	doomed := b.submit(t, dtq.Submission{Queue: "reports", Type: "echo", Priority: dtq.Priority(9)})
+	doomed := b.submit(t, dtq.Submission{Queue: "reports", Type: "echo", Priority: new(9)})
 	other := b.submit(t, dtq.Submission{Queue: "other", Type: "echo"})
 
 	require.Equal(t, "task "+doomed+" is cancelled\n", b.ok(t, "tasks", "cancel", doomed))

@@ -24,7 +24,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 	cc := c.Client(t)
 	prefix := runPrefix("bodies")
 	ctx := context.Background()
-	b := rdbtest.NewBodies(t, cc, prefix)
+	b := rdbtest.NewBodyChecker(t, cc, prefix)
 	r := rdb.New(cc, prefix)
 	f := rdbtest.New(r)
 	as, ws := f.Admin, f.Settings
@@ -44,7 +44,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 			_, err = r.SweepExpired(ctx, q, ws, later)
 			require.NoError(t, err)
 
-			purged := submit("purged", func(s *dtq.Submission) { s.Priority = dtq.Priority(0) })
+			purged := submit("purged", func(s *dtq.Submission) { s.Priority = new(0) })
 			n, err := r.PurgeQueue(ctx, q, as, time.Now())
 			require.NoError(t, err)
 			require.Equal(t, int64(1), n)

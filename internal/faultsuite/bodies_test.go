@@ -48,7 +48,7 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 	proxy, direct, viaProxy := proxied(t)
 	ctx := context.Background()
 	const prefix = "bodies"
-	b := rdbtest.NewBodies(t, direct, prefix)
+	b := rdbtest.NewBodyChecker(t, direct, prefix)
 	r := rdb.New(viaProxy, prefix)
 	f := rdbtest.New(r)
 	as, ws := f.Admin, f.Settings
@@ -79,7 +79,7 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 
 		q = "purge-" + strings.ReplaceAll(f.name, " ", "-")
 		t.Run("purge/"+f.name, func(t *testing.T) {
-			low, high := b.Submit(t, q, "a", nil), b.Submit(t, q, "b", func(s *dtq.Submission) { s.Priority = dtq.Priority(9) })
+			low, high := b.Submit(t, q, "a", nil), b.Submit(t, q, "b", func(s *dtq.Submission) { s.Priority = new(9) })
 			cuts := proxy.Cuts()
 			f.arm("purge_band")
 			_, err := r.PurgeQueue(ctx, q, as, time.Now())

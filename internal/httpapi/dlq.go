@@ -85,7 +85,7 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("task_id")
 	ctx, cancel := actionContext(r)
 	defer cancel()
-	t, err := s.cfg.Admin.RequeueDLQWith(ctx, id, opt)
+	t, err := s.cfg.Admin.RequeueDLQ(ctx, id, opt)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

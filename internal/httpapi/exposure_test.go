@@ -101,7 +101,7 @@ func TestReadyNamesTheCheckOnly(t *testing.T) {
 		b := downServer(t)
 		res := b.do(t, http.MethodGet, "/ready", "")
 		e := res.requireError(t, http.StatusServiceUnavailable, codeRedisUnavailable, "")
-		require.Equal(t, dtq.CheckRedis, e.Details["check"])
+		require.Equal(t, dtq.CheckRedisReachable, e.Details["check"])
 		require.NotContains(t, string(res.body), "127.0.0.1")
 		require.NotContains(t, string(res.body), "dial")
 		require.NotContains(t, string(res.body), "refused")

@@ -4,11 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // openapiJSON is the OpenAPI 3.1 description of every route, kept in the
@@ -29,7 +31,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // readyMessages say what a failed readiness check means, in words that
 // name no address and quote no driver error: /ready is unauthenticated.
 var readyMessages = map[string]string{
-	dtq.CheckRedis:           "not ready: Redis does not answer",
+	dtq.CheckRedisReachable:  "not ready: Redis does not answer",
 	dtq.CheckScripts:         "not ready: dtq's scripts could not be loaded into Redis",
 	dtq.CheckMaxmemoryPolicy: "not ready: Redis must run with maxmemory-policy noeviction (an evicted task is lost silently)",
 	dtq.CheckRedisVersion:    "not ready: dtq needs Redis 7.0 or later",
@@ -42,7 +44,7 @@ var readyMessages = map[string]string{
 // safe to show an unauthenticated caller: no address, no driver error. An
 // error that is not a *dtq.ReadinessError counts as CheckRedis.
 func ReadinessMessage(err error) (check, message string) {
-	check = dtq.CheckRedis
+	check = dtq.CheckRedisReachable
 	var re *dtq.ReadinessError
 	if errors.As(err, &re) {
 		check = re.Check
@@ -77,7 +79,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"status": "ready"}
 	var warn []string
 	if m, err := s.cfg.Inspector.RedisMemory(ctx); err == nil {
-		warn = append(warn, dtq.MemoryWarnings(m)...)
+		warn = append(warn, memoryWarnings(m)...)
 	}
 	warn = append(warn, s.cfg.Client.DurabilityWarnings(ctx)...)
 	if len(warn) > 0 {
@@ -94,4 +96,26 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(openapiJSON)
+}
+
+// memoryWarnAt is the share of maxmemory past which Redis's memory use is
+// reported (by /ready, without failing it).
+const memoryWarnAt = 0.8
+
+// memoryWarnings says what a deployment should know about Redis's memory:
+// no maxmemory set (Redis grows until the host runs out), or use past
+// memoryWarnAt of it (at 100 % every write is refused). None for nil.
+func memoryWarnings(m *dtqtype.RedisMemory) []string {
+	switch {
+	case m == nil:
+		return nil
+	case m.MaxBytes == 0:
+		return []string{"Redis has no maxmemory set: it grows until the host runs out of memory; " +
+			"set maxmemory (with maxmemory-policy noeviction) and size it as docs/operations.md (\"Sizing Redis\") shows"}
+	case float64(m.UsedBytes) > memoryWarnAt*float64(m.MaxBytes):
+		return []string{fmt.Sprintf("Redis uses %.0f%% of maxmemory (%d of %d bytes); at 100%% every submission is refused "+
+			"with 503: raise maxmemory or shorten DTQ_SUCCEEDED_RETENTION / DTQ_FAILED_RETENTION",
+			100*float64(m.UsedBytes)/float64(m.MaxBytes), m.UsedBytes, m.MaxBytes)}
+	}
+	return nil
 }

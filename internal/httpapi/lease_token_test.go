@@ -104,7 +104,7 @@ func TestHTTPWorkerForgedTokenCannotRetryPastMaxAttempts(t *testing.T) {
 func TestHTTPWorkerForgedTokenCannotAckAnotherBand(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	id := b.submit(t, dtq.Submission{Type: "x", Queue: "fb", Priority: dtq.Priority(7)})
+	id := b.submit(t, dtq.Submission{Type: "x", Queue: "fb", Priority: new(7)})
 	tasks := b.claimTasks(t, `{"worker_id": "py-1", "queues": ["fb"]}`)
 	require.Len(t, tasks, 1)
 	st := b.leaseState(t, "fb", id, 7, false)
@@ -140,7 +140,7 @@ func TestHTTPWorkerTokenFromPublicFieldsCannotFinishAGoWorkersTask(t *testing.T)
 		}
 		return map[string]any{"real": true}, nil
 	}})
-	id := b.submit(t, dtq.Submission{Type: "slow", Queue: "gw", Priority: dtq.Priority(3)})
+	id := b.submit(t, dtq.Submission{Type: "slow", Queue: "gw", Priority: new(3)})
 	<-started
 
 	// What anyone with the key reads about the running task.
@@ -182,7 +182,7 @@ func TestHTTPWorkerTokenOfAnEarlierClaimIsLost(t *testing.T) {
 	require.Len(t, first, 1)
 	res := b.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/fail", tokenBody(first[0].LeaseToken, `, "error": {"class": "Boom", "message": "x"}`))
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
-	_, err := b.admin.RequeueDLQ(b.ctx, id)
+	_, err := b.admin.RequeueDLQ(b.ctx, id, dtq.RequeueOptions{})
 	require.NoError(t, err)
 	// The same worker gets the same attempt again, under another claim:
 	// the first claim's token fences nothing.

@@ -35,7 +35,7 @@ func TestQueuesRead(t *testing.T) {
 	require.Positive(t, mem.UsedBytes)
 
 	for p := range 3 {
-		b.submit(t, dtq.Submission{Type: "echo", Queue: "ops", Priority: dtq.Priority(7 + p)})
+		b.submit(t, dtq.Submission{Type: "echo", Queue: "ops", Priority: new(7 + p)})
 	}
 	b.submit(t, dtq.Submission{Type: "echo", Queue: "ops", Delay: time.Hour})
 	b.submit(t, dtq.Submission{Type: "echo", Queue: "other"})

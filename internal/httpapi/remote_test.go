@@ -341,8 +341,8 @@ func contains(rs []Role, r Role) bool {
 func TestHTTPWorkerClaimsByPriorityUnderLimits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	low := b.submit(t, dtq.Submission{Type: "x", Queue: "lim", Priority: dtq.Priority(1)})
-	high := b.submit(t, dtq.Submission{Type: "x", Queue: "lim", Priority: dtq.Priority(8)})
+	low := b.submit(t, dtq.Submission{Type: "x", Queue: "lim", Priority: new(1)})
+	high := b.submit(t, dtq.Submission{Type: "x", Queue: "lim", Priority: new(8)})
 	require.NoError(t, b.admin.SetLimits(b.ctx, "lim", dtqtype.QueueLimits{Concurrency: 1}))
 
 	// One start allowed at a time: the higher priority first, then nothing

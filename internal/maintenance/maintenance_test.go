@@ -179,7 +179,7 @@ func TestPromoteMovesOnlyDueTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const q = "promo"
-	sub, err := b.client.Submit(b.ctx, dtq.Submission{Queue: q, Type: "echo", Delay: 10 * time.Second, Priority: dtq.Priority(7)})
+	sub, err := b.client.Submit(b.ctx, dtq.Submission{Queue: q, Type: "echo", Delay: 10 * time.Second, Priority: new(7)})
 	require.NoError(t, err)
 	require.Equal(t, dtqtype.StatusPending, sub.Task.Status)
 	pending := sub.TaskID
@@ -369,7 +369,7 @@ func TestSweepExpiredFromEveryWaitingState(t *testing.T) {
 		return submitted{s, res.TaskID}
 	}
 	pending := submit(dtq.Submission{Delay: time.Hour, TTL: 2 * time.Hour, IdempotencyKey: "pending"})
-	queued := submit(dtq.Submission{TTL: 10 * time.Second, Priority: dtq.Priority(8), IdempotencyKey: "queued"})
+	queued := submit(dtq.Submission{TTL: 10 * time.Second, Priority: new(8), IdempotencyKey: "queued"})
 	retrying := submit(dtq.Submission{TTL: 10 * time.Second, IdempotencyKey: "retrying"})
 	b.makeRetrying(t, q, retrying.id, t0.Add(4*time.Hour))
 	// Tasks that must not expire: no deadline, and a later one.

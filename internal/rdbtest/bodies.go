@@ -15,33 +15,33 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// Bodies submits tasks whose payload and metadata carry a name, and checks
+// BodyChecker submits tasks whose payload and metadata carry a name, and checks
 // that each task still carries its own: a task given another task's body
 // shows. It works straight on one Redis and key prefix, so the scripts a
 // test runs another way (through a fault proxy) are the only ones faults
 // reach.
-type Bodies struct {
+type BodyChecker struct {
 	rc     redis.UniversalClient
 	prefix string
 	client *dtq.Client
 	insp   *dtq.Inspector
 }
 
-// NewBodies returns Bodies for the tasks under prefix on rc.
-func NewBodies(t testing.TB, rc redis.UniversalClient, prefix string) *Bodies {
+// NewBodyChecker returns a BodyChecker for the tasks under prefix on rc.
+func NewBodyChecker(t testing.TB, rc redis.UniversalClient, prefix string) *BodyChecker {
 	t.Helper()
 	client, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
 	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
-	return &Bodies{rc: rc, prefix: prefix, client: client, insp: insp}
+	return &BodyChecker{rc: rc, prefix: prefix, client: client, insp: insp}
 }
 
 // Submit submits a task of queue whose payload (over Redis's default
 // hash-max-listpack-value, so a queued task keeps it in its band entry)
 // and metadata carry name, and returns its id. mod, when not nil, changes
 // the submission first.
-func (b *Bodies) Submit(t testing.TB, queue, name string, mod func(*dtq.Submission)) string {
+func (b *BodyChecker) Submit(t testing.TB, queue, name string, mod func(*dtq.Submission)) string {
 	t.Helper()
 	s := dtq.Submission{Queue: queue, Type: "t",
 		Payload:  map[string]string{"name": name, "pad": strings.Repeat("x", 100)},
@@ -62,7 +62,7 @@ func Keyed(s *dtq.Submission) { s.ConcurrencyKey = "k" }
 
 // Require fails t unless task id has status want and still carries the
 // payload and metadata Submit gave it for name.
-func (b *Bodies) Require(t testing.TB, id, name string, want dtqtype.Status) {
+func (b *BodyChecker) Require(t testing.TB, id, name string, want dtqtype.Status) {
 	t.Helper()
 	ti, err := b.insp.GetTask(context.Background(), id)
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func (b *Bodies) Require(t testing.TB, id, name string, want dtqtype.Status) {
 }
 
 // RequireNoBandEntries fails t when a band stream of queue holds an entry.
-func (b *Bodies) RequireNoBandEntries(t testing.TB, queue string) {
+func (b *BodyChecker) RequireNoBandEntries(t testing.TB, queue string) {
 	t.Helper()
 	keys := rdb.NewKeys(b.prefix)
 	for band := range rdb.NumBands {

@@ -47,8 +47,8 @@ type Task struct {
 	ErrorClass, Error string
 }
 
-// Made is a task the factory wrote.
-type Made struct {
+// WrittenTask is a task the factory wrote, as stored and as claimed.
+type WrittenTask struct {
 	Queue string
 	ID    string
 	// Task is the stored task as GetTask reads it after the write.
@@ -62,7 +62,7 @@ type Made struct {
 
 // FinishArgs returns the arguments a finalize of m's claimed attempt takes,
 // at now.
-func (m *Made) FinishArgs(now time.Time) *rdb.FinishArgs {
+func (m *WrittenTask) FinishArgs(now time.Time) *rdb.FinishArgs {
 	return &rdb.FinishArgs{Queue: m.Queue, ID: m.ID, Attempt: m.Claimed.Attempt, Priority: m.Claimed.Priority, Now: now}
 }
 
@@ -104,7 +104,7 @@ var States = []dtqtype.Status{
 // queue delivers, so use a queue of its own or a priority above the
 // others'. An expired task is swept by SweepExpired at its deadline, which
 // expires any other overdue task of the queue too.
-func (f *Factory) Make(tb testing.TB, status dtqtype.Status, spec Task) *Made {
+func (f *Factory) Make(tb testing.TB, status dtqtype.Status, spec Task) *WrittenTask {
 	tb.Helper()
 	ctx := context.Background()
 	spec = f.defaults(spec)
@@ -173,7 +173,7 @@ func (f *Factory) defaults(spec Task) Task {
 	return spec
 }
 
-func (f *Factory) ingest(tb testing.TB, ctx context.Context, spec Task, delayed bool) *Made {
+func (f *Factory) ingest(tb testing.TB, ctx context.Context, spec Task, delayed bool) *WrittenTask {
 	tb.Helper()
 	num, err := f.R.QueueNumber(ctx, spec.Queue)
 	require.NoError(tb, err)
@@ -194,7 +194,7 @@ func (f *Factory) ingest(tb testing.TB, ctx context.Context, spec Task, delayed 
 	require.NoError(tb, err)
 	require.Len(tb, res, 1)
 	require.Equal(tb, rdb.Created, res[0].Outcome, "rdbtest: ingest of %s", nt.ID)
-	return &Made{Queue: spec.Queue, ID: nt.ID}
+	return &WrittenTask{Queue: spec.Queue, ID: nt.ID}
 }
 
 func (f *Factory) claim(tb testing.TB, ctx context.Context, spec Task, id string) *rdb.ClaimedTask {
@@ -208,7 +208,7 @@ func (f *Factory) claim(tb testing.TB, ctx context.Context, spec Task, id string
 	return &cr.Tasks[0]
 }
 
-func (f *Factory) finish(tb testing.TB, ctx context.Context, status dtqtype.Status, spec Task, m *Made) {
+func (f *Factory) finish(tb testing.TB, ctx context.Context, status dtqtype.Status, spec Task, m *WrittenTask) {
 	tb.Helper()
 	a := m.FinishArgs(spec.Now)
 	switch status {
