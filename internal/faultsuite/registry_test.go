@@ -2,6 +2,7 @@ package faultsuite
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -146,4 +147,39 @@ func TestWorkerAdmitUnderLostReplies(t *testing.T) {
 	n, err = direct.ZCard(t.Context(), keys.Workers()).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, bound, n)
+}
+
+// TestCreateQueueUnderLostReplies creates queues while the reply of the
+// registry script is lost once each (go-redis sends it again, and the
+// resent script finds the entry its first run made): the call that made a
+// queue is still told 201 created, and a second create 200.
+func TestCreateQueueUnderLostReplies(t *testing.T) {
+	t.Parallel()
+	g := newIngestRig(t)
+	put := func(q string) (int, bool) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, g.url+"/api/v1/queues/"+q, nil)
+		require.NoError(t, err)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out struct {
+			Created bool `json:"created"`
+		}
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		return res.StatusCode, out.Created
+	}
+	register := []byte(rdb.ScriptHash("register_queue"))
+	for i := range 10 {
+		q := "made-" + strconv.Itoa(i)
+		before := g.proxy.Cuts()
+		g.proxy.CutAfter(register, 1)
+		status, created := put(q)
+		require.Equal(t, before+1, g.proxy.Cuts(), "the reply of %s's registration was lost", q)
+		require.Equal(t, http.StatusCreated, status, q)
+		require.True(t, created, q)
+		status, created = put(q)
+		require.Equal(t, http.StatusOK, status, q)
+		require.False(t, created, q)
+	}
+	g.proxy.CutAfter(nil, 0)
 }

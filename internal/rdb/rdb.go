@@ -394,9 +394,13 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 			if !set && attempt == 0 {
 				continue // another process wrote it first: the registry follows that number
 			}
+			// The one call that writes the number key created the queue.
+			// The script's own flag cannot tell: sent again after its
+			// reply was lost, it finds the entry its first run made.
+			created = set
 		}
 		r.remember(queue, num)
-		return num, v[1] == 1, nil
+		return num, created, nil
 	}
 }
 
