@@ -80,12 +80,24 @@ type Remote struct {
 }
 
 // RemoteConfig configures a Remote: the settings of the tasks HTTP
-// workers run, which every process of a deployment must agree on with its
-// Go workers. The zero value of every field selects the default given in
-// its comment (the same as WorkerConfig's field of that name).
+// workers run. The zero value of every field selects its default.
 type RemoteConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
-	KeyPrefix string
+	// These mean what WorkerConfig's fields of the same names mean, with
+	// the same defaults and ranges; every process of a deployment must
+	// agree on them with its Go workers. MaxWorkers bounds the worker
+	// records, as in WorkerConfig: a claim by a new worker id past it is a
+	// TooManyWorkersError.
+	KeyPrefix                                            string
+	RetryBaseDelay, RetryMaxDelay                        time.Duration
+	RetryJitter                                          float64
+	SucceededRetention, FailedRetention, ResultRetention time.Duration
+	ResultMaxBytes                                       int
+	DisableDLQ                                           bool
+	DLQMaxLen, EventsMaxLen, MaxWorkers                  int64
+	ReplicaAcks                                          int
+	ReplicaAckTimeout                                    time.Duration
+	Clock                                                func() time.Time
+
 	// WorkerID names this process in the tasks its reclaimer takes back.
 	// Default api-hostname-pid-random.
 	WorkerID string
@@ -95,49 +107,18 @@ type RemoteConfig struct {
 	// HeartbeatInterval is how often Run looks for expired leases; at most
 	// VisibilityTimeout/3. Default 5s.
 	HeartbeatInterval time.Duration
-	// RetryBaseDelay and RetryMaxDelay shape the backoff of retryable
-	// failures without a retry_after. Defaults 1s, 60s.
-	RetryBaseDelay time.Duration
-	RetryMaxDelay  time.Duration
-	// RetryJitter spreads retries by ±jitter·delay, 0..1. Default 0.2;
-	// negative means none.
-	RetryJitter float64
-	// SucceededRetention, FailedRetention and ResultRetention: as in
-	// WorkerConfig. Defaults 1h, 7 days, 1h.
-	SucceededRetention time.Duration
-	FailedRetention    time.Duration
-	ResultRetention    time.Duration
-	// ResultMaxBytes: a larger result is dropped and flagged truncated.
-	// Default 8192.
-	ResultMaxBytes int
-	// DisableDLQ makes exhausted and permanent failures end as failed
-	// instead of dead_lettered. Default false (DLQ on).
-	DisableDLQ bool
-	// DLQMaxLen caps each queue's dead-letter index. Default 10000.
-	DLQMaxLen int64
-	// EventsMaxLen caps each queue's event stream. Default 100000.
-	EventsMaxLen int64
 	// Logger receives the Remote's warnings. Default slog.Default().
 	Logger *slog.Logger
-	// ReplicaAcks and ReplicaAckTimeout: as in WorkerConfig. Defaults 0, 1s.
-	ReplicaAcks       int
-	ReplicaAckTimeout time.Duration
-	// Clock returns the current time for leases, due times and expiry.
-	// Default time.Now.
-	Clock func() time.Time
 	// LeaseSecret authenticates lease tokens (DTQ_LEASE_SECRET), at least
 	// MinLeaseSecretLen bytes. Every API process of a deployment must have
 	// the same one; changing it invalidates outstanding tokens. Default: a
 	// random secret the first Remote of the deployment stores in Redis,
 	// which every other one then reads (once per Remote).
 	LeaseSecret string
-	// MaxWorkers and MaxWorkersPerKey bound the worker records
-	// (DTQ_MAX_WORKERS, DTQ_MAX_WORKERS_PER_KEY): past either, a claim by
-	// a new worker id is refused with a TooManyWorkersError. MaxWorkers as
-	// in WorkerConfig; MaxWorkersPerKey counts the ids one API key
-	// (ClaimRequest.Key) registers. Defaults DefaultMaxWorkers,
+	// MaxWorkersPerKey bounds the worker ids one API key
+	// (ClaimRequest.Key) registers (DTQ_MAX_WORKERS_PER_KEY): a claim by a
+	// new id past it is a TooManyWorkersError. Default
 	// DefaultMaxWorkersPerKey.
-	MaxWorkers       int64
 	MaxWorkersPerKey int64
 }
 
