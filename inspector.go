@@ -163,7 +163,7 @@ func (i *Inspector) RedisMemory(ctx context.Context) (*dtqtype.RedisMemory, erro
 	if err != nil || !ok {
 		return nil, err
 	}
-	return &dtqtype.RedisMemory{UsedBytes: m.UsedBytes, MaxBytes: m.MaxBytes}, nil
+	return &m, nil
 }
 
 // Readiness checks, as named by ReadinessError.Check.

@@ -135,16 +135,7 @@ func (i *Inspector) QueueSizes(ctx context.Context, names []string) ([]dtqtype.Q
 			return nil, invalid("queue", "%q must match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
 		}
 	}
-	ss, err := i.rdb.QueueSizes(ctx, names, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dtqtype.QueueSize, len(ss))
-	for j, s := range ss {
-		out[j] = dtqtype.QueueSize{Name: s.Name, Depth: s.Depth, Running: s.Running, Scheduled: s.Scheduled, DLQ: s.DLQ, Paused: s.Paused,
-			Retained: s.Retained}
-	}
-	return out, nil
+	return i.rdb.QueueSizes(ctx, names, time.Now())
 }
 
 // QueueTotals sums QueueSizes over the registered queues (restricted to

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // RetainedStatuses are the statuses a finished task is retained under, in
@@ -74,27 +76,20 @@ func (r *RDB) Tidy(ctx context.Context, queue string, now, createdBefore time.Ti
 	return TidyResult{Examined: int(v[0]), Dropped: int(v[1]), Pruned: int(v[2]), Wrapped: v[3] == 1}, nil
 }
 
-// Memory is Redis's memory use: on Redis Cluster, summed over the masters.
-type Memory struct {
-	UsedBytes int64
-	// MaxBytes is maxmemory; 0 when unset (no limit).
-	MaxBytes int64
-}
-
 // Memory reads used_memory and maxmemory from INFO memory (every master's,
 // on Cluster). ok is false when the server does not report them (the
 // in-process dev Redis).
-func (r *RDB) Memory(ctx context.Context) (m Memory, ok bool, err error) {
-	read := func(ctx context.Context, c redis.UniversalClient) (Memory, bool, error) {
+func (r *RDB) Memory(ctx context.Context) (m dtqtype.RedisMemory, ok bool, err error) {
+	read := func(ctx context.Context, c redis.UniversalClient) (dtqtype.RedisMemory, bool, error) {
 		info, err := readInfo(ctx, c, "memory")
 		if err != nil {
-			return Memory{}, false, err
+			return dtqtype.RedisMemory{}, false, err
 		}
 		used := infoField(info, "used_memory")
 		if used == "" {
-			return Memory{}, false, nil
+			return dtqtype.RedisMemory{}, false, nil
 		}
-		return Memory{UsedBytes: atoi64(used), MaxBytes: atoi64(infoField(info, "maxmemory"))}, true, nil
+		return dtqtype.RedisMemory{UsedBytes: atoi64(used), MaxBytes: atoi64(infoField(info, "maxmemory"))}, true, nil
 	}
 	cc, cluster := r.c.(*redis.ClusterClient)
 	if !cluster {

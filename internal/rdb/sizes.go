@@ -7,25 +7,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// QueueSize is the cheap part of a queue's state: its depth counter and the
-// sizes of its lease, schedule and dead-letter sets. Reading it costs five
-// commands a queue, against about thirty for QueueStats.
-type QueueSize struct {
-	Name      string
-	Depth     int64 // live tasks (the depth gate's counter)
-	Running   int64 // delivered and leased
-	Scheduled int64 // pending (delayed) and retrying
-	DLQ       int64
-	Paused    bool
-	Retained  int64 // finished tasks whose retention runs (see retainedCounts)
-}
-
-// QueueSizes reads the sizes of queues, in the order given, with one
-// pipeline. Metrics and list totals use it to cover every queue without
+// QueueSizes reads the sizes of queues (the cheap part of a queue's
+// state: its depth counter and the sizes of its lease, schedule and
+// dead-letter sets, five commands a queue against about thirty for
+// QueueStats), in the order given, with one pipeline. Metrics and list totals use it to cover every queue without
 // reading each queue's streams.
-func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([]QueueSize, error) {
+func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([]dtqtype.QueueSize, error) {
 	if len(queues) == 0 {
 		return nil, nil
 	}
@@ -46,10 +37,10 @@ func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	out := make([]QueueSize, len(queues))
+	out := make([]dtqtype.QueueSize, len(queues))
 	for i, q := range queues {
 		c := cs[i]
-		out[i] = QueueSize{Name: q, Running: c.lease.Val(), Scheduled: c.sched.Val(), DLQ: c.dlq.Val(), Paused: c.paused.Val() == 1}
+		out[i] = dtqtype.QueueSize{Name: q, Running: c.lease.Val(), Scheduled: c.sched.Val(), DLQ: c.dlq.Val(), Paused: c.paused.Val() == 1}
 		out[i].Depth, _ = strconv.ParseInt(c.depth.Val(), 10, 64)
 		for _, n := range retainedCounts(c.retained.Val(), now) {
 			out[i].Retained += n
