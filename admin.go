@@ -111,11 +111,7 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 
 // queueOf finds a task's queue from its id.
 func (a *Admin) queueOf(ctx context.Context, id string) (string, error) {
-	num, ok := rdb.ParseTaskID(id)
-	if !ok {
-		return "", ErrTaskNotFound
-	}
-	q, err := a.rdb.QueueName(ctx, num)
+	q, err := a.rdb.TaskQueue(ctx, id)
 	if err != nil {
 		return "", err
 	}

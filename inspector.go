@@ -197,11 +197,7 @@ func (e *ReadinessError) Unwrap() error { return e.err }
 // part of the id), or ErrTaskNotFound when the id is malformed or names no
 // registered queue. It does not check that the task exists.
 func (i *Inspector) TaskQueue(ctx context.Context, id string) (string, error) {
-	num, ok := rdb.ParseTaskID(id)
-	if !ok {
-		return "", ErrTaskNotFound
-	}
-	q, err := i.rdb.QueueName(ctx, num)
+	q, err := i.rdb.TaskQueue(ctx, id)
 	if err != nil {
 		return "", fmt.Errorf("dtq: task queue: %w", err)
 	}

@@ -257,9 +257,10 @@ type RDB struct {
 
 	workerBounds WorkerBounds // SetWorkerBounds
 
-	mu       sync.RWMutex
-	queueNum map[string]cachedNum
-	numQueue map[uint16]cachedName
+	mu         sync.RWMutex
+	queueNum   map[string]cachedNum
+	numQueue   map[uint16]cachedName
+	restoredAt time.Time // the last rebuild tried on a miss (queueNameFresh)
 }
 
 // New returns a Redis layer on c with keys under prefix.
@@ -483,6 +484,55 @@ func (r *RDB) QueueName(ctx context.Context, num uint16) (string, error) {
 	}
 	return r.queueNameUncached(ctx, num)
 }
+
+// TaskQueue returns the queue task id belongs to ("" when the id is not
+// a task id or its number names no queue). A cached name is trusted only
+// when that queue holds the task: otherwise the registry is read again,
+// and rebuilt from the queues' number keys when it was lost, so that
+// neither a stale cache nor a lost registry hides an existing task.
+func (r *RDB) TaskQueue(ctx context.Context, id string) (string, error) {
+	num, ok := ParseTaskID(id)
+	if !ok {
+		return "", nil
+	}
+	q, err := r.QueueName(ctx, num)
+	if err != nil {
+		return "", err
+	}
+	if q != "" {
+		n, err := r.c.Exists(ctx, r.keys.Task(q, id)).Result()
+		if err != nil || n == 1 {
+			return q, err
+		}
+	}
+	return r.queueNameFresh(ctx, num)
+}
+
+// queueNameFresh is QueueName read from Redis, after rebuilding a lost
+// registry (at most once per restoreEvery in a process: a miss is cheap to
+// cause, a rebuild scans the keyspace).
+func (r *RDB) queueNameFresh(ctx context.Context, num uint16) (string, error) {
+	q, err := r.queueNameUncached(ctx, num)
+	if err != nil || q != "" {
+		return q, err
+	}
+	r.mu.Lock()
+	due := time.Since(r.restoredAt) >= restoreEvery
+	if due {
+		r.restoredAt = time.Now()
+	}
+	r.mu.Unlock()
+	if !due {
+		return "", nil
+	}
+	if err := r.restoreRegistry(ctx); err != nil {
+		return "", err
+	}
+	return r.queueNameUncached(ctx, num)
+}
+
+// restoreEvery spaces the registry rebuilds a process tries on misses.
+const restoreEvery = 10 * time.Second
 
 // queueNameUncached is QueueName read from Redis. A number the registry
 // does not hold is not cached: a registry being rebuilt holds it soon.

@@ -1,6 +1,7 @@
 package rdb
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -109,4 +110,53 @@ func TestGetTaskRereadsRegistryOnMiss(t *testing.T) {
 	ti, err := b.r.GetTask(b.ctx, nt.ID)
 	require.NoError(t, err, "the task exists; a cached name must not hide it")
 	require.Equal(t, "b", ti.Queue)
+}
+
+// A registry lost while the queues' own keys remain (on Cluster the
+// registry's master may lose its data alone) is rebuilt by the first
+// lookup that misses, not by the next registration: a task is found by
+// its id at once, by a process that never cached its queue.
+func TestTaskLookupRebuildsALostRegistry(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	_ = b.task(t, "a", "")
+	nt := b.task(t, "b", "")
+	b.ingest(t, "b", nt)
+
+	for name, lookup := range map[string]func(r *RDB) (string, error){
+		"TaskQueue": func(r *RDB) (string, error) { return r.TaskQueue(b.ctx, nt.ID) },
+		"GetTask": func(r *RDB) (string, error) {
+			ti, err := r.GetTask(b.ctx, nt.ID)
+			if err != nil {
+				return "", err
+			}
+			return ti.Queue, nil
+		},
+	} {
+		require.NoError(t, b.c.Del(b.ctx, b.keys.Queues()).Err())
+		q, err := lookup(New(b.c, b.keys.Prefix()))
+		require.NoError(t, err, name)
+		require.Equal(t, "b", q, name)
+	}
+	num, err := b.c.HGet(b.ctx, b.keys.Queues(), "a").Result()
+	require.NoError(t, err, "the rebuilt registry holds every queue")
+	n, _ := ParseTaskID(b.task(t, "a", "").ID)
+	require.Equal(t, strconv.Itoa(int(n)), num)
+}
+
+// TaskQueue does not trust a cached name for a task that queue does not
+// hold: after a wipe the number may belong to another queue.
+func TestTaskQueueRereadsAStaleCache(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	_ = b.task(t, "a", "") // b.r caches 1 <-> a
+	b.wipe(t)
+	other := New(b.c, b.keys.Prefix())
+	n, err := other.QueueNumber(b.ctx, "c")
+	require.NoError(t, err)
+	nt := testTask(n, b.now, "")
+	b.ingest(t, "c", nt)
+	q, err := b.r.TaskQueue(b.ctx, nt.ID)
+	require.NoError(t, err)
+	require.Equal(t, "c", q)
 }

@@ -27,8 +27,9 @@ func (r *RDB) GetTask(ctx context.Context, id string) (*dtqtype.TaskInfo, error)
 	h, res, err := r.readTask(ctx, queue, id)
 	if err == nil && len(h.Val()) == 0 {
 		// A miss is never taken from the cache: a registry lost and rebuilt
-		// may name the number's queue differently from a cached entry.
-		fresh, ferr := r.queueNameUncached(ctx, num)
+		// may name the number's queue differently from a cached entry, and
+		// a lost one is rebuilt here rather than at the next registration.
+		fresh, ferr := r.queueNameFresh(ctx, num)
 		if ferr != nil {
 			return nil, ferr
 		}
