@@ -429,10 +429,17 @@ func evalVoid(expr string) chromedp.Action[chromedp.Void] {
 // waitFor polls a JavaScript condition in the page until it is true.
 func (tb *tab) waitFor(cond string) {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, actionTimeout)
+	tb.waitForWithin(cond, actionTimeout)
+}
+
+// waitForWithin is waitFor with its own timeout, for a change the page
+// only picks up at its periodic refresh (15 to 20 s when no event says so).
+func (tb *tab) waitForWithin(cond string, timeout time.Duration) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, timeout)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!(`+cond+`)`,
-		chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(actionTimeout)))
+		chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
 	if err != nil {
 		tb.t.Fatalf("waiting for %s: %v\npage: %s\nconsole:\n%s", cond, err, tb.pageState(), tb.consoleText())
 	}

@@ -136,5 +136,7 @@ func TestQueuesPageShowsLimits(t *testing.T) {
 	cell := `document.querySelector('#queues-table tr[data-queue="default"] td.cell-limits')?.textContent`
 	tb.waitFor(cell + ` === '10/1s · 5 running · 1 per key'`)
 	require.Equal(t, http.StatusOK, b.call(t, http.MethodDelete, "/api/v1/queues/default/limits", "", nil))
-	tb.waitFor(cell + ` === ''`)
+	// No event tells the page of a limits change: its idle refresh (at
+	// most 20 s after its last load) shows it.
+	tb.waitForWithin(cell+` === ''`, 45*time.Second)
 }
