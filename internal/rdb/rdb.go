@@ -268,6 +268,16 @@ func New(c redis.UniversalClient, prefix string) *RDB {
 	return &RDB{c: c, keys: NewKeys(prefix), queueNum: map[string]cachedNum{}, numQueue: map[uint16]cachedName{}}
 }
 
+// eachMaster runs fn on every master of a Redis Cluster, concurrently, or
+// on the one server otherwise: for what each master holds or reports
+// alone (INFO, CONFIG, SCAN).
+func (r *RDB) eachMaster(ctx context.Context, fn func(context.Context, redis.UniversalClient) error) error {
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, r.c)
+}
+
 // Client returns the underlying Redis client.
 func (r *RDB) Client() redis.UniversalClient { return r.c }
 
@@ -614,12 +624,7 @@ func (r *RDB) restoreRegistry(ctx context.Context) error {
 		}
 		return it.Err()
 	}
-	if cc, ok := r.c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, r.c)
-	}
-	if err != nil {
+	if err := r.eachMaster(ctx, scan); err != nil {
 		return err
 	}
 	slices.SortFunc(found, func(a, b entry) int { return b.num - a.num })

@@ -126,11 +126,7 @@ func (r *RDB) DurabilityWarnings(ctx context.Context) []string {
 		mu.Unlock()
 		return nil
 	}
-	if cc, ok := r.c.(*redis.ClusterClient); ok {
-		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
-	} else {
-		_ = check(ctx, r.c)
-	}
+	_ = r.eachMaster(ctx, check) // check reports its failures as warnings
 	slices.Sort(warn)
 	return slices.Compact(warn)
 }

@@ -91,14 +91,10 @@ func (r *RDB) Memory(ctx context.Context) (m dtqtype.RedisMemory, ok bool, err e
 		}
 		return dtqtype.RedisMemory{UsedBytes: atoi64(used), MaxBytes: atoi64(infoField(info, "maxmemory"))}, true, nil
 	}
-	cc, cluster := r.c.(*redis.ClusterClient)
-	if !cluster {
-		return read(ctx, r.c)
-	}
 	var mu sync.Mutex
 	ok = true
 	unlimited := false // a master without maxmemory: the sum has no limit
-	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+	err = r.eachMaster(ctx, func(ctx context.Context, c redis.UniversalClient) error {
 		one, has, err := read(ctx, c)
 		mu.Lock()
 		defer mu.Unlock()
