@@ -104,11 +104,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	// A claim that waits holds a Redis connection while it blocks: it
 	// counts against the process's long-poll bound (not the key's).
 	if b.Wait > 0 {
-		if limit, ok := s.waits.acquireShared(); !ok {
-			s.writeAPIError(w, r, tooManyWaits("total", limit))
+		if scope, limit := s.waits.acquire(""); scope != "" {
+			s.writeAPIError(w, r, tooManyWaits(scope, limit))
 			return
 		}
-		defer s.waits.releaseShared()
+		defer s.waits.release("")
 	}
 	// The key's name bounds the worker ids it registers; open mode has none.
 	key, _ := KeyFromContext(r.Context())

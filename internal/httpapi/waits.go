@@ -26,47 +26,35 @@ type waitLimits struct {
 }
 
 // acquire takes one long-poll for caller, or answers which bound refused
-// it ("key" or "total").
+// it ("key" or "total"). Caller "" counts against the total only: an HTTP
+// worker's claim, since a fleet of workers may share one key (their
+// worker ids are bounded per key instead).
 func (l *waitLimits) acquire(caller string) (refused string, limit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.byKey[caller] >= l.perKey:
+	case caller != "" && l.byKey[caller] >= l.perKey:
 		return "key", l.perKey
 	case l.inFlight >= l.total:
 		return "total", l.total
 	}
-	if l.byKey == nil {
-		l.byKey = map[string]int{}
-	}
-	l.byKey[caller]++
 	l.inFlight++
+	if caller != "" {
+		if l.byKey == nil {
+			l.byKey = map[string]int{}
+		}
+		l.byKey[caller]++
+	}
 	return "", 0
-}
-
-// acquireShared takes one long-poll that counts against the process's
-// bound only: an HTTP worker's claim, since a fleet of workers may share
-// one key (their worker ids are bounded per key instead).
-func (l *waitLimits) acquireShared() (limit int, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inFlight >= l.total {
-		return l.total, false
-	}
-	l.inFlight++
-	return 0, true
-}
-
-func (l *waitLimits) releaseShared() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.inFlight--
 }
 
 func (l *waitLimits) release(caller string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inFlight--
+	if caller == "" {
+		return
+	}
 	if l.byKey[caller]--; l.byKey[caller] <= 0 {
 		delete(l.byKey, caller)
 	}
