@@ -75,3 +75,39 @@ func TestIngestResentAndSettledOnEveryMaster(t *testing.T) {
 		})
 	}
 }
+
+// TestLostRegistryRebuiltAcrossMasters: queues on three masters keep their
+// tasks while the registry (on a master of its own slot) is lost; a
+// process that never cached them finds each task by its id at once, the
+// registry rebuilt from the queues' number keys read on every master.
+func TestLostRegistryRebuiltAcrossMasters(t *testing.T) {
+	t.Parallel()
+	c := sharedCluster(t)
+	cc := c.Client(t)
+	prefix := runPrefix("registry")
+	ctx := context.Background()
+	r := rdb.New(cc, prefix)
+	opt := rdb.IngestOptions{MaxDepth: 100, EventsMaxLen: 1000, RecentCap: 1000}
+	ids := map[string]string{}
+	for _, q := range queuesOnEveryMaster(t, c, prefix) {
+		now := time.Now()
+		num, err := r.QueueNumber(ctx, q)
+		require.NoError(t, err)
+		nt := rdb.NewTask{ID: rdb.NewTaskID(num, now), Type: "echo", Payload: []byte(`{}`), Priority: 5,
+			MaxAttempts: 3, TimeoutMS: 30000, AvailableAt: now.UnixMilli(), Metadata: []byte("{}"), CreatedAt: now.UnixMilli()}
+		_, err = r.Ingest(ctx, q, now, opt, []rdb.NewTask{nt})
+		require.NoError(t, err)
+		ids[q] = nt.ID
+	}
+	require.NoError(t, cc.Del(ctx, r.Keys().Queues()).Err())
+
+	fresh := rdb.New(cc, prefix)
+	for q, id := range ids {
+		got, err := fresh.TaskQueue(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, q, got, "task %s", id)
+	}
+	n, err := cc.HLen(ctx, r.Keys().Queues()).Result()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, int64(2*len(ids)), "every queue is back in the registry, both ways")
+}

@@ -98,12 +98,22 @@ func TestQueueRegistrationUnderLostReplies(t *testing.T) {
 }
 
 // TestWorkerAdmitUnderLostReplies registers HTTP workers of one key, past
-// its bound, while the reply of every admission is lost once (go-redis
-// sends it again). A resent admission of an id its first run admitted
-// must answer admitted, never "full": exactly the bound's number of ids
-// get 200 and a record, the rest 429 TOO_MANY_WORKERS.
+// its bound, while every admission's reply is lost once, or its request cut
+// before it reached Redis (go-redis sends it again either way). A resent
+// admission of an id its first run admitted must answer admitted, never
+// "full": exactly the bound's number of ids get 200 and a record, the rest
+// 429 TOO_MANY_WORKERS.
 func TestWorkerAdmitUnderLostReplies(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{"lost reply", "cut request"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testWorkerAdmitUnderFaults(t, mode == "lost reply")
+		})
+	}
+}
+
+func testWorkerAdmitUnderFaults(t *testing.T, lostReply bool) {
 	proxy, direct, _ := proxied(t)
 	apiRedis := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	t.Cleanup(func() { _ = apiRedis.Close() })
@@ -127,7 +137,11 @@ func TestWorkerAdmitUnderLostReplies(t *testing.T) {
 	statuses := map[int]int{}
 	admit := []byte(rdb.ScriptHash("worker_admit"))
 	for i := range 2 * bound {
-		proxy.CutAfter(admit, 1)
+		if lostReply {
+			proxy.CutAfter(admit, 1)
+		} else {
+			proxy.CutBefore(admit, 1)
+		}
 		body := fmt.Sprintf(`{"worker_id": "py-%d", "queues": ["work"]}`, i)
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/api/v1/claims", bytes.NewBufferString(body))
 		require.NoError(t, err)
@@ -139,7 +153,7 @@ func TestWorkerAdmitUnderLostReplies(t *testing.T) {
 		statuses[res.StatusCode]++
 	}
 	require.Equal(t, map[int]int{http.StatusOK: bound, http.StatusTooManyRequests: bound}, statuses)
-	require.EqualValues(t, 2*bound, proxy.Cuts(), "every admission's reply was lost once")
+	require.EqualValues(t, 2*bound, proxy.Cuts(), "every admission was cut once")
 	keys := rdb.NewKeys(prefix)
 	n, err := direct.ZCard(t.Context(), keys.WorkersOfKey("py")).Result()
 	require.NoError(t, err)
