@@ -62,7 +62,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	pipe := r.c.Pipeline()
 	xlen := make([]*redis.IntCmd, NumBands)
 	xpend := make([]*redis.XPendingCmd, NumBands)
-	for b := 0; b < NumBands; b++ {
+	for b := range NumBands {
 		xlen[b] = pipe.XLen(ctx, k.Stream(queue, b))
 		xpend[b] = pipe.XPending(ctx, k.Stream(queue, b), Group)
 	}
@@ -82,7 +82,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	qs := &QueueStats{Name: queue}
 	// Claims trim what they deliver, so a band stream holds exactly its
 	// undelivered entries.
-	for b := 0; b < NumBands; b++ {
+	for b := range NumBands {
 		if p, err := xpend[b].Result(); err == nil {
 			qs.Pending += p.Count
 		}
@@ -159,7 +159,7 @@ func validQueueName(q string) bool {
 	if q == "" || len(q) > 64 {
 		return false
 	}
-	for i := 0; i < len(q); i++ {
+	for i := range len(q) {
 		c := q[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
@@ -228,11 +228,11 @@ func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQE
 		default:
 			// Ties at the cursor's millisecond come after it only in
 			// queues sorting after its queue.
-			max := strconv.FormatInt(from.at, 10)
+			upTo := strconv.FormatInt(from.at, 10)
 			if q <= from.queue {
-				max = "(" + max
+				upTo = "(" + upTo
 			}
-			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Max: max, Min: "-inf", Count: scan})
+			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Max: upTo, Min: "-inf", Count: scan})
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -293,7 +293,10 @@ func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Ti
 	}
 	queues := ""
 	if w.Queues != nil {
-		b, _ := json.Marshal(w.Queues)
+		b, err := json.Marshal(w.Queues)
+		if err != nil {
+			return err
+		}
 		queues = string(b)
 	}
 	args := []any{now.UnixMilli(), w.Mode, w.LeaseEnd.UnixMilli(), queues, w.Interval.Milliseconds(), w.Version}
