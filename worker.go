@@ -111,7 +111,7 @@ type WorkerConfig struct {
 	MaxWorkers int64
 }
 
-// Default worker record bounds (WorkerConfig.MaxWorkers, RemoteConfig.MaxWorkersPerKey).
+// Default worker record bounds (WorkerConfig.MaxWorkers, WorkerGatewayConfig.MaxWorkersPerKey).
 const (
 	DefaultMaxWorkers       = 10000
 	DefaultMaxWorkersPerKey = 1000

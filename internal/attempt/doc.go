@@ -1,5 +1,5 @@
 // Package attempt owns what happens once one attempt of a task has run,
-// for the Go Worker and for HTTP workers (Remote) alike: the decision it
+// for the Go Worker and for HTTP workers (WorkerGateway) alike: the decision it
 // leads to (succeed, retry after a backoff, dead-letter; a cancel request
 // wins inside the scripts), the success value with its result cap, the
 // finalize write and its retry policy, and the reclaim step that brings
