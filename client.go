@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -161,7 +162,7 @@ func (c *Client) submit(ctx context.Context, s Submission, lim *limits) (*Submit
 	}
 	// The batch's ingest call serves many callers, so it runs under none
 	// of their contexts (see newSubmitBatcher); ctx bounds only the wait.
-	o, err := c.batcher(n.queue).do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
+	o, err := c.batcher(n.queue).Do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
 	if err != nil {
 		return nil, unknownOutcome(err, n, &nt)
 	}
@@ -375,12 +376,12 @@ func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.Task
 	return info
 }
 
-func (c *Client) batcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
+func (c *Client) batcher(queue string) *groupcommit.Group[*pendingSubmit, submitOutcome] {
 	if b, ok := c.batchers.Load(queue); ok {
-		return b.(*groupCommit[*pendingSubmit, submitOutcome])
+		return b.(*groupcommit.Group[*pendingSubmit, submitOutcome])
 	}
 	b, _ := c.batchers.LoadOrStore(queue, c.newSubmitBatcher(queue))
-	return b.(*groupCommit[*pendingSubmit, submitOutcome])
+	return b.(*groupcommit.Group[*pendingSubmit, submitOutcome])
 }
 
 // pendingSubmit is one validated submission waiting for its ingest call.
@@ -397,18 +398,18 @@ type submitOutcome struct {
 
 // newSubmitBatcher merges concurrent Submit calls for one queue into one
 // ingest script call.
-func (c *Client) newSubmitBatcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
-	return &groupCommit[*pendingSubmit, submitOutcome]{
-		max:      maxScriptTasks,
-		flushers: 2,
+func (c *Client) newSubmitBatcher(queue string) *groupcommit.Group[*pendingSubmit, submitOutcome] {
+	return &groupcommit.Group[*pendingSubmit, submitOutcome]{
+		Max:      maxScriptTasks,
+		Flushers: 2,
 		// Independent submitters at a steady, moderate rate (an HTTP
 		// server's requests) rarely overlap a call; waiting up to
 		// submitLinger for a few to share one ingest call costs Redis far
 		// less than a call each (a lone call's fixed cost is most of it).
-		// A caller submitting in a loop never waits (see groupCommit).
-		linger: submitLinger,
-		gather: submitGather,
-		run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
+		// A caller submitting in a loop never waits (see groupcommit.Group).
+		Linger: submitLinger,
+		Gather: submitGather,
+		Run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
 			ctx := context.Background() // callers may give up; the write must not be cut in half
 			now := c.cfg.Clock()
 			tasks := make([]rdb.NewTask, len(batch))

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dtq-io/dtq/internal/jsonscan"
 )
 
 // ErrInvalidJSON is wrapped by DecodeSubmission when the body is not a JSON
@@ -25,7 +27,7 @@ func DecodeSubmission(data []byte) (Submission, error) {
 	// The body adds one level around payload and metadata, whose own depth
 	// is checked per field so the error can name the field; one more level of
 	// slack lets that per-field check report a payload just over the limit.
-	if d := jsonDepth(data); d > MaxJSONDepth+2 {
+	if d := jsonscan.Depth(data); d > MaxJSONDepth+2 {
 		return s, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
 	}
 	var m map[string]json.RawMessage

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/jsonscan"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/schedule"
 )
@@ -346,7 +347,7 @@ var scheduleTaskFields = map[string]bool{"queue": true, "task_type": true, "payl
 // wraps ErrInvalidJSON. Ranges are checked by Admin.PutSchedule.
 func DecodeSchedule(name string, data []byte) (Schedule, error) {
 	data = bytes.TrimSpace(data)
-	if d := jsonDepth(data); d > MaxJSONDepth+2 {
+	if d := jsonscan.Depth(data); d > MaxJSONDepth+2 {
 		return Schedule{}, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
 	}
 	var m map[string]json.RawMessage

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/slots"
 )
 
 // Version is dtq's version, reported in worker heartbeats.
@@ -239,7 +240,7 @@ type Worker struct {
 	rdb          *rdb.RDB
 	cfg          WorkerConfig
 	settings     rdb.WorkerSettings
-	slots        *slots
+	slots        *slots.Pool
 	obs          Observer
 	instance     string
 	sched        *Scheduler // nil with DisableScheduler
@@ -247,7 +248,7 @@ type Worker struct {
 	redisVersion string
 	started      time.Time
 
-	succeeders sync.Map // queue -> *groupCommit: batched success finalizes
+	succeeders sync.Map // queue -> *groupcommit.Group: batched success finalizes
 
 	mu       sync.Mutex
 	inflight map[runKey]*running
@@ -311,7 +312,7 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 		ServeMux: NewServeMux(),
 		rdb:      replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
 		cfg:      conf,
-		slots:    newSlots(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
+		slots:    slots.NewPool(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
 		obs:      conf.Observer,
 		instance: hex.EncodeToString(b[:]),
 		inflight: map[runKey]*running{},

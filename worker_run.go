@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -43,7 +44,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	var lastWake time.Time       // when WaitReady last returned new entries
 	var groupDelay time.Duration // backoff of failing group creations; 0 = none failing
 	for ctx.Err() == nil {
-		n, err := w.slots.acquire(ctx, queue, w.cfg.Concurrency)
+		n, err := w.slots.Acquire(ctx, queue, w.cfg.Concurrency)
 		if err != nil {
 			return
 		}
@@ -54,14 +55,14 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			return w.rdb.Claim(bg, queue, &w.settings, n, now, nonce)
 		})
 		if err != nil {
-			w.slots.release(n)
+			w.slots.Release(n)
 			w.cfg.Logger.Warn("claim failed", "queue", queue, "err", err)
 			attempt.Sleep(ctx, errDelay)
 			errDelay = min(errDelay*2, 5*time.Second)
 			continue
 		}
 		errDelay = 50 * time.Millisecond
-		w.slots.release(n - w.startAll(hardCtx, res.Tasks))
+		w.slots.Release(n - w.startAll(hardCtx, res.Tasks))
 		if res.Held > 0 {
 			w.obs.Throttled(queue, "key_concurrency", res.Held)
 		}
@@ -120,8 +121,8 @@ type reclaimRunner struct {
 	w *Worker
 }
 
-func (r reclaimRunner) Acquire() int                        { return r.w.slots.tryAcquire(r.w.cfg.Concurrency) }
-func (r reclaimRunner) Release(n int)                       { r.w.slots.release(n) }
+func (r reclaimRunner) Acquire() int                        { return r.w.slots.TryAcquire(r.w.cfg.Concurrency) }
+func (r reclaimRunner) Release(n int)                       { r.w.slots.Release(n) }
 func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.running(queue) }
 func (r reclaimRunner) Start(ctx context.Context, tasks []rdb.ClaimedTask) int {
 	return r.w.startAll(ctx, tasks)
@@ -200,7 +201,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		// The slot bounds running handlers: it is free as soon as this one
 		// returns, so the next claim overlaps this task's finalize. The task
 		// stays in flight (its lease renewed) until the finalize is done.
-		w.slots.release(1)
+		w.slots.Release(1)
 		w.finish(hardCtx, r, res, err, panicked, cause, took)
 		w.mu.Lock()
 		delete(w.inflight, key)
@@ -279,7 +280,7 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *attempt
 		}
 		// One finalize call serves many tasks' successes, so it runs under
 		// none of their contexts (see succeeder); ctx bounds only the wait.
-		taskErr, err := w.succeeder(a.Queue).do(ctx, *s) //nolint:contextcheck // see above
+		taskErr, err := w.succeeder(a.Queue).Do(ctx, *s) //nolint:contextcheck // see above
 		if err != nil {
 			return err
 		}
@@ -318,22 +319,22 @@ func (w *Worker) report(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string
 
 // succeeder merges concurrent successes of one queue into one finalize
 // script call.
-func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
+func (w *Worker) succeeder(queue string) *groupcommit.Group[rdb.Success, error] {
 	if g, ok := w.succeeders.Load(queue); ok {
-		return g.(*groupCommit[rdb.Success, error])
+		return g.(*groupcommit.Group[rdb.Success, error])
 	}
-	g, _ := w.succeeders.LoadOrStore(queue, &groupCommit[rdb.Success, error]{
-		max: maxScriptTasks,
+	g, _ := w.succeeders.LoadOrStore(queue, &groupcommit.Group[rdb.Success, error]{
+		Max: maxScriptTasks,
 		// At a steady rate a success waits up to successLinger for others
 		// (or until half the concurrency is waiting) to share their
 		// finalize call: one script call per few tasks instead of each.
-		linger: successLinger,
-		gather: max(2, w.cfg.Concurrency/2),
-		run: func(batch []rdb.Success) ([]error, error) {
+		Linger: successLinger,
+		Gather: max(2, w.cfg.Concurrency/2),
+		Run: func(batch []rdb.Success) ([]error, error) {
 			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.cfg.Clock(), batch)
 		},
 	})
-	return g.(*groupCommit[rdb.Success, error])
+	return g.(*groupcommit.Group[rdb.Success, error])
 }
 
 // heartbeatLoop renews the leases of running tasks (cancelling a handler
