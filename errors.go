@@ -71,21 +71,28 @@ func (e *OutcomeUnknownError) Error() string {
 // Unwrap returns ErrOutcomeUnknown and the Redis error.
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
-// ValidationError reports one invalid submission field.
+// ValidationError reports one invalid submission field. It matches
+// ErrInvalidTask, or ErrUnknownTaskType or ErrPayloadTooLarge for those
+// refusals.
 type ValidationError struct {
 	Field   string // JSON name of the field, e.g. "priority"
 	Message string // what is wrong and what is accepted
-	kind    error  // ErrInvalidTask, ErrUnknownTaskType or ErrPayloadTooLarge
+	kind    error  // ErrUnknownTaskType or ErrPayloadTooLarge; nil: ErrInvalidTask
 }
 
 // Error describes the field and what is wrong with it.
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 
 // Unwrap returns the sentinel the error belongs to.
-func (e *ValidationError) Unwrap() error { return e.kind }
+func (e *ValidationError) Unwrap() error {
+	if e.kind == nil {
+		return ErrInvalidTask
+	}
+	return e.kind
+}
 
 func invalid(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...), kind: ErrInvalidTask}
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // QueueFullError is returned when a queue is at its depth limit.

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/dtq-io/dtq/internal/idemkey"
 	"github.com/dtq-io/dtq/internal/jsonscan"
 )
 
@@ -284,8 +284,8 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 	}
 
 	if s.IdempotencyKey != "" {
-		if n.key, err = NormalizeIdempotencyKey(s.IdempotencyKey); err != nil {
-			return nil, err
+		if n.key, err = idemkey.Normalize(s.IdempotencyKey, MaxIdempotencyKey); err != nil {
+			return nil, &ValidationError{Field: "idempotency_key", Message: err.Error()}
 		}
 	}
 	if s.ConcurrencyKey != "" {
@@ -314,35 +314,6 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 		n.fingerprint = n.computeFingerprint() // only a keyed submission is ever compared
 	}
 	return n, nil
-}
-
-// NormalizeIdempotencyKey unquotes an RFC 8941 quoted string and checks the
-// key is 1..255 printable ASCII characters.
-func NormalizeIdempotencyKey(k string) (string, error) {
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		var b strings.Builder
-		in := k[1 : len(k)-1]
-		for i := 0; i < len(in); i++ {
-			c := in[i]
-			if c == '\\' && i+1 < len(in) && (in[i+1] == '"' || in[i+1] == '\\') {
-				i++
-				c = in[i]
-			} else if c == '"' || c == '\\' {
-				return "", invalid("idempotency_key", "is not a valid quoted string")
-			}
-			b.WriteByte(c)
-		}
-		k = b.String()
-	}
-	if len(k) < 1 || len(k) > MaxIdempotencyKey {
-		return "", invalid("idempotency_key", "must be 1..255 characters")
-	}
-	for i := range len(k) {
-		if k[i] < 0x20 || k[i] > 0x7e {
-			return "", invalid("idempotency_key", "must be printable ASCII (0x20..0x7e)")
-		}
-	}
-	return k, nil
 }
 
 // objectJSON returns v as compact JSON, which must be an object.
