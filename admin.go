@@ -16,35 +16,27 @@ import (
 
 // AdminConfig configures an Admin. Zero values select the defaults noted.
 type AdminConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
-	KeyPrefix string
-	// EventsMaxLen caps each queue's event stream. Default 100000.
-	EventsMaxLen int64
-	// FailedRetention is how long a task the Admin ends (cancelled, purged,
-	// discarded from the DLQ) is kept, unless its own retention says
-	// otherwise. Default 7 days; NoRetention deletes it at once.
-	FailedRetention time.Duration
-	// IdempotencyTTL is the fresh TTL a DLQ requeue gives the task's
-	// idempotency record. Default 24h.
-	IdempotencyTTL time.Duration
-	// DisableDLQ mirrors the workers' setting: when set, failed tasks may be
+	// Deployment settings: they mean the same in every config type, with
+	// the same defaults, and every process of a deployment must agree on
+	// them (see "Deployment settings" in the package documentation). For
+	// the Admin, FailedRetention is how long a task it ends (cancelled,
+	// purged, discarded from the DLQ) is kept, unless its own retention says
+	// otherwise; IdempotencyTTL is the fresh TTL a DLQ requeue gives the
+	// task's idempotency record; with DisableDLQ, failed tasks may be
 	// requeued by id.
-	DisableDLQ bool
-	// AuditMaxLen caps the audit stream. Default 100000.
-	AuditMaxLen int64
-	// ReplicaAcks makes every acknowledged write wait until this many
-	// replicas have it (Redis WAIT) before it is answered; a write they did
-	// not all acknowledge within ReplicaAckTimeout fails with
-	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
-	ReplicaAcks int
-	// ReplicaAckTimeout bounds that wait. Default 1s.
-	ReplicaAckTimeout time.Duration
-	// Clock returns the current time. Default time.Now.
-	Clock func() time.Time
+	KeyPrefix                 string
+	EventsMaxLen, AuditMaxLen int64
+	DisableDLQ                bool
+	FailedRetention           time.Duration
+	IdempotencyTTL            time.Duration
+	ReplicaAcks               int
+	ReplicaAckTimeout         time.Duration
+	Clock                     func() time.Time
+
 	// Client submits the tasks of triggered schedules, and its limits
 	// (attempts cap, payload size, task types) validate schedules' task
 	// fields. It must use the same KeyPrefix. Default: a Client with default
-	// limits on the same Redis.
+	// limits and the Admin's deployment settings, on the same Redis.
 	Client *Client
 }
 
@@ -64,49 +56,22 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewAdmin needs a Redis client")
 	}
-	var o AdminConfig
-	if cfg != nil {
-		o = *cfg
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = "dtq"
-	}
-	if err := checkPrefix(o.KeyPrefix); err != nil {
+	dep, err := cfg.deployment().resolve()
+	if err != nil {
 		return nil, err
 	}
-	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = DefaultStreamMaxLen
+	var client *Client
+	if cfg != nil {
+		client = cfg.Client
 	}
-	if o.FailedRetention == 0 {
-		o.FailedRetention = DefaultFailedRetention
-	}
-	if o.FailedRetention != NoRetention && (o.FailedRetention < 0 || o.FailedRetention > MaxRetention) {
-		return nil, errors.New("dtq: FailedRetention must be NoRetention or up to 366 days")
-	}
-	if o.IdempotencyTTL == 0 {
-		o.IdempotencyTTL = 24 * time.Hour
-	}
-	if o.AuditMaxLen == 0 {
-		o.AuditMaxLen = DefaultStreamMaxLen
-	}
-	if o.Clock == nil {
-		o.Clock = time.Now
-	}
-	if o.Client == nil {
-		cl, err := NewClient(c, &ClientConfig{KeyPrefix: o.KeyPrefix, EventsMaxLen: o.EventsMaxLen,
-			ReplicaAcks: o.ReplicaAcks, ReplicaAckTimeout: o.ReplicaAckTimeout, Clock: o.Clock})
-		if err != nil {
+	if client == nil {
+		if client, err = newClient(c, nil, dep); err != nil {
 			return nil, err
 		}
-		o.Client = cl
-	} else if o.Client.cfg.KeyPrefix != o.KeyPrefix {
-		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", o.Client.cfg.KeyPrefix, o.KeyPrefix)
+	} else if client.dep.keyPrefix != dep.keyPrefix {
+		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", client.dep.keyPrefix, dep.keyPrefix)
 	}
-	r := replicated(rdb.New(c, o.KeyPrefix), o.ReplicaAcks, o.ReplicaAckTimeout)
-	return &Admin{rdb: r, clk: o.Clock, client: o.Client, s: rdb.AdminSettings{
-		EventsMaxLen: o.EventsMaxLen, FailedRetention: scriptRetention(o.FailedRetention), IdempotencyTTL: o.IdempotencyTTL,
-		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
-	}}, nil
+	return &Admin{rdb: dep.storage(c), clk: dep.clock, client: client, s: dep.adminSettings()}, nil
 }
 
 // queueOf finds a task's queue from its id.

@@ -197,20 +197,6 @@ func (e *TaskStateError) Error() string {
 // Unwrap returns ErrTaskTerminal or ErrTaskConflict.
 func (e *TaskStateError) Unwrap() error { return e.err }
 
-// replicaAckTimeout applies ReplicaAckTimeout's default.
-func replicaAckTimeout(d time.Duration) time.Duration {
-	if d <= 0 {
-		return time.Second
-	}
-	return d
-}
-
-// replicated sets r's replica acknowledgements and returns it.
-func replicated(r *rdb.RDB, n int, timeout time.Duration) *rdb.RDB {
-	r.SetReplicaAcks(n, replicaAckTimeout(timeout))
-	return r
-}
-
 // errorClass names the kind of a handler error for error_class: an explicit
 // ErrorClass() method wins; otherwise the error's type name, with the
 // standard library's anonymous error types shown as "Error".

@@ -62,13 +62,14 @@ func NewScheduler(c *Client, cfg *SchedulerConfig) (*Scheduler, error) {
 	if o.MaxSleep <= 0 {
 		o.MaxSleep = time.Second
 	}
-	if o.Clock == nil {
-		o.Clock = c.cfg.Clock
+	clk, maxLen := c.dep.clock, c.dep.eventsMaxLen // the Client's unless cfg sets them
+	if o.Clock != nil {
+		clk = o.Clock
 	}
-	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = c.cfg.EventsMaxLen
+	if o.EventsMaxLen != 0 {
+		maxLen = o.EventsMaxLen
 	}
-	return &Scheduler{client: c, rdb: c.rdb, log: o.Logger, clk: o.Clock, sleep: o.MaxSleep, maxLen: o.EventsMaxLen}, nil
+	return &Scheduler{client: c, rdb: c.rdb, log: o.Logger, clk: clk, sleep: o.MaxSleep, maxLen: maxLen}, nil
 }
 
 // Run fires due schedules until ctx ends: it sleeps until the next tick of
@@ -189,13 +190,19 @@ func refusedTick(err error) bool {
 // newScheduler returns the Scheduler Worker.Run runs (unless
 // DisableScheduler is set: then NewWorker does not call it).
 func (w *Worker) newScheduler() (*Scheduler, error) {
-	var cc ClientConfig
-	if w.cfg.SchedulerClient != nil {
-		cc = *w.cfg.SchedulerClient
+	// The worker's deployment settings, but for the idempotency TTL, which
+	// a WorkerConfig does not have.
+	var own deployment
+	if cc := w.cfg.SchedulerClient; cc != nil {
+		own.idempotencyTTL = cc.IdempotencyTTL
 	}
-	cc.KeyPrefix, cc.EventsMaxLen, cc.Clock = w.cfg.KeyPrefix, w.cfg.EventsMaxLen, w.cfg.Clock
-	cc.ReplicaAcks, cc.ReplicaAckTimeout = w.cfg.ReplicaAcks, w.cfg.ReplicaAckTimeout
-	c, err := NewClient(w.rdb.Client(), &cc)
+	own, err := own.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
+	}
+	dep := w.dep
+	dep.idempotencyTTL = own.idempotencyTTL
+	c, err := newClient(w.rdb.Client(), w.cfg.SchedulerClient, dep)
 	if err != nil {
 		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
 	}

@@ -85,15 +85,6 @@ const (
 	MaxRetention = 366 * 24 * time.Hour
 )
 
-// scriptRetention is a configured retention as the scripts take it: NoRetention
-// becomes 0, "delete as it finishes".
-func scriptRetention(d time.Duration) time.Duration {
-	if d == NoRetention {
-		return 0
-	}
-	return d
-}
-
 // Validation limits.
 const (
 	DefaultQueue       = "default"

@@ -64,7 +64,8 @@ func validWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 // need no Go worker beside them. It is safe for concurrent use.
 type WorkerGateway struct {
 	rdb      *rdb.RDB
-	cfg      WorkerConfig       // the WorkerGatewayConfig, with WorkerConfig's defaults
+	cfg      WorkerConfig // the WorkerGatewayConfig, with WorkerConfig's defaults
+	dep      deployment
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
 
 	secretMu sync.Mutex
@@ -85,21 +86,24 @@ type WorkerGateway struct {
 // WorkerGatewayConfig configures a WorkerGateway: the settings of the tasks
 // HTTP workers run. The zero value of every field selects its default.
 type WorkerGatewayConfig struct {
-	// These mean what WorkerConfig's fields of the same names mean, with
-	// the same defaults and ranges; every process of a deployment must
-	// agree on them with its Go workers. MaxWorkers bounds the worker
-	// records, as in WorkerConfig: a claim by a new worker id past it is a
-	// TooManyWorkersError.
+	// Deployment settings, as in WorkerConfig: every process of a
+	// deployment must agree on them with its Go workers (see "Deployment
+	// settings" in the package documentation). A claim by a new worker id
+	// past MaxWorkers is a TooManyWorkersError.
 	KeyPrefix                                            string
-	RetryBaseDelay, RetryMaxDelay                        time.Duration
-	RetryJitter                                          float64
-	SucceededRetention, FailedRetention, ResultRetention time.Duration
-	ResultMaxBytes                                       int
+	EventsMaxLen, DLQMaxLen, MaxWorkers                  int64
 	DisableDLQ                                           bool
-	DLQMaxLen, EventsMaxLen, MaxWorkers                  int64
+	SucceededRetention, FailedRetention, ResultRetention time.Duration
 	ReplicaAcks                                          int
 	ReplicaAckTimeout                                    time.Duration
 	Clock                                                func() time.Time
+
+	// These mean what WorkerConfig's fields of the same names mean, with
+	// the same defaults and ranges: the backoff of HTTP workers' retryable
+	// failures and the cap on their results.
+	RetryBaseDelay, RetryMaxDelay time.Duration
+	RetryJitter                   float64
+	ResultMaxBytes                int
 
 	// WorkerID names this process in the tasks its reclaimer takes back.
 	// Default api-hostname-pid-random.
@@ -125,7 +129,8 @@ type WorkerGatewayConfig struct {
 	MaxWorkersPerKey int64
 }
 
-// workerConfig is c as the WorkerConfig whose defaults and checks it shares.
+// workerConfig is c as the WorkerConfig whose settings, defaults and
+// checks it shares.
 func (c *WorkerGatewayConfig) workerConfig() *WorkerConfig {
 	return &WorkerConfig{
 		KeyPrefix: c.KeyPrefix, WorkerID: c.WorkerID, VisibilityTimeout: c.VisibilityTimeout, HeartbeatInterval: c.HeartbeatInterval,
@@ -153,6 +158,10 @@ func NewWorkerGateway(c redis.UniversalClient, cfg *WorkerGatewayConfig) (*Worke
 		host, _ := os.Hostname()
 		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), attempt.NewNonce()[:6])
 	}
+	dep, err := o.deployment().resolve()
+	if err != nil {
+		return nil, err
+	}
 	conf, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -168,15 +177,16 @@ func NewWorkerGateway(c redis.UniversalClient, cfg *WorkerGatewayConfig) (*Worke
 		return nil, fmt.Errorf("dtq: LeaseSecret must be at least %d bytes", MinLeaseSecretLen)
 	}
 	g := &WorkerGateway{
-		rdb:      replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
+		rdb:      dep.storage(c),
 		cfg:      conf,
+		dep:      dep,
 		serviced: map[string]bool{},
 	}
-	g.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers, MaxPerKey: perKey})
+	g.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: dep.maxWorkers, MaxPerKey: perKey})
 	if rc.LeaseSecret != "" {
 		g.secret = []byte(rc.LeaseSecret)
 	}
-	g.settings = conf.rdbSettings()
+	g.settings = dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
 	return g, nil
 }
 
@@ -443,7 +453,7 @@ func (g *WorkerGateway) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedT
 // wait for the next chance. regrouped says the groups were just created.
 func (g *WorkerGateway) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, secret []byte, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
 	bg := context.WithoutCancel(ctx) // a claim is never cut in half
-	now, nonce := g.cfg.Clock(), attempt.NewNonce()
+	now, nonce := g.dep.clock(), attempt.NewNonce()
 	res, err := attempt.Resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
 		return g.rdb.Claim(bg, queue, s, n, now, nonce)
 	})
@@ -521,9 +531,9 @@ func newLeasedTask(ct *rdb.ClaimedTask, worker, claim string, secret []byte, unt
 // writeWorkerRecord updates an HTTP worker's heartbeat record; key names the
 // API key of a claim (the per-key bound applies to a new id).
 func (g *WorkerGateway) writeWorkerRecord(ctx context.Context, mode, key, worker string, lease time.Duration, queues, ids []string) error {
-	now := g.cfg.Clock()
+	now := g.dep.clock()
 	err := g.rdb.RemoteWorkerBeat(ctx, &rdb.RemoteWorker{ID: worker, Mode: mode, LeaseEnd: now.Add(lease), Queues: queues,
-		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: g.cfg.EventsMaxLen, Key: key}, now)
+		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: g.dep.eventsMaxLen, Key: key}, now)
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, worker)
 	}
@@ -548,7 +558,7 @@ func (g *WorkerGateway) Heartbeat(ctx context.Context, id, token string, lease t
 	if lease, err = checkLease(lease); err != nil {
 		return nil, err
 	}
-	now := g.cfg.Clock()
+	now := g.dep.clock()
 	st, err := g.rdb.RenewLeases(ctx, t.Queue, g.workerSettings(t.Worker, lease, t.Claim), now, []rdb.LeaseRef{{ID: id, Attempt: t.Attempt}})
 	if err != nil {
 		return nil, err
@@ -581,7 +591,7 @@ func (g *WorkerGateway) Complete(ctx context.Context, id, token string, result j
 		succ.Result = nil
 	}
 	errs, err := g.rdb.FinishSucceeded(context.WithoutCancel(ctx), t.Queue, g.workerSettings(t.Worker, g.cfg.VisibilityTimeout, t.Claim),
-		g.cfg.Clock(), []rdb.Success{succ})
+		g.dep.clock(), []rdb.Success{succ})
 	if err != nil {
 		return err
 	}
@@ -634,7 +644,7 @@ func (g *WorkerGateway) Fail(ctx context.Context, id, token string, f Failure) e
 		g.retryPolicy(), mrand.Float64())
 	// The scripts ack the band the task hash records and, for a retry,
 	// check its max_attempts: neither comes from the worker.
-	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: g.cfg.Clock(), CheckAttempts: true}
+	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: g.dep.clock(), CheckAttempts: true}
 	s := g.workerSettings(t.Worker, g.cfg.VisibilityTimeout, t.Claim)
 	bg := context.WithoutCancel(ctx)
 	err = attempt.WriteFailure(bg, g.rdb, a, s, &d)
@@ -715,7 +725,7 @@ func (g *WorkerGateway) Run(ctx context.Context) error {
 // startMaintenance starts queue's reclaimer, promoter and sweeper; g.mu is
 // held.
 func (g *WorkerGateway) startMaintenance(ctx context.Context, queue string) {
-	mcfg := maintenance.Config{RDB: g.rdb, Settings: &g.settings, Clock: g.cfg.Clock, Logger: g.cfg.Logger}
+	mcfg := maintenance.Config{RDB: g.rdb, Settings: &g.settings, Clock: g.dep.clock, Logger: g.cfg.Logger}
 	g.loops.Add(3)
 	go func() {
 		defer g.loops.Done()
@@ -730,7 +740,7 @@ func (g *WorkerGateway) startMaintenance(ctx context.Context, queue string) {
 // takes nothing over (no runner): this process runs no handlers, so the next
 // claim, remote or Go, delivers them with attempt +1.
 func (g *WorkerGateway) reclaimStep(queue string) func(context.Context) (maintenance.Result, error) {
-	return attempt.Reclaim{RDB: g.rdb, Queue: queue, Settings: &g.settings, Clock: g.cfg.Clock, Logger: g.cfg.Logger,
+	return attempt.Reclaim{RDB: g.rdb, Queue: queue, Settings: &g.settings, Clock: g.dep.clock, Logger: g.cfg.Logger,
 		Every: g.cfg.HeartbeatInterval, Window: g.cfg.VisibilityTimeout / 2}.Step()
 }
 

@@ -50,7 +50,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		}
 		// The claim runs to completion even during shutdown: tasks it claims
 		// are started (and then drained), never dropped.
-		now, nonce := w.cfg.Clock(), attempt.NewNonce()
+		now, nonce := w.dep.clock(), attempt.NewNonce()
 		res, err := attempt.Resend(ctx, w.cfg.VisibilityTimeout/2, func() (*rdb.ClaimResult, error) {
 			return w.rdb.Claim(bg, queue, &w.settings, n, now, nonce)
 		})
@@ -112,7 +112,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 // reclaimStep takes over tasks of queue whose lease expired, as free slots
 // allow; it runs about once per heartbeat interval (see maintenance.Run).
 func (w *Worker) reclaimStep(hardCtx context.Context, queue string) func(context.Context) (maintenance.Result, error) {
-	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger,
+	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.dep.clock, Logger: w.cfg.Logger,
 		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: reclaimRunner{w}}.StepUnder(hardCtx)
 }
 
@@ -193,7 +193,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	}
 	w.handlers.Go(func() {
 		began := time.Now()
-		res, panicked, err := w.invoke(withWorkerPrefix(tctx, w.cfg.KeyPrefix), t)
+		res, panicked, err := w.invoke(withWorkerPrefix(tctx, w.dep.keyPrefix), t)
 		took, cause := time.Since(began), context.Cause(tctx)
 		r.returned.Store(true)
 		tcancel()
@@ -250,7 +250,7 @@ func (w *Worker) finish(hardCtx context.Context, r *running, res any, herr error
 		if d.Op == attempt.Succeed {
 			s = w.success(ct, res, log)
 		}
-		outcome = attempt.Outcome(&d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log), !w.cfg.DisableDLQ)
+		outcome = attempt.Outcome(&d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log), !w.dep.disableDLQ)
 	}
 	w.report(ct, &d, outcome, took, log)
 }
@@ -331,7 +331,7 @@ func (w *Worker) succeeder(queue string) *groupcommit.Group[rdb.Success, error] 
 		Linger: successLinger,
 		Gather: max(2, w.cfg.Concurrency/2),
 		Run: func(batch []rdb.Success) ([]error, error) {
-			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.cfg.Clock(), batch)
+			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.dep.clock(), batch)
 		},
 	})
 	return g.(*groupcommit.Group[rdb.Success, error])
@@ -354,7 +354,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {
-	now := w.cfg.Clock()
+	now := w.dep.clock()
 	byQueue := map[string][]*running{}
 	w.mu.Lock()
 	for _, r := range w.inflight {
@@ -382,7 +382,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 	}
 	if w.unrecorded.Load() {
-		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record(w.status()))
+		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.record(w.status()))
 		switch {
 		case err == nil:
 			w.unrecorded.Store(false)
@@ -393,7 +393,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 		return
 	}
-	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.cfg.EventsMaxLen, false, w.record(w.status())); err != nil && ctx.Err() == nil {
+	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.dep.eventsMaxLen, false, w.record(w.status())); err != nil && ctx.Err() == nil {
 		w.cfg.Logger.Warn("heartbeat failed", "worker_id", w.cfg.WorkerID, "err", err)
 	}
 }
