@@ -45,10 +45,10 @@ type AdminConfig struct {
 // one atomic script per task (bulk actions: per batch of at most 500). It is
 // safe for concurrent use.
 type Admin struct {
-	rdb    *rdb.RDB
-	s      rdb.AdminSettings
-	clk    func() time.Time
-	client *Client
+	rdb      *rdb.RDB
+	settings rdb.AdminSettings
+	clock    func() time.Time
+	client   *Client
 }
 
 // NewAdmin returns an Admin acting through c.
@@ -71,7 +71,7 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	} else if client.dep.keyPrefix != dep.keyPrefix {
 		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", client.dep.keyPrefix, dep.keyPrefix)
 	}
-	return &Admin{rdb: dep.storage(c), clk: dep.clock, client: client, s: dep.adminSettings()}, nil
+	return &Admin{rdb: dep.storage(c), clock: dep.clock, client: client, settings: dep.adminSettings()}, nil
 }
 
 // queueOf finds a task's queue from its id.
@@ -86,7 +86,9 @@ func (a *Admin) queueOf(ctx context.Context, id string) (string, error) {
 	return q, nil
 }
 
-func stateErr(id, outcome, status string) error {
+// taskStateError is the error of a script outcome on task id of status:
+// nil unless the outcome refused the action.
+func taskStateError(id, outcome, status string) error {
 	switch outcome {
 	case rdb.OutcomeNotFound:
 		return ErrTaskNotFound
@@ -119,11 +121,11 @@ func (a *Admin) CancelTask(ctx context.Context, id, reason string) (*CancelResul
 	if reason == "" {
 		reason = "cancelled by request"
 	}
-	out, st, err := a.rdb.CancelTask(ctx, q, id, &a.s, a.clk(), reason)
+	out, st, err := a.rdb.CancelTask(ctx, q, id, &a.settings, a.clock(), reason)
 	if err != nil {
 		return nil, err
 	}
-	if err := stateErr(id, out, st); err != nil {
+	if err := taskStateError(id, out, st); err != nil {
 		return nil, err
 	}
 	t, err := a.rdb.GetTask(ctx, id)
@@ -147,11 +149,11 @@ func (a *Admin) RunNow(ctx context.Context, id string) (*dtqtype.TaskInfo, error
 	if err != nil {
 		return nil, err
 	}
-	out, st, err := a.rdb.RunNow(ctx, q, id, &a.s, a.clk())
+	out, st, err := a.rdb.RunNow(ctx, q, id, &a.settings, a.clock())
 	if err != nil {
 		return nil, err
 	}
-	if err := stateErr(id, out, st); err != nil {
+	if err := taskStateError(id, out, st); err != nil {
 		return nil, err
 	}
 	t, err := a.rdb.GetTask(ctx, id)
@@ -165,11 +167,11 @@ func (a *Admin) DeleteTask(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	out, st, err := a.rdb.DeleteTask(ctx, q, id, a.clk())
+	out, st, err := a.rdb.DeleteTask(ctx, q, id, a.clock())
 	if err != nil {
 		return err
 	}
-	return stateErr(id, out, st)
+	return taskStateError(id, out, st)
 }
 
 func (a *Admin) knownQueue(ctx context.Context, q string) error {
@@ -192,7 +194,7 @@ func (a *Admin) PurgeQueue(ctx context.Context, queue string) (int64, error) {
 	if err := a.knownQueue(ctx, queue); err != nil {
 		return 0, err
 	}
-	return a.rdb.PurgeQueue(ctx, queue, &a.s, a.clk())
+	return a.rdb.PurgeQueue(ctx, queue, &a.settings, a.clock())
 }
 
 // PauseQueue stops delivery from queue (any valid name, even one not used
@@ -201,7 +203,7 @@ func (a *Admin) PauseQueue(ctx context.Context, queue, actor string) (bool, erro
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetPaused(ctx, queue, true, &a.s, a.clk(), actor)
+	return a.rdb.SetPaused(ctx, queue, true, &a.settings, a.clock(), actor)
 }
 
 // ResumeQueue restarts delivery from queue. It reports whether the queue was
@@ -210,7 +212,7 @@ func (a *Admin) ResumeQueue(ctx context.Context, queue, actor string) (bool, err
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetPaused(ctx, queue, false, &a.s, a.clk(), actor)
+	return a.rdb.SetPaused(ctx, queue, false, &a.settings, a.clock(), actor)
 }
 
 // CreateQueue adds queue to the registry (docs/security.md: under the declared
@@ -298,7 +300,7 @@ type RequeueOptions struct {
 // deadline; one in the past, or both ExpiresAt and TTL, is a
 // *ValidationError (ErrInvalidTask). The zero RequeueOptions sets none.
 func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (*dtqtype.TaskInfo, error) {
-	now := a.clk()
+	now := a.clock()
 	deadline := opt.ExpiresAt
 	switch {
 	case !opt.ExpiresAt.IsZero() && opt.TTL != 0:
@@ -312,9 +314,9 @@ func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (
 	}
 	q, err := a.queueOf(ctx, id)
 	if err != nil {
-		return nil, mapDLQ(err)
+		return nil, dlqEntryNotFound(err)
 	}
-	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.s, now, deadline)
+	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.settings, now, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +327,8 @@ func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (
 	return t, mapNotFound(err, ErrTaskNotFound)
 }
 
-func mapDLQ(err error) error {
+// dlqEntryNotFound is err, with a task not found as a DLQ entry not found.
+func dlqEntryNotFound(err error) error {
 	if errors.Is(err, ErrTaskNotFound) {
 		return ErrDLQEntryNotFound
 	}
@@ -337,9 +340,9 @@ func mapDLQ(err error) error {
 func (a *Admin) DiscardDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
 	q, err := a.queueOf(ctx, id)
 	if err != nil {
-		return nil, mapDLQ(err)
+		return nil, dlqEntryNotFound(err)
 	}
-	out, err := a.rdb.DLQDiscard(ctx, q, id, &a.s, a.clk())
+	out, err := a.rdb.DLQDiscard(ctx, q, id, &a.settings, a.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +411,7 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 			res.NextCursor = &next
 			return res, nil
 		}
-		r, err := a.rdb.DLQBulk(ctx, queues[cur.Queue], action, cur.Offset, f.Type, f.ErrorClass, &a.s, a.clk())
+		r, err := a.rdb.DLQBulk(ctx, queues[cur.Queue], action, cur.Offset, f.Type, f.ErrorClass, &a.settings, a.clock())
 		if err != nil {
 			return res, fmt.Errorf("dtq: bulk %s: %w", action, err)
 		}
@@ -435,10 +438,10 @@ type AuditRecord struct {
 
 // Audit appends rec to the audit stream.
 func (a *Admin) Audit(ctx context.Context, rec AuditRecord) error {
-	fields := []any{"ts", a.clk().UnixMilli(), "actor", rec.Actor, "role", rec.Role, "action", rec.Action,
+	fields := []any{"ts", a.clock().UnixMilli(), "actor", rec.Actor, "role", rec.Role, "action", rec.Action,
 		"target", rec.Target, "request_id", rec.RequestID}
 	if rec.Detail != "" {
 		fields = append(fields, "detail", rec.Detail)
 	}
-	return a.rdb.AppendAudit(ctx, a.s.AuditMaxLen, fields)
+	return a.rdb.AppendAudit(ctx, a.settings.AuditMaxLen, fields)
 }

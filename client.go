@@ -296,7 +296,7 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 		ID: rdb.NewTaskID(num, now), Type: n.typ, Payload: n.payload, Priority: n.priority,
 		MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, IdempotencyKey: n.key,
 		AvailableAt: n.availableAt, ExpiresAt: n.expiresAt, Metadata: n.metadata,
-		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(), ConcurrencyKey: n.ckey,
+		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(), ConcurrencyKey: n.concurrencyKey,
 		Retention: n.retention, KeepPayload: n.keepPayload,
 	}, nil
 }

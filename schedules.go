@@ -120,7 +120,7 @@ func (a *Admin) PutSchedule(ctx context.Context, s Schedule) (*dtqtype.ScheduleI
 	if tz == "" {
 		tz = "UTC"
 	}
-	now := a.clk()
+	now := a.clock()
 	sub := Submission{Queue: s.Queue, Type: s.TaskType, Payload: s.Payload, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, Timeout: s.Timeout, Metadata: s.Metadata}
 	n, err := normalize(&sub, &a.client.lim, now)
@@ -216,7 +216,7 @@ func (a *Admin) PauseSchedule(ctx context.Context, name string) (bool, error) {
 	if !ValidScheduleName(name) {
 		return false, invalid("name", scheduleNameRule)
 	}
-	changed, err := a.rdb.SetSchedulePaused(ctx, name, true, a.clk(), 0)
+	changed, err := a.rdb.SetSchedulePaused(ctx, name, true, a.clock(), 0)
 	return changed, mapNotFound(err, ErrScheduleNotFound)
 }
 
@@ -231,7 +231,7 @@ func (a *Admin) ResumeSchedule(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dtq: stored schedule %s: %w", name, err)
 	}
-	now := a.clk()
+	now := a.clock()
 	changed, err := a.rdb.SetSchedulePaused(ctx, name, false, now, spec.Next(now).UnixMilli())
 	return changed, mapNotFound(err, ErrScheduleNotFound)
 }
@@ -245,7 +245,7 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (*SubmitResult
 	if err != nil {
 		return nil, err
 	}
-	now := a.clk()
+	now := a.clock()
 	sub, err := scheduleSubmission(info, now, true)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (*SubmitResult
 	if _, err := a.rdb.RecordSchedule(ctx, now, rdb.ScheduleRun{Name: name, TaskID: res.TaskID}); err != nil && !errors.Is(err, rdb.ErrNotFound) {
 		return res, err
 	}
-	err = a.rdb.AppendSysEvent(ctx, a.s.EventsMaxLen, scheduleFiredEvent(info, res.TaskID, now, now, true))
+	err = a.rdb.AppendSysEvent(ctx, a.settings.EventsMaxLen, scheduleFiredEvent(info, res.TaskID, now, now, true))
 	return res, err
 }
 

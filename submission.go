@@ -157,24 +157,24 @@ type limits struct {
 
 // normalized is a valid submission with every default applied.
 type normalized struct {
-	queue        string
-	typ          string
-	payload      []byte
-	priority     int
-	maxAttempts  int
-	timeoutMS    int64
-	availableAt  int64 // epoch ms
-	delayMS      int64
-	runAt        int64 // epoch ms, 0 = not given
-	expiresAt    int64 // epoch ms, 0 = none
-	expiresGiven bool
-	ttlSeconds   int64 // as given, 0 = not given
-	metadata     []byte
-	key          string
-	fingerprint  string
-	ckey         string
-	retention    int64 // seconds; 0 = the workers' setting, -1 = none
-	keepPayload  bool
+	queue          string
+	typ            string
+	payload        []byte
+	priority       int
+	maxAttempts    int
+	timeoutMS      int64
+	availableAt    int64 // epoch ms
+	delayMS        int64
+	runAt          int64 // epoch ms, 0 = not given
+	expiresAt      int64 // epoch ms, 0 = none
+	expiresGiven   bool
+	ttlSeconds     int64 // as given, 0 = not given
+	metadata       []byte
+	key            string
+	fingerprint    string
+	concurrencyKey string
+	retention      int64 // seconds; 0 = the workers' setting, -1 = none
+	keepPayload    bool
 }
 
 // normalize validates s and applies defaults. It is the one validation
@@ -288,7 +288,7 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 				return nil, invalid("concurrency_key", "must be printable ASCII without spaces (0x21..0x7e)")
 			}
 		}
-		n.ckey = s.ConcurrencyKey
+		n.concurrencyKey = s.ConcurrencyKey
 	}
 	n.keepPayload = s.KeepPayload
 	switch {

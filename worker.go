@@ -288,7 +288,7 @@ func (w *Worker) register(ctx context.Context) error {
 	// written but Run returning as if it never started, so the worker would
 	// show as starting until its heartbeat expired. Once written, Run goes
 	// through the normal stop, which records the worker as stopped.
-	err := w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.record("starting"))
+	err := w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.heartbeatRecord("starting"))
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
 	}
@@ -379,7 +379,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.drain(bg, hardStop)
 	loopStop()
 	loops.Wait()
-	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.dep.clock(), w.dep.eventsMaxLen, true, w.record("stopped"))
+	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.dep.clock(), w.dep.eventsMaxLen, true, w.heartbeatRecord("stopped"))
 	w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 	return nil
 }
@@ -451,8 +451,8 @@ func (w *Worker) finishArgs(r *running) *rdb.FinishArgs {
 	return &rdb.FinishArgs{Queue: r.ct.Queue, ID: r.ct.ID, Attempt: r.ct.Attempt, Priority: r.ct.Priority, Now: w.dep.clock()}
 }
 
-// record is the worker's heartbeat record as field/value pairs.
-func (w *Worker) record(status string) []any {
+// heartbeatRecord is the worker's heartbeat record as field/value pairs.
+func (w *Worker) heartbeatRecord(status string) []any {
 	w.mu.Lock()
 	ids := make([]string, 0, len(w.inflight))
 	for k := range w.inflight {

@@ -123,7 +123,7 @@ type reclaimRunner struct {
 
 func (r reclaimRunner) Acquire() int                        { return r.w.slots.TryAcquire(r.w.cfg.Concurrency) }
 func (r reclaimRunner) Release(n int)                       { r.w.slots.Release(n) }
-func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.running(queue) }
+func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.runningLeases(queue) }
 func (r reclaimRunner) Start(ctx context.Context, tasks []rdb.ClaimedTask) int {
 	return r.w.startAll(ctx, tasks)
 }
@@ -136,8 +136,8 @@ type runKey struct {
 	attempt int
 }
 
-// running lists the attempts of queue this process runs now.
-func (w *Worker) running(queue string) []rdb.LeaseRef {
+// runningLeases lists the attempts of queue this process runs now.
+func (w *Worker) runningLeases(queue string) []rdb.LeaseRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []rdb.LeaseRef
@@ -252,7 +252,7 @@ func (w *Worker) finish(hardCtx context.Context, r *running, res any, herr error
 		}
 		outcome = attempt.Outcome(&d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log), !w.dep.disableDLQ)
 	}
-	w.report(ct, &d, outcome, took, log)
+	w.reportOutcome(ct, &d, outcome, took, log)
 }
 
 // retryPolicy is the backoff of the worker's retryable failures.
@@ -288,8 +288,8 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *attempt
 	}, func() { w.obs.FinalizeRetried(a.Queue) }, log)
 }
 
-// report counts and logs one attempt's outcome.
-func (w *Worker) report(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string, took time.Duration, log *slog.Logger) {
+// reportOutcome counts and logs one attempt's outcome.
+func (w *Worker) reportOutcome(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string, took time.Duration, log *slog.Logger) {
 	var delay time.Duration
 	switch outcome {
 	case "succeeded":
@@ -382,7 +382,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 	}
 	if w.unrecorded.Load() {
-		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.record(w.status()))
+		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.heartbeatRecord(w.status()))
 		switch {
 		case err == nil:
 			w.unrecorded.Store(false)
@@ -393,7 +393,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 		return
 	}
-	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.dep.eventsMaxLen, false, w.record(w.status())); err != nil && ctx.Err() == nil {
+	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.dep.eventsMaxLen, false, w.heartbeatRecord(w.status())); err != nil && ctx.Err() == nil {
 		w.cfg.Logger.Warn("heartbeat failed", "worker_id", w.cfg.WorkerID, "err", err)
 	}
 }
