@@ -107,23 +107,6 @@ func ExampleClient_Submit_idempotencyKey() {
 	// other work: true
 }
 
-func ExampleNormalizeIdempotencyKey() {
-	for _, k := range []string{`order-42`, `"order-42"`, `"say \"hi\""`, ``, "tab\tkey"} {
-		norm, err := dtq.NormalizeIdempotencyKey(k)
-		if err != nil {
-			fmt.Printf("%-14q error: %v\n", k, err)
-			continue
-		}
-		fmt.Printf("%-14q -> %q\n", k, norm)
-	}
-	// Output:
-	// "order-42"     -> "order-42"
-	// "\"order-42\"" -> "order-42"
-	// "\"say \\\"hi\\\"\"" -> "say \"hi\""
-	// ""             error: idempotency_key: must be 1..255 characters
-	// "tab\tkey"     error: idempotency_key: must be printable ASCII (0x20..0x7e)
-}
-
 func ExampleValidQueueName() {
 	for _, q := range []string{"default", "emails-eu_1", "Emails", "-low", "a{b}"} {
 		fmt.Println(q, dtq.ValidQueueName(q))
@@ -134,25 +117,4 @@ func ExampleValidQueueName() {
 	// Emails false
 	// -low false
 	// a{b} false
-}
-
-func ExampleDecodeSubmission() {
-	body := []byte(`{"task_type": "resize_image", "queue": "media", "payload": {"w": 640},
-		"priority": 8, "delay_ms": 1500, "idempotency_key": "\"img-7\""}`)
-	s, err := dtq.DecodeSubmission(body)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(s.Type, s.Queue, *s.Priority, s.Delay, s.IdempotencyKey)
-
-	_, err = dtq.DecodeSubmission([]byte(`{"task_type": "resize_image", "priority": 12}`))
-	var ve *dtq.ValidationError
-	fmt.Println(errors.As(err, &ve), ve.Field, errors.Is(err, dtq.ErrInvalidTask))
-
-	_, err = dtq.DecodeSubmission([]byte(`[1, 2, 3]`))
-	fmt.Println(errors.Is(err, dtq.ErrInvalidJSON))
-	// Output:
-	// resize_image media 8 1.5s "img-7"
-	// true priority true
-	// true
 }

@@ -14,7 +14,8 @@ import (
 
 // InspectorConfig configures an Inspector.
 type InspectorConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
+	// KeyPrefix is the deployment's (see "Deployment settings" in the
+	// package documentation). Default "dtq".
 	KeyPrefix string
 }
 
@@ -29,14 +30,11 @@ func NewInspector(c redis.UniversalClient, cfg *InspectorConfig) (*Inspector, er
 	if c == nil {
 		return nil, errors.New("dtq: NewInspector needs a Redis client")
 	}
-	prefix := "dtq"
-	if cfg != nil && cfg.KeyPrefix != "" {
-		prefix = cfg.KeyPrefix
-	}
-	if err := checkPrefix(prefix); err != nil {
+	dep, err := cfg.deployment().resolve()
+	if err != nil {
 		return nil, err
 	}
-	return &Inspector{rdb: rdb.New(c, prefix)}, nil
+	return &Inspector{rdb: dep.storage(c)}, nil
 }
 
 // GetTask returns the task with its result and attempt history, or

@@ -120,7 +120,7 @@ func (a *Admin) PutSchedule(ctx context.Context, s Schedule) (*dtqtype.ScheduleI
 	if tz == "" {
 		tz = "UTC"
 	}
-	now := a.clk()
+	now := a.clock()
 	sub := Submission{Queue: s.Queue, Type: s.TaskType, Payload: s.Payload, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, Timeout: s.Timeout, Metadata: s.Metadata}
 	n, err := normalize(&sub, &a.client.lim, now)
@@ -216,7 +216,7 @@ func (a *Admin) PauseSchedule(ctx context.Context, name string) (bool, error) {
 	if !ValidScheduleName(name) {
 		return false, invalid("name", scheduleNameRule)
 	}
-	changed, err := a.rdb.SetSchedulePaused(ctx, name, true, a.clk(), 0)
+	changed, err := a.rdb.SetSchedulePaused(ctx, name, true, a.clock(), 0)
 	return changed, mapNotFound(err, ErrScheduleNotFound)
 }
 
@@ -231,7 +231,7 @@ func (a *Admin) ResumeSchedule(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dtq: stored schedule %s: %w", name, err)
 	}
-	now := a.clk()
+	now := a.clock()
 	changed, err := a.rdb.SetSchedulePaused(ctx, name, false, now, spec.Next(now).UnixMilli())
 	return changed, mapNotFound(err, ErrScheduleNotFound)
 }
@@ -245,7 +245,7 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (*SubmitResult
 	if err != nil {
 		return nil, err
 	}
-	now := a.clk()
+	now := a.clock()
 	sub, err := scheduleSubmission(info, now, true)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (*SubmitResult
 	if _, err := a.rdb.RecordSchedule(ctx, now, rdb.ScheduleRun{Name: name, TaskID: res.TaskID}); err != nil && !errors.Is(err, rdb.ErrNotFound) {
 		return res, err
 	}
-	err = a.rdb.AppendSysEvent(ctx, a.s.EventsMaxLen, scheduleFiredEvent(info, res.TaskID, now, now, true))
+	err = a.rdb.AppendSysEvent(ctx, a.settings.EventsMaxLen, scheduleFiredEvent(info, res.TaskID, now, now, true))
 	return res, err
 }
 
@@ -331,61 +331,4 @@ func decodeSchedule(m map[string]string) *dtqtype.ScheduleInfo {
 		info.NextRunAt = dtqtype.MillisTime(num("next_run_at"))
 	}
 	return info
-}
-
-// scheduleTaskFields are the fields of a schedule's JSON form that describe
-// its tasks, read as a submission's.
-var scheduleTaskFields = map[string]bool{"queue": true, "task_type": true, "payload": true,
-	"priority": true, "max_attempts": true, "timeout_ms": true, "metadata": true}
-
-// DecodeSchedule parses the JSON form of schedule name (the body of PUT
-// /api/v1/schedules/{name}): spec, timezone, queue, task_type, payload,
-// priority, max_attempts, timeout_ms, metadata, and optionally name, which
-// must then equal name. Unknown fields and wrong types are
-// *ValidationError naming the field; a body that is not a JSON object
-// wraps ErrInvalidJSON. Ranges are checked by Admin.PutSchedule.
-func DecodeSchedule(name string, data []byte) (Schedule, error) {
-	data = bytes.TrimSpace(data)
-	if d := jsonDepth(data); d > MaxJSONDepth+2 {
-		return Schedule{}, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
-	}
-	var m map[string]json.RawMessage
-	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
-		return Schedule{}, fmt.Errorf("%w: expected an object like {\"spec\": \"@every 1m\", \"task_type\": \"echo\"}", ErrInvalidJSON)
-	}
-	s := Schedule{Name: name}
-	task := map[string]json.RawMessage{}
-	for field, raw := range m {
-		var err error
-		switch {
-		case field == "spec":
-			s.Spec, err = jsonString(field, raw)
-		case field == "timezone":
-			if string(raw) != "null" {
-				s.Timezone, err = jsonString(field, raw)
-			}
-		case field == "name":
-			var n string
-			if n, err = jsonString(field, raw); err == nil && n != name {
-				err = invalid(field, "is %q but the path names %q; leave it out or make them equal", n, name)
-			}
-		case scheduleTaskFields[field]:
-			task[field] = raw
-		default:
-			if field == "" {
-				field = "(empty name)"
-			}
-			err = invalid(field, "is not a schedule field; accepted: spec, timezone, queue, task_type, payload, priority, max_attempts, timeout_ms, metadata")
-		}
-		if err != nil {
-			return Schedule{}, err
-		}
-	}
-	sub, err := submissionFromFields(task)
-	if err != nil {
-		return Schedule{}, err
-	}
-	s.Queue, s.TaskType, s.Payload, s.Priority = sub.Queue, sub.Type, sub.Payload, sub.Priority
-	s.MaxAttempts, s.Timeout, s.Metadata = sub.MaxAttempts, sub.Timeout, sub.Metadata
-	return s, nil
 }

@@ -23,8 +23,8 @@ func httpSubmit(ctx context.Context, rc *redis.Client, n, conns int) result {
 	c := newClient(rc)
 	in, _ := dtq.NewInspector(rc, nil)
 	adm, _ := dtq.NewAdmin(rc, nil)
-	remote, _ := dtq.NewRemote(rc, nil)
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote})
+	gateway, _ := dtq.NewWorkerGateway(rc, nil)
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway})
 	if err != nil {
 		panic(err)
 	}

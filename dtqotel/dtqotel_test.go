@@ -129,9 +129,9 @@ func TestHTTPSubmitJoinsCallersTrace(t *testing.T) {
 	b := setup(t)
 	admin, err := dtq.NewAdmin(b.rc, &dtq.AdminConfig{KeyPrefix: b.prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(b.rc, &dtq.RemoteConfig{KeyPrefix: b.prefix}) // not run: nothing claims over HTTP
+	gateway, err := dtq.NewWorkerGateway(b.rc, &dtq.WorkerGatewayConfig{KeyPrefix: b.prefix}) // not run: nothing claims over HTTP
 	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Client: b.client, Inspector: b.insp, Admin: admin, Remote: remote})
+	api, err := httpapi.New(httpapi.Config{Client: b.client, Inspector: b.insp, Admin: admin, WorkerGateway: gateway})
 	require.NoError(t, err)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)

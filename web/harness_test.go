@@ -152,9 +152,9 @@ func setup(t *testing.T, o options) *bundle {
 	if o.gate != nil {
 		feed = gatedFeed{hub, o.gate}
 	}
-	remote, err := dtq.NewRemote(rc, &dtq.RemoteConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := dtq.NewWorkerGateway(rc, &dtq.WorkerGatewayConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Client: client, Inspector: insp, Admin: admin, Remote: remote, Keys: keys, Events: feed})
+	api, err := httpapi.New(httpapi.Config{Client: client, Inspector: insp, Admin: admin, WorkerGateway: gateway, Keys: keys, Events: feed})
 	require.NoError(t, err)
 
 	// The dashboard next to the API, as the API server mounts it.
@@ -179,8 +179,8 @@ func setup(t *testing.T, o options) *bundle {
 		}
 	})
 	wg.Go(func() {
-		if err := remote.Run(ctx); err != nil {
-			t.Errorf("remote: %v", err)
+		if err := gateway.Run(ctx); err != nil {
+			t.Errorf("gateway: %v", err)
 		}
 	})
 	b := &bundle{url: srv.URL, rc: rc, prefix: prefix, http: srv.Client(), ctx: ctx, wg: &wg}

@@ -132,7 +132,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	}
 	// HTTP workers: claims go through the worker scripts; expired leases of
 	// the queues claimed through this process come back here.
-	remote, err := dtq.NewRemote(p.redis, cfg.RemoteConfig(log))
+	gateway, err := dtq.NewWorkerGateway(p.redis, cfg.WorkerGatewayConfig(log))
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		Client:          client,
 		Inspector:       inspector,
 		Admin:           admin,
-		Remote:          remote,
+		WorkerGateway:   gateway,
 		Events:          hub,
 		Keys:            cfg.Keys(),
 		AllowedHosts:    cfg.AllowedHosts,
@@ -196,12 +196,12 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	go func() { hubDone <- hub.Run(hubCtx) }()
 	schedDone := make(chan error, 1)
 	go func() { schedDone <- sched.Run(hubCtx) }() // every API process fires due schedules too
-	remoteDone := make(chan error, 1)
-	go func() { remoteDone <- remote.Run(hubCtx) }()
+	gatewayDone := make(chan error, 1)
+	go func() { gatewayDone <- gateway.Run(hubCtx) }()
 	err = serveHTTP(ctx, ln, withDashboard(api), log)
 	stopHub()
-	remote.Close()
-	return errors.Join(err, <-hubDone, <-schedDone, <-remoteDone)
+	gateway.Close()
+	return errors.Join(err, <-hubDone, <-schedDone, <-gatewayDone)
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down: new connections

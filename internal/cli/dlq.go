@@ -70,22 +70,7 @@ func newDLQGetCmd(r *remote) *cobra.Command {
 		Example: "  dtq dlq get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60",
 		Args:    cobra.ExactArgs(1),
 	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var t taskView
-		body, err := s.api.get(cmd.Context(), dlqPath(args[0]), nil, &t)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(body)
-		}
-		return printTask(s.out, &t)
-	})
+	cmd.RunE = showRun(r, dlqPath, printTask)
 	return cmd
 }
 

@@ -31,6 +31,10 @@ type limitsAnswer struct {
 	Limits *dtqtype.QueueLimits `json:"limits"`
 }
 
+func printLimits(p *printer, a *limitsAnswer) error {
+	return p.textf("queue %s: %s", a.Queue, describeLimits(a.Limits))
+}
+
 // describeLimits is one line naming the limits, e.g.
 // "rate 10/1s, concurrency 5, key_concurrency 1".
 func describeLimits(l *dtqtype.QueueLimits) string {
@@ -62,22 +66,7 @@ func newLimitsGetCmd(r *remote) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: r.completeQueues,
 	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var out limitsAnswer
-		body, err := s.api.get(cmd.Context(), limitsPath(args[0]), nil, &out)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(body)
-		}
-		return s.out.textf("queue %s: %s", out.Queue, describeLimits(out.Limits))
-	})
+	cmd.RunE = showRun(r, limitsPath, printLimits)
 	return cmd
 }
 
@@ -113,23 +102,9 @@ func newLimitsSetCmd(r *remote) *cobra.Command {
 		if l.Rate == nil && conc == 0 && keyConc == 0 {
 			return usageError(fmt.Errorf("give --rate, --concurrency or --key-concurrency (dtq queues limits delete removes them)"))
 		}
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		res, err := s.api.do(cmd.Context(), request{method: http.MethodPut, path: limitsPath(args[0]), body: l})
-		if err != nil {
-			return err
-		}
 		var out limitsAnswer
-		if err := decodeAnswer(res.body, &out); err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		return s.out.textf("queue %s: %s", out.Queue, describeLimits(out.Limits))
+		return r.call(cmd, request{method: http.MethodPut, path: limitsPath(args[0]), body: l}, &out,
+			func(p *printer, _ *apiResponse) error { return printLimits(p, &out) })
 	})
 	return cmd
 }
@@ -143,19 +118,9 @@ func newLimitsDeleteCmd(r *remote) *cobra.Command {
 		ValidArgsFunction: r.completeQueues,
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		res, err := s.api.do(cmd.Context(), request{method: http.MethodDelete, path: limitsPath(args[0])})
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		return s.out.textf("queue %s: no limits", args[0])
+		return r.call(cmd, request{method: http.MethodDelete, path: limitsPath(args[0])}, nil, func(p *printer, _ *apiResponse) error {
+			return p.textf("queue %s: no limits", args[0])
+		})
 	})
 	return cmd
 }

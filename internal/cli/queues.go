@@ -18,22 +18,18 @@ import (
 // queueView is a queue as the API answers it.
 type queueView struct{ dtqtype.QueueInfo }
 
-func (q *queueView) state() string {
-	if q.Paused {
-		return "paused"
-	}
-	return "active"
-}
+func (q *queueView) state() string { return pausedState(q.Paused) }
 
 func queuePath(q string) string { return "/api/v1/queues/" + pathID(q) }
 
 func newQueuesCmd(e *env) *cobra.Command {
 	r := &remote{}
+	queues := pausable{group: "queues", noun: "queue", arg: "<queue>", example: "emails", path: queuePath, complete: r.completeQueues}
 	cmd := groupCmd(e, "queues", "Inspect, create, delete, pause, resume and purge queues", r)
 	cmd.AddCommand(newQueuesListCmd(r), newQueuesStatsCmd(r), newQueuesCreateCmd(r), newQueuesDeleteCmd(r),
-		newQueueActionCmd(r, "pause", "Stop delivering a queue's tasks (admin)",
+		newPauseCmd(r, queues, "pause", "Stop delivering a queue's tasks (admin)",
 			"Stop delivering a queue's tasks; submissions are still accepted. Any valid\nname may be paused, even one not used yet."),
-		newQueueActionCmd(r, "resume", "Deliver a paused queue's tasks again (admin)", ""),
+		newPauseCmd(r, queues, "resume", "Deliver a paused queue's tasks again (admin)", ""),
 		newQueuesPurgeCmd(r), newQueuesRecountCmd(r), newQueuesLimitsCmd(r))
 	return cmd
 }
@@ -70,80 +66,29 @@ func newQueuesStatsCmd(r *remote) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: r.completeQueues,
 	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var q queueView
-		body, err := s.api.get(cmd.Context(), queuePath(args[0]), nil, &q)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(body)
-		}
-		bands := ""
-		for b := 9; b >= 0; b-- {
-			bands += fmt.Sprintf(" p%d=%d", b, q.Ready[fmt.Sprintf("p%d", b)])
-		}
-		tp := q.Throughput
-		return s.out.fields([][2]string{
-			{"queue", q.Name},
-			{"state", q.state()},
-			{"depth", itoa(q.Depth)},
-			{"ready", itoa(q.ReadyTotal) + " (" + bands[1:] + ")"},
-			{"running", itoa(q.Running)},
-			{"pending", itoa(q.Pending) + " (delivered, not acknowledged)"},
-			{"scheduled", itoa(q.Scheduled)},
-			{"dlq", itoa(q.DLQ)},
-			{"live_workers", strconv.Itoa(q.LiveWorkers)},
-			{"throughput", fmt.Sprintf("last %d min: %d succeeded, %d failed, %d retried, %s/min",
-				tp.WindowMinutes, tp.Succeeded, tp.Failed, tp.Retried, perMinute(tp.PerMinute))},
-		})
-	})
+	cmd.RunE = showRun(r, queuePath, printQueue)
 	return cmd
 }
 
-// newQueueActionCmd is pause or resume.
-func newQueueActionCmd(r *remote, action, short, long string) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               action + " <queue>",
-		Short:             short,
-		Long:              long,
-		Example:           "  dtq queues " + action + " emails",
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: r.completeQueues,
+func printQueue(p *printer, q *queueView) error {
+	bands := ""
+	for b := 9; b >= 0; b-- {
+		bands += fmt.Sprintf(" p%d=%d", b, q.Ready[fmt.Sprintf("p%d", b)])
 	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var out struct {
-			Queue   string `json:"queue"`
-			Paused  bool   `json:"paused"`
-			Changed bool   `json:"changed"`
-		}
-		res, err := s.api.post(cmd.Context(), queuePath(args[0])+"/"+action, nil, &out)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		state, was := "resumed", "running"
-		if out.Paused {
-			state, was = "paused", "paused"
-		}
-		if !out.Changed {
-			return s.out.textf("queue %s was already %s", out.Queue, was)
-		}
-		return s.out.textf("queue %s %s", out.Queue, state)
+	tp := q.Throughput
+	return p.fields([][2]string{
+		{"queue", q.Name},
+		{"state", q.state()},
+		{"depth", itoa(q.Depth)},
+		{"ready", itoa(q.ReadyTotal) + " (" + bands[1:] + ")"},
+		{"running", itoa(q.Running)},
+		{"pending", itoa(q.Pending) + " (delivered, not acknowledged)"},
+		{"scheduled", itoa(q.Scheduled)},
+		{"dlq", itoa(q.DLQ)},
+		{"live_workers", strconv.Itoa(q.LiveWorkers)},
+		{"throughput", fmt.Sprintf("last %d min: %d succeeded, %d failed, %d retried, %s/min",
+			tp.WindowMinutes, tp.Succeeded, tp.Failed, tp.Retried, perMinute(tp.PerMinute))},
 	})
-	return cmd
 }
 
 func newQueuesPurgeCmd(r *remote) *cobra.Command {
@@ -162,23 +107,14 @@ func newQueuesPurgeCmd(r *remote) *cobra.Command {
 		if err := requireYes(yes, "cancel every ready task of queue "+args[0]); err != nil {
 			return err
 		}
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		var out struct {
 			Queue     string `json:"queue"`
 			Cancelled int64  `json:"cancelled"`
 		}
-		res, err := s.api.post(cmd.Context(), queuePath(args[0])+"/purge", nil, &out)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		return s.out.textf("cancelled %d ready tasks of queue %s", out.Cancelled, out.Queue)
+		return r.call(cmd, request{method: http.MethodPost, path: queuePath(args[0]) + "/purge"}, &out,
+			func(p *printer, _ *apiResponse) error {
+				return p.textf("cancelled %d ready tasks of queue %s", out.Cancelled, out.Queue)
+			})
 	})
 	return cmd
 }
@@ -194,27 +130,18 @@ func newQueuesRecountCmd(r *remote) *cobra.Command {
 		ValidArgsFunction: r.completeQueues,
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		var out struct {
 			Queue    string `json:"queue"`
 			OldDepth int64  `json:"old_depth"`
 			Depth    int64  `json:"depth"`
 		}
-		res, err := s.api.post(cmd.Context(), queuePath(args[0])+"/recount", nil, &out)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		if out.OldDepth == out.Depth {
-			return s.out.textf("queue %s depth %d (unchanged)", out.Queue, out.Depth)
-		}
-		return s.out.textf("queue %s depth %d -> %d", out.Queue, out.OldDepth, out.Depth)
+		return r.call(cmd, request{method: http.MethodPost, path: queuePath(args[0]) + "/recount"}, &out,
+			func(p *printer, _ *apiResponse) error {
+				if out.OldDepth == out.Depth {
+					return p.textf("queue %s depth %d (unchanged)", out.Queue, out.Depth)
+				}
+				return p.textf("queue %s depth %d -> %d", out.Queue, out.OldDepth, out.Depth)
+			})
 	})
 	return cmd
 }
@@ -263,29 +190,16 @@ func newQueuesCreateCmd(r *remote) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		res, err := s.api.do(cmd.Context(), request{method: http.MethodPut, path: queuePath(args[0])})
-		if err != nil {
-			return err
-		}
 		var out struct {
 			Queue   string `json:"queue"`
 			Created bool   `json:"created"`
 		}
-		if err := decodeAnswer(res.body, &out); err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		if !out.Created {
-			return s.out.textf("queue %s already existed", out.Queue)
-		}
-		return s.out.textf("created queue %s", out.Queue)
+		return r.call(cmd, request{method: http.MethodPut, path: queuePath(args[0])}, &out, func(p *printer, _ *apiResponse) error {
+			if !out.Created {
+				return p.textf("queue %s already existed", out.Queue)
+			}
+			return p.textf("created queue %s", out.Queue)
+		})
 	})
 	return cmd
 }
@@ -307,19 +221,9 @@ func newQueuesDeleteCmd(r *remote) *cobra.Command {
 		if err := requireYes(yes, "delete queue "+args[0]); err != nil {
 			return err
 		}
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		res, err := s.api.do(cmd.Context(), request{method: http.MethodDelete, path: queuePath(args[0])})
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		return s.out.textf("deleted queue %s", args[0])
+		return r.call(cmd, request{method: http.MethodDelete, path: queuePath(args[0])}, nil, func(p *printer, _ *apiResponse) error {
+			return p.textf("deleted queue %s", args[0])
+		})
 	})
 	return cmd
 }

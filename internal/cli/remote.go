@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -113,4 +115,98 @@ func requireYes(yes bool, what string) error {
 		return nil
 	}
 	return usageError(fmt.Errorf("refusing to %s without --yes", what))
+}
+
+// call opens a session, sends req, decodes the answer into answer (nil:
+// not decoded) and prints it: as the API sent it with -o json, else what
+// text writes.
+func (r *remote) call(cmd *cobra.Command, req request, answer any, text func(p *printer, res *apiResponse) error) error {
+	s, err := r.open(cmd)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	res, err := s.api.do(cmd.Context(), req)
+	if err != nil {
+		return err
+	}
+	if err := decodeAnswer(res.body, answer); err != nil {
+		return err
+	}
+	if s.out.json {
+		return s.out.raw(res.body)
+	}
+	return text(s.out, res)
+}
+
+// showRun is the run of a command that reads one thing, at path(args[0]),
+// and prints it.
+func showRun[T any](r *remote, path func(string) string, print func(*printer, *T) error) func(*cobra.Command, []string) error {
+	return runE(func(cmd *cobra.Command, args []string) error {
+		var v T
+		return r.call(cmd, request{method: http.MethodGet, path: path(args[0])}, &v, func(p *printer, _ *apiResponse) error {
+			return print(p, &v)
+		})
+	})
+}
+
+// pausedState names a queue's or a schedule's state.
+func pausedState(paused bool) string {
+	if paused {
+		return "paused"
+	}
+	return "active"
+}
+
+// pauseAnswer is the answer of a queue's or a schedule's pause or resume.
+type pauseAnswer struct {
+	Queue    string        `json:"queue"` // a queue's name
+	Name     string        `json:"name"`  // a schedule's name
+	Paused   bool          `json:"paused"`
+	Changed  bool          `json:"changed"`
+	Schedule *scheduleView `json:"schedule"` // a schedule as it is now
+}
+
+// pausable is what pauses and resumes: queues or schedules.
+type pausable struct {
+	group, noun  string // the command group and what it names: "queues", "queue"
+	arg, example string // the argument as help shows it, and an example of it
+	path         func(name string) string
+	complete     cobra.CompletionFunc // of the argument; nil: none
+}
+
+// newPauseCmd is the pause or resume (action) command of what.
+func newPauseCmd(r *remote, what pausable, action, short, long string) *cobra.Command {
+	return &cobra.Command{
+		Use:               action + " " + what.arg,
+		Short:             short,
+		Long:              long,
+		Example:           "  dtq " + what.group + " " + action + " " + what.example,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: what.complete,
+		RunE:              pauseRun(r, what.noun, action, what.path),
+	}
+}
+
+// pauseRun is the run of action (pause or resume) of the noun (queue or
+// schedule) named args[0], at path(args[0]).
+func pauseRun(r *remote, noun, action string, path func(string) string) func(*cobra.Command, []string) error {
+	return runE(func(cmd *cobra.Command, args []string) error {
+		var out pauseAnswer
+		req := request{method: http.MethodPost, path: path(args[0]) + "/" + action}
+		return r.call(cmd, req, &out, func(p *printer, _ *apiResponse) error {
+			name := cmp.Or(out.Queue, out.Name)
+			state, was := "resumed", "running"
+			if out.Paused {
+				state, was = "paused", "paused"
+			}
+			switch {
+			case !out.Changed:
+				return p.textf("%s %s was already %s", noun, name, was)
+			case !out.Paused && out.Schedule != nil:
+				return p.textf("%s %s resumed; next run %s", noun, name, wireTime(out.Schedule.NextRunAt))
+			}
+			return p.textf("%s %s %s", noun, name, state)
+		})
+	})
 }

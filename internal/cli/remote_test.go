@@ -63,9 +63,9 @@ func setupAPI(t *testing.T) *apiBundle {
 	require.NoError(t, err)
 	hub, err := events.NewHub(s.Client, s.Prefix, &events.Config{PollInterval: 20 * time.Millisecond, Block: 200 * time.Millisecond})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(s.Client, &dtq.RemoteConfig{KeyPrefix: s.Prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := dtq.NewWorkerGateway(s.Client, &dtq.WorkerGatewayConfig{KeyPrefix: s.Prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Events: hub, Logger: slog.New(slog.DiscardHandler),
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway, Events: hub, Logger: slog.New(slog.DiscardHandler),
 		Keys: []httpapi.APIKey{
 			{Role: httpapi.RoleAdmin, Name: "ops", Secret: adminToken},
 			{Role: httpapi.RoleProducer, Name: "shop", Secret: producerToken},

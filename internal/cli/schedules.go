@@ -12,22 +12,18 @@ import (
 // scheduleView is a schedule as the API answers it.
 type scheduleView struct{ dtqtype.ScheduleInfo }
 
-func (s *scheduleView) state() string {
-	if s.Paused {
-		return "paused"
-	}
-	return "active"
-}
+func (s *scheduleView) state() string { return pausedState(s.Paused) }
 
 func schedulePath(name string) string { return "/api/v1/schedules/" + pathID(name) }
 
 func newSchedulesCmd(e *env) *cobra.Command {
 	r := &remote{}
+	schedules := pausable{group: "schedules", noun: "schedule", arg: "<name>", example: "nightly-report", path: schedulePath}
 	cmd := groupCmd(e, "schedules", "Create, inspect, pause, resume and trigger periodic tasks", r)
 	cmd.AddCommand(newSchedulesListCmd(r), newSchedulesGetCmd(r), newSchedulesPutCmd(r), newSchedulesDeleteCmd(r),
-		newScheduleActionCmd(r, "pause", "Stop a schedule from firing (admin)",
+		newPauseCmd(r, schedules, "pause", "Stop a schedule from firing (admin)",
 			"Stop a schedule from firing. Ticks that pass while it is paused are never\nfired; a trigger still works."),
-		newScheduleActionCmd(r, "resume", "Let a paused schedule fire again (admin)",
+		newPauseCmd(r, schedules, "resume", "Let a paused schedule fire again (admin)",
 			"Let a paused schedule fire again, from its next tick after now."),
 		newSchedulesTriggerCmd(r))
 	return cmd
@@ -66,22 +62,7 @@ func newSchedulesGetCmd(r *remote) *cobra.Command {
 		Example: "  dtq schedules get nightly-report",
 		Args:    cobra.ExactArgs(1),
 	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var v scheduleView
-		body, err := s.api.get(cmd.Context(), schedulePath(args[0]), nil, &v)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(body)
-		}
-		return printSchedule(s.out, &v)
-	})
+	cmd.RunE = showRun(r, schedulePath, printSchedule)
 	return cmd
 }
 
@@ -165,31 +146,19 @@ func newSchedulesPutCmd(r *remote) *cobra.Command {
 		if changed("timeout-ms") {
 			body["timeout_ms"] = f.timeoutMS
 		}
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		res, err := s.api.do(cmd.Context(), request{method: http.MethodPut, path: schedulePath(args[0]), body: body})
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
 		var v scheduleView
-		if err := decodeAnswer(res.body, &v); err != nil {
-			return err
-		}
-		verb := "replaced"
-		if res.status == http.StatusCreated {
-			verb = "created"
-		}
-		next := "none (paused)"
-		if !v.NextRunAt.IsZero() {
-			next = wireTime(v.NextRunAt)
-		}
-		return s.out.textf("schedule %s %s; next run %s", v.Name, verb, next)
+		req := request{method: http.MethodPut, path: schedulePath(args[0]), body: body}
+		return r.call(cmd, req, &v, func(p *printer, res *apiResponse) error {
+			verb := "replaced"
+			if res.status == http.StatusCreated {
+				verb = "created"
+			}
+			next := "none (paused)"
+			if !v.NextRunAt.IsZero() {
+				next = wireTime(v.NextRunAt)
+			}
+			return p.textf("schedule %s %s; next run %s", v.Name, verb, next)
+		})
 	})
 	return cmd
 }
@@ -202,62 +171,9 @@ func newSchedulesDeleteCmd(r *remote) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		res, err := s.api.do(cmd.Context(), request{method: http.MethodDelete, path: schedulePath(args[0])})
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		return s.out.textf("deleted schedule %s", args[0])
-	})
-	return cmd
-}
-
-// newScheduleActionCmd is pause or resume.
-func newScheduleActionCmd(r *remote, action, short, long string) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     action + " <name>",
-		Short:   short,
-		Long:    long,
-		Example: "  dtq schedules " + action + " nightly-report",
-		Args:    cobra.ExactArgs(1),
-	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var out struct {
-			Name     string       `json:"name"`
-			Paused   bool         `json:"paused"`
-			Changed  bool         `json:"changed"`
-			Schedule scheduleView `json:"schedule"`
-		}
-		res, err := s.api.post(cmd.Context(), schedulePath(args[0])+"/"+action, nil, &out)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		state, was := "resumed", "running"
-		if out.Paused {
-			state, was = "paused", "paused"
-		}
-		if !out.Changed {
-			return s.out.textf("schedule %s was already %s", out.Name, was)
-		}
-		if !out.Paused {
-			return s.out.textf("schedule %s resumed; next run %s", out.Name, wireTime(out.Schedule.NextRunAt))
-		}
-		return s.out.textf("schedule %s %s", out.Name, state)
+		return r.call(cmd, request{method: http.MethodDelete, path: schedulePath(args[0])}, nil, func(p *printer, _ *apiResponse) error {
+			return p.textf("deleted schedule %s", args[0])
+		})
 	})
 	return cmd
 }
@@ -272,20 +188,11 @@ func newSchedulesTriggerCmd(r *remote) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 	}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		var t dtqtype.TaskInfo
-		res, err := s.api.post(cmd.Context(), schedulePath(args[0])+"/trigger", nil, &t)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		return s.out.textf("schedule %s triggered: task %s queued on %s", args[0], t.ID, t.Queue)
+		return r.call(cmd, request{method: http.MethodPost, path: schedulePath(args[0]) + "/trigger"}, &t,
+			func(p *printer, _ *apiResponse) error {
+				return p.textf("schedule %s triggered: task %s queued on %s", args[0], t.ID, t.Queue)
+			})
 	})
 	return cmd
 }

@@ -174,28 +174,19 @@ func newTasksSubmitCmd(r *remote) *cobra.Command {
 		if err != nil {
 			return usageError(err)
 		}
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		var t taskView
-		res, err := s.api.post(cmd.Context(), "/api/v1/tasks", body, &t)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		if res.status == http.StatusOK {
-			err = s.out.textf("duplicate (replayed): the idempotency key belongs to task %s, which is %s", t.ID, t.Status)
-		} else {
-			err = s.out.textf("submitted task %s", t.ID)
-		}
-		if err != nil {
-			return err
-		}
-		return printTask(s.out, &t)
+		return r.call(cmd, request{method: http.MethodPost, path: "/api/v1/tasks", body: body}, &t, func(p *printer, res *apiResponse) error {
+			var err error
+			if res.status == http.StatusOK {
+				err = p.textf("duplicate (replayed): the idempotency key belongs to task %s, which is %s", t.ID, t.Status)
+			} else {
+				err = p.textf("submitted task %s", t.ID)
+			}
+			if err != nil {
+				return err
+			}
+			return printTask(p, &t)
+		})
 	})
 	return cmd
 }
@@ -301,31 +292,25 @@ func newTasksGetCmd(r *remote) *cobra.Command {
 		if wait < 0 {
 			return usageError(fmt.Errorf("--wait=%s: must not be negative", wait))
 		}
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		t, body, err := getTask(cmd.Context(), s.api, args[0], wait)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(body)
-		}
-		return printTask(s.out, t)
+		var t taskView
+		return r.call(cmd, taskRequest(args[0], wait), &t, func(p *printer, _ *apiResponse) error { return printTask(p, &t) })
 	})
 	return cmd
 }
 
-// getTask reads a task, long-polling up to wait for it to finish.
-func getTask(ctx context.Context, api *apiClient, id string, wait time.Duration) (*taskView, []byte, error) {
+// taskRequest reads a task, long-polling up to wait for it to finish.
+func taskRequest(id string, wait time.Duration) request {
 	req := request{method: http.MethodGet, path: taskPath(id)}
 	if wait > 0 {
 		req.query = url.Values{"wait": {wait.String()}}
 		req.extra = wait
 	}
-	res, err := api.do(ctx, req)
+	return req
+}
+
+// getTask reads a task (see taskRequest).
+func getTask(ctx context.Context, api *apiClient, id string, wait time.Duration) (*taskView, []byte, error) {
+	res, err := api.do(ctx, taskRequest(id, wait))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -402,11 +387,6 @@ func newTasksCancelCmd(r *remote) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the event and the audit log (one line, at most 200 characters)")
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
 		var body any
 		if reason != "" {
 			body = map[string]string{"reason": reason}
@@ -415,17 +395,13 @@ func newTasksCancelCmd(r *remote) *cobra.Command {
 			Task            taskView `json:"task"`
 			CancelRequested bool     `json:"cancel_requested"`
 		}
-		res, err := s.api.post(cmd.Context(), taskPath(args[0])+"/cancel", body, &out)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(res.body)
-		}
-		if out.CancelRequested && out.Task.Status == dtqtype.StatusRunning {
-			return s.out.textf("cancel requested for task %s: it is running; its handler is told to stop", out.Task.ID)
-		}
-		return s.out.textf("task %s is %s", out.Task.ID, out.Task.Status)
+		req := request{method: http.MethodPost, path: taskPath(args[0]) + "/cancel", body: body}
+		return r.call(cmd, req, &out, func(p *printer, _ *apiResponse) error {
+			if out.CancelRequested && out.Task.Status == dtqtype.StatusRunning {
+				return p.textf("cancel requested for task %s: it is running; its handler is told to stop", out.Task.ID)
+			}
+			return p.textf("task %s is %s", out.Task.ID, out.Task.Status)
+		})
 	})
 	return cmd
 }
@@ -448,22 +424,12 @@ func newTasksRunNowCmd(r *remote) *cobra.Command {
 // taskAction posts an action answered with {"task": ...} and prints the
 // answer.
 func taskAction(cmd *cobra.Command, r *remote, path string, text func(*printer, *taskView) error) error {
-	s, err := r.open(cmd)
-	if err != nil {
-		return err
-	}
-	defer s.close()
 	var out struct {
 		Task taskView `json:"task"`
 	}
-	res, err := s.api.post(cmd.Context(), path, nil, &out)
-	if err != nil {
-		return err
-	}
-	if s.out.json {
-		return s.out.raw(res.body)
-	}
-	return text(s.out, &out.Task)
+	return r.call(cmd, request{method: http.MethodPost, path: path}, &out, func(p *printer, _ *apiResponse) error {
+		return text(p, &out.Task)
+	})
 }
 
 func newTasksDeleteCmd(r *remote) *cobra.Command {

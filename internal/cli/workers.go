@@ -24,6 +24,8 @@ func (w *workerView) inFlight() string {
 	return strconv.Itoa(len(w.InFlight)) + "/" + strconv.Itoa(w.Concurrency)
 }
 
+func workerPath(id string) string { return "/api/v1/workers/" + pathID(id) }
+
 func newWorkersCmd(e *env) *cobra.Command {
 	r := &remote{}
 	cmd := groupCmd(e, "workers", "Inspect workers", r)
@@ -59,37 +61,26 @@ func newWorkersGetCmd(r *remote) *cobra.Command {
 		Short: "Show one worker with its in-flight task ids",
 		Args:  cobra.ExactArgs(1),
 	}
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		s, err := r.open(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		var w workerView
-		body, err := s.api.get(cmd.Context(), "/api/v1/workers/"+pathID(args[0]), nil, &w)
-		if err != nil {
-			return err
-		}
-		if s.out.json {
-			return s.out.raw(body)
-		}
-		return s.out.fields([][2]string{
-			{"worker_id", w.ID},
-			{"live", w.liveness()},
-			{"status", w.Status},
-			{"hostname", w.Hostname},
-			{"pid", strconv.Itoa(w.PID)},
-			{"version", w.Version},
-			{"queues", strings.Join(w.Queues, ",")},
-			{"concurrency", strconv.Itoa(w.Concurrency)},
-			{"heartbeat_interval_ms", itoa(w.HeartbeatIntervalMS)},
-			{"started_at", wireTime(w.StartedAt)},
-			{"last_heartbeat", wireTime(w.LastHeartbeat)},
-			{"processed", itoa(w.Processed)},
-			{"failed", itoa(w.Failed)},
-			{"retried", itoa(w.Retried)},
-			{"in_flight", strings.Join(w.InFlight, " ")},
-		})
-	})
+	cmd.RunE = showRun(r, workerPath, printWorker)
 	return cmd
+}
+
+func printWorker(p *printer, w *workerView) error {
+	return p.fields([][2]string{
+		{"worker_id", w.ID},
+		{"live", w.liveness()},
+		{"status", w.Status},
+		{"hostname", w.Hostname},
+		{"pid", strconv.Itoa(w.PID)},
+		{"version", w.Version},
+		{"queues", strings.Join(w.Queues, ",")},
+		{"concurrency", strconv.Itoa(w.Concurrency)},
+		{"heartbeat_interval_ms", itoa(w.HeartbeatIntervalMS)},
+		{"started_at", wireTime(w.StartedAt)},
+		{"last_heartbeat", wireTime(w.LastHeartbeat)},
+		{"processed", itoa(w.Processed)},
+		{"failed", itoa(w.Failed)},
+		{"retried", itoa(w.Retried)},
+		{"in_flight", strings.Join(w.InFlight, " ")},
+	})
 }

@@ -52,9 +52,9 @@ func startAPI(t *testing.T, rc redis.UniversalClient, prefix string, mod func(*d
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(hctx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
-	remote, err := dtq.NewRemote(rc, &dtq.RemoteConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := dtq.NewWorkerGateway(rc, &dtq.WorkerGatewayConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	h, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Events: hub,
+	h, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway, Events: hub,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

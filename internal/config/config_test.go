@@ -238,7 +238,7 @@ func TestParseValues(t *testing.T) {
 		{"lease secret reaches the HTTP-worker service", map[string]string{"DTQ_LEASE_SECRET": strings.Repeat("k", 32)}, nil,
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, strings.Repeat("k", 32), c.LeaseSecret)
-				require.Equal(t, c.LeaseSecret, c.RemoteConfig(nil).LeaseSecret)
+				require.Equal(t, c.LeaseSecret, c.WorkerGatewayConfig(nil).LeaseSecret)
 			}},
 		{"addresses", map[string]string{"DTQ_API_ADDR": ":0", "DTQ_WORKER_METRICS_ADDR": "[::1]:9000"}, nil,
 			func(t *testing.T, c *config.Config) {

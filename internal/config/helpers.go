@@ -59,7 +59,7 @@ func (c *Config) NewLogger(w io.Writer) *slog.Logger {
 
 // WorkerConfig returns the dtq.WorkerConfig the configuration describes;
 // strict serves the queues in their listed order instead of by weight.
-// RemoteConfig (below) derives the API's HTTP-worker settings from it.
+// WorkerGatewayConfig (below) derives the API's HTTP-worker settings from it.
 func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 	wc := &dtq.WorkerConfig{
 		KeyPrefix:          c.KeyPrefix,
@@ -107,12 +107,12 @@ func (c *Config) AdminConfig() *dtq.AdminConfig {
 	}
 }
 
-// RemoteConfig is the configuration of the API's HTTP-worker service
-// (dtq.NewRemote): the worker settings it shares, with the id made up by
+// WorkerGatewayConfig is the configuration of the API's HTTP-worker service
+// (dtq.NewWorkerGateway): the worker settings it shares, with the id made up by
 // the API so that it never collides with a Go worker's DTQ_WORKER_ID.
-func (c *Config) RemoteConfig(log *slog.Logger) *dtq.RemoteConfig {
+func (c *Config) WorkerGatewayConfig(log *slog.Logger) *dtq.WorkerGatewayConfig {
 	wc := c.WorkerConfig(false, log)
-	return &dtq.RemoteConfig{
+	return &dtq.WorkerGatewayConfig{
 		KeyPrefix: wc.KeyPrefix, VisibilityTimeout: wc.VisibilityTimeout, HeartbeatInterval: wc.HeartbeatInterval,
 		RetryBaseDelay: wc.RetryBaseDelay, RetryMaxDelay: wc.RetryMaxDelay, RetryJitter: wc.RetryJitter,
 		SucceededRetention: wc.SucceededRetention, FailedRetention: wc.FailedRetention, ResultRetention: wc.ResultRetention,

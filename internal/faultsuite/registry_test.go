@@ -124,10 +124,10 @@ func testWorkerAdmitUnderFaults(t *testing.T, lostReply bool) {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(apiRedis, &dtq.RemoteConfig{KeyPrefix: prefix, MaxWorkersPerKey: bound,
+	gateway, err := dtq.NewWorkerGateway(apiRedis, &dtq.WorkerGatewayConfig{KeyPrefix: prefix, MaxWorkersPerKey: bound,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote,
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway,
 		Keys:   []httpapi.APIKey{{Role: httpapi.RoleWorker, Name: "py", Secret: "py-secret"}},
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

@@ -151,16 +151,16 @@ func newRig(t *testing.T, sc scenario) *rig {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: r.prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(apiRedis, &dtq.RemoteConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := dtq.NewWorkerGateway(apiRedis, &dtq.WorkerGatewayConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	if sc.httpWorkers > 0 {
 		// The API process reclaims what its HTTP workers claimed.
 		rctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = remote.Run(rctx) }()
-		t.Cleanup(func() { stop(); <-done; remote.Close() })
+		go func() { defer close(done); _ = gateway.Run(rctx) }()
+		t.Cleanup(func() { stop(); <-done; gateway.Close() })
 	}
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote,
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway,
 		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	r.api = httptest.NewServer(api)

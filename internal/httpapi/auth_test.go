@@ -392,7 +392,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{})
 	require.Error(t, err)
 
-	c, in, adm, rem := b.client, b.insp, b.admin, b.remote
+	c, in, adm, rem := b.client, b.insp, b.admin, b.gateway
 	for _, cfg := range []Config{
 		{Client: c, Inspector: in, Admin: adm},
 		{Client: c},
@@ -401,16 +401,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{Client: c, Inspector: in},
 		{Client: c, Admin: adm},
 		{Inspector: in, Admin: adm},
-		{Client: c, Inspector: in, Admin: adm, Remote: rem, MaxPayloadBytes: -1},
-		{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{{Role: RoleAdmin, Name: "a", Secret: "dup-TOPSECRET"}, {Role: RoleReader, Name: "b", Secret: "dup-TOPSECRET"}}},
-		{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{{Role: 9, Name: "a", Secret: "s"}}},
-		{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{AdminKey("")}},
+		{Client: c, Inspector: in, Admin: adm, WorkerGateway: rem, MaxPayloadBytes: -1},
+		{Client: c, Inspector: in, Admin: adm, WorkerGateway: rem, Keys: []APIKey{{Role: RoleAdmin, Name: "a", Secret: "dup-TOPSECRET"}, {Role: RoleReader, Name: "b", Secret: "dup-TOPSECRET"}}},
+		{Client: c, Inspector: in, Admin: adm, WorkerGateway: rem, Keys: []APIKey{{Role: 9, Name: "a", Secret: "s"}}},
+		{Client: c, Inspector: in, Admin: adm, WorkerGateway: rem, Keys: []APIKey{AdminKey("")}},
 	} {
 		_, err := New(cfg)
 		require.Error(t, err)
 		require.NotContains(t, err.Error(), "TOPSECRET")
 	}
-	_, err = New(Config{Client: c, Inspector: in, Admin: adm, Remote: rem, Keys: []APIKey{AdminKey("k")}})
+	_, err = New(Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: rem, Keys: []APIKey{AdminKey("k")}})
 	require.NoError(t, err)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // Error codes (docs/http-api.md, "Errors").
@@ -140,7 +141,7 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
 			message: fmt.Sprintf("the request body exceeds %d bytes", tb.Limit),
 			details: map[string]any{"limit_bytes": tb.Limit}}
-	case errors.Is(err, dtq.ErrInvalidJSON):
+	case errors.Is(err, wire.ErrInvalidJSON):
 		return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, message: msg}
 	case errors.As(err, &ve):
 		e := &apiError{status: http.StatusBadRequest, code: codeInvalidTask, message: msg,

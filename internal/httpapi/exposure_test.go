@@ -88,7 +88,7 @@ func TestValidateAllowedHost(t *testing.T) {
 		err := access.ValidateAllowedHost(tc.in)
 		require.Equal(t, tc.ok, err == nil, "%q: %v", tc.in, err)
 	}
-	_, err := New(Config{Client: &dtq.Client{}, Inspector: &dtq.Inspector{}, Admin: &dtq.Admin{}, Remote: &dtq.Remote{}, AllowedHosts: []string{"x:1"}})
+	_, err := New(Config{Client: &dtq.Client{}, Inspector: &dtq.Inspector{}, Admin: &dtq.Admin{}, WorkerGateway: &dtq.WorkerGateway{}, AllowedHosts: []string{"x:1"}})
 	require.ErrorContains(t, err, "AllowedHosts")
 }
 
@@ -118,7 +118,7 @@ func TestReadyNamesTheCheckOnly(t *testing.T) {
 		require.NoError(t, err)
 		adm, err := dtq.NewAdmin(rc, nil)
 		require.NoError(t, err)
-		api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: newRemote(t, rc, "")})
+		api, err := New(Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: newWorkerGateway(t, rc, "")})
 		require.NoError(t, err)
 		b := &bundle{ctx: context.Background(), api: api, srv: newTestServer(t, api)}
 		res := b.do(t, http.MethodGet, "/ready", "")
@@ -145,7 +145,7 @@ func TestSubscriberMetrics(t *testing.T) {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: newRemote(t, s.Client, s.Prefix), Events: countingFeed{open: 3}})
+	api, err := New(Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: newWorkerGateway(t, s.Client, s.Prefix), Events: countingFeed{open: 3}})
 	require.NoError(t, err)
 	b := &bundle{ctx: context.Background(), api: api, srv: newTestServer(t, api)}
 	res := b.do(t, http.MethodGet, "/metrics", "")

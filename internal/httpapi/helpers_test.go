@@ -42,9 +42,9 @@ type options struct {
 	maxWaits, maxWaitsPerKey int
 	// redis is the Redis to use; nil means a fresh prefix on the shared server.
 	redis *redistest.Setup
-	// leaseSecret is the Remote's LeaseSecret; "" = the one stored in Redis.
+	// leaseSecret is the WorkerGateway's LeaseSecret; "" = the one stored in Redis.
 	leaseSecret string
-	// maxWorkers, maxWorkersPerKey are the Remote's worker record bounds;
+	// maxWorkers, maxWorkersPerKey are the WorkerGateway's worker record bounds;
 	// 0 = the defaults.
 	maxWorkers, maxWorkersPerKey int64
 	// feed, when set, serves the event feed from a running events.Hub;
@@ -61,17 +61,17 @@ type feedOptions struct {
 // Redis client to look at (and arrange) state, the library objects the
 // server uses, and the captured log.
 type bundle struct {
-	ctx    context.Context
-	rc     *redis.Client
-	prefix string
-	keys   rdb.Keys
-	client *dtq.Client
-	remote *dtq.Remote
-	insp   *dtq.Inspector
-	admin  *dtq.Admin
-	api    *Server
-	srv    *httptest.Server
-	logs   *syncBuffer
+	ctx     context.Context
+	rc      *redis.Client
+	prefix  string
+	keys    rdb.Keys
+	client  *dtq.Client
+	gateway *dtq.WorkerGateway
+	insp    *dtq.Inspector
+	admin   *dtq.Admin
+	api     *Server
+	srv     *httptest.Server
+	logs    *syncBuffer
 }
 
 func setup(t testing.TB, o options) *bundle {
@@ -90,14 +90,14 @@ func setup(t testing.TB, o options) *bundle {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	remote, err := dtq.NewRemote(s.Client, &dtq.RemoteConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
+	gateway, err := dtq.NewWorkerGateway(s.Client, &dtq.WorkerGatewayConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
 		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
 		LeaseSecret: o.leaseSecret, MaxWorkers: o.maxWorkers, MaxWorkersPerKey: o.maxWorkersPerKey})
 	require.NoError(t, err)
 	runCtx, stopRemote := context.WithCancel(context.Background())
-	remoteDone := make(chan error, 1)
-	go func() { remoteDone <- remote.Run(runCtx) }()
-	t.Cleanup(func() { stopRemote(); require.NoError(t, <-remoteDone) })
+	gatewayDone := make(chan error, 1)
+	go func() { gatewayDone <- gateway.Run(runCtx) }()
+	t.Cleanup(func() { stopRemote(); require.NoError(t, <-gatewayDone) })
 	logs := &syncBuffer{}
 	var hub *events.Hub
 	var feed EventFeed
@@ -107,7 +107,7 @@ func setup(t testing.TB, o options) *bundle {
 		require.NoError(t, err)
 		feed = hub
 	}
-	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: remote, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
+	api, err := New(Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway, Keys: o.keys, MaxPayloadBytes: cfg.MaxPayloadBytes,
 		AllowedHosts: o.allowedHosts, MetricsMaxQueues: o.metricsMaxQueues, Events: feed, MaxBodyBytesInFlight: o.maxBodyInFlight,
 		MaxWaits: o.maxWaits, MaxWaitsPerKey: o.maxWaitsPerKey,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -121,7 +121,7 @@ func setup(t testing.TB, o options) *bundle {
 		t.Cleanup(func() { stopHub(); require.NoError(t, <-hubDone) })
 	}
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),
-		client: c, remote: remote, insp: in, admin: adm, api: api, srv: srv, logs: logs}
+		client: c, gateway: gateway, insp: in, admin: adm, api: api, srv: srv, logs: logs}
 }
 
 // response is a finished HTTP exchange.
@@ -348,10 +348,10 @@ func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// newRemote is a Remote on rc that is not run (tests that do not claim).
-func newRemote(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.Remote {
+// newWorkerGateway is a WorkerGateway on rc that is not run (tests that do not claim).
+func newWorkerGateway(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.WorkerGateway {
 	t.Helper()
-	r, err := dtq.NewRemote(rc, &dtq.RemoteConfig{KeyPrefix: prefix})
+	r, err := dtq.NewWorkerGateway(rc, &dtq.WorkerGatewayConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
 	return r
 }

@@ -236,7 +236,7 @@ func downServer(t *testing.T) *bundle {
 	require.NoError(t, err)
 	adm, err := dtq.NewAdmin(rc, nil)
 	require.NoError(t, err)
-	api, err := New(Config{Client: c, Inspector: in, Admin: adm, Remote: newRemote(t, rc, "")})
+	api, err := New(Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: newWorkerGateway(t, rc, "")})
 	require.NoError(t, err)
 	return &bundle{ctx: context.Background(), api: api, srv: newTestServer(t, api)}
 }

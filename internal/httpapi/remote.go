@@ -112,7 +112,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key's name bounds the worker ids it registers; open mode has none.
 	key, _ := KeyFromContext(r.Context())
-	tasks, err := s.cfg.Remote.Claim(r.Context(), dtq.ClaimRequest{WorkerID: b.WorkerID, Queues: b.Queues, Max: b.Max,
+	tasks, err := s.cfg.WorkerGateway.Claim(r.Context(), dtq.ClaimRequest{WorkerID: b.WorkerID, Queues: b.Queues, Max: b.Max,
 		Wait: time.Duration(b.Wait), Lease: time.Duration(b.Lease), Key: key.Name})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
@@ -138,7 +138,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ren, err := s.cfg.Remote.Heartbeat(r.Context(), r.PathValue("id"), b.LeaseToken, time.Duration(b.Lease))
+	ren, err := s.cfg.WorkerGateway.Heartbeat(r.Context(), r.PathValue("id"), b.LeaseToken, time.Duration(b.Lease))
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
@@ -160,7 +160,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := s.cfg.Remote.Complete(r.Context(), id, b.LeaseToken, b.Result); err != nil {
+	if err := s.cfg.WorkerGateway.Complete(r.Context(), id, b.LeaseToken, b.Result); err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
@@ -189,7 +189,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) {
 	f := dtq.Failure{Class: b.Error.Class, Message: b.Error.Message, Retryable: b.Retryable == nil || *b.Retryable,
 		RetryAfter: time.Duration(b.RetryAfter)}
 	id := r.PathValue("id")
-	if err := s.cfg.Remote.Fail(r.Context(), id, b.LeaseToken, f); err != nil {
+	if err := s.cfg.WorkerGateway.Fail(r.Context(), id, b.LeaseToken, f); err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // Schedules (docs/schedules.md) are global, but each targets one queue: a scoped key
@@ -116,7 +117,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sch, err := dtq.DecodeSchedule(name, body)
+	sch, err := wire.DecodeSchedule(name, body)
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return

@@ -32,9 +32,9 @@ type Config struct {
 	// Admin performs operator actions (cancel, run-now, delete, queue and
 	// dead-letter operations) and appends them to the audit log. Required.
 	Admin *dtq.Admin
-	// Remote serves HTTP workers: claims, heartbeats, completes and fails
-	// (docs/http-workers.md). Required.
-	Remote *dtq.Remote
+	// WorkerGateway serves HTTP workers: claims, heartbeats, completes and
+	// fails (docs/http-workers.md). Required.
+	WorkerGateway *dtq.WorkerGateway
 	// Keys are the accepted API keys; empty = open mode (no auth).
 	Keys []APIKey
 	// MaxPayloadBytes is DTQ_MAX_PAYLOAD_BYTES; it bounds the size of a
@@ -134,12 +134,12 @@ type route struct {
 	scope   scope // how a scoped key's queues are checked
 }
 
-// New returns the API handler. It fails when Client, Inspector, Admin or Remote is
-// missing, MaxPayloadBytes is negative, or a key is invalid (unknown role,
+// New returns the API handler. It fails when Client, Inspector, Admin or WorkerGateway
+// is missing, MaxPayloadBytes is negative, or a key is invalid (unknown role,
 // empty name or secret, a secret used twice).
 func New(cfg Config) (*Server, error) {
-	if cfg.Client == nil || cfg.Inspector == nil || cfg.Admin == nil || cfg.Remote == nil {
-		return nil, errors.New("httpapi: Config needs a Client, an Inspector, an Admin and a Remote")
+	if cfg.Client == nil || cfg.Inspector == nil || cfg.Admin == nil || cfg.WorkerGateway == nil {
+		return nil, errors.New("httpapi: Config needs a Client, an Inspector, an Admin and a WorkerGateway")
 	}
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, fmt.Errorf("httpapi: MaxPayloadBytes must not be negative, got %d", cfg.MaxPayloadBytes)

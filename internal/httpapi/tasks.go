@@ -17,6 +17,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // maxWait bounds GET /api/v1/tasks/{id}?wait=.
@@ -63,7 +64,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sub, err := dtq.DecodeSubmission(body)
+	sub, err := wire.DecodeSubmission(body)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -133,7 +134,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	at := make([]int, 0, len(raws)) // subs[j] is item at[j]
 	for i, raw := range raws {
 		items[i].Index = i
-		sub, err := dtq.DecodeSubmission(raw)
+		sub, err := wire.DecodeSubmission(raw)
 		if err == nil {
 			withTraceContext(r, &sub)
 			err = requireScope(r, queueOf(sub))
@@ -187,7 +188,7 @@ func withTraceContext(r *http.Request, sub *dtq.Submission) {
 	if len(tp) != 1 || !validTraceparent(tp[0]) {
 		return
 	}
-	raw, _ := sub.Metadata.(json.RawMessage) // what DecodeSubmission gives
+	raw, _ := sub.Metadata.(json.RawMessage) // what wire.DecodeSubmission gives
 	raw = bytes.TrimSpace(raw)
 	var meta map[string]json.RawMessage
 	if len(raw) > 0 && string(raw) != "null" {
@@ -410,7 +411,7 @@ func idempotencyHeader(r *http.Request) (string, bool, error) {
 	case 0:
 		return "", false, nil
 	case 1:
-		if _, err := dtq.NormalizeIdempotencyKey(v[0]); err != nil {
+		if err := wire.CheckIdempotencyKey(v[0]); err != nil {
 			return "", false, err
 		}
 		return v[0], true, nil

@@ -1,4 +1,4 @@
-package dtq
+package wire
 
 import (
 	"errors"

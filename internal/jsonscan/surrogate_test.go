@@ -1,4 +1,4 @@
-package dtq
+package jsonscan
 
 import (
 	"testing"
@@ -36,6 +36,6 @@ func TestLoneSurrogate(t *testing.T) {
 		{``, -1},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.at, loneSurrogate([]byte(tt.json)), tt.json)
+		require.Equal(t, tt.at, LoneSurrogate([]byte(tt.json)), tt.json)
 	}
 }

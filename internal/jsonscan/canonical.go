@@ -1,100 +1,19 @@
-package dtq
+// Package jsonscan reads JSON text as bytes, without decoding it: how deep
+// it nests, where it holds a lone UTF-16 surrogate escape, and its
+// canonical form (the text encoding/json would write for it, keys sorted).
+// Submission validation and the idempotency fingerprint run these on every
+// submission, so they are loops over the bytes rather than a decode.
+package jsonscan
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
-	"strconv"
 )
 
-// The idempotency fingerprint hashes one canonical JSON text of the fields
-// that define the work: the object encoding/json writes for them, with the
-// payload decoded (numbers kept as written) and encoded again, so that key
-// order and spacing do not count. Decoding into maps and encoding them
-// again was a third of a keyed Submit's client CPU; appendCanonicalJSON
-// writes the same text straight from the payload's bytes (keys sorted,
-// values copied) for every payload whose strings need no escaping, which
-// is nearly all of them.
-
-// canonicalWork returns the JSON text the fingerprint hashes. Both ways
-// give the same bytes; FuzzCanonicalWork compares them.
-func (n *normalized) canonicalWork() []byte {
-	if plainJSONString(n.typ) {
-		if b, ok := n.appendWork(make([]byte, 0, len(n.payload)+160)); ok {
-			return b
-		}
-	}
-	return n.reencodedWork()
-}
-
-// reencodedWork is canonicalWork by decoding the payload and encoding the
-// whole object with encoding/json (maps marshal with sorted keys).
-func (n *normalized) reencodedWork() []byte {
-	d := json.NewDecoder(bytes.NewReader(n.payload))
-	d.UseNumber()
-	var payload any
-	_ = d.Decode(&payload) // valid JSON: checked by objectJSON
-	canon := map[string]any{
-		"task_type":    n.typ,
-		"payload":      payload,
-		"priority":     n.priority,
-		"max_attempts": n.maxAttempts,
-		"timeout_ms":   n.timeoutMS,
-	}
-	if n.runAt != 0 {
-		canon["run_at"] = n.runAt
-	} else {
-		canon["delay_ms"] = n.delayMS
-	}
-	if n.expiresGiven {
-		canon["expires_at"] = n.expiresAt
-	} else if n.ttlSeconds != 0 {
-		canon["ttl_seconds"] = n.ttlSeconds
-	}
-	return mustJSON(canon)
-}
-
-// appendWork writes the object reencodedWork encodes, keys in the same
-// (sorted) order, the payload put in canonical form in place (see
-// appendCanonicalJSON, whose false it answers). The task type must be a
-// plain string.
-func (n *normalized) appendWork(b []byte) ([]byte, bool) {
-	num := func(b []byte, key string, v int64) []byte {
-		b = append(b, key...)
-		return strconv.AppendInt(b, v, 10)
-	}
-	b = append(b, '{')
-	if n.runAt == 0 {
-		b = num(b, `"delay_ms":`, n.delayMS)
-		b = append(b, ',')
-	}
-	if n.expiresGiven {
-		b = num(b, `"expires_at":`, n.expiresAt)
-		b = append(b, ',')
-	}
-	b = num(b, `"max_attempts":`, int64(n.maxAttempts))
-	b = append(b, `,"payload":`...)
-	b, ok := appendCanonicalJSON(b, n.payload)
-	if !ok {
-		return nil, false
-	}
-	b = num(b, `,"priority":`, int64(n.priority))
-	if n.runAt != 0 {
-		b = num(b, `,"run_at":`, n.runAt)
-	}
-	b = append(b, `,"task_type":"`...)
-	b = append(b, n.typ...)
-	b = num(b, `","timeout_ms":`, n.timeoutMS)
-	if !n.expiresGiven && n.ttlSeconds != 0 {
-		b = num(b, `,"ttl_seconds":`, n.ttlSeconds)
-	}
-	return append(b, '}'), true
-}
-
-// plainJSONString reports whether s encodes as JSON between quotes as it
-// is: printable ASCII other than the quote, the backslash and the three
+// PlainString reports whether s encodes as JSON between quotes as it is:
+// printable ASCII other than the quote, the backslash and the three
 // characters encoding/json escapes for HTML (<, >, &).
-func plainJSONString(s string) bool {
+func PlainString(s string) bool {
 	for i := range len(s) {
 		if !plainByte(s[i]) {
 			return false
@@ -107,15 +26,14 @@ func plainByte(c byte) bool {
 	return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 }
 
-// appendCanonicalJSON appends to dst the text encoding/json writes for the
-// JSON value b (decoded with numbers as json.Number): no spaces, each
-// object's keys in sorted order, numbers and literals as written. It
-// answers false for a text it leaves to encoding/json: a string with an
-// escape or a character outside plainJSONString's, a key twice (the last
-// would win), space between tokens, nesting deeper than MaxJSONDepth, or
-// anything not JSON.
-func appendCanonicalJSON(dst, b []byte) ([]byte, bool) {
-	c := canonWriter{in: b, out: dst}
+// AppendCanonical appends to dst the text encoding/json writes for the JSON
+// value b (decoded with numbers as json.Number): no spaces, each object's
+// keys in sorted order, numbers and literals as written. It answers false
+// for a text it leaves to encoding/json: a string with an escape or a
+// character outside PlainString's, a key twice (the last would win), space
+// between tokens, nesting deeper than maxDepth, or anything not JSON.
+func AppendCanonical(dst, b []byte, maxDepth int) ([]byte, bool) {
+	c := canonWriter{in: b, out: dst, maxDepth: maxDepth}
 	if !c.value(0) || c.i != len(b) {
 		return dst, false
 	}
@@ -125,8 +43,9 @@ func appendCanonicalJSON(dst, b []byte) ([]byte, bool) {
 // canonWriter copies a JSON text from in to out, sorting object keys; i is
 // the next byte of in.
 type canonWriter struct {
-	in, out []byte
-	i       int
+	in, out  []byte
+	i        int
+	maxDepth int
 }
 
 func (c *canonWriter) value(depth int) bool {
@@ -135,9 +54,9 @@ func (c *canonWriter) value(depth int) bool {
 	}
 	switch c.in[c.i] {
 	case '{':
-		return depth < MaxJSONDepth && c.object(depth+1)
+		return depth < c.maxDepth && c.object(depth+1)
 	case '[':
-		return depth < MaxJSONDepth && c.array(depth+1)
+		return depth < c.maxDepth && c.array(depth+1)
 	case '"':
 		_, _, ok := c.str()
 		return ok

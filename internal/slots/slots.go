@@ -1,4 +1,6 @@
-package dtq
+// Package slots bounds how many handlers a worker runs at once across the
+// queues it serves, and decides which waiting queue gets a freed slot.
+package slots
 
 import (
 	"context"
@@ -6,10 +8,11 @@ import (
 	"sync"
 )
 
-// slots bounds a worker's concurrency across its queues. When queues compete
+// Pool bounds a worker's concurrency across its queues. When queues compete
 // for freed slots, they are handed out by weighted lottery (as asynq's queue
 // weights do) or, in strict mode, to the first queue in the configured order.
-type slots struct {
+// It is safe for concurrent use.
+type Pool struct {
 	mu      sync.Mutex
 	free    int
 	strict  bool
@@ -23,16 +26,18 @@ type slotWaiter struct {
 	grant chan int
 }
 
-func newSlots(n int, weights map[string]int, order []string, strict bool) *slots {
-	s := &slots{free: n, strict: strict, weights: weights, order: map[string]int{}, waiting: map[string]*slotWaiter{}}
+// NewPool returns a Pool of n slots for queues of the given weights; order
+// lists the queues, the first first (strict mode serves it first).
+func NewPool(n int, weights map[string]int, order []string, strict bool) *Pool {
+	s := &Pool{free: n, strict: strict, weights: weights, order: map[string]int{}, waiting: map[string]*slotWaiter{}}
 	for i, q := range order {
 		s.order[q] = i
 	}
 	return s
 }
 
-// acquire waits for at least one slot for queue and takes up to want.
-func (s *slots) acquire(ctx context.Context, queue string, want int) (int, error) {
+// Acquire waits for at least one slot for queue and takes up to want.
+func (s *Pool) Acquire(ctx context.Context, queue string, want int) (int, error) {
 	s.mu.Lock()
 	if s.free > 0 && len(s.waiting) == 0 {
 		n := min(s.free, want)
@@ -54,13 +59,13 @@ func (s *slots) acquire(ctx context.Context, queue string, want int) (int, error
 			return 0, ctx.Err()
 		}
 		s.mu.Unlock()
-		s.release(<-w.grant) // granted while we gave up: give it back
+		s.Release(<-w.grant) // granted while we gave up: give it back
 		return 0, ctx.Err()
 	}
 }
 
-// tryAcquire takes up to want slots without waiting.
-func (s *slots) tryAcquire(want int) int {
+// TryAcquire takes up to want slots without waiting.
+func (s *Pool) TryAcquire(want int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := min(s.free, want)
@@ -68,8 +73,8 @@ func (s *slots) tryAcquire(want int) int {
 	return n
 }
 
-// release returns n slots and hands them to waiting queues.
-func (s *slots) release(n int) {
+// Release returns n slots and hands them to waiting queues.
+func (s *Pool) Release(n int) {
 	if n <= 0 {
 		return
 	}
@@ -86,7 +91,8 @@ func (s *slots) release(n int) {
 	}
 }
 
-func (s *slots) pick() string {
+// pick chooses the waiting queue that gets freed slots.
+func (s *Pool) pick() string {
 	best, total := "", 0
 	for q := range s.waiting {
 		if s.strict {

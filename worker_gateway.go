@@ -40,8 +40,8 @@ const (
 	MaxClaimTasks = 100
 	// MaxClaimQueues bounds the queues one claim may name.
 	MaxClaimQueues = 16
-	// MinLeaseSecretLen is the shortest RemoteConfig.LeaseSecret
-	// (DTQ_LEASE_SECRET) NewRemote accepts, in bytes.
+	// MinLeaseSecretLen is the shortest WorkerGatewayConfig.LeaseSecret
+	// (DTQ_LEASE_SECRET) NewWorkerGateway accepts, in bytes.
 	MinLeaseSecretLen = 32
 )
 
@@ -51,52 +51,59 @@ var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 // DTQ_WORKER_ID accepts): 1..128 characters of A-Z a-z 0-9 _ . : @ -.
 func validWorkerID(id string) bool { return workerIDPattern.MatchString(id) }
 
-// Remote runs tasks on behalf of workers that are not Go programs and reach
-// dtq over HTTP: it claims, renews and finalizes with the same scripts,
+// WorkerGateway runs tasks on behalf of workers that are not Go programs
+// and reach dtq over HTTP (docs/http-workers.md): it claims, renews and
+// finalizes with the same scripts,
 // leases and fencing as a Worker. A lease token names the attempt, the
 // worker id and the claim that started the attempt, authenticated by an
 // HMAC under the deployment's lease secret: a token cannot be forged or
 // altered, and a stale one is refused exactly as a Go worker that lost its
 // lease is. The task's priority and max_attempts always come from Redis,
-// never from the token. Run keeps expired leases of the queues it has seen claimed
-// coming back (and their due retries promoted), so remote workers need no
-// Go worker beside them. It is safe for concurrent use.
-type Remote struct {
+// never from the token. Run keeps expired leases of the queues claimed
+// through it coming back (and their due retries promoted), so HTTP workers
+// need no Go worker beside them. It is safe for concurrent use.
+type WorkerGateway struct {
 	rdb      *rdb.RDB
-	cfg      WorkerConfig       // the RemoteConfig, with WorkerConfig's defaults
+	cfg      WorkerConfig // the WorkerGatewayConfig, with WorkerConfig's defaults
+	dep      deployment
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
 
 	secretMu sync.Mutex
 	secret   []byte // the lease token key: configured, or read from Redis once
 
-	mu   sync.Mutex
-	seen map[string]bool
-	full bool // maxRemoteQueues was reached (logged once)
-	// start, set while Run runs, starts a newly seen queue's loops under
-	// Run's context (Run owns that context; r only holds this func).
-	start   func(queue string)
-	loops   sync.WaitGroup
-	waiters sync.WaitGroup // background waits of multi-queue claims
+	mu sync.Mutex
+	// serviced holds the queues claimed from, whose maintenance Run runs.
+	serviced     map[string]bool
+	servicedFull bool // maxServicedQueues was reached (logged once)
+	// startServicing, set while Run runs, starts a newly claimed queue's
+	// loops under Run's context (Run owns that context; g only holds this
+	// func).
+	startServicing func(queue string)
+	loops          sync.WaitGroup
+	waiters        sync.WaitGroup // background waits of multi-queue claims
 }
 
-// RemoteConfig configures a Remote: the settings of the tasks HTTP
-// workers run. The zero value of every field selects its default.
-type RemoteConfig struct {
-	// These mean what WorkerConfig's fields of the same names mean, with
-	// the same defaults and ranges; every process of a deployment must
-	// agree on them with its Go workers. MaxWorkers bounds the worker
-	// records, as in WorkerConfig: a claim by a new worker id past it is a
-	// TooManyWorkersError.
+// WorkerGatewayConfig configures a WorkerGateway: the settings of the tasks
+// HTTP workers run. The zero value of every field selects its default.
+type WorkerGatewayConfig struct {
+	// Deployment settings, as in WorkerConfig: every process of a
+	// deployment must agree on them with its Go workers (see "Deployment
+	// settings" in the package documentation). A claim by a new worker id
+	// past MaxWorkers is a TooManyWorkersError.
 	KeyPrefix                                            string
-	RetryBaseDelay, RetryMaxDelay                        time.Duration
-	RetryJitter                                          float64
-	SucceededRetention, FailedRetention, ResultRetention time.Duration
-	ResultMaxBytes                                       int
+	EventsMaxLen, DLQMaxLen, MaxWorkers                  int64
 	DisableDLQ                                           bool
-	DLQMaxLen, EventsMaxLen, MaxWorkers                  int64
+	SucceededRetention, FailedRetention, ResultRetention time.Duration
 	ReplicaAcks                                          int
 	ReplicaAckTimeout                                    time.Duration
 	Clock                                                func() time.Time
+
+	// These mean what WorkerConfig's fields of the same names mean, with
+	// the same defaults and ranges: the backoff of HTTP workers' retryable
+	// failures and the cap on their results.
+	RetryBaseDelay, RetryMaxDelay time.Duration
+	RetryJitter                   float64
+	ResultMaxBytes                int
 
 	// WorkerID names this process in the tasks its reclaimer takes back.
 	// Default api-hostname-pid-random.
@@ -107,13 +114,13 @@ type RemoteConfig struct {
 	// HeartbeatInterval is how often Run looks for expired leases; at most
 	// VisibilityTimeout/3. Default 5s.
 	HeartbeatInterval time.Duration
-	// Logger receives the Remote's warnings. Default slog.Default().
+	// Logger receives the WorkerGateway's warnings. Default slog.Default().
 	Logger *slog.Logger
 	// LeaseSecret authenticates lease tokens (DTQ_LEASE_SECRET), at least
 	// MinLeaseSecretLen bytes. Every API process of a deployment must have
 	// the same one; changing it invalidates outstanding tokens. Default: a
-	// random secret the first Remote of the deployment stores in Redis,
-	// which every other one then reads (once per Remote).
+	// random secret the first WorkerGateway of the deployment stores in
+	// Redis, which every other one then reads (once per WorkerGateway).
 	LeaseSecret string
 	// MaxWorkersPerKey bounds the worker ids one API key
 	// (ClaimRequest.Key) registers (DTQ_MAX_WORKERS_PER_KEY): a claim by a
@@ -122,8 +129,9 @@ type RemoteConfig struct {
 	MaxWorkersPerKey int64
 }
 
-// workerConfig is c as the WorkerConfig whose defaults and checks it shares.
-func (c *RemoteConfig) workerConfig() *WorkerConfig {
+// workerConfig is c as the WorkerConfig whose settings, defaults and
+// checks it shares.
+func (c *WorkerGatewayConfig) workerConfig() *WorkerConfig {
 	return &WorkerConfig{
 		KeyPrefix: c.KeyPrefix, WorkerID: c.WorkerID, VisibilityTimeout: c.VisibilityTimeout, HeartbeatInterval: c.HeartbeatInterval,
 		RetryBaseDelay: c.RetryBaseDelay, RetryMaxDelay: c.RetryMaxDelay, RetryJitter: c.RetryJitter,
@@ -134,14 +142,14 @@ func (c *RemoteConfig) workerConfig() *WorkerConfig {
 	}
 }
 
-// NewRemote returns a Remote reading through c, configured by cfg (nil:
-// all defaults). It fails when a setting is out of range, as NewWorker
+// NewWorkerGateway returns a WorkerGateway reading through c, configured by
+// cfg (nil: all defaults). It fails when a setting is out of range, as NewWorker
 // does, or LeaseSecret is set but shorter than MinLeaseSecretLen.
-func NewRemote(c redis.UniversalClient, cfg *RemoteConfig) (*Remote, error) {
+func NewWorkerGateway(c redis.UniversalClient, cfg *WorkerGatewayConfig) (*WorkerGateway, error) {
 	if c == nil {
-		return nil, errors.New("dtq: NewRemote needs a Redis client")
+		return nil, errors.New("dtq: NewWorkerGateway needs a Redis client")
 	}
-	var rc RemoteConfig
+	var rc WorkerGatewayConfig
 	if cfg != nil {
 		rc = *cfg
 	}
@@ -149,6 +157,10 @@ func NewRemote(c redis.UniversalClient, cfg *RemoteConfig) (*Remote, error) {
 	if o.WorkerID == "" {
 		host, _ := os.Hostname()
 		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), attempt.NewNonce()[:6])
+	}
+	dep, err := o.deployment().resolve()
+	if err != nil {
+		return nil, err
 	}
 	conf, err := o.withDefaults()
 	if err != nil {
@@ -164,17 +176,18 @@ func NewRemote(c redis.UniversalClient, cfg *RemoteConfig) (*Remote, error) {
 	if rc.LeaseSecret != "" && len(rc.LeaseSecret) < MinLeaseSecretLen {
 		return nil, fmt.Errorf("dtq: LeaseSecret must be at least %d bytes", MinLeaseSecretLen)
 	}
-	r := &Remote{
-		rdb:  replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
-		cfg:  conf,
-		seen: map[string]bool{},
+	g := &WorkerGateway{
+		rdb:      dep.storage(c),
+		cfg:      conf,
+		dep:      dep,
+		serviced: map[string]bool{},
 	}
-	r.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers, MaxPerKey: perKey})
+	g.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: dep.maxWorkers, MaxPerKey: perKey})
 	if rc.LeaseSecret != "" {
-		r.secret = []byte(rc.LeaseSecret)
+		g.secret = []byte(rc.LeaseSecret)
 	}
-	r.settings = conf.rdbSettings()
-	return r, nil
+	g.settings = dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
+	return g, nil
 }
 
 // ClaimRequest is one remote worker's claim.
@@ -283,13 +296,13 @@ func (t *leaseToken) verify(id string, secret []byte) error {
 	return nil
 }
 
-// token decodes and verifies the lease token of task id.
-func (r *Remote) token(ctx context.Context, id, s string) (*leaseToken, error) {
+// verifiedToken decodes and verifies the lease token of task id.
+func (g *WorkerGateway) verifiedToken(ctx context.Context, id, s string) (*leaseToken, error) {
 	t, err := parseToken(s)
 	if err != nil {
 		return nil, err
 	}
-	secret, err := r.leaseSecret(ctx)
+	secret, err := g.leaseSecret(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -301,34 +314,34 @@ func (r *Remote) token(ctx context.Context, id, s string) (*leaseToken, error) {
 
 // leaseSecret returns the key lease tokens are authenticated with: the
 // configured one, or else the deployment's secret in Redis, stored by the
-// first Remote that needed one (SET NX of a fresh random secret, so that
-// all agree) and then kept for the life of r.
-func (r *Remote) leaseSecret(ctx context.Context) ([]byte, error) {
-	r.secretMu.Lock()
-	defer r.secretMu.Unlock()
-	if r.secret != nil {
-		return r.secret, nil
+// first WorkerGateway that needed one (SET NX of a fresh random secret, so that
+// all agree) and then kept for the life of g.
+func (g *WorkerGateway) leaseSecret(ctx context.Context) ([]byte, error) {
+	g.secretMu.Lock()
+	defer g.secretMu.Unlock()
+	if g.secret != nil {
+		return g.secret, nil
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	s, err := r.rdb.LeaseSecret(ctx, hex.EncodeToString(b[:]))
+	s, err := g.rdb.LeaseSecret(ctx, hex.EncodeToString(b[:]))
 	if err != nil {
 		return nil, err
 	}
 	if len(s) < MinLeaseSecretLen {
 		return nil, fmt.Errorf("dtq: the lease secret stored in Redis (%s) is shorter than %d bytes; delete it or set DTQ_LEASE_SECRET",
-			r.rdb.Keys().LeaseSecret(), MinLeaseSecretLen)
+			g.rdb.Keys().LeaseSecret(), MinLeaseSecretLen)
 	}
-	r.secret = []byte(s)
-	return r.secret, nil
+	g.secret = []byte(s)
+	return g.secret, nil
 }
 
 // workerSettings are the settings of a call of worker; claim, when not "",
 // also fences it on the nonce of the claim that started the attempt.
-func (r *Remote) workerSettings(worker string, lease time.Duration, claim string) *rdb.WorkerSettings {
-	s := r.settings
+func (g *WorkerGateway) workerSettings(worker string, lease time.Duration, claim string) *rdb.WorkerSettings {
+	s := g.settings
 	s.WorkerID, s.Lease, s.Claim = worker, lease, claim
 	return &s
 }
@@ -380,21 +393,21 @@ func (c *ClaimRequest) validate() error {
 // worker. Errors: *ValidationError for a bad request, ErrWorkerIDInUse
 // when a live Go worker uses the id, *TooManyWorkersError when the id is new
 // and the worker records are at their bound (nothing is claimed).
-func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, error) {
+func (g *WorkerGateway) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, error) {
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	s := r.workerSettings(req.WorkerID, req.Lease, "")
+	s := g.workerSettings(req.WorkerID, req.Lease, "")
 	// The secret first: a task must not be claimed without a token to hand.
-	secret, err := r.leaseSecret(ctx)
+	secret, err := g.leaseSecret(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.beat(ctx, rdb.RemoteClaim, req.Key, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
+	if err := g.writeWorkerRecord(ctx, rdb.RemoteClaim, req.Key, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
 		return nil, err
 	}
 	for _, q := range req.Queues {
-		r.see(q)
+		g.serviceQueue(q)
 	}
 	deadline := time.Now().Add(req.Wait)
 	var out []*LeasedTask
@@ -404,7 +417,7 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 			if len(out) >= req.Max || ctx.Err() != nil {
 				break
 			}
-			tasks, wait, err := r.claimQueue(ctx, q, s, secret, req.Max-len(out), false)
+			tasks, wait, err := g.claimQueue(ctx, q, s, secret, req.Max-len(out), false)
 			out = append(out, tasks...)
 			if err != nil {
 				if len(out) > 0 {
@@ -420,7 +433,7 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 		if len(out) > 0 || left <= 0 || ctx.Err() != nil || len(waits) == 0 {
 			break
 		}
-		r.waitAny(ctx, waits, min(left, idleBlock))
+		g.waitAny(ctx, waits, min(left, idleBlock))
 	}
 	if len(out) > 0 {
 		ids := make([]string, len(out))
@@ -429,8 +442,8 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 		}
 		// The tasks are claimed: a record that failed to update must not
 		// lose them, so the error is only logged.
-		if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteBeat, req.Key, req.WorkerID, req.Lease, nil, ids); err != nil {
-			r.cfg.Logger.Warn("remote worker record update failed", "worker_id", req.WorkerID, "err", err)
+		if err := g.writeWorkerRecord(context.WithoutCancel(ctx), rdb.RemoteBeat, req.Key, req.WorkerID, req.Lease, nil, ids); err != nil {
+			g.cfg.Logger.Warn("remote worker record update failed", "worker_id", req.WorkerID, "err", err)
 		}
 	}
 	return out, nil
@@ -438,11 +451,11 @@ func (r *Remote) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedTask, er
 
 // claimQueue claims up to n tasks of queue. With none, it returns how to
 // wait for the next chance. regrouped says the groups were just created.
-func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, secret []byte, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
+func (g *WorkerGateway) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSettings, secret []byte, n int, regrouped bool) ([]*LeasedTask, func(context.Context, time.Duration), error) {
 	bg := context.WithoutCancel(ctx) // a claim is never cut in half
-	now, nonce := r.cfg.Clock(), attempt.NewNonce()
+	now, nonce := g.dep.clock(), attempt.NewNonce()
 	res, err := attempt.Resend(ctx, s.Lease/2, func() (*rdb.ClaimResult, error) {
-		return r.rdb.Claim(bg, queue, s, n, now, nonce)
+		return g.rdb.Claim(bg, queue, s, n, now, nonce)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -450,7 +463,7 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 	out := make([]*LeasedTask, 0, len(res.Tasks))
 	until := dtqtype.Time{Time: now.Add(s.Lease).UTC()}
 	for _, ct := range res.Tasks {
-		out = append(out, leased(&ct, s.WorkerID, nonce, secret, until))
+		out = append(out, newLeasedTask(&ct, s.WorkerID, nonce, secret, until))
 	}
 	switch {
 	case len(out) > 0:
@@ -458,18 +471,18 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 	case res.NoGroup && !regrouped:
 		// The first claim of a queue creates its groups (as a Go worker
 		// does at start), then claims again.
-		if err := r.rdb.EnsureGroups(bg, queue); err != nil {
+		if err := g.rdb.EnsureGroups(bg, queue); err != nil {
 			return nil, nil, err
 		}
-		return r.claimQueue(ctx, queue, s, secret, n, true)
+		return g.claimQueue(ctx, queue, s, secret, n, true)
 	case res.NoGroup:
 		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil
 	case res.Limited && res.Wait > 0:
 		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, min(d, res.Wait)) }, nil
 	case res.Limited:
-		return nil, func(ctx context.Context, d time.Duration) { _, _ = r.rdb.WaitWake(ctx, queue, "$", d) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { _, _ = g.rdb.WaitWake(ctx, queue, "$", d) }, nil
 	case len(res.LastIDs) > 0:
-		return nil, func(ctx context.Context, d time.Duration) { _ = r.rdb.WaitReady(ctx, queue, res.LastIDs, d) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { _ = g.rdb.WaitReady(ctx, queue, res.LastIDs, d) }, nil
 	}
 	return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil // paused
 }
@@ -477,14 +490,14 @@ func (r *Remote) claimQueue(ctx context.Context, queue string, s *rdb.WorkerSett
 // waitAny runs the waits at once and returns when the first returns. The
 // others end within d on their own (a blocking read is not interrupted);
 // Close waits for them.
-func (r *Remote) waitAny(ctx context.Context, waits []func(context.Context, time.Duration), d time.Duration) {
+func (g *WorkerGateway) waitAny(ctx context.Context, waits []func(context.Context, time.Duration), d time.Duration) {
 	if len(waits) == 1 {
 		waits[0](ctx, d)
 		return
 	}
 	first := make(chan struct{}, len(waits))
 	for _, w := range waits {
-		r.waiters.Go(func() {
+		g.waiters.Go(func() {
 			w(ctx, d)
 			first <- struct{}{}
 		})
@@ -495,7 +508,7 @@ func (r *Remote) waitAny(ctx context.Context, waits []func(context.Context, time
 	}
 }
 
-func leased(ct *rdb.ClaimedTask, worker, claim string, secret []byte, until dtqtype.Time) *LeasedTask {
+func newLeasedTask(ct *rdb.ClaimedTask, worker, claim string, secret []byte, until dtqtype.Time) *LeasedTask {
 	t := &LeasedTask{
 		ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Payload: json.RawMessage(ct.Payload), Attempt: ct.Attempt,
 		MaxAttempts: ct.MaxAttempts, TimeoutMS: ct.TimeoutMS, Priority: ct.Priority,
@@ -515,12 +528,12 @@ func leased(ct *rdb.ClaimedTask, worker, claim string, secret []byte, until dtqt
 	return t
 }
 
-// beat updates the remote worker's heartbeat record; key names the API key
-// of a claim (the per-key bound applies to a new id).
-func (r *Remote) beat(ctx context.Context, mode, key, worker string, lease time.Duration, queues, ids []string) error {
-	now := r.cfg.Clock()
-	err := r.rdb.RemoteWorkerBeat(ctx, &rdb.RemoteWorker{ID: worker, Mode: mode, LeaseEnd: now.Add(lease), Queues: queues,
-		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: r.cfg.EventsMaxLen, Key: key}, now)
+// writeWorkerRecord updates an HTTP worker's heartbeat record; key names the
+// API key of a claim (the per-key bound applies to a new id).
+func (g *WorkerGateway) writeWorkerRecord(ctx context.Context, mode, key, worker string, lease time.Duration, queues, ids []string) error {
+	now := g.dep.clock()
+	err := g.rdb.RemoteWorkerBeat(ctx, &rdb.RemoteWorker{ID: worker, Mode: mode, LeaseEnd: now.Add(lease), Queues: queues,
+		Interval: lease / 3, Version: Version, TaskIDs: ids, EventsMax: g.dep.eventsMaxLen, Key: key}, now)
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, worker)
 	}
@@ -537,24 +550,24 @@ type Renewal struct {
 // fenced by token, and reports whether a cancel was requested. It fails
 // with ErrLeaseLost when the token's attempt no longer owns the task, or the
 // token is not one this deployment issued for it (then nothing is written).
-func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (*Renewal, error) {
-	t, err := r.token(ctx, id, token)
+func (g *WorkerGateway) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (*Renewal, error) {
+	t, err := g.verifiedToken(ctx, id, token)
 	if err != nil {
 		return nil, err
 	}
 	if lease, err = checkLease(lease); err != nil {
 		return nil, err
 	}
-	now := r.cfg.Clock()
-	st, err := r.rdb.RenewLeases(ctx, t.Queue, r.workerSettings(t.Worker, lease, t.Claim), now, []rdb.LeaseRef{{ID: id, Attempt: t.Attempt}})
+	now := g.dep.clock()
+	st, err := g.rdb.RenewLeases(ctx, t.Queue, g.workerSettings(t.Worker, lease, t.Claim), now, []rdb.LeaseRef{{ID: id, Attempt: t.Attempt}})
 	if err != nil {
 		return nil, err
 	}
 	if len(st) != 1 || st[0] == rdb.LeaseLost {
 		return nil, ErrLeaseLost
 	}
-	if err := r.beat(ctx, rdb.RemoteBeat, "", t.Worker, lease, nil, []string{id}); err != nil && !errors.Is(err, ErrWorkerIDInUse) {
-		r.cfg.Logger.Warn("remote worker record update failed", "worker_id", t.Worker, "err", err)
+	if err := g.writeWorkerRecord(ctx, rdb.RemoteBeat, "", t.Worker, lease, nil, []string{id}); err != nil && !errors.Is(err, ErrWorkerIDInUse) {
+		g.cfg.Logger.Warn("remote worker record update failed", "worker_id", t.Worker, "err", err)
 	}
 	return &Renewal{LeaseExpiresAt: dtqtype.Time{Time: now.Add(lease).UTC()}, CancelRequested: st[0] == rdb.CancelRequested}, nil
 }
@@ -565,27 +578,27 @@ func (r *Remote) Heartbeat(ctx context.Context, id, token string, lease time.Dur
 // again. It fails with ErrLeaseLost when the attempt no longer owns the
 // task, or the token is not one this deployment issued for it; then nothing
 // is written.
-func (r *Remote) Complete(ctx context.Context, id, token string, result json.RawMessage) error {
-	t, err := r.token(ctx, id, token)
+func (g *WorkerGateway) Complete(ctx context.Context, id, token string, result json.RawMessage) error {
+	t, err := g.verifiedToken(ctx, id, token)
 	if err != nil {
 		return err
 	}
 	if len(result) > 0 && !json.Valid(result) {
 		return invalid("result", "must be valid JSON")
 	}
-	succ := attempt.Success(id, t.Attempt, result, r.cfg.ResultMaxBytes)
+	succ := attempt.Success(id, t.Attempt, result, g.cfg.ResultMaxBytes)
 	if string(succ.Result) == "null" {
 		succ.Result = nil
 	}
-	errs, err := r.rdb.FinishSucceeded(context.WithoutCancel(ctx), t.Queue, r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim),
-		r.cfg.Clock(), []rdb.Success{succ})
+	errs, err := g.rdb.FinishSucceeded(context.WithoutCancel(ctx), t.Queue, g.workerSettings(t.Worker, g.cfg.VisibilityTimeout, t.Claim),
+		g.dep.clock(), []rdb.Success{succ})
 	if err != nil {
 		return err
 	}
 	if errs[0] != nil {
 		return ErrLeaseLost
 	}
-	r.done(ctx, t.Worker, id)
+	g.recordFinished(ctx, t.Worker, id)
 	return nil
 }
 
@@ -609,8 +622,8 @@ type Failure struct {
 // with the same token it answers as the first time. It fails with
 // ErrLeaseLost when the attempt no longer owns the task, or the token is
 // not one this deployment issued for it; then nothing is written.
-func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
-	t, err := r.token(ctx, id, token)
+func (g *WorkerGateway) Fail(ctx context.Context, id, token string, f Failure) error {
+	t, err := g.verifiedToken(ctx, id, token)
 	if err != nil {
 		return err
 	}
@@ -628,16 +641,16 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	// refusal (which wrote nothing).
 	d := attempt.Decide(&attempt.End{Attempt: t.Attempt, Failed: true, Permanent: !f.Retryable, Class: f.Class,
 		Message: oneLine(f.Message, maxErrorMessage), RetryAfter: f.RetryAfter, HasRetryAfter: f.RetryAfter > 0},
-		r.retryPolicy(), mrand.Float64())
+		g.retryPolicy(), mrand.Float64())
 	// The scripts ack the band the task hash records and, for a retry,
 	// check its max_attempts: neither comes from the worker.
-	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: r.cfg.Clock(), CheckAttempts: true}
-	s := r.workerSettings(t.Worker, r.cfg.VisibilityTimeout, t.Claim)
+	a := &rdb.FinishArgs{Queue: t.Queue, ID: id, Attempt: t.Attempt, Now: g.dep.clock(), CheckAttempts: true}
+	s := g.workerSettings(t.Worker, g.cfg.VisibilityTimeout, t.Claim)
 	bg := context.WithoutCancel(ctx)
-	err = attempt.WriteFailure(bg, r.rdb, a, s, &d)
+	err = attempt.WriteFailure(bg, g.rdb, a, s, &d)
 	if errors.Is(err, rdb.ErrAttemptsExhausted) {
 		d = d.Exhausted()
-		err = attempt.WriteFailure(bg, r.rdb, a, s, &d)
+		err = attempt.WriteFailure(bg, g.rdb, a, s, &d)
 	}
 	switch {
 	case errors.Is(err, rdb.ErrLeaseLost):
@@ -645,96 +658,97 @@ func (r *Remote) Fail(ctx context.Context, id, token string, f Failure) error {
 	case err != nil && !errors.Is(err, rdb.ErrCancelWon):
 		return err
 	}
-	r.done(ctx, t.Worker, id)
+	g.recordFinished(ctx, t.Worker, id)
 	return nil
 }
 
-// done drops a finished task from its worker's record.
-func (r *Remote) done(ctx context.Context, worker, id string) {
-	if err := r.beat(context.WithoutCancel(ctx), rdb.RemoteDone, "", worker, r.cfg.VisibilityTimeout, nil, []string{id}); err != nil &&
+// recordFinished drops a finished task from its worker's record.
+func (g *WorkerGateway) recordFinished(ctx context.Context, worker, id string) {
+	if err := g.writeWorkerRecord(context.WithoutCancel(ctx), rdb.RemoteDone, "", worker, g.cfg.VisibilityTimeout, nil, []string{id}); err != nil &&
 		!errors.Is(err, ErrWorkerIDInUse) {
-		r.cfg.Logger.Warn("remote worker record update failed", "worker_id", worker, "err", err)
+		g.cfg.Logger.Warn("remote worker record update failed", "worker_id", worker, "err", err)
 	}
 }
 
-// maxRemoteQueues bounds the queues one Remote services (three background
-// loops each): claims of further queues work, but their expired leases come
+// maxServicedQueues bounds the queues one WorkerGateway services (three
+// background loops each): claims of further queues work, but their expired leases come
 // back only through another process that services them.
-const maxRemoteQueues = 1024
+const maxServicedQueues = 1024
 
-// see notes that queue was claimed from, starting its maintenance when Run
-// runs.
-func (r *Remote) see(queue string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.seen[queue] {
+// serviceQueue notes that queue was claimed from, starting its maintenance
+// when Run runs.
+func (g *WorkerGateway) serviceQueue(queue string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.serviced[queue] {
 		return
 	}
-	if len(r.seen) >= maxRemoteQueues {
-		if !r.full {
-			r.full = true
-			r.cfg.Logger.Warn("HTTP workers claim from more queues than this API process services; expired leases of the others are not reclaimed here",
-				"limit", maxRemoteQueues, "queue", queue)
+	if len(g.serviced) >= maxServicedQueues {
+		if !g.servicedFull {
+			g.servicedFull = true
+			g.cfg.Logger.Warn("HTTP workers claim from more queues than this API process services; expired leases of the others are not reclaimed here",
+				"limit", maxServicedQueues, "queue", queue)
 		}
 		return
 	}
-	r.seen[queue] = true
-	if r.start != nil {
-		r.start(queue)
+	g.serviced[queue] = true
+	if g.startServicing != nil {
+		g.startServicing(queue)
 	}
 }
 
-// Run keeps the queues claimed from through r serviced until ctx ends:
+// Run keeps the queues claimed from through g serviced until ctx ends:
 // expired leases come back (queued with attempt +1, or dead-lettered with
 // no attempts left), due retries are promoted and overdue tasks expired,
 // exactly as a Go worker serving them would. Any number of API processes
 // may run it at once. It returns when ctx ends and its loops stopped.
-func (r *Remote) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if r.start != nil {
-		r.mu.Unlock()
-		return errors.New("dtq: Remote.Run is already running")
+func (g *WorkerGateway) Run(ctx context.Context) error {
+	g.mu.Lock()
+	if g.startServicing != nil {
+		g.mu.Unlock()
+		return errors.New("dtq: WorkerGateway.Run is already running")
 	}
-	r.start = func(queue string) { r.startQueue(ctx, queue) }
-	for q := range r.seen {
-		r.startQueue(ctx, q)
+	g.startServicing = func(queue string) { g.startMaintenance(ctx, queue) }
+	for q := range g.serviced {
+		g.startMaintenance(ctx, q)
 	}
-	r.mu.Unlock()
+	g.mu.Unlock()
 	<-ctx.Done()
-	r.loops.Wait()
-	r.waiters.Wait()
-	r.mu.Lock()
-	r.start = nil
-	r.mu.Unlock()
+	g.loops.Wait()
+	g.waiters.Wait()
+	g.mu.Lock()
+	g.startServicing = nil
+	g.mu.Unlock()
 	return nil
 }
 
-// startQueue starts queue's reclaimer, promoter and sweeper; r.mu is held.
-func (r *Remote) startQueue(ctx context.Context, queue string) {
-	mcfg := maintenance.Config{RDB: r.rdb, Settings: &r.settings, Clock: r.cfg.Clock, Logger: r.cfg.Logger}
-	r.loops.Add(3)
+// startMaintenance starts queue's reclaimer, promoter and sweeper; g.mu is
+// held.
+func (g *WorkerGateway) startMaintenance(ctx context.Context, queue string) {
+	mcfg := maintenance.Config{RDB: g.rdb, Settings: &g.settings, Clock: g.dep.clock, Logger: g.cfg.Logger}
+	g.loops.Add(3)
 	go func() {
-		defer r.loops.Done()
-		maintenance.Run(ctx, maintenance.Service{Name: "reclaim", Queue: queue, Logger: r.cfg.Logger,
-			MaxSleep: r.cfg.HeartbeatInterval, Step: r.reclaimStep(queue)})
+		defer g.loops.Done()
+		maintenance.Run(ctx, maintenance.Service{Name: "reclaim", Queue: queue, Logger: g.cfg.Logger,
+			MaxSleep: g.cfg.HeartbeatInterval, Step: g.reclaimStep(queue)})
 	}()
-	go func() { defer r.loops.Done(); maintenance.RunPromoter(ctx, mcfg, queue) }()
-	go func() { defer r.loops.Done(); maintenance.RunSweeper(ctx, mcfg, queue) }()
+	go func() { defer g.loops.Done(); maintenance.RunPromoter(ctx, mcfg, queue) }()
+	go func() { defer g.loops.Done(); maintenance.RunSweeper(ctx, mcfg, queue) }()
 }
 
 // reclaimStep returns expired leases of queue to their band stream. It
 // takes nothing over (no runner): this process runs no handlers, so the next
 // claim, remote or Go, delivers them with attempt +1.
-func (r *Remote) reclaimStep(queue string) func(context.Context) (maintenance.Result, error) {
-	return attempt.Reclaim{RDB: r.rdb, Queue: queue, Settings: &r.settings, Clock: r.cfg.Clock, Logger: r.cfg.Logger,
-		Every: r.cfg.HeartbeatInterval, Window: r.cfg.VisibilityTimeout / 2}.Step()
+func (g *WorkerGateway) reclaimStep(queue string) func(context.Context) (maintenance.Result, error) {
+	return attempt.Reclaim{RDB: g.rdb, Queue: queue, Settings: &g.settings, Clock: g.dep.clock, Logger: g.cfg.Logger,
+		Every: g.cfg.HeartbeatInterval, Window: g.cfg.VisibilityTimeout / 2}.Step()
 }
 
 // retryPolicy is the backoff of remote workers' retryable failures.
-func (r *Remote) retryPolicy() attempt.Policy {
-	return attempt.Policy{Base: r.cfg.RetryBaseDelay, Max: r.cfg.RetryMaxDelay, Jitter: r.cfg.RetryJitter}
+func (g *WorkerGateway) retryPolicy() attempt.Policy {
+	return attempt.Policy{Base: g.cfg.RetryBaseDelay, Max: g.cfg.RetryMaxDelay, Jitter: g.cfg.RetryJitter}
 }
 
 // Close waits for the background waits of claims that returned; call it
 // after the HTTP server stopped.
-func (r *Remote) Close() { r.waiters.Wait() }
+func (g *WorkerGateway) Close() { g.waiters.Wait() }

@@ -1,4 +1,4 @@
-package dtq
+package groupcommit
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// recorder is a groupCommit run that records its batches.
+// recorder is a Group run that records its batches.
 type recorder struct {
 	mu      sync.Mutex
 	batches [][]int
@@ -38,9 +38,9 @@ func (r *recorder) sizes() []int {
 func TestGroupCommitWithoutLingerRunsALoneCallAtOnce(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	g := &groupCommit[int, int]{max: 10, run: rec.run}
+	g := &Group[int, int]{Max: 10, Run: rec.run}
 	for i := range 3 {
-		r, err := g.do(context.Background(), i)
+		r, err := g.Do(context.Background(), i)
 		require.NoError(t, err)
 		require.Equal(t, i, r)
 	}
@@ -53,9 +53,9 @@ func TestGroupCommitWithoutLingerRunsALoneCallAtOnce(t *testing.T) {
 func TestGroupCommitLingerGathersCompany(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	g := &groupCommit[int, int]{max: 10, run: rec.run, linger: time.Minute, gather: 3}
+	g := &Group[int, int]{Max: 10, Run: rec.run, Linger: time.Minute, Gather: 3}
 	g.peak, g.peakAt = 3, time.Now() // three calls were lately in flight together
-	_, err := g.do(context.Background(), 0)
+	_, err := g.Do(context.Background(), 0)
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, rec.sizes(), "after a quiet spell a call runs at once")
 
@@ -63,7 +63,7 @@ func TestGroupCommitLingerGathersCompany(t *testing.T) {
 	results := make([]int, 4)
 	call := func(i int) {
 		wg.Go(func() {
-			r, err := g.do(context.Background(), i)
+			r, err := g.Do(context.Background(), i)
 			require.NoError(t, err)
 			results[i] = r
 		})
@@ -87,12 +87,12 @@ func TestGroupCommitLingerGathersCompany(t *testing.T) {
 func TestGroupCommitLoneCallerNeverLingers(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	g := &groupCommit[int, int]{max: 10, run: rec.run, linger: time.Minute, gather: 3}
+	g := &Group[int, int]{Max: 10, Run: rec.run, Linger: time.Minute, Gather: 3}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 5 {
-			_, err := g.do(context.Background(), i)
+			_, err := g.Do(context.Background(), i)
 			require.NoError(t, err)
 		}
 	}()
@@ -112,7 +112,7 @@ func TestGroupCommitCallersInALoopWaitOnlyForEachOther(t *testing.T) {
 	t.Parallel()
 	for _, k := range []int{2, 3, 4, 16} {
 		rec := &recorder{}
-		g := &groupCommit[int, int]{max: 100, flushers: 2, run: rec.run, linger: 50 * time.Millisecond, gather: 4}
+		g := &Group[int, int]{Max: 100, Flushers: 2, Run: rec.run, Linger: 50 * time.Millisecond, Gather: 4}
 		// The callers share one count of calls, so they stop within a round
 		// of each other: none is left waiting for callers that finished
 		// (TestGroupCommitLeftAloneStopsLingering covers that).
@@ -122,7 +122,7 @@ func TestGroupCommitCallersInALoopWaitOnlyForEachOther(t *testing.T) {
 		for range k {
 			wg.Go(func() {
 				for i := 0; left.Add(-1) >= 0; i++ {
-					_, err := g.do(context.Background(), i)
+					_, err := g.Do(context.Background(), i)
 					require.NoError(t, err)
 				}
 			})
@@ -150,13 +150,13 @@ func TestGroupCommitCallersInALoopWaitOnlyForEachOther(t *testing.T) {
 func TestGroupCommitLeftAloneStopsLingering(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	g := &groupCommit[int, int]{max: 100, flushers: 2, run: rec.run, linger: 50 * time.Millisecond, gather: 4}
+	g := &Group[int, int]{Max: 100, Flushers: 2, Run: rec.run, Linger: 50 * time.Millisecond, Gather: 4}
 	// Two calls were in flight together just now, and the last call came
 	// within the linger (the future: however long this goroutine waits to
 	// run, the first call below counts as close behind it).
 	g.peak, g.peakAt, g.last = 2, time.Now(), time.Now().Add(time.Hour)
 	for i := range 3 * peakLingers {
-		_, err := g.do(context.Background(), i)
+		_, err := g.Do(context.Background(), i)
 		require.NoError(t, err)
 	}
 	g.mu.Lock()

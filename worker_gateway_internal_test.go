@@ -124,12 +124,12 @@ func TestClaimRequestValidate(t *testing.T) {
 	}
 }
 
-func TestNewRemoteRefusesAShortLeaseSecret(t *testing.T) {
+func TestNewWorkerGatewayRefusesAShortLeaseSecret(t *testing.T) {
 	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	t.Cleanup(func() { _ = c.Close() })
-	_, err := NewRemote(c, &RemoteConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen-1)})
+	_, err := NewWorkerGateway(c, &WorkerGatewayConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen-1)})
 	require.ErrorContains(t, err, "LeaseSecret must be at least 32 bytes")
-	_, err = NewRemote(c, &RemoteConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen)})
+	_, err = NewWorkerGateway(c, &WorkerGatewayConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen)})
 	require.NoError(t, err)
 }

@@ -1,4 +1,9 @@
-package dtq
+// Package wire reads what the HTTP API receives into the library's types:
+// the JSON bodies of a submission (POST /api/v1/tasks) and a schedule (PUT
+// /api/v1/schedules/{name}), and the Idempotency-Key header. Refusals are
+// *dtq.ValidationError naming the field, or wrap ErrInvalidJSON for a body
+// that is not a JSON object at all.
+package wire
 
 import (
 	"bytes"
@@ -9,24 +14,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/jsonscan"
 )
 
 // ErrInvalidJSON is wrapped by DecodeSubmission when the body is not a JSON
 // object at all (HTTP 400 INVALID_REQUEST rather than INVALID_TASK).
-var ErrInvalidJSON = fmt.Errorf("dtq: request body is not a JSON object")
+var ErrInvalidJSON = errors.New("dtq: request body is not a JSON object")
 
 // DecodeSubmission parses the JSON form of a submission (the body of POST
 // /api/v1/tasks). Explicit values outside a field's range are errors even
 // where the Go zero value would mean "default" (e.g. "timeout_ms": 0); unknown
 // fields are errors so a misspelt option is never silently ignored.
-func DecodeSubmission(data []byte) (Submission, error) {
-	var s Submission
+func DecodeSubmission(data []byte) (dtq.Submission, error) {
+	var s dtq.Submission
 	data = bytes.TrimSpace(data)
 	// The body adds one level around payload and metadata, whose own depth
 	// is checked per field so the error can name the field; one more level of
 	// slack lets that per-field check report a payload just over the limit.
-	if d := jsonDepth(data); d > MaxJSONDepth+2 {
-		return s, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
+	if d := jsonscan.Depth(data); d > dtq.MaxJSONDepth+2 {
+		return s, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, dtq.MaxJSONDepth)
 	}
 	var m map[string]json.RawMessage
 	if len(data) == 0 || data[0] != '{' {
@@ -52,8 +60,8 @@ func syntaxPosition(data []byte, err error) string {
 	return fmt.Sprintf("not valid JSON at line %d, column %d (byte %d): %s", line, col, off+1, msg)
 }
 
-func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
-	var s Submission
+func submissionFromFields(m map[string]json.RawMessage) (dtq.Submission, error) {
+	var s dtq.Submission
 	for field, raw := range m {
 		if string(raw) == "null" && field != "payload" && field != "metadata" {
 			continue
@@ -91,11 +99,11 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 			s.MaxAttempts = int(v)
 		case "timeout_ms":
 			var v int64
-			v, err = jsonInt(field, raw, 1, MaxTimeout.Milliseconds())
+			v, err = jsonInt(field, raw, 1, dtq.MaxTimeout.Milliseconds())
 			s.Timeout = time.Duration(v) * time.Millisecond
 		case "delay_ms":
 			var v int64
-			v, err = jsonInt(field, raw, 0, MaxDelay.Milliseconds())
+			v, err = jsonInt(field, raw, 0, dtq.MaxDelay.Milliseconds())
 			s.Delay = time.Duration(v) * time.Millisecond
 		case "ttl_seconds":
 			var v int64
@@ -103,10 +111,10 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 			s.TTL = time.Duration(v) * time.Second
 		case "retention_seconds":
 			var v int64
-			v, err = jsonInt(field, raw, 0, int64(MaxRetention/time.Second))
+			v, err = jsonInt(field, raw, 0, int64(dtq.MaxRetention/time.Second))
 			s.Retention = time.Duration(v) * time.Second
 			if v == 0 {
-				s.Retention = NoRetention
+				s.Retention = dtq.NoRetention
 			}
 		case "keep_payload":
 			if err = json.Unmarshal(raw, &s.KeepPayload); err != nil {
@@ -124,7 +132,7 @@ func submissionFromFields(m map[string]json.RawMessage) (Submission, error) {
 			err = invalid(name, "is not a known field")
 		}
 		if err != nil {
-			return Submission{}, err
+			return dtq.Submission{}, err
 		}
 	}
 	return s, nil
