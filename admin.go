@@ -2,15 +2,15 @@ package dtq
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -353,7 +353,7 @@ func (a *Admin) DiscardDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, e
 	return t, mapNotFound(err, ErrTaskNotFound)
 }
 
-// DLQFilter selects dead-letter entries (and pages through them).
+// DLQFilter selects the dead-letter entries of a bulk action.
 type DLQFilter = dtqtype.DLQFilter
 
 // bulkBudget bounds the script calls one bulk request makes before it
@@ -364,11 +364,6 @@ const bulkBudget = 20
 // index (DTQ_DLQ_MAXLEN), and below 1e14, past which Lua would print the
 // number as 1e+14 and Redis refuse it.
 const maxBulkOffset = 1 << 40
-
-type bulkCursor struct {
-	Queue  int   `json:"q"`
-	Offset int64 `json:"o"`
-}
 
 // RequeueDLQMatching requeues the dead-letter entries matching f, at most
 // 500 per script call and about 10000 per call of this method; continue
@@ -393,34 +388,33 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 	} else if !ValidQueueName(f.Queue) {
 		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	var cur bulkCursor
+	// The cursor is where the action stopped: a registry index and an
+	// offset in that queue's dead-letter index.
+	queue, offset := 0, int64(0)
 	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Queue < 0 || cur.Queue > len(queues) || cur.Offset < 0 || cur.Offset > maxBulkOffset {
-			return nil, ErrInvalidCursor
+		c := cursor.Read(f.Cursor, cursor.DLQBulk)
+		queue, offset = int(c.Int(0, int64(len(queues)))), c.Int(0, maxBulkOffset)
+		if err := c.Err(); err != nil {
+			return nil, err
 		}
 	}
 	res := &dtqtype.BulkResult{}
-	for calls := 0; cur.Queue < len(queues); calls++ {
+	for calls := 0; queue < len(queues); calls++ {
 		if calls == bulkBudget {
-			raw, err := json.Marshal(cur)
-			if err != nil {
-				return nil, err
-			}
-			next := base64.RawURLEncoding.EncodeToString(raw)
+			next := cursor.Encode(cursor.DLQBulk, strconv.Itoa(queue), strconv.FormatInt(offset, 10))
 			res.NextCursor = &next
 			return res, nil
 		}
-		r, err := a.rdb.DLQBulk(ctx, queues[cur.Queue], action, cur.Offset, f.Type, f.ErrorClass, &a.settings, a.clock())
+		matched, processed, next, err := a.rdb.DLQBulk(ctx, queues[queue], action, offset, f.Type, f.ErrorClass, &a.settings, a.clock())
 		if err != nil {
 			return res, fmt.Errorf("dtq: bulk %s: %w", action, err)
 		}
-		res.Matched += r.Matched
-		res.Processed += r.Processed
-		if r.Next < 0 {
-			cur = bulkCursor{Queue: cur.Queue + 1}
+		res.Matched += matched
+		res.Processed += processed
+		if next < 0 {
+			queue, offset = queue+1, 0
 		} else {
-			cur.Offset = r.Next
+			offset = next
 		}
 	}
 	return res, nil

@@ -99,7 +99,10 @@
 //
 // NewInspector reads tasks (GetTask, ListTasks, WaitTask, which waits until
 // a task finishes), queues, workers, the dead-letter queue and per-minute
-// stats. NewAdmin cancels, re-runs and deletes tasks, pauses, resumes and
+// stats. Every list has one shape: it takes its params (ListTasks a
+// *TaskListParams: filters, Cursor and Limit; nil means the defaults) and
+// returns a *dtqtype.ListResult, one page of Items and the NextCursor to
+// pass back as Cursor, "" on the last page. NewAdmin cancels, re-runs and deletes tasks, pauses, resumes and
 // purges queues, and requeues or discards dead letters. The dtq command
 // serves the same over HTTP, with a dashboard and a CLI.
 //

@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -178,8 +179,10 @@ var (
 	ErrWorkerNotFound = errors.New("dtq: worker not found")
 	// ErrDLQEntryNotFound: the task is not in its queue's dead-letter queue.
 	ErrDLQEntryNotFound = errors.New("dtq: dead-letter entry not found")
-	// ErrInvalidCursor: a list cursor was not one the API returned.
-	ErrInvalidCursor = errors.New("dtq: invalid cursor")
+	// ErrInvalidCursor: a cursor was not one the list (or bulk action) it
+	// was given to returned: forged, altered, from an older version of dtq,
+	// or from another list. Start again without one.
+	ErrInvalidCursor = cursor.ErrInvalid
 )
 
 // TaskStateError reports an action refused because of the task's status.

@@ -107,6 +107,55 @@ func ExampleClient_Submit_idempotencyKey() {
 	// other work: true
 }
 
+// Every list takes its params and returns one page with the cursor of the
+// next; "" marks the last page. A cursor is opaque, and one list refuses
+// another's.
+func ExampleInspector_ListTasks() {
+	rc, stop := exampleRedis()
+	defer stop()
+	insp, err := dtq.NewInspector(rc, nil)
+	if err != nil {
+		panic(err)
+	}
+	client, err := dtq.NewClient(rc, nil)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := client.Submit(ctx, dtq.Submission{Queue: "emails", Type: "send", Payload: map[string]int{"n": i}}); err != nil {
+			panic(err)
+		}
+	}
+
+	params := &dtq.TaskListParams{Queue: "emails", Limit: 2}
+	for page := 1; ; page++ {
+		res, err := insp.ListTasks(ctx, params)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("page", page, "tasks", len(res.Items), "more", res.NextCursor != "")
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+
+	queues, err := insp.ListQueues(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("queues", len(queues.Items), queues.Items[0].Name, queues.Items[0].Depth)
+	_, err = insp.ListQueues(ctx, &dtq.QueueListParams{Cursor: params.Cursor})
+	fmt.Println("a task list's cursor given to the queue list:", errors.Is(err, dtq.ErrInvalidCursor))
+	// Output:
+	// page 1 tasks 2 more true
+	// page 2 tasks 2 more true
+	// page 3 tasks 1 more false
+	// queues 1 emails 5
+	// a task list's cursor given to the queue list: true
+}
+
 func ExampleValidQueueName() {
 	for _, q := range []string{"default", "emails-eu_1", "Emails", "-low", "a{b}"} {
 		fmt.Println(q, dtq.ValidQueueName(q))

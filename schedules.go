@@ -3,7 +3,6 @@ package dtq
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/schedule"
 )
@@ -50,15 +50,13 @@ type Schedule struct {
 // ErrScheduleNotFound is returned when no schedule has that name.
 var ErrScheduleNotFound = errors.New("dtq: schedule not found")
 
-// MaxScheduleName is the longest schedule name.
-const MaxScheduleName = 128
-
 // Bounds of a schedule's strings, in bytes, so that a definition stays
 // small to store, list and show. A five-field cron expression with long
 // lists stays well under MaxScheduleSpec; the longest IANA timezone name is
 // about half MaxScheduleTimezone. Queue and task type have a submission's
 // bounds (64 and 128).
 const (
+	MaxScheduleName     = 128 // the longest schedule name
 	MaxScheduleSpec     = 256
 	MaxScheduleTimezone = 64
 )
@@ -155,46 +153,35 @@ func (a *Admin) GetSchedule(ctx context.Context, name string) (*dtqtype.Schedule
 	return decodeSchedule(m), nil
 }
 
-// ScheduleFilter pages through schedules, in name order.
-type ScheduleFilter struct {
-	Queue  string // "" = every queue; a page may then be short
-	Limit  int    // 1..1000; 0 = 50
-	Cursor string // from a previous answer
-}
-
-// ListSchedules returns a page of schedules in name order and the cursor of
-// the next page ("" at the end). A cursor it did not return is
-// ErrInvalidCursor.
-func (a *Admin) ListSchedules(ctx context.Context, f ScheduleFilter) ([]*dtqtype.ScheduleInfo, string, error) {
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 1 || limit > 1000:
-		return nil, "", invalid("limit", "must be between 1 and 1000")
+// ListSchedules returns a page of schedules in name order. With a Queue
+// filter a page may be short, even empty, while more remain. A bad filter
+// or Limit is a *ValidationError, a bad cursor ErrInvalidCursor.
+func (a *Admin) ListSchedules(ctx context.Context, params *ScheduleListParams) (*dtqtype.ListResult[*dtqtype.ScheduleInfo], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, p.Queue); err != nil {
+		return nil, err
 	}
 	after := ""
-	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || !ValidScheduleName(string(raw)) {
-			return nil, "", ErrInvalidCursor
+	if p.Cursor != "" {
+		c := cursor.Read(p.Cursor, cursor.Schedules)
+		if after = c.String(ValidScheduleName); c.Err() != nil {
+			return nil, c.Err()
 		}
-		after = string(raw)
 	}
-	ms, next, err := a.rdb.ListSchedules(ctx, after, limit)
+	ms, next, err := a.rdb.ListSchedules(ctx, after, p.Limit)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	out := make([]*dtqtype.ScheduleInfo, 0, len(ms))
+	res := &dtqtype.ListResult[*dtqtype.ScheduleInfo]{Items: make([]*dtqtype.ScheduleInfo, 0, len(ms))}
 	for _, m := range ms {
-		if info := decodeSchedule(m); f.Queue == "" || info.Queue == f.Queue {
-			out = append(out, info)
+		if info := decodeSchedule(m); p.Queue == "" || info.Queue == p.Queue {
+			res.Items = append(res.Items, info)
 		}
 	}
 	if next != "" {
-		next = base64.RawURLEncoding.EncodeToString([]byte(next))
+		res.NextCursor = cursor.Encode(cursor.Schedules, next)
 	}
-	return out, next, nil
+	return res, nil
 }
 
 // DeleteSchedule removes schedule name; tasks it made are left alone. An

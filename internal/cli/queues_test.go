@@ -64,9 +64,9 @@ func TestQueues(t *testing.T) {
 	require.NoError(t, b.rc.IncrBy(b.ctx, rdb.NewKeys(b.prefix).Depth("images"), 5).Err())
 	require.Equal(t, "queue images depth 6 -> 1\n", b.ok(t, "queues", "recount", "images"))
 
-	tasks, _, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Queue: "images", Status: dtqtype.StatusCancelled})
+	tasks, err := b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Queue: "images", Status: dtqtype.StatusCancelled})
 	require.NoError(t, err)
-	require.Len(t, tasks, 3)
+	require.Len(t, tasks.Items, 3)
 }
 
 func TestQueuesCreateDelete(t *testing.T) {
@@ -77,9 +77,7 @@ func TestQueuesCreateDelete(t *testing.T) {
 	var created map[string]any
 	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "create", "invoices", "-o", "json")), &created))
 	require.Equal(t, map[string]any{"queue": "invoices", "created": true}, created)
-	names, err := b.insp.QueueNames(b.ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{"billing", "invoices"}, names)
+	require.Equal(t, []string{"billing", "invoices"}, b.queueNames(t))
 
 	code, stdout, stderr := b.run(t, "queues", "create", "Not_Valid")
 	requireAPIError(t, code, stdout, stderr, "INVALID_REQUEST")
@@ -89,18 +87,14 @@ func TestQueuesCreateDelete(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Empty(t, stdout)
 	require.Equal(t, "dtq: refusing to delete queue billing without --yes\n", stderr)
-	names, err = b.insp.QueueNames(b.ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{"billing", "invoices"}, names)
+	require.Equal(t, []string{"billing", "invoices"}, b.queueNames(t))
 
 	// A queue holding a task is refused; an empty one goes.
 	b.submit(t, dtq.Submission{Queue: "invoices", Type: "echo"})
 	code, stdout, stderr = b.run(t, "queues", "delete", "invoices", "--yes")
 	requireAPIError(t, code, stdout, stderr, "QUEUE_NOT_EMPTY")
 	require.Equal(t, "deleted queue billing\n", b.ok(t, "queues", "delete", "billing", "--yes"))
-	names, err = b.insp.QueueNames(b.ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{"invoices"}, names)
+	require.Equal(t, []string{"invoices"}, b.queueNames(t))
 	code, stdout, stderr = b.run(t, "queues", "delete", "billing", "--yes")
 	requireAPIError(t, code, stdout, stderr, "QUEUE_NOT_FOUND")
 
@@ -136,4 +130,16 @@ func TestQueuesLimits(t *testing.T) {
 	require.Equal(t, "queue emails: key_concurrency 1\n", b.ok(t, "queues", "limits", "set", "emails", "--key-concurrency", "1"))
 	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "delete", "emails"))
 	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "get", "emails"))
+}
+
+// queueNames lists the registered queues, by name.
+func (b *apiBundle) queueNames(t *testing.T) []string {
+	t.Helper()
+	res, err := b.insp.ListQueues(b.ctx, nil)
+	require.NoError(t, err)
+	names := []string{}
+	for _, q := range res.Items {
+		names = append(names, q.Name)
+	}
+	return names
 }

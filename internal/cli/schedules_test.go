@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/dtq-io/dtq"
 )
 
 func TestSchedules(t *testing.T) {
@@ -47,7 +45,7 @@ func TestSchedules(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--payload")
 
-	items2, _, err := b.admin.ListSchedules(b.ctx, dtq.ScheduleFilter{})
+	items2, err := b.admin.ListSchedules(b.ctx, nil)
 	require.NoError(t, err)
-	require.Len(t, items2, 1)
+	require.Len(t, items2.Items, 1)
 }

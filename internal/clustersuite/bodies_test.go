@@ -50,7 +50,7 @@ func TestQueuedBodiesOnEveryMaster(t *testing.T) {
 			require.Equal(t, int64(1), n)
 
 			require.NoError(t, r.EnsureGroups(ctx, q))
-			_, err = r.SetLimits(ctx, q, rdb.Limits{KeyConcurrency: 1})
+			_, err = r.SetLimits(ctx, q, &dtqtype.QueueLimits{KeyConcurrency: 1})
 			require.NoError(t, err)
 			overdue := submit("overdue", rdbtest.Expiring)
 			started := submit("started", rdbtest.Keyed)

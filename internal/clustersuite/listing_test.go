@@ -40,16 +40,16 @@ func TestListingPagesAcrossMasters(t *testing.T) {
 	var got []string
 	cursor := ""
 	for {
-		items, next, err := insp.ListTasks(ctx, dtq.ListOptions{Limit: 5, Cursor: cursor})
+		res, err := insp.ListTasks(ctx, &dtq.TaskListParams{Limit: 5, Cursor: cursor})
 		require.NoError(t, err)
-		for _, it := range items {
+		for _, it := range res.Items {
 			got = append(got, it.ID)
 			require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, round(want, it.ID, len(queues))), string(it.Payload))
 		}
-		if next == "" {
+		if res.NextCursor == "" {
 			break
 		}
-		cursor = next
+		cursor = res.NextCursor
 	}
 	require.Equal(t, want, got)
 }

@@ -105,7 +105,7 @@ func TestQueuedBodiesUnderFaults(t *testing.T) {
 		q = "claim-" + strings.ReplaceAll(f.name, " ", "-")
 		t.Run("expiry at claim and hold/"+f.name, func(t *testing.T) {
 			require.NoError(t, r.EnsureGroups(ctx, q))
-			_, err := r.SetLimits(ctx, q, rdb.Limits{KeyConcurrency: 1})
+			_, err := r.SetLimits(ctx, q, &dtqtype.QueueLimits{KeyConcurrency: 1})
 			require.NoError(t, err)
 			gone := b.Submit(t, q, "e", rdbtest.Expiring)
 			first := b.Submit(t, q, "k1", rdbtest.Keyed)

@@ -3,12 +3,9 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // In open mode there is no key to name: the audit log shows this actor and
@@ -64,31 +61,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	cursor := q.Get("cursor")
-	if cursor != "" && !auditCursor(cursor) {
-		s.writeError(w, r, dtq.ErrInvalidCursor)
-		return
-	}
-	items, next, err := s.cfg.Inspector.ListAudit(r.Context(), limit, cursor)
+	res, err := s.cfg.Inspector.ListAudit(r.Context(), &dtq.AuditListParams{Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	if items == nil {
-		items = []*dtqtype.AuditEntry{}
-	}
-	s.writeJSON(w, r, http.StatusOK, page(items, next))
-}
-
-// auditCursor reports whether c has the form of an audit cursor (a stream
-// entry id "<ms>-<seq>" other than 0-0), so that a made-up one is a 400
-// instead of a Redis error.
-func auditCursor(c string) bool {
-	ms, seq, ok := strings.Cut(c, "-")
-	if !ok {
-		return false
-	}
-	a, err1 := strconv.ParseUint(ms, 10, 64)
-	b, err2 := strconv.ParseUint(seq, 10, 64)
-	return err1 == nil && err2 == nil && (a != 0 || b != 0)
+	s.writeJSON(w, r, http.StatusOK, res)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 )
 
 type auditListJSON struct {
@@ -130,12 +131,12 @@ func TestAuditPagesAndOpenMode(t *testing.T) {
 		require.Equal(t, http.StatusOK, b.do(t, http.MethodPost, "/api/v1/queues/"+q+"/pause", "").status)
 	}
 	var targets []string
-	cursor := ""
+	next := ""
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 5)
 		q := url.Values{"limit": {"2"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
+		if next != "" {
+			q.Set("cursor", next)
 		}
 		var l auditListJSON
 		b.do(t, http.MethodGet, "/api/v1/audit?"+q.Encode(), "").decode(t, &l)
@@ -147,7 +148,7 @@ func TestAuditPagesAndOpenMode(t *testing.T) {
 		if l.NextCursor == nil {
 			break
 		}
-		cursor = *l.NextCursor
+		next = *l.NextCursor
 	}
 	require.Equal(t, []string{"e", "d", "c", "b", "a"}, targets)
 
@@ -161,16 +162,17 @@ func TestAuditPagesAndOpenMode(t *testing.T) {
 		{"limit=0", "limit"},
 		{"limit=1001", "limit"},
 		{"cursor=abc", "cursor"},
-		{"cursor=0-0", "cursor"},
-		{"cursor=1-", "cursor"},
-		{"cursor=-1-0", "cursor"},
-		{"cursor=1-2-3", "cursor"},
+		{"cursor=1-0", "cursor"}, // an entry id is not a cursor
+		{"cursor=" + cursor.Encode(cursor.Audit, "0", "0"), "cursor"},
+		{"cursor=" + cursor.Encode(cursor.Audit, "1"), "cursor"},
+		{"cursor=" + cursor.Encode(cursor.Audit, "-1", "0"), "cursor"},
+		{"cursor=" + cursor.Encode(cursor.Audit, "1", "2", "3"), "cursor"},
 		{"actor=x", "actor"},
 	} {
 		b.do(t, http.MethodGet, "/api/v1/audit?"+tc.query, "").requireError(t, http.StatusBadRequest, codeInvalidRequest, tc.field)
 	}
 	// A cursor past the end is simply an empty page.
-	res := b.do(t, http.MethodGet, "/api/v1/audit?cursor=1-0", "")
+	res := b.do(t, http.MethodGet, "/api/v1/audit?cursor="+cursor.Encode(cursor.Audit, "1", "0"), "")
 	require.Equal(t, http.StatusOK, res.status)
 	require.JSONEq(t, `{"items":[],"next_cursor":null}`, string(res.body))
 }

@@ -11,9 +11,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/internal/cursor"
 )
 
-// b64 encodes a forged cursor the way the API encodes its own.
+// b64 encodes a forged cursor in the base64 the API's cursors use.
 func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 // TestForgedCursorsAndLimits sends every list and bulk route forged
@@ -36,14 +38,18 @@ func TestForgedCursorsAndLimits(t *testing.T) {
 	bulkB := func(route, cursor string) tc {
 		return tc{http.MethodPost, route, `{"queue": "emails", "cursor": "` + cursor + `"}`, "cursor"}
 	}
+	const id = "01a22aa1819e7000b8909fac70590002"
 	huge := []string{
-		b64(`{"q":0,"o":100000000000000000}`),
-		b64(`{"q":0,"o":9223372036854775807}`),
-		b64(`{"q":0,"o":-1}`),
-		b64(`{"q":-1,"o":0}`),
-		b64(`{"q":2147483648,"o":0}`),
-		b64(`{"q":0,"o":1e17}`),
-		b64(`{"q":0,"o":1.5}`),
+		cursor.Encode(cursor.DLQBulk, "0", "100000000000000000"),
+		cursor.Encode(cursor.DLQBulk, "0", "9223372036854775807"),
+		cursor.Encode(cursor.DLQBulk, "0", "-1"),
+		cursor.Encode(cursor.DLQBulk, "-1", "0"),
+		cursor.Encode(cursor.DLQBulk, "2", "0"), // one queue: index 1 is the end
+		cursor.Encode(cursor.DLQBulk, "2147483648", "0"),
+		cursor.Encode(cursor.DLQBulk, "0", "1e17"),
+		cursor.Encode(cursor.DLQBulk, "0", "1.5"),
+		cursor.Encode(cursor.DLQBulk, "0"),
+		b64(`{"q":0,"o":0}`), // the cursor of earlier versions
 		"not base64!",
 	}
 	var tests []tc
@@ -51,33 +57,40 @@ func TestForgedCursorsAndLimits(t *testing.T) {
 		tests = append(tests, bulkQ("/api/v1/dlq/requeue", c), bulkB("/api/v1/dlq/purge", c))
 	}
 	for _, c := range []string{
-		b64(`{"emails":100000000000000000}`),
-		b64(`{"emails":9223372036854775807}`),
-		b64(`{"emails":-2}`),
-		b64(`{"emails":1e300}`),
+		cursor.Encode(cursor.DLQ, "100000000000000000", "emails", id),
+		cursor.Encode(cursor.DLQ, "-2", "emails", id),
+		cursor.Encode(cursor.DLQ, "1e300", "emails", id),
+		cursor.Encode(cursor.DLQ, "1", "Bad Queue", id),
+		cursor.Encode(cursor.DLQ, "1", "emails", "x"),
+		b64("d2:1:emails:" + id),
 		"x",
 		strings.Repeat("A", 10_000),
 	} {
 		tests = append(tests, get("/api/v1/dlq?cursor="+url.QueryEscape(c), "cursor"))
 	}
 	for _, c := range []string{
-		"18446744073709551616-0",
-		"-1-0",
-		"1e17-0",
+		cursor.Encode(cursor.Audit, "18446744073709551616", "0"),
+		cursor.Encode(cursor.Audit, "-1", "0"),
+		cursor.Encode(cursor.Audit, "1e17", "0"),
+		"1-0",
 		"x",
 	} {
 		tests = append(tests, get("/api/v1/audit?cursor="+url.QueryEscape(c), "cursor"))
 	}
-	for _, c := range []string{"1e17", "ffffffffffffffffffffffffffffffff", "x", strings.Repeat("0", 10_000)} {
+	for _, c := range []string{cursor.Encode(cursor.Tasks, "1e17"), cursor.Encode(cursor.Tasks, strings.Repeat("f", 32)),
+		id, "x", strings.Repeat("0", 10_000)} {
 		tests = append(tests, get("/api/v1/tasks?cursor="+url.QueryEscape(c), "cursor"))
 	}
-	for _, c := range []string{b64("q1:" + strings.Repeat("a", 100)), "x", b64("q0:emails")} {
+	for _, c := range []string{cursor.Encode(cursor.Queues, strings.Repeat("a", 100)), "x", b64("q1:emails")} {
 		tests = append(tests, get("/api/v1/queues?cursor="+url.QueryEscape(c), "cursor"))
 	}
-	for _, c := range []string{b64("Bad Name"), "x"} {
+	for _, c := range []string{cursor.Encode(cursor.Schedules, "Bad Name"), "x"} {
 		tests = append(tests, get("/api/v1/schedules?cursor="+url.QueryEscape(c), "cursor"))
 	}
-	for _, path := range []string{"/api/v1/tasks", "/api/v1/dlq", "/api/v1/audit", "/api/v1/queues", "/api/v1/schedules"} {
+	for _, c := range []string{cursor.Encode(cursor.Workers, ""), cursor.Encode(cursor.Workers, "\xff"), "x"} {
+		tests = append(tests, get("/api/v1/workers?cursor="+url.QueryEscape(c), "cursor"))
+	}
+	for _, path := range []string{"/api/v1/tasks", "/api/v1/dlq", "/api/v1/audit", "/api/v1/queues", "/api/v1/schedules", "/api/v1/workers"} {
 		for _, l := range []string{"0", "-1", "1001", "1e3", "9223372036854775808", "1.5", ""} {
 			tests = append(tests, get(path+"?limit="+url.QueryEscape(l), "limit"))
 		}
@@ -161,4 +174,42 @@ func TestDLQCursorCompact(t *testing.T) {
 		require.LessOrEqual(t, len(cursor), 256, "page %d", pages)
 	}
 	require.Len(t, seen, queues)
+}
+
+// TestCursorOfAnotherList gives every list (and the bulk action) a cursor
+// of each kind, well formed: its own continues, every other is a 400
+// INVALID_REQUEST naming the cursor.
+func TestCursorOfAnotherList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.post(t, `{"queue": "emails", "task_type": "a"}`).task(t).TaskID
+	routes := []struct {
+		method, path string
+		kind         cursor.Kind
+		parts        []string
+	}{
+		{http.MethodGet, "/api/v1/tasks", cursor.Tasks, []string{id}},
+		{http.MethodGet, "/api/v1/dlq", cursor.DLQ, []string{"1700000000000", "emails", id}},
+		{http.MethodGet, "/api/v1/audit", cursor.Audit, []string{"1700000000000", "0"}},
+		{http.MethodGet, "/api/v1/workers", cursor.Workers, []string{"w1"}},
+		{http.MethodGet, "/api/v1/queues", cursor.Queues, []string{"a"}},
+		{http.MethodGet, "/api/v1/schedules", cursor.Schedules, []string{"a"}},
+		{http.MethodPost, "/api/v1/dlq/requeue?queue=emails", cursor.DLQBulk, []string{"0", "0"}},
+	}
+	for _, route := range routes {
+		for _, other := range routes {
+			sep := "?"
+			if strings.Contains(route.path, "?") {
+				sep = "&"
+			}
+			path := route.path + sep + "cursor=" + cursor.Encode(other.kind, other.parts...)
+			res := b.do(t, route.method, path, "")
+			if other.kind == route.kind {
+				require.Equal(t, http.StatusOK, res.status, "%s %s: %s", route.method, path, res.body)
+				continue
+			}
+			e := res.requireError(t, http.StatusBadRequest, codeInvalidRequest, "cursor")
+			require.Contains(t, e.Message, "not a cursor this list returned", "%s %s", route.method, path)
+		}
+	}
 }

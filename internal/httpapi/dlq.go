@@ -23,16 +23,13 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	items, next, err := s.cfg.Inspector.ListDLQ(r.Context(), dtq.DLQFilter{Queue: q.Get("queue"), Type: q.Get("type"),
+	res, err := s.cfg.Inspector.ListDLQ(r.Context(), &dtq.DLQListParams{Queue: q.Get("queue"), Type: q.Get("type"),
 		ErrorClass: q.Get("error_class"), Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	if items == nil {
-		items = []*dtqtype.DLQEntry{}
-	}
-	s.writeJSON(w, r, http.StatusOK, page(items, next))
+	s.writeJSON(w, r, http.StatusOK, res)
 }
 
 // getDLQEntry is GET /api/v1/dlq/{task_id}.
@@ -121,18 +118,9 @@ func (s *Server) dlqOne(w http.ResponseWriter, r *http.Request, action string,
 	s.writeJSON(w, r, http.StatusOK, taskBody{Task: t})
 }
 
-// dlqFilter is the filter of a bulk action, from the query string or the
-// body.
-type dlqFilter struct {
-	Queue      string `json:"queue"`
-	Type       string `json:"type"`
-	ErrorClass string `json:"error_class"`
-	Cursor     string `json:"cursor"`
-}
-
-// summary names the filter for the audit log, e.g.
+// filterSummary names a bulk action's filter for the audit log, e.g.
 // "queue=emails type=send_receipt", or "all" when it selects everything.
-func (f *dlqFilter) summary() string {
+func filterSummary(f *dtq.DLQFilter) string {
 	var parts []string
 	for _, kv := range [][2]string{{"queue", f.Queue}, {"type", f.Type}, {"error_class", f.ErrorClass}} {
 		if kv[1] != "" {
@@ -166,8 +154,8 @@ func (s *Server) dlqBulk(w http.ResponseWriter, r *http.Request, action string,
 		s.writeError(w, r, err)
 		return
 	}
-	f := dlqFilter{Queue: q.Get("queue"), Type: q.Get("type"), ErrorClass: q.Get("error_class"), Cursor: q.Get("cursor")}
-	var body dlqFilter
+	f := dtq.DLQFilter{Queue: q.Get("queue"), Type: q.Get("type"), ErrorClass: q.Get("error_class"), Cursor: q.Get("cursor")}
+	var body dtq.DLQFilter
 	hasBody, err := decodeActionBody(w, r, &body, `{"queue": "emails", "type": "send_receipt", "error_class": "Timeout"}`)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -195,9 +183,9 @@ func (s *Server) dlqBulk(w http.ResponseWriter, r *http.Request, action string,
 	}
 	ctx, cancel := actionContext(r)
 	defer cancel()
-	res, err := act(ctx, dtq.DLQFilter{Queue: f.Queue, Type: f.Type, ErrorClass: f.ErrorClass, Cursor: f.Cursor})
+	res, err := act(ctx, f)
 	if res != nil && (err == nil || res.Processed > 0) {
-		s.audited(r, action, f.summary(), partial(err, "matched %d, processed %d", res.Matched, res.Processed))
+		s.audited(r, action, filterSummary(&f), partial(err, "matched %d, processed %d", res.Matched, res.Processed))
 	}
 	if err != nil {
 		s.writeError(w, r, queryError(err))

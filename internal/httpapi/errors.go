@@ -181,7 +181,7 @@ func classify(err error) *apiError {
 		return taskStateError(se, "")
 	case errors.Is(err, dtq.ErrInvalidCursor):
 		return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest,
-			message: "cursor: is not a cursor this API returned; start again without one",
+			message: "cursor: is not a cursor this list returned (a cursor of another list, or of an older dtq, is not); start again without one",
 			details: map[string]any{"field": "cursor"}}
 	case errors.Is(err, dtq.ErrLeaseLost):
 		return &apiError{status: http.StatusConflict, code: codeLeaseLost,

@@ -286,7 +286,7 @@ func (b *bundle) startWorker(t *testing.T, queues map[string]int, hs handlers) *
 	}
 	workertest.Run(t, w)
 	require.Eventually(t, func() bool {
-		ws, err := b.insp.ListWorkers(b.ctx)
+		ws, err := allWorkers(b.ctx, b.insp)
 		require.NoError(t, err)
 		for _, wi := range ws {
 			if wi.ID == w.ID() {

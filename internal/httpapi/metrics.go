@@ -179,7 +179,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descRetained, float64(n), q.Name, status)
 		}
 	}
-	workers, err := c.in.ListWorkers(ctx)
+	workers, err := allWorkers(ctx, c.in)
 	if err == nil {
 		live := 0
 		for _, w := range workers {
@@ -196,11 +196,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 // by more dead letters, then by name, so the choice is deterministic.
 func (c *queueCollector) queues(ctx context.Context) ([]*dtqtype.QueueInfo, dtqtype.QueueTotals, error) {
 	var total dtqtype.QueueTotals
-	names, err := c.in.QueueNames(ctx)
-	if err != nil {
-		return nil, total, err
-	}
-	sizes, err := c.in.QueueSizes(ctx, names)
+	sizes, err := c.in.QueueSizes(ctx, nil)
 	if err != nil {
 		return nil, total, err
 	}
@@ -217,8 +213,12 @@ func (c *queueCollector) queues(ctx context.Context) ([]*dtqtype.QueueInfo, dtqt
 	for i, s := range sizes {
 		chosen[i] = s.Name
 	}
-	slices.Sort(chosen)
-	listed, err := c.in.QueueInfos(ctx, chosen)
+	if len(chosen) == 0 {
+		return nil, total, nil
+	}
+	listed, err := listAll(ctx, func(ctx context.Context, cursor string) (*dtqtype.ListResult[*dtqtype.QueueInfo], error) {
+		return c.in.ListQueues(ctx, &dtq.QueueListParams{Only: chosen, Cursor: cursor, Limit: dtqtype.MaxListLimit})
+	})
 	return listed, total, err
 }
 

@@ -38,22 +38,26 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		only = k.Queues
 	}
 	cursor := q.Get("cursor")
-	items, next, err := s.cfg.Inspector.ListQueuePage(r.Context(), dtq.QueueListOptions{Limit: limit, Cursor: cursor, Only: only})
+	res, err := s.cfg.Inspector.ListQueues(r.Context(), &dtq.QueueListParams{Only: only, Cursor: cursor, Limit: limit})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	p := queueListPage{Items: items}
-	if next != "" {
-		p.NextCursor = &next
+	p := queueListPage{Items: res.Items}
+	if res.NextCursor != "" {
+		p.NextCursor = &res.NextCursor
 	}
 	if cursor == "" {
 		// The first page carries the totals, so that a dashboard can show
 		// sums over every queue without reading every page.
-		t, err := s.cfg.Inspector.QueueTotals(r.Context(), only)
+		sizes, err := s.cfg.Inspector.QueueSizes(r.Context(), only)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
+		}
+		var t dtqtype.QueueTotals
+		for _, sz := range sizes {
+			t.Add(sz)
 		}
 		p.Totals = &t
 		if p.RedisMemory, err = s.cfg.Inspector.RedisMemory(r.Context()); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -59,21 +60,15 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	items, next, err := s.cfg.Admin.ListSchedules(r.Context(), dtq.ScheduleFilter{Queue: queue, Limit: limit, Cursor: q.Get("cursor")})
+	res, err := s.cfg.Admin.ListSchedules(r.Context(), &dtq.ScheduleListParams{Queue: queue, Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
 	if k, ok := KeyFromContext(r.Context()); ok && k.Scoped() {
-		kept := items[:0]
-		for _, it := range items {
-			if k.Allows(it.Queue) {
-				kept = append(kept, it)
-			}
-		}
-		items = kept
+		res.Items = slices.DeleteFunc(res.Items, func(it *dtqtype.ScheduleInfo) bool { return !k.Allows(it.Queue) })
 	}
-	s.writeJSON(w, r, http.StatusOK, page(items, next))
+	s.writeJSON(w, r, http.StatusOK, res)
 }
 
 // getSchedule is GET /api/v1/schedules/{name}.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -342,16 +343,16 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	opt := dtq.ListOptions{Queue: q.Get("queue"), Status: dtqtype.Status(q.Get("status")), Type: q.Get("type"), Cursor: q.Get("cursor")}
+	p := &dtq.TaskListParams{Queue: q.Get("queue"), Status: dtqtype.Status(q.Get("status")), Type: q.Get("type"), Cursor: q.Get("cursor")}
 	if q.Has("limit") {
 		n, err := strconv.Atoi(q.Get("limit"))
-		if err != nil || n < 1 || n > 1000 {
+		if err != nil || n < 1 || n > dtqtype.MaxListLimit {
 			s.writeError(w, r, badRequest("limit", "must be an integer between 1 and 1000"))
 			return
 		}
-		opt.Limit = n
+		p.Limit = n
 	}
-	items, next, err := s.cfg.Inspector.ListTasks(r.Context(), opt)
+	res, err := s.cfg.Inspector.ListTasks(r.Context(), p)
 	var ve *dtq.ValidationError
 	if errors.As(err, &ve) {
 		err = badRequest(ve.Field, "%s", ve.Message) // a query error, not a task's
@@ -360,14 +361,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if items == nil {
-		items = []*dtqtype.TaskInfo{}
-	}
-	var cursor *string
-	if next != "" {
-		cursor = &next
-	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"items": items, "next_cursor": cursor})
+	s.writeJSON(w, r, http.StatusOK, res)
 }
 
 // parseQuery parses r's query string, refusing unknown parameters and
@@ -443,19 +437,29 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return b, nil
 }
 
-// listPage is a list answer.
-type listPage[T any] struct {
-	Items      []T     `json:"items"`
-	NextCursor *string `json:"next_cursor"`
+// listAll follows a list's pages from the first and returns every item.
+// page reads the page at cursor.
+func listAll[T any](ctx context.Context, page func(ctx context.Context, cursor string) (*dtqtype.ListResult[T], error)) ([]T, error) {
+	var all []T
+	for cursor := ""; ; {
+		res, err := page(ctx, cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, res.Items...)
+		if res.NextCursor == "" {
+			return all, nil
+		}
+		cursor = res.NextCursor
+	}
 }
 
-// page makes a list answer; next "" becomes a null cursor.
-func page[T any](items []T, next string) listPage[T] {
-	p := listPage[T]{Items: items}
-	if next != "" {
-		p.NextCursor = &next
-	}
-	return p
+// allWorkers reads every worker record, a page of MaxListLimit at a time
+// (the records are bounded by DTQ_MAX_WORKERS).
+func allWorkers(ctx context.Context, in *dtq.Inspector) ([]*dtqtype.WorkerInfo, error) {
+	return listAll(ctx, func(ctx context.Context, cursor string) (*dtqtype.ListResult[*dtqtype.WorkerInfo], error) {
+		return in.ListWorkers(ctx, &dtq.WorkerListParams{Cursor: cursor, Limit: dtqtype.MaxListLimit})
+	})
 }
 
 // parseLimit reads ?limit= (1..1000); absent = 0, the library's default.
@@ -465,7 +469,7 @@ func parseLimit(q map[string][]string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v[0])
-	if err != nil || n < 1 || n > 1000 {
+	if err != nil || n < 1 || n > dtqtype.MaxListLimit {
 		return 0, badRequest("limit", "limit: must be an integer between 1 and 1000")
 	}
 	return n, nil

@@ -104,7 +104,7 @@ func (c *servedQueues) forgetWarning(q string) {
 
 // liveQueues reads the queues live workers serve.
 func (s *Server) liveQueues(ctx context.Context) (map[string]bool, error) {
-	ws, err := s.cfg.Inspector.ListWorkers(ctx)
+	ws, err := allWorkers(ctx, s.cfg.Inspector)
 	if err != nil {
 		return nil, err
 	}

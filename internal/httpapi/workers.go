@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
@@ -29,15 +30,12 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	items, next, err := s.cfg.Inspector.ListWorkersPage(r.Context(), q.Get("cursor"), limit)
+	res, err := s.cfg.Inspector.ListWorkers(r.Context(), &dtq.WorkerListParams{Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	if items == nil {
-		items = []*dtqtype.WorkerInfo{}
-	}
-	s.writeJSON(w, r, http.StatusOK, page(items, next))
+	s.writeJSON(w, r, http.StatusOK, res)
 }
 
 // getWorker is GET /api/v1/workers/{id}.
