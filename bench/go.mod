@@ -1,4 +1,8 @@
-module github.com/dtq-io/dtq/bench
+// bench measures the HTTP API in process (http.go), so its path sits under
+// cmd/dtq: Go lets only code whose import path starts with
+// github.com/dtq-io/dtq/cmd/dtq import cmd/dtq/internal/httpapi. Nothing
+// fetches bench by path; make bench runs it from this directory.
+module github.com/dtq-io/dtq/cmd/dtq/bench
 
 go 1.26.8
 
