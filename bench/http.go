@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/httpapi"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/httpapi"
 )
 
 // httpSubmit measures POST /api/v1/tasks through a real listener with

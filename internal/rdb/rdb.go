@@ -1,8 +1,8 @@
 // Package rdb owns dtq's Redis state: every key name and every state change.
 // Every state change is one Lua script from lua/, run with EVALSHA (falling
 // back to EVAL); Go code here only builds keys and arguments and decodes
-// replies. The one other reader is the event feed (internal/events), which
-// reads the event streams with XREAD and writes nothing.
+// replies. The one other reader is the event feed (cmd/dtq/internal/events),
+// which reads the event streams with XREAD and writes nothing.
 package rdb
 
 import (
