@@ -104,18 +104,27 @@ func Read(c string, k Kind) *Reader {
 	return &Reader{rest: raw[2:]}
 }
 
+// maxPart bounds one part's length (a cursor is at most a few KiB).
+const maxPart = 1 << 16
+
 // part returns the next part's bytes.
 func (r *Reader) part() ([]byte, bool) {
 	if r.err != nil {
 		return nil, false
 	}
-	n, w := binary.Uvarint(r.rest)
-	if w <= 0 || w != len(binary.AppendUvarint(nil, n)) || n > uint64(len(r.rest)-w) {
+	u, w := binary.Uvarint(r.rest)
+	// A part is never longer than a whole cursor may be.
+	if w <= 0 || w != len(binary.AppendUvarint(nil, u)) || u > maxPart {
 		r.err = fmt.Errorf("%w: malformed", ErrInvalid)
 		return nil, false
 	}
-	p := r.rest[w : w+int(n)]
-	r.rest = r.rest[w+int(n):]
+	n := int(u)
+	if n > len(r.rest)-w {
+		r.err = fmt.Errorf("%w: malformed", ErrInvalid)
+		return nil, false
+	}
+	p := r.rest[w : w+n]
+	r.rest = r.rest[w+n:]
 	return p, true
 }
 
