@@ -191,6 +191,14 @@ func printList[T any](cmd *cobra.Command, r *remote, l listing[T]) error {
 	return s.out.table(l.header, rows)
 }
 
+// listCmd makes a list command that takes no argument and no flag of its
+// own, as cmd describes it: it prints the list l fetches.
+func listCmd[T any](r *remote, cmd *cobra.Command, l listing[T]) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error { return printList(cmd, r, l) })
+	return cmd
+}
+
 // wireTime shows a time exactly as the API writes it ("" when unset).
 func wireTime(t dtqtype.Time) string {
 	if t.IsZero() {

@@ -35,25 +35,20 @@ func newQueuesCmd(e *env) *cobra.Command {
 }
 
 func newQueuesListCmd(r *remote) *cobra.Command {
-	cmd := &cobra.Command{
+	return listCmd(r, &cobra.Command{
 		Use:   "list",
 		Short: "List queues with depth, ready, running, scheduled and DLQ sizes",
 		Long: "List every queue, by name, reading the API's pages of 1000. DEPTH counts\n" +
 			"live tasks (ready, running, delayed and retrying); SCHEDULED is delayed and\n" +
 			"retrying tasks; PER_MIN is finished tasks per minute over the recent window.",
-		Args: cobra.NoArgs,
-	}
-	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		return printList(cmd, r, listing[queueView]{
-			path: "/api/v1/queues", query: url.Values{"limit": {"1000"}}, all: true,
-			header: []string{"QUEUE", "STATE", "DEPTH", "READY", "RUNNING", "SCHEDULED", "DLQ", "WORKERS", "PER_MIN"},
-			row: func(q queueView) []string {
-				return []string{q.Name, q.state(), itoa(q.Depth), itoa(q.ReadyTotal), itoa(q.Running),
-					itoa(q.Scheduled), itoa(q.DLQ), strconv.Itoa(q.LiveWorkers), perMinute(q.Throughput.PerMinute)}
-			},
-		})
+	}, listing[queueView]{
+		path: "/api/v1/queues", query: url.Values{"limit": {"1000"}}, all: true,
+		header: []string{"QUEUE", "STATE", "DEPTH", "READY", "RUNNING", "SCHEDULED", "DLQ", "WORKERS", "PER_MIN"},
+		row: func(q queueView) []string {
+			return []string{q.Name, q.state(), itoa(q.Depth), itoa(q.ReadyTotal), itoa(q.Running),
+				itoa(q.Scheduled), itoa(q.DLQ), strconv.Itoa(q.LiveWorkers), perMinute(q.Throughput.PerMinute)}
+		},
 	})
-	return cmd
 }
 
 func perMinute(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }

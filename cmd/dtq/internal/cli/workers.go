@@ -34,25 +34,20 @@ func newWorkersCmd(e *env) *cobra.Command {
 }
 
 func newWorkersListCmd(r *remote) *cobra.Command {
-	cmd := &cobra.Command{
+	return listCmd(r, &cobra.Command{
 		Use:   "list",
 		Short: "List the workers seen in the last 24 hours",
 		Long: "List the workers that heartbeated in the last 24 hours, in worker id order.\n" +
 			"A worker is stale when it missed three heartbeats. IN_FLIGHT is running\n" +
 			"tasks out of its concurrency.",
-		Args: cobra.NoArgs,
-	}
-	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
-		return printList(cmd, r, listing[workerView]{
-			path: "/api/v1/workers", all: true,
-			header: []string{"WORKER_ID", "LIVE", "STATUS", "QUEUES", "IN_FLIGHT", "PROCESSED", "FAILED", "LAST_HEARTBEAT"},
-			row: func(w workerView) []string {
-				return []string{w.ID, w.liveness(), w.Status, strings.Join(w.Queues, ","), w.inFlight(),
-					itoa(w.Processed), itoa(w.Failed), wireTime(w.LastHeartbeat)}
-			},
-		})
+	}, listing[workerView]{
+		path: "/api/v1/workers", all: true,
+		header: []string{"WORKER_ID", "LIVE", "STATUS", "QUEUES", "IN_FLIGHT", "PROCESSED", "FAILED", "LAST_HEARTBEAT"},
+		row: func(w workerView) []string {
+			return []string{w.ID, w.liveness(), w.Status, strings.Join(w.Queues, ","), w.inFlight(),
+				itoa(w.Processed), itoa(w.Failed), wireTime(w.LastHeartbeat)}
+		},
 	})
-	return cmd
 }
 
 func newWorkersGetCmd(r *remote) *cobra.Command {

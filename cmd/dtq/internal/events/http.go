@@ -86,6 +86,24 @@ func parseRequest(r *http.Request) (*request, *FilterError) {
 	return req, nil
 }
 
+// subscribeRequest opens the subscription a feed request asks for, before
+// anything is written: a bad query is answered 400 and a refused
+// subscription 503, and then ok is false. The caller closes the
+// subscription.
+func (h *Hub) subscribeRequest(w http.ResponseWriter, r *http.Request) (sub *Subscription, ok bool) {
+	req, fe := parseRequest(r)
+	if fe != nil {
+		h.writeBadRequest(w, r, fe)
+		return nil, false
+	}
+	sub, err := h.Subscribe(r.Context(), req.filter, req.cursor)
+	if err != nil {
+		h.writeSubscribeError(w, r, err)
+		return nil, false
+	}
+	return sub, true
+}
+
 // parseSince reads ?since=: RFC 3339 (with or without fractions) or epoch
 // milliseconds, not before 1970.
 func parseSince(s string) (time.Time, bool) {

@@ -26,14 +26,8 @@ const resetReason = "events after the cursor were trimmed from the event stream;
 // events moved the cursor). The stream ends when the client goes away or
 // the hub stops. A bad query is answered with Config.WriteError (400).
 func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
-	req, fe := parseRequest(r)
-	if fe != nil {
-		h.writeBadRequest(w, r, fe)
-		return
-	}
-	sub, err := h.Subscribe(r.Context(), req.filter, req.cursor)
-	if err != nil {
-		h.writeSubscribeError(w, r, err)
+	sub, ok := h.subscribeRequest(w, r)
+	if !ok {
 		return
 	}
 	defer sub.Close()

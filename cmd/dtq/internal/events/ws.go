@@ -25,14 +25,8 @@ const StatusCursorExpired websocket.StatusCode = 4410
 // connection every KeepAlive; a data message from the client closes the
 // connection (1008), as the feed is one-way.
 func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
-	req, fe := parseRequest(r)
-	if fe != nil {
-		h.writeBadRequest(w, r, fe)
-		return
-	}
-	sub, err := h.Subscribe(r.Context(), req.filter, req.cursor)
-	if err != nil {
-		h.writeSubscribeError(w, r, err)
+	sub, ok := h.subscribeRequest(w, r)
+	if !ok {
 		return
 	}
 	defer sub.Close()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/dtq-io/dtq"
@@ -51,20 +52,7 @@ func (s *Server) audited(r *http.Request, action, target, detail string) {
 
 // listAudit is GET /api/v1/audit?limit=&cursor=.
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r, "limit", "cursor")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	limit, err := parseLimit(q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.cfg.Inspector.ListAudit(r.Context(), &dtq.AuditListParams{Cursor: q.Get("cursor"), Limit: limit})
-	if err != nil {
-		s.writeError(w, r, queryError(err))
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, res)
+	serveList(s, w, r, s.cfg.Inspector.ListAudit, func(q url.Values, limit int) *dtq.AuditListParams {
+		return &dtq.AuditListParams{Cursor: q.Get("cursor"), Limit: limit}
+	})
 }

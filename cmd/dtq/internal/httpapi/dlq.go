@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -13,37 +14,15 @@ import (
 // listDLQ is GET /api/v1/dlq?queue=&type=&error_class=&limit=&cursor=:
 // dead-letter entries newest first, with payload and last error.
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r, "queue", "type", "error_class", "limit", "cursor")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	limit, err := parseLimit(q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.cfg.Inspector.ListDLQ(r.Context(), &dtq.DLQListParams{Queue: q.Get("queue"), Type: q.Get("type"),
-		ErrorClass: q.Get("error_class"), Limit: limit, Cursor: q.Get("cursor")})
-	if err != nil {
-		s.writeError(w, r, queryError(err))
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, res)
+	serveList(s, w, r, s.cfg.Inspector.ListDLQ, func(q url.Values, limit int) *dtq.DLQListParams {
+		return &dtq.DLQListParams{Queue: q.Get("queue"), Type: q.Get("type"), ErrorClass: q.Get("error_class"),
+			Limit: limit, Cursor: q.Get("cursor")}
+	}, "queue", "type", "error_class")
 }
 
 // getDLQEntry is GET /api/v1/dlq/{task_id}.
 func (s *Server) getDLQEntry(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	e, err := s.cfg.Inspector.GetDLQEntry(r.Context(), r.PathValue("task_id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, e)
+	serveLookup(s, w, r, s.cfg.Inspector.GetDLQEntry, "task_id")
 }
 
 // requeueDLQ is POST /api/v1/dlq/{task_id}/requeue: the task is queued

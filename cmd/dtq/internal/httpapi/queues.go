@@ -23,12 +23,7 @@ type queueListPage struct {
 // at a time (100 by default, at most 1000). A scoped key lists its queues
 // only.
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r, "limit", "cursor")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	limit, err := parseLimit(q)
+	q, limit, err := listQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -70,16 +65,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 
 // getQueue is GET /api/v1/queues/{queue}.
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	qi, err := s.cfg.Inspector.GetQueue(r.Context(), r.PathValue("queue"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, qi)
+	serveLookup(s, w, r, s.cfg.Inspector.GetQueue, "queue")
 }
 
 // pausedBody is the answer of pause and resume.

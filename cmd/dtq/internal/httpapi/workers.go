@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -20,36 +21,14 @@ const (
 // workers that heartbeated in the last 24 hours, live or stale, in worker id
 // order.
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r, "limit", "cursor")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	limit, err := parseLimit(q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.cfg.Inspector.ListWorkers(r.Context(), &dtq.WorkerListParams{Cursor: q.Get("cursor"), Limit: limit})
-	if err != nil {
-		s.writeError(w, r, queryError(err))
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, res)
+	serveList(s, w, r, s.cfg.Inspector.ListWorkers, func(q url.Values, limit int) *dtq.WorkerListParams {
+		return &dtq.WorkerListParams{Cursor: q.Get("cursor"), Limit: limit}
+	})
 }
 
 // getWorker is GET /api/v1/workers/{id}.
 func (s *Server) getWorker(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	wi, err := s.cfg.Inspector.GetWorker(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, wi)
+	serveLookup(s, w, r, s.cfg.Inspector.GetWorker, "id")
 }
 
 // stats is GET /api/v1/stats?queue=&window=: per-minute counters, oldest

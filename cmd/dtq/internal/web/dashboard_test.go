@@ -396,3 +396,38 @@ func TestWorkersPageShowsHTTPWorkers(t *testing.T) {
 	require.Contains(t, eval[string](tb, row+`.querySelector('.cell-running').textContent`), tk.TaskID[16:28])
 	require.Equal(t, "true", eval[string](tb, row+`.dataset.live`))
 }
+
+// TestFiltersFollowTheURL moves between filters of the list pages as a link
+// would, without a reload, and checks that the filter controls show them.
+// The first route of each page mounts it; the second changes its filter in
+// place (a queue select shows only queues it lists, so the second clears the
+// queue rather than naming one the test never created).
+func TestFiltersFollowTheURL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	tb := newTab(t, b)
+	tb.open("/")
+	tb.waitPage("overview")
+	tests := []struct {
+		page, route string
+		want        map[string]string // control id -> value shown
+	}{
+		{"tasks", "/tasks?queue=emails&status=queued&type=send",
+			map[string]string{"tasks-queue": "emails", "tasks-status": "queued", "tasks-type": "send"}},
+		{"tasks", "/tasks?status=running", map[string]string{"tasks-queue": "", "tasks-status": "running", "tasks-type": ""}},
+		{"dlq", "/dlq?queue=emails&type=send&error_class=Timeout",
+			map[string]string{"dlq-queue": "emails", "dlq-type": "send", "dlq-class": "Timeout"}},
+		{"dlq", "/dlq?type=other", map[string]string{"dlq-queue": "", "dlq-type": "other", "dlq-class": ""}},
+		{"events", "/events?queue=emails", map[string]string{"events-queue": "emails", "events-type": "", "events-task": ""}},
+		{"events", "/events?type=TASK_QUEUED&task_id=abc",
+			map[string]string{"events-queue": "", "events-type": "TASK_QUEUED", "events-task": "abc"}},
+	}
+	for _, tt := range tests {
+		tb.goTo(tt.route)
+		tb.waitPage(tt.page)
+		for id, want := range tt.want {
+			tb.waitFor(fmt.Sprintf(`document.getElementById(%q)?.value === %q`, id, want))
+		}
+	}
+	require.Equal(t, b.url+"/#/events?type=TASK_QUEUED&task_id=abc", eval[string](tb, `location.href`))
+}

@@ -195,3 +195,67 @@ func TestMemoryAndKeptText(t *testing.T) {
 		require.Equal(t, tt.want, got, tt.retained)
 	}
 }
+
+// TestKeyedRows renders lists into a table body and checks that rows
+// follow the list's order, that a kept item keeps its element, and that
+// an empty list shows the placeholder row.
+func TestKeyedRows(t *testing.T) {
+	t.Parallel()
+	tb := scriptTab(t)
+	type state struct {
+		Keys    []string `json:"keys"`
+		Made    int      `json:"made"`
+		Reused  bool     `json:"reused"`
+		Empty   string   `json:"empty"`
+		Colspan string   `json:"colspan"`
+	}
+	got := run[[]state](tb, `const {keyedRows} = await mod('pages/common.js');
+		const {h} = await mod('dom.js');
+		const tbody = h('tbody', {});
+		let made = 0;
+		const table = keyedRows(tbody, {key: it => it.id, colspan: 3, empty: 'nothing here',
+			make: it => { made++; return {tr: h('tr', {dataset: {id: it.id}})}; },
+			fill: (row, it) => { row.tr.dataset.n = String(it.n); }});
+		const look = () => ({
+			keys: [...tbody.children].map(tr => tr.dataset.id ?? 'empty'), made,
+			reused: false, empty: tbody.querySelector('tr.empty')?.textContent ?? '',
+			colspan: tbody.querySelector('tr.empty td')?.getAttribute('colspan') ?? ''});
+		const out = [];
+		table.render([{id: 'a', n: 1}, {id: 'b', n: 1}]);
+		const b = table.get('b').tr;
+		out.push(look());
+		table.render([{id: 'c', n: 2}, {id: 'b', n: 2}]);
+		out.push({...look(), reused: table.get('b').tr === b && b.dataset.n === '2' && !table.get('a')});
+		table.render([]);
+		out.push(look());
+		table.render([{id: 'b', n: 3}]);
+		out.push(look());
+		return out;`)
+	require.Equal(t, []state{
+		{Keys: []string{"a", "b"}, Made: 2},
+		{Keys: []string{"c", "b"}, Made: 3, Reused: true},
+		{Keys: []string{"empty"}, Made: 3, Empty: "nothing here", Colspan: "3"},
+		{Keys: []string{"b"}, Made: 4},
+	}, got)
+}
+
+// TestFilterParams reads a list page's filter from URL params and shows it
+// in form controls.
+func TestFilterParams(t *testing.T) {
+	t.Parallel()
+	tb := scriptTab(t)
+	type result struct {
+		Filter map[string]string `json:"filter"`
+		Shown  []string          `json:"shown"`
+	}
+	got := run[result](tb, `const {readFilter, showFilter} = await mod('pages/common.js');
+		const {h} = await mod('dom.js');
+		const filter = readFilter(new URLSearchParams('queue=emails&other=x&error_class='), ['queue', 'type', 'error_class']);
+		const queue = h('input', {}), type = h('input', {value: 'stale'});
+		showFilter(filter, {queue, type});
+		return {filter, shown: [queue.value, type.value]};`)
+	require.Equal(t, result{
+		Filter: map[string]string{"queue": "emails", "type": "", "error_class": ""},
+		Shown:  []string{"emails", ""},
+	}, got)
+}

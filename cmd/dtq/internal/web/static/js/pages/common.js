@@ -106,6 +106,51 @@ export function fillQueueSelect(sel, names) {
   sel.replaceChildren(h('option', {value: ''}, 'All queues'), all.map(n => h('option', {value: n, selected: n === value}, n)));
 }
 
+// readFilter returns a list page's filter from its URL params: the value
+// of each of names, '' when absent.
+export function readFilter(params, names) {
+  return Object.fromEntries(names.map(n => [n, params.get(n) || '']));
+}
+
+// showFilter puts a filter's values in the form controls that edit them;
+// controls maps a filter name to its <select> or <input>.
+export function showFilter(filter, controls) {
+  for (const [name, el] of Object.entries(controls)) el.value = filter[name];
+}
+
+// keyedRows keeps a table body in step with a list: one row per item, in
+// the list's order. A row is found again by key(item) on the next render,
+// so that a refresh updates it in place (keeping focus and anything open)
+// instead of building it anew. make(item) builds a row {tr, ...} and
+// fill(row, item) brings it up to date. With no items the body holds one
+// row, colspan cells wide, that says empty.
+export function keyedRows(tbody, {key, make, fill, empty, colspan}) {
+  const rows = new Map(); // key(item) -> row
+  return {
+    get: k => rows.get(k),
+    render(items) {
+      if (!items.length) {
+        rows.clear();
+        tbody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan}, empty)));
+        return;
+      }
+      tbody.querySelector('tr.empty')?.remove();
+      const keys = new Set(items.map(key));
+      for (const [k, row] of rows) if (!keys.has(k)) { row.tr.remove(); rows.delete(k); }
+      items.forEach((it, i) => {
+        const k = key(it);
+        let row = rows.get(k);
+        if (!row) {
+          row = make(it);
+          rows.set(k, row);
+        }
+        fill(row, it);
+        if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] || null);
+      });
+    },
+  };
+}
+
 // field wraps a labelled form control.
 export function field(label, control) {
   return h('div', {class: 'field'}, h('label', {for: control.id}, label), control);

@@ -5,24 +5,22 @@
 import {api, listAll} from '../api.js';
 import {h, add, setText, fmtInt, fmtTime, prettyJSON, taskLink} from '../dom.js';
 import {pageHeader, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
-import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader} from './common.js';
+import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader, readFilter, showFilter} from './common.js';
 
 const PAGE = 50;
+// The filters, as the URL's params and the API's query name them.
+const FILTERS = ['queue', 'type', 'error_class'];
 // Counting what a bulk action would touch reads at most this many entries.
 const COUNT_MAX = 20000;
 
 export function mount(root, {app, params}) {
   let ctrl = new AbortController();
   const admin = app.session.canAdmin;
-  let filter = readParams(params);
+  let filter = readFilter(params, FILTERS);
   let next = null;
   let bulkBusy = false;
   const busy = new Set();
   const classes = new Set(), types = new Set();
-
-  function readParams(p) {
-    return {queue: p.get('queue') || '', type: p.get('type') || '', error_class: p.get('error_class') || ''};
-  }
 
   const queueSel = queueSelect('dlq-queue', [], filter.queue, v => apply({queue: v}));
   const typeList = h('datalist', {id: 'dlq-types'});
@@ -252,10 +250,8 @@ export function mount(root, {app, params}) {
 
   return {
     setParams(p) {
-      filter = readParams(p);
-      queueSel.value = filter.queue;
-      typeInput.value = filter.type;
-      classInput.value = filter.error_class;
+      filter = readFilter(p, FILTERS);
+      showFilter(filter, {queue: queueSel, type: typeInput, error_class: classInput});
       ctrl.abort();
       ctrl = new AbortController();
       entries.clear();

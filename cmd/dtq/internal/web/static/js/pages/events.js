@@ -6,19 +6,17 @@ import {api} from '../api.js';
 import {EVENT_TYPES, eventTone} from '../feed.js';
 import {h, add, setText, fmtInt, fmtTime, compactJSON, taskLink} from '../dom.js';
 import {pageHeader} from '../ui.js';
-import {queueSelect, fillQueueSelect, field, markReady} from './common.js';
+import {queueSelect, fillQueueSelect, field, markReady, readFilter, showFilter} from './common.js';
 
 const SHOW_MAX = 500;
+// The filters, as the URL's params and the feed's query name them.
+const FILTERS = ['queue', 'type', 'task_id'];
 
 export function mount(root, {app, params}) {
   const ctrl = new AbortController();
-  let filter = readParams(params);
+  let filter = readFilter(params, FILTERS);
   let paused = false;
   let held = 0; // events that arrived while paused
-
-  function readParams(p) {
-    return {queue: p.get('queue') || '', type: p.get('type') || '', task_id: p.get('task_id') || ''};
-  }
 
   const queueSel = queueSelect('events-queue', [], filter.queue, v => apply({queue: v}));
   const typeSel = h('select', {id: 'events-type'}, h('option', {value: ''}, 'Any event'),
@@ -106,10 +104,8 @@ export function mount(root, {app, params}) {
 
   return {
     setParams(p) {
-      filter = readParams(p);
-      queueSel.value = filter.queue;
-      typeSel.value = filter.type;
-      taskInput.value = filter.task_id;
+      filter = readFilter(p, FILTERS);
+      showFilter(filter, {queue: queueSel, type: typeSel, task_id: taskInput});
       redraw();
     },
     onEvent(ev) {

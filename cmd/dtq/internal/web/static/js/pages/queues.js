@@ -7,7 +7,7 @@ import {api} from '../api.js';
 import {h, add, setText, fmtInt, fmtRate, statusLabel, STATUSES} from '../dom.js';
 import {bandBars} from '../charts.js';
 import {pageHeader, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
-import {refresher, errorBox, markReady, field} from './common.js';
+import {refresher, errorBox, markReady, field, keyedRows} from './common.js';
 
 const PAGE = 100;
 const QUEUE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -16,7 +16,6 @@ export function mount(root, {app}) {
   const ctrl = new AbortController();
   const admin = app.session.canAdmin;
   const busy = new Set();
-  const rows = new Map(); // queue -> {tr, cells, key}
   const tbody = h('tbody', {});
   const status = h('div', {class: 'page-status'});
   let shown = PAGE; // how many queues to read and show
@@ -39,6 +38,8 @@ export function mount(root, {app}) {
     ['Limits', ''],
   ];
   if (admin) cols.push(['', '']);
+  const table = keyedRows(tbody, {key: q => q.queue, make: makeRow, fill, colspan: cols.length,
+    empty: 'No queues yet: a queue appears with its first task, or when an admin creates it.'});
 
   add(root,
     pageHeader('Queues'),
@@ -124,23 +125,7 @@ export function mount(root, {app}) {
     setText(count, more || qs.length < totals.queues
       ? `Showing ${fmtInt(qs.length)} of ${fmtInt(totals.queues)} queues, by name.` : '');
     moreBtn.hidden = !more;
-    if (!qs.length) {
-      rows.clear();
-      tbody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan: cols.length}, 'No queues yet: a queue appears with its first task, or when an admin creates it.')));
-      return;
-    }
-    tbody.querySelector('tr.empty')?.remove();
-    const names = new Set(qs.map(q => q.queue));
-    for (const [name, row] of rows) if (!names.has(name)) { row.tr.remove(); rows.delete(name); }
-    qs.forEach((q, i) => {
-      let row = rows.get(q.queue);
-      if (!row) {
-        row = makeRow(q);
-        rows.set(q.queue, row);
-      }
-      fill(row, q);
-      if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] || null);
-    });
+    table.render(qs);
   }
 
   async function load() {
@@ -178,7 +163,7 @@ export function mount(root, {app}) {
     });
     if (!yes) return;
     busy.add(q.queue);
-    fill(rows.get(q.queue), q);
+    fill(table.get(q.queue), q);
     try {
       await api(`queues/${encodeURIComponent(q.queue)}/${pause ? 'pause' : 'resume'}`, {method: 'POST'});
       toast(`Queue ${q.queue} ${pause ? 'paused' : 'resumed'}`, 'ok');
@@ -218,7 +203,7 @@ export function mount(root, {app}) {
     });
     if (!yes) return;
     busy.add(q.queue);
-    fill(rows.get(q.queue), q);
+    fill(table.get(q.queue), q);
     try {
       await api(`queues/${encodeURIComponent(q.queue)}`, {method: 'DELETE'});
       toast(`Queue ${q.queue} deleted`, 'ok');

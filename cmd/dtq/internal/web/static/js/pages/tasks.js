@@ -6,9 +6,11 @@ import {api} from '../api.js';
 import {h, add, setText, fmtInt, fmtMS, fmtTime, statusBadge, statusLabel, taskLink, isTaskID, STATUSES, TERMINAL} from '../dom.js';
 import {TASK_STATUS_BY_EVENT} from '../feed.js';
 import {pageHeader} from '../ui.js';
-import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader} from './common.js';
+import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader, readFilter, showFilter} from './common.js';
 
 const PAGE = 50;
+// The filters, as the URL's params and the API's query name them.
+const FILTERS = ['queue', 'status', 'type'];
 
 function durationText(t) {
   const ex = t.execution || {};
@@ -19,14 +21,10 @@ function durationText(t) {
 
 export function mount(root, {app, params}) {
   let ctrl = new AbortController();
-  let filter = readParams(params);
+  let filter = readFilter(params, FILTERS);
   let next = null;
   const rows = new Map(); // task_id -> {tr, cells, task}
   const types = new Set();
-
-  function readParams(p) {
-    return {queue: p.get('queue') || '', status: p.get('status') || '', type: p.get('type') || ''};
-  }
 
   // --- controls ---------------------------------------------------------
   const lookupInput = h('input', {id: 'task-lookup', type: 'search', placeholder: '32 hex digits', autocomplete: 'off',
@@ -194,10 +192,8 @@ export function mount(root, {app, params}) {
 
   return {
     setParams(p) {
-      filter = readParams(p);
-      queueSel.value = filter.queue;
-      statusSel.value = filter.status;
-      typeInput.value = filter.type;
+      filter = readFilter(p, FILTERS);
+      showFilter(filter, {queue: queueSel, status: statusSel, type: typeInput});
       ctrl.abort();
       ctrl = new AbortController();
       rows.clear();

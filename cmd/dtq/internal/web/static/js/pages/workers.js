@@ -4,7 +4,7 @@
 import {api, listAll} from '../api.js';
 import {h, add, setText, fmtInt, fmtAgo, shortID} from '../dom.js';
 import {pageHeader} from '../ui.js';
-import {refresher, errorBox, markReady, keepFocus} from './common.js';
+import {refresher, errorBox, markReady, keepFocus, keyedRows} from './common.js';
 
 // At most this many running tasks per worker are looked up for their type.
 const LOOKUP_MAX = 12;
@@ -33,7 +33,8 @@ export function mount(root, {app}) {
       tbody))),
     h('p', {class: 'muted small'}, 'A worker is stale when it missed three heartbeats; it may have crashed, and its leases are reclaimed by its peers.'));
 
-  const rows = new Map(); // worker id -> {tr, c}
+  const table = keyedRows(tbody, {key: w => w.worker_id, make: makeRow, fill, colspan: 9,
+    empty: 'No worker has sent a heartbeat in the last 24 hours.'});
 
   function makeRow(w) {
     const c = {};
@@ -97,23 +98,7 @@ export function mount(root, {app}) {
     const live = workers.filter(w => w.live).length;
     setText(summary, workers.length ? `${fmtInt(live)} live, ${fmtInt(workers.length - live)} stale (heartbeat in the last 24 hours)` +
       (more ? `; the first ${fmtInt(workers.length)} records by worker id are shown` : '') : '');
-    if (!workers.length) {
-      rows.clear();
-      tbody.replaceChildren(h('tr', {class: 'empty'}, h('td', {colspan: 9}, 'No worker has sent a heartbeat in the last 24 hours.')));
-      return;
-    }
-    tbody.querySelector('tr.empty')?.remove();
-    const ids = new Set(workers.map(w => w.worker_id));
-    for (const [id, row] of rows) if (!ids.has(id)) { row.tr.remove(); rows.delete(id); }
-    workers.forEach((w, i) => {
-      let row = rows.get(w.worker_id);
-      if (!row) {
-        row = makeRow(w);
-        rows.set(w.worker_id, row);
-      }
-      fill(row, w);
-      if (tbody.children[i] !== row.tr) tbody.insertBefore(row.tr, tbody.children[i] || null);
-    });
+    table.render(workers);
   }
 
   async function lookupTypes() {
