@@ -6,8 +6,9 @@
 -- and starts retention (a replay of its idempotency key now answers it as
 -- failed: the record's state is the task's status).
 -- streams is a table band -> stream key; ef, when given, is the fields of
--- the task's stream entry (see keep_body).
---! uses: emit, retain, keep_body
+-- the task's stream entry (see keep_body). A workflow node's end goes to
+-- c.outbox (h.wf).
+--! uses: emit, retain, keep_body, wf_outbox
 local function expire_task(c, tid, h, ef)
   local tk = c.task_prefix .. tid
   redis.call('HSET', tk, 'status', 'expired', 'finished_at', c.now)
@@ -21,6 +22,7 @@ local function expire_task(c, tid, h, ef)
   redis.call('ZREM', c.expiry, tid)
   redis.call('DECR', c.depth)
   emit(c.events, c.events_maxlen, 'TASK_EXPIRED', tid, h.type, h.attempt, c.now, '', '')
+  wf_outbox(c.outbox, h.wf, 'expired', '', '')
   retain(c, tk, 'expired', c.retention, h)
 end
 
@@ -28,12 +30,13 @@ end
 -- after a cancel request: cancelled (never retried), retention TTL,
 -- TASK_CANCELLED, entry released, depth -1.
 -- A cancel request wins over a retry or a dead-letter.
---! uses: emit, stat, retain, finish_attempt, release_entry, release_key, wake_limited
+--! uses: emit, stat, retain, finish_attempt, release_entry, release_key, wake_limited, wf_outbox
 local function cancel_running(f, h, err_msg)
   local dur = finish_attempt(f, h, 'cancelled', 'cancelled', 'Cancelled', err_msg, {'retryable', '0'})
   redis.call('HDEL', f.task_key, 'retry_delay_ms', 'stream_id')
   emit(f.events, f.events_maxlen, 'TASK_CANCELLED', f.tid, h.type, h.attempt, f.now, h.worker_id,
     cjson.encode({reason = 'cancel requested while running'}))
+  wf_outbox(f.outbox, h.wf, 'cancelled', '', 'Cancelled')
   retain(f, f.task_key, 'cancelled', f.retention, h)
   release_entry(f, h)
   release_key(f.l, h)
@@ -47,7 +50,7 @@ end
 -- (capped; the oldest leave the index and start retention), or failed with a
 -- retention TTL when the DLQ is off. Then its event, idempotency record
 -- (failed), entry release, depth -1 and stats. f carries keys and settings.
---! uses: emit, stat, retain, bucket_field, finish_attempt, release_entry, release_key, wake_limited
+--! uses: emit, stat, retain, bucket_field, finish_attempt, release_entry, release_key, wake_limited, wf_outbox
 local function bury(f, h, err_class, err_msg, retryable)
   local status = f.dlq and 'dead_lettered' or 'failed'
   local extra = {'retryable', retryable}
@@ -56,6 +59,7 @@ local function bury(f, h, err_class, err_msg, retryable)
   redis.call('HDEL', f.task_key, 'retry_delay_ms', 'stream_id')
   emit(f.events, f.events_maxlen, f.dlq and 'TASK_DEAD_LETTERED' or 'TASK_FAILED', f.tid, h.type, h.attempt,
     f.now, h.worker_id, cjson.encode({error_class = err_class, attempts_made = tonumber(h.attempt)}))
+  wf_outbox(f.outbox, h.wf, status, '', err_class)
   if f.dlq then
     redis.call('ZADD', f.dlq_key, f.now, f.tid)
     local over = redis.call('ZCARD', f.dlq_key) - f.dlq_maxlen
