@@ -13,6 +13,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/workflow"
 )
 
 // ClientConfig configures a Client. The zero value of every field selects
@@ -49,6 +50,9 @@ type ClientConfig struct {
 	ReplicaAcks int
 	// ReplicaAckTimeout bounds that wait. Default 1s.
 	ReplicaAckTimeout time.Duration
+	// MaxWorkflowNodes bounds a workflow's nodes, and the nodes one
+	// AddNodes call adds (DTQ_WORKFLOW_MAX_NODES). Default 10000.
+	MaxWorkflowNodes int
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 }
@@ -85,6 +89,9 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 	if out.Clock == nil {
 		out.Clock = time.Now
 	}
+	if out.MaxWorkflowNodes == 0 {
+		out.MaxWorkflowNodes = workflow.DefaultMaxNodes
+	}
 	return out
 }
 
@@ -97,6 +104,7 @@ type Client struct {
 	lim limits
 
 	batchers sync.Map // queue -> *batcher
+	wf       *workflows
 }
 
 // NewClient returns a Client that stores tasks through rdb.
@@ -122,7 +130,10 @@ func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
 		}
 	}
 	r := replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout)
-	return &Client{rdb: r, cfg: conf, lim: lim}, nil
+	c2 := &Client{rdb: r, cfg: conf, lim: lim}
+	c2.wf = newWorkflows(r, c2, conf.Clock, nil, conf.EventsMaxLen, DefaultSucceededRetention, DefaultFailedRetention,
+		conf.MaxWorkflowNodes)
+	return c2, nil
 }
 
 // SubmitResult is the outcome of a successful submission.

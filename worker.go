@@ -243,6 +243,7 @@ type Worker struct {
 	obs          Observer
 	instance     string
 	sched        *Scheduler // nil with DisableScheduler
+	wf           *workflows // relay, sweep and AddNodes of workflow nodes
 	identity     []any      // the heartbeat record's fixed fields
 	redisVersion string
 	started      time.Time
@@ -319,6 +320,9 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers})
 	w.identity = w.identityFields()
 	w.settings = conf.rdbSettings()
+	if err := w.newWorkflows(); err != nil {
+		return nil, err
+	}
 	if !conf.DisableScheduler {
 		if w.sched, err = w.newScheduler(); err != nil {
 			return nil, err
@@ -431,6 +435,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })
 	}
+	for _, q := range w.queues() {
+		spawn(ctx, func(c context.Context) { w.wf.runRelay(c, q) })
+	}
+	spawn(ctx, w.wf.runSweep)
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)
 	if w.sched != nil {
