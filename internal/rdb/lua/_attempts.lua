@@ -121,9 +121,13 @@ local claimed_fields = {'status', 'attempt', 'worker_id', 'claim', 'type', 'payl
 -- claimed_tuple is one started task as claim and reclaim return it (a
 -- workflow node's wf and deps last).
 local function claimed_tuple(tid, h, attempt)
+  if h.wf then
+    return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
+      h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority,
+      h.wf, h.deps or '{}'}
+  end
   return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
-    h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority,
-    h.wf or '', h.deps or ''}
+    h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
 end
 
 -- replayed returns the tasks an earlier run of this very call started: a

@@ -113,7 +113,7 @@ for i = 1, n do
     local ms = retain(r, tk, 'succeeded', ARGV[6], h, kept)
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
-    wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '')
+    if h.wf then wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
     if truncated ~= '1' and result ~= '' and ms > 0 then
       -- A result outliving its task could never be read.
       redis.call('SET', rk, result, 'PX', math.min(result_ms, ms))
