@@ -246,3 +246,35 @@ func TestWorkflowRandomized(t *testing.T) {
 		require.Zero(t, b.rc.ZCard(b.ctx, b.keys.Waiting(q)).Val(), "no node is left waiting")
 	}
 }
+
+// TestWorkflowMaintenanceWithoutWorkerOfTheQueue: node ends on a queue no
+// Go worker serves (here: finished by hand, as an HTTP worker's would be)
+// reach the workflow through RunWorkflowMaintenance.
+func TestWorkflowMaintenanceWithoutWorkerOfTheQueue(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflows(t, nil)
+	res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{job("x", "remote", nil), job("y", "remote", nil, "x")}})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- dtq.RunWorkflowMaintenance(ctx, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
+	defer func() { stop(); require.NoError(t, <-done) }()
+	r := rdb.New(b.rc, b.prefix)
+	require.NoError(t, r.EnsureGroups(b.ctx, "remote"))
+	s := &rdb.WorkerSettings{WorkerID: "http-1", Lease: time.Minute, EventsMaxLen: 100, SucceededRetention: time.Hour}
+	for range 2 {
+		var ct rdb.ClaimedTask
+		require.Eventually(t, func() bool {
+			cl, err := r.Claim(b.ctx, "remote", s, 1, time.Now(), "")
+			require.NoError(t, err)
+			if len(cl.Tasks) == 1 {
+				ct = cl.Tasks[0]
+			}
+			return len(cl.Tasks) == 1
+		}, 20*time.Second, 10*time.Millisecond)
+		_, err := r.FinishSucceeded(b.ctx, "remote", s, time.Now(), []rdb.Success{{ID: ct.ID, Attempt: ct.Attempt}})
+		require.NoError(t, err)
+	}
+	info := b.wait(t, res.WorkflowID)
+	require.Equal(t, dtqtype.WorkflowSucceeded, info.Status)
+}
