@@ -65,7 +65,7 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 		return nil, err
 	}
 	qi := &dtqtype.QueueInfo{Name: q, Depth: st.Depth, Ready: map[string]int64{}, Running: st.Running,
-		Pending: st.Pending, Scheduled: st.Scheduled, Paused: st.Paused, DLQ: st.DLQ, Retained: st.Retained}
+		Pending: st.Pending, Scheduled: st.Scheduled, Waiting: st.Waiting, Paused: st.Paused, DLQ: st.DLQ, Retained: st.Retained}
 	for b := rdb.NumBands - 1; b >= 0; b-- {
 		qi.Ready["p"+strconv.Itoa(b)] = st.Ready[b]
 		qi.ReadyTotal += st.Ready[b]

@@ -24,6 +24,7 @@ type QueueStats struct {
 	Running   int64           // delivered and leased
 	Pending   int64           // delivered, unacked stream entries
 	Scheduled int64           // pending (delayed) and retrying
+	Waiting   int64           // workflow nodes not yet released
 	Paused    bool
 	DLQ       int64
 	Minutes   []*dtqtype.MinuteStats // the last few minutes, oldest first
@@ -69,6 +70,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	depth := pipe.Get(ctx, k.Depth(queue))
 	lease := pipe.ZCard(ctx, k.Lease(queue))
 	sched := pipe.ZCard(ctx, k.Schedule(queue))
+	waiting := pipe.ZCard(ctx, k.Waiting(queue))
 	paused := pipe.Exists(ctx, k.Paused(queue))
 	dlq := pipe.ZCard(ctx, k.DLQ(queue))
 	limits := pipe.HGetAll(ctx, k.Limits(queue))
@@ -93,6 +95,7 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 	}
 	qs.Depth, _ = strconv.ParseInt(depth.Val(), 10, 64)
 	qs.Running, qs.Scheduled, qs.Paused, qs.DLQ = lease.Val(), sched.Val(), paused.Val() == 1, dlq.Val()
+	qs.Waiting = waiting.Val()
 	if err := lease.Err(); err != nil {
 		return nil, err
 	}
