@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
@@ -120,7 +121,7 @@ func (e *WorkflowError) Error() string { return "workflow node " + e.Node + ": "
 // Unwrap returns ErrNodeMismatch, or ErrInvalidWorkflow and, for a
 // node's invalid task, the task's sentinel (ErrInvalidTask …).
 func (e *WorkflowError) Unwrap() []error {
-	if e.kind == ErrNodeMismatch {
+	if errors.Is(e.kind, ErrNodeMismatch) {
 		return []error{e.kind}
 	}
 	if e.kind != nil {
@@ -221,9 +222,12 @@ func (c *Client) storedNode(ctx context.Context, ref string, deps []string, poli
 		Task: rdb.NodeTask{ID: t.ID, Type: n.typ, Payload: n.payload, Priority: n.priority, MaxAttempts: n.maxAttempts,
 			TimeoutMS: n.timeoutMS, Metadata: n.metadata, ConcurrencyKey: n.ckey, Retention: n.retention,
 			KeepPayload: n.keepPayload, DelayMS: n.availableAt - created, TTLMS: ttl, CreatedAt: created}}
-	d, _ := json.Marshal(definition{Ref: ref, Queue: n.queue, Deps: deps, Continue: wn.Continue, Type: n.typ,
+	d, err := json.Marshal(definition{Ref: ref, Queue: n.queue, Deps: deps, Continue: wn.Continue, Type: n.typ,
 		Payload: n.payload, Priority: n.priority, MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, Metadata: n.metadata,
 		CKey: n.ckey, Retention: n.retention, Keep: n.keepPayload, DelayMS: wn.Task.DelayMS, TTLMS: ttl})
+	if err != nil {
+		return rdb.WorkflowNode{}, err
+	}
 	sum := sha256.Sum256(d)
 	wn.Digest = hex.EncodeToString(sum[:16])
 	return wn, nil
@@ -293,7 +297,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResul
 		nw.OnFailure = &of
 	}
 	fp := sha256.New()
-	fmt.Fprintf(fp, "%q", w.Name)
+	fp.Write([]byte(strconv.Quote(w.Name)))
 	for i := range nodes {
 		fp.Write([]byte(nodes[i].Digest))
 		nw.Retention = max(nw.Retention, nodes[i].Task.Retention)

@@ -2,6 +2,7 @@ package dtq
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -60,9 +61,7 @@ func newWorkflows(r *rdb.RDB, c *Client, clock func() time.Time, log *slog.Logge
 	}
 	failed = scriptRetention(failed)
 	var tok [8]byte
-	for i := range tok {
-		tok[i] = byte(rand.IntN(256))
-	}
+	_, _ = crand.Read(tok[:])
 	return &workflows{rdb: r, client: c, clock: clock, log: log,
 		rel:       rdb.ReleaseSettings{EventsMaxLen: eventsMaxLen, FailedRetention: failed},
 		admin:     rdb.AdminSettings{EventsMaxLen: eventsMaxLen, FailedRetention: failed},
@@ -160,7 +159,10 @@ func (e *workflows) effects(ctx context.Context, id string) error {
 }
 
 func (e *workflows) event(ctx context.Context, id, name, typ string, status dtqtype.WorkflowStatus) error {
-	meta, _ := json.Marshal(map[string]string{"workflow_id": id, "name": name, "status": string(status)})
+	meta, err := json.Marshal(map[string]string{"workflow_id": id, "name": name, "status": string(status)})
+	if err != nil {
+		return err
+	}
 	return e.rdb.AppendSysEvent(ctx, e.rel.EventsMaxLen, []any{"type", typ, "workflow_id", id, "ts", e.clock().UnixMilli(),
 		"meta", string(meta)})
 }

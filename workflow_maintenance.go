@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/internal/attempt"
 )
 
@@ -54,7 +52,7 @@ func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig)
 	relayed := map[string]bool{}
 	for {
 		qs, err := c.rdb.Queues(ctx)
-		if err != nil && ctx.Err() == nil && !errors.Is(err, redis.Nil) {
+		if err != nil && ctx.Err() == nil {
 			e.log.Warn("workflow maintenance: listing queues failed", "err", err)
 		}
 		for _, q := range qs {

@@ -143,7 +143,8 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 		}
 		// What does not land now, the sweep completes from the definitions.
 		if _, err := c.wf.activate(ctx, id, pending, now); err != nil {
-			return out, nil
+			c.wf.log.Warn("workflow fan-out left to maintenance", "workflow_id", id, "err", err)
+			return out, nil // the nodes exist: the sweep writes and releases them
 		}
 		_ = c.rdb.WorkflowUnmark(ctx, id, score)
 	}

@@ -25,7 +25,6 @@ type wfBundle struct {
 	*bundle
 	admin *dtq.Admin
 	w     *dtq.Worker
-	seen  sync.Map // task id -> *dtq.Task as its handler saw it (Deps copied)
 	deps  sync.Map // ref -> map[string]dtq.DepResult
 }
 
