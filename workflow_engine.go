@@ -270,37 +270,39 @@ func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
 }
 
 // relayPass carries out up to relayBatch entries of queue's outbox, in
-// order, if this process holds the queue's relay lock. It returns the id of
-// the last entry it saw and whether the batch was full.
-func (e *workflows) relayPass(ctx context.Context, queue string) (last string, full bool, err error) {
-	held, err := e.rdb.RelayLock(ctx, queue, e.token, relayLease)
+// order, if this process holds the queue's relay lock (held). It returns
+// the id of the last entry it saw and whether the batch was full.
+func (e *workflows) relayPass(ctx context.Context, queue string) (held bool, last string, full bool, err error) {
+	held, err = e.rdb.RelayLock(ctx, queue, e.token, relayLease)
 	if err != nil || !held {
-		return "", false, err
+		return false, "", false, err
 	}
 	es, err := e.rdb.ReadOutbox(ctx, queue, relayBatch)
 	if err != nil {
-		return "", false, err
+		return true, "", false, err
 	}
 	for i := range es {
 		if err := e.apply(ctx, &es[i]); err != nil {
-			return last, false, err
+			return true, last, false, err
 		}
 		if err := e.rdb.AckOutbox(ctx, queue, []string{es[i].ID}); err != nil {
-			return last, false, err
+			return true, last, false, err
 		}
 		last = es[i].ID
 	}
-	return last, len(es) == relayBatch, nil
+	return true, last, len(es) == relayBatch, nil
 }
 
 // runRelay relays queue's workflow outbox until ctx ends: a pass, then a
 // blocking read that wakes as soon as a node's end is appended, so that a
-// dependant is released moments after its last dep ended.
+// dependant is released moments after its last dep ended. A process that
+// does not hold the queue's relay lock tries again after relayBlock (the
+// lock of a holder that died expires within relayLease).
 func (e *workflows) runRelay(ctx context.Context, queue string) {
 	after, failing := "0-0", 0
 	defer func() { _, _ = e.rdb.RelayLock(context.WithoutCancel(ctx), queue, e.token, 0) }()
 	for ctx.Err() == nil {
-		last, full, err := e.relayPass(ctx, queue)
+		held, last, full, err := e.relayPass(ctx, queue)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -312,6 +314,10 @@ func (e *workflows) runRelay(ctx context.Context, queue string) {
 			attempt.Sleep(ctx, min(time.Duration(failing)*100*time.Millisecond, 5*time.Second))
 			continue
 		case full:
+			continue
+		case !held:
+			failing = 0
+			attempt.Sleep(ctx, relayBlock)
 			continue
 		}
 		failing = 0

@@ -184,6 +184,7 @@ func TestWorkflowRandomized(t *testing.T) {
 		}
 	}
 	workertest.Run(t, b.w)
+	workertest.Run(t, b.peer(t)) // two relays per queue: one holds the lock at a time
 	// A blocking node is cancelled once it runs (one that is never released
 	// ends by its dep, or not at all).
 	ctx, stop := context.WithCancel(b.ctx)

@@ -40,24 +40,35 @@ func setupWorkflows(t *testing.T, mod func(*dtq.WorkerConfig)) *wfBundle {
 			mod(c)
 		}
 	})
-	b.w.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) {
-		b.deps.Store(task.Ref, task.Deps())
-		var p struct {
-			Fail   bool            `json:"fail"`
-			Result json.RawMessage `json:"result"`
-			Block  bool            `json:"block"`
-		}
-		_ = json.Unmarshal(task.Payload, &p)
-		if p.Block {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		if p.Fail {
-			return nil, dtq.Permanent(errors.New("asked to fail"))
-		}
-		return p.Result, nil
-	})
+	b.w.HandleFunc("job", b.job)
 	return b
+}
+
+// job is the handler of type "job" (see wfBundle).
+func (b *wfBundle) job(ctx context.Context, task *dtq.Task) (any, error) {
+	b.deps.Store(task.Ref, task.Deps())
+	var p struct {
+		Fail   bool            `json:"fail"`
+		Result json.RawMessage `json:"result"`
+		Block  bool            `json:"block"`
+	}
+	_ = json.Unmarshal(task.Payload, &p)
+	if p.Block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if p.Fail {
+		return nil, dtq.Permanent(errors.New("asked to fail"))
+	}
+	return p.Result, nil
+}
+
+// peer is another worker of queues "a" and "b" with the same handler.
+func (b *wfBundle) peer(t *testing.T) *dtq.Worker {
+	t.Helper()
+	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"a": 1, "b": 1} })
+	w.HandleFunc("job", b.job)
+	return w
 }
 
 func job(ref, queue string, payload map[string]any, deps ...string) dtq.Node {
