@@ -245,7 +245,10 @@ func failedRefs(rec *rdb.WorkflowRecord) []string {
 }
 
 // apply carries one outbox entry to its workflow: mark, apply, releases,
-// effects, unmark. The mark lets the sweep finish what a crash leaves.
+// effects, unmark. The mark lets the sweep finish what a crash leaves. An
+// end the workflow already knew (a resend, or a node cancelled by the
+// cascade) leaves the effects of an ended workflow to the sweep: the
+// relay that ended it is likely emitting them right now.
 func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
 	now := e.clock()
 	score := now.UnixMilli()
@@ -259,6 +262,9 @@ func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
 	if !res.Gone {
 		if err := e.carryOut(ctx, en.Workflow, res.Releases); err != nil {
 			return err
+		}
+		if res.Final != "" && res.Known {
+			return nil // the mark stays for the sweep
 		}
 		if res.Final != "" {
 			if err := e.effects(ctx, en.Workflow); err != nil {

@@ -280,7 +280,10 @@ type OutboxEntry struct {
 
 // ApplyResult is WorkflowApply's answer.
 type ApplyResult struct {
-	Gone     bool // the workflow (or node) no longer exists
+	Gone bool // the workflow (or node) no longer exists
+	// Known: the workflow knew the node as ended (nothing was applied; the
+	// releases are those still stored).
+	Known    bool
 	Final    dtqtype.WorkflowStatus
 	Releases []Release
 }
@@ -295,7 +298,10 @@ func (r *RDB) WorkflowApply(ctx context.Context, e *OutboxEntry, now time.Time, 
 	if len(v) == 0 || v[0] == "gone" {
 		return ApplyResult{Gone: true}, nil
 	}
-	return ApplyResult{Final: dtqtype.WorkflowStatus(v[0]), Releases: parseReleases(v[1:])}, nil
+	if len(v) < 2 {
+		return ApplyResult{}, fmt.Errorf("rdb: wf_apply answered %v", v)
+	}
+	return ApplyResult{Known: v[0] == "known", Final: dtqtype.WorkflowStatus(v[1]), Releases: parseReleases(v[2:])}, nil
 }
 
 // ReleaseSettings are what carrying out a release needs of the process.

@@ -18,9 +18,10 @@
 -- releases still stored, so that a resend after a lost reply still carries
 -- them out.
 --
--- Returns {"gone"} (no such workflow or node) or {final, releases...}: final
--- the workflow's status once it has ended, else ""; each release
--- "ref|kind|task id|queue|detail".
+-- Returns {"gone"} (no such workflow or node) or {state, final, releases...}:
+-- state "applied", or "known" for an end the workflow had (a resend, a
+-- cascade's cancelled node, a requeued node); final the workflow's status
+-- once it has ended, else ""; each release "ref|kind|task id|queue|detail".
 --
 --! include: wf_ended, wf_end, wf_resolve, wf_finish, wf_outcome
 
@@ -36,7 +37,7 @@ local function final_status()
   return st
 end
 if wf_ended[cur] or not wf_ended[status] then
-  local out = {final_status()}
+  local out = {'known', final_status()}
   local all = redis.call('HGETALL', KEYS[3])
   for i = 1, #all, 2 do out[#out + 1] = all[i] .. '|' .. all[i + 1] end
   return out
@@ -46,6 +47,6 @@ wf_end(x, ref, status, wf_outcome(status, ARGV[4], ec), forced)
 local rels = {}
 wf_resolve(x, {ref, status}, rels)
 local final = wf_finish(x, ARGV[6]) or final_status()
-local out = {final}
+local out = {'applied', final}
 for _, rel in ipairs(rels) do out[#out + 1] = rel end
 return out
