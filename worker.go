@@ -99,7 +99,8 @@ type WorkerConfig struct {
 	DisableScheduler bool
 	// SchedulerClient configures the Client the worker's Scheduler submits
 	// schedules' tasks with (queue depth, payload and attempts limits, task
-	// types). Its KeyPrefix, EventsMaxLen, replica acknowledgements and
+	// types), and the one its workflow nodes add nodes (AddNodes) and
+	// submit on_failure tasks with. Its KeyPrefix, EventsMaxLen, replica acknowledgements and
 	// Clock are the worker's. Default: default limits.
 	SchedulerClient *ClientConfig
 	// MaxWorkers bounds the worker records of the deployment
@@ -286,7 +287,8 @@ var (
 // NewWorker returns a Worker reading through c. It validates cfg.
 //
 // An idle queue holds one of c's connections in a blocking read (for up to a
-// second at a time), and the cancel listener holds one more (on Redis
+// second at a time), two while this worker holds the queue's workflow relay
+// lock (see docs/workflows.md), and the cancel listener holds one more (on Redis
 // Cluster, one per hash slot of the queues served, since sharded channels
 // of different slots cannot share a subscription): c's pool must be
 // larger than the number of queues served plus the concurrency it needs for
