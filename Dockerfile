@@ -14,14 +14,22 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
+# The binary is the module at cmd/dtq; its go.mod points at the library and
+# the other modules of this tree (replace lines), so their go.mod files come
+# first for the download layer.
 COPY go.mod go.sum ./
+COPY cmd/dtq/go.mod cmd/dtq/go.sum cmd/dtq/
+COPY dtqprom/go.mod dtqprom/go.sum dtqprom/
+COPY dtqotel/go.mod dtqotel/go.sum dtqotel/
+COPY internal/metrics/go.mod internal/metrics/go.sum internal/metrics/
+WORKDIR /src/cmd/dtq
 RUN go mod download
-COPY . .
+COPY . /src
 ARG VERSION=dev
 ARG REVISION=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
 	-ldflags "-s -w -X github.com/dtq-io/dtq/internal/buildinfo.version=${VERSION} -X github.com/dtq-io/dtq/internal/buildinfo.revision=${REVISION}" \
-	-o /out/dtq ./cmd/dtq
+	-o /out/dtq .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/dtq /usr/local/bin/dtq

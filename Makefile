@@ -8,6 +8,15 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X github.com/dtq-io/dtq/internal/buildinfo.version=$(VERSION) \
 	-X github.com/dtq-io/dtq/internal/buildinfo.revision=$(REVISION)
+# Every Go module in the tree (docs/architecture.md, "Modules"): the library
+# at the root, the dtq command, the optional dtqprom and dtqotel, the metrics
+# both of those share, and bench's tools.
+MODULES := . cmd/dtq dtqprom dtqotel internal/metrics bench
+# bench's tools are vetted but not held to golangci-lint.
+LINT_MODULES := $(filter-out bench,$(MODULES))
+# in_modules runs $(1) in each module of $(2) (default: MODULES), the rest
+# after a failure too, and fails if any run failed.
+in_modules = fail=0; for m in $(or $(2),$(MODULES)); do echo "== $$m"; (cd $$m && $(1)) || fail=1; done; exit $$fail
 
 .DEFAULT_GOAL := help
 .PHONY: help dev test race bench lint build image
@@ -18,30 +27,29 @@ help: ## List the targets
 dev: build ## Build bin/dtq and run the all-in-one local setup (bin/dtq dev; DEV_ARGS adds flags)
 	./$(BIN) dev $(DEV_ARGS)
 
-test: ## Run every test with the race detector (needs redis-server on PATH)
-	$(GO) test -race -count=1 ./...
+test: ## Run every test with the race detector, module by module (needs redis-server on PATH)
+	@$(call in_modules,$(GO) test -race -count=1 ./...)
 
 race: ## Run every test with the race detector, three times over
-	$(GO) test -race -count=3 ./...
+	@$(call in_modules,$(GO) test -race -count=3 ./...)
 
 bench: ## Go benchmarks, the dtq/asynq comparison (bench/, medians of 3 runs), HTTP with wrk and script instruction counts when wrk and valgrind are installed (several minutes)
-	$(GO) test -run=^$$ -bench=. -benchmem ./...
+	@$(call in_modules,$(GO) test -run=^$$ -bench=. -benchmem ./...)
 	cd bench && $(GO) run . -compare 3 -n 50000
 	@if command -v wrk >/dev/null; then bench/wrk.sh 3 && bench/wrk.sh 3 keyed; else echo "bench: wrk not installed (apt-get install -y wrk): HTTP skipped"; fi
 	@if command -v valgrind >/dev/null; then bench/scriptcost.sh; else echo "bench: valgrind not installed (apt-get install -y valgrind): instruction counts skipped"; fi
 
-lint: ## Check formatting (gofmt), then run go vet (also on bench/, its own module) and golangci-lint (.golangci.yaml)
+lint: ## Check formatting (gofmt), then run go vet in every module and golangci-lint (.golangci.yaml) in all but bench/
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
-	$(GOLANGCI_LINT) run ./...
+	@$(call in_modules,$(GO) vet ./...)
+	@$(call in_modules,$(GOLANGCI_LINT) run ./...,$(LINT_MODULES))
 
-build: ## Build bin/dtq
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/dtq
+build: ## Build bin/dtq (from cmd/dtq, the dtq command's module)
+	cd cmd/dtq && $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(abspath $(BIN)) .
 
 image: ## Build the container image dtq:$(VERSION) from the Dockerfile (needs docker)
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t dtq:$(VERSION) .
 
 .PHONY: screenshots
 screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)
-	$(GO) test ./web -run '^TestScreenshots$$' -count=1 -screenshots
+	cd cmd/dtq && $(GO) test ./internal/web -run '^TestScreenshots$$' -count=1 -screenshots

@@ -2,49 +2,41 @@ package dtq
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // AdminConfig configures an Admin. Zero values select the defaults noted.
 type AdminConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
-	KeyPrefix string
-	// EventsMaxLen caps each queue's event stream. Default 100000.
-	EventsMaxLen int64
-	// FailedRetention is how long a task the Admin ends (cancelled, purged,
-	// discarded from the DLQ) is kept, unless its own retention says
-	// otherwise. Default 7 days; NoRetention deletes it at once.
-	FailedRetention time.Duration
-	// IdempotencyTTL is the fresh TTL a DLQ requeue gives the task's
-	// idempotency record. Default 24h.
-	IdempotencyTTL time.Duration
-	// DisableDLQ mirrors the workers' setting: when set, failed tasks may be
+	// Deployment settings: they mean the same in every config type, with
+	// the same defaults, and every process of a deployment must agree on
+	// them (see "Deployment settings" in the package documentation). For
+	// the Admin, FailedRetention is how long a task it ends (cancelled,
+	// purged, discarded from the DLQ) is kept, unless its own retention says
+	// otherwise; IdempotencyTTL is the fresh TTL a DLQ requeue gives the
+	// task's idempotency record; with DisableDLQ, failed tasks may be
 	// requeued by id.
-	DisableDLQ bool
-	// AuditMaxLen caps the audit stream. Default 100000.
-	AuditMaxLen int64
-	// ReplicaAcks makes every acknowledged write wait until this many
-	// replicas have it (Redis WAIT) before it is answered; a write they did
-	// not all acknowledge within ReplicaAckTimeout fails with
-	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
-	ReplicaAcks int
-	// ReplicaAckTimeout bounds that wait. Default 1s.
-	ReplicaAckTimeout time.Duration
-	// Clock returns the current time. Default time.Now.
-	Clock func() time.Time
+	KeyPrefix                 string
+	EventsMaxLen, AuditMaxLen int64
+	DisableDLQ                bool
+	FailedRetention           time.Duration
+	IdempotencyTTL            time.Duration
+	ReplicaAcks               int
+	ReplicaAckTimeout         time.Duration
+	Clock                     func() time.Time
+
 	// Client submits the tasks of triggered schedules, and its limits
 	// (attempts cap, payload size, task types) validate schedules' task
 	// fields. It must use the same KeyPrefix. Default: a Client with default
-	// limits on the same Redis.
+	// limits and the Admin's deployment settings, on the same Redis.
 	Client *Client
 }
 
@@ -53,10 +45,10 @@ type AdminConfig struct {
 // one atomic script per task (bulk actions: per batch of at most 500). It is
 // safe for concurrent use.
 type Admin struct {
-	rdb    *rdb.RDB
-	s      rdb.AdminSettings
-	clk    func() time.Time
-	client *Client
+	rdb      *rdb.RDB
+	settings rdb.AdminSettings
+	clock    func() time.Time
+	client   *Client
 }
 
 // NewAdmin returns an Admin acting through c.
@@ -64,49 +56,22 @@ func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewAdmin needs a Redis client")
 	}
-	var o AdminConfig
-	if cfg != nil {
-		o = *cfg
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = "dtq"
-	}
-	if err := checkPrefix(o.KeyPrefix); err != nil {
+	dep, err := cfg.deployment().resolve()
+	if err != nil {
 		return nil, err
 	}
-	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = DefaultStreamMaxLen
+	var client *Client
+	if cfg != nil {
+		client = cfg.Client
 	}
-	if o.FailedRetention == 0 {
-		o.FailedRetention = DefaultFailedRetention
-	}
-	if o.FailedRetention != NoRetention && (o.FailedRetention < 0 || o.FailedRetention > MaxRetention) {
-		return nil, errors.New("dtq: FailedRetention must be NoRetention or up to 366 days")
-	}
-	if o.IdempotencyTTL == 0 {
-		o.IdempotencyTTL = 24 * time.Hour
-	}
-	if o.AuditMaxLen == 0 {
-		o.AuditMaxLen = DefaultStreamMaxLen
-	}
-	if o.Clock == nil {
-		o.Clock = time.Now
-	}
-	if o.Client == nil {
-		cl, err := NewClient(c, &ClientConfig{KeyPrefix: o.KeyPrefix, EventsMaxLen: o.EventsMaxLen,
-			ReplicaAcks: o.ReplicaAcks, ReplicaAckTimeout: o.ReplicaAckTimeout, Clock: o.Clock})
-		if err != nil {
+	if client == nil {
+		if client, err = newClient(c, nil, dep); err != nil {
 			return nil, err
 		}
-		o.Client = cl
-	} else if o.Client.cfg.KeyPrefix != o.KeyPrefix {
-		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", o.Client.cfg.KeyPrefix, o.KeyPrefix)
+	} else if client.dep.keyPrefix != dep.keyPrefix {
+		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", client.dep.keyPrefix, dep.keyPrefix)
 	}
-	r := replicated(rdb.New(c, o.KeyPrefix), o.ReplicaAcks, o.ReplicaAckTimeout)
-	return &Admin{rdb: r, clk: o.Clock, client: o.Client, s: rdb.AdminSettings{
-		EventsMaxLen: o.EventsMaxLen, FailedRetention: scriptRetention(o.FailedRetention), IdempotencyTTL: o.IdempotencyTTL,
-		DLQEnabled: !o.DisableDLQ, AuditMaxLen: o.AuditMaxLen,
-	}}, nil
+	return &Admin{rdb: dep.storage(c), clock: dep.clock, client: client, settings: dep.adminSettings()}, nil
 }
 
 // queueOf finds a task's queue from its id.
@@ -121,7 +86,9 @@ func (a *Admin) queueOf(ctx context.Context, id string) (string, error) {
 	return q, nil
 }
 
-func stateErr(id, outcome, status string) error {
+// taskStateError is the error of a script outcome on task id of status:
+// nil unless the outcome refused the action.
+func taskStateError(id, outcome, status string) error {
 	switch outcome {
 	case rdb.OutcomeNotFound:
 		return ErrTaskNotFound
@@ -154,11 +121,11 @@ func (a *Admin) CancelTask(ctx context.Context, id, reason string) (*CancelResul
 	if reason == "" {
 		reason = "cancelled by request"
 	}
-	out, st, err := a.rdb.CancelTask(ctx, q, id, &a.s, a.clk(), reason)
+	out, st, err := a.rdb.CancelTask(ctx, q, id, &a.settings, a.clock(), reason)
 	if err != nil {
 		return nil, err
 	}
-	if err := stateErr(id, out, st); err != nil {
+	if err := taskStateError(id, out, st); err != nil {
 		return nil, err
 	}
 	t, err := a.rdb.GetTask(ctx, id)
@@ -182,11 +149,11 @@ func (a *Admin) RunNow(ctx context.Context, id string) (*dtqtype.TaskInfo, error
 	if err != nil {
 		return nil, err
 	}
-	out, st, err := a.rdb.RunNow(ctx, q, id, &a.s, a.clk())
+	out, st, err := a.rdb.RunNow(ctx, q, id, &a.settings, a.clock())
 	if err != nil {
 		return nil, err
 	}
-	if err := stateErr(id, out, st); err != nil {
+	if err := taskStateError(id, out, st); err != nil {
 		return nil, err
 	}
 	t, err := a.rdb.GetTask(ctx, id)
@@ -200,11 +167,11 @@ func (a *Admin) DeleteTask(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	out, st, err := a.rdb.DeleteTask(ctx, q, id, a.clk())
+	out, st, err := a.rdb.DeleteTask(ctx, q, id, a.clock())
 	if err != nil {
 		return err
 	}
-	return stateErr(id, out, st)
+	return taskStateError(id, out, st)
 }
 
 func (a *Admin) knownQueue(ctx context.Context, q string) error {
@@ -227,7 +194,7 @@ func (a *Admin) PurgeQueue(ctx context.Context, queue string) (int64, error) {
 	if err := a.knownQueue(ctx, queue); err != nil {
 		return 0, err
 	}
-	return a.rdb.PurgeQueue(ctx, queue, &a.s, a.clk())
+	return a.rdb.PurgeQueue(ctx, queue, &a.settings, a.clock())
 }
 
 // PauseQueue stops delivery from queue (any valid name, even one not used
@@ -236,7 +203,7 @@ func (a *Admin) PauseQueue(ctx context.Context, queue, actor string) (bool, erro
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetPaused(ctx, queue, true, &a.s, a.clk(), actor)
+	return a.rdb.SetPaused(ctx, queue, true, &a.settings, a.clock(), actor)
 }
 
 // ResumeQueue restarts delivery from queue. It reports whether the queue was
@@ -245,7 +212,7 @@ func (a *Admin) ResumeQueue(ctx context.Context, queue, actor string) (bool, err
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetPaused(ctx, queue, false, &a.s, a.clk(), actor)
+	return a.rdb.SetPaused(ctx, queue, false, &a.settings, a.clock(), actor)
 }
 
 // CreateQueue adds queue to the registry (docs/security.md: under the declared
@@ -333,7 +300,7 @@ type RequeueOptions struct {
 // deadline; one in the past, or both ExpiresAt and TTL, is a
 // *ValidationError (ErrInvalidTask). The zero RequeueOptions sets none.
 func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (*dtqtype.TaskInfo, error) {
-	now := a.clk()
+	now := a.clock()
 	deadline := opt.ExpiresAt
 	switch {
 	case !opt.ExpiresAt.IsZero() && opt.TTL != 0:
@@ -347,9 +314,9 @@ func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (
 	}
 	q, err := a.queueOf(ctx, id)
 	if err != nil {
-		return nil, mapDLQ(err)
+		return nil, dlqEntryNotFound(err)
 	}
-	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.s, now, deadline)
+	out, err := a.rdb.DLQRequeue(ctx, q, id, &a.settings, now, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +327,8 @@ func (a *Admin) RequeueDLQ(ctx context.Context, id string, opt RequeueOptions) (
 	return t, mapNotFound(err, ErrTaskNotFound)
 }
 
-func mapDLQ(err error) error {
+// dlqEntryNotFound is err, with a task not found as a DLQ entry not found.
+func dlqEntryNotFound(err error) error {
 	if errors.Is(err, ErrTaskNotFound) {
 		return ErrDLQEntryNotFound
 	}
@@ -372,9 +340,9 @@ func mapDLQ(err error) error {
 func (a *Admin) DiscardDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, error) {
 	q, err := a.queueOf(ctx, id)
 	if err != nil {
-		return nil, mapDLQ(err)
+		return nil, dlqEntryNotFound(err)
 	}
-	out, err := a.rdb.DLQDiscard(ctx, q, id, &a.s, a.clk())
+	out, err := a.rdb.DLQDiscard(ctx, q, id, &a.settings, a.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +353,7 @@ func (a *Admin) DiscardDLQ(ctx context.Context, id string) (*dtqtype.TaskInfo, e
 	return t, mapNotFound(err, ErrTaskNotFound)
 }
 
-// DLQFilter selects dead-letter entries (and pages through them).
+// DLQFilter selects the dead-letter entries of a bulk action.
 type DLQFilter = dtqtype.DLQFilter
 
 // bulkBudget bounds the script calls one bulk request makes before it
@@ -396,11 +364,6 @@ const bulkBudget = 20
 // index (DTQ_DLQ_MAXLEN), and below 1e14, past which Lua would print the
 // number as 1e+14 and Redis refuse it.
 const maxBulkOffset = 1 << 40
-
-type bulkCursor struct {
-	Queue  int   `json:"q"`
-	Offset int64 `json:"o"`
-}
 
 // RequeueDLQMatching requeues the dead-letter entries matching f, at most
 // 500 per script call and about 10000 per call of this method; continue
@@ -425,34 +388,33 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 	} else if !ValidQueueName(f.Queue) {
 		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	var cur bulkCursor
+	// The cursor is where the action stopped: a registry index and an
+	// offset in that queue's dead-letter index.
+	queue, offset := 0, int64(0)
 	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || json.Unmarshal(raw, &cur) != nil || cur.Queue < 0 || cur.Queue > len(queues) || cur.Offset < 0 || cur.Offset > maxBulkOffset {
-			return nil, ErrInvalidCursor
+		c := cursor.Read(f.Cursor, cursor.DLQBulk)
+		queue, offset = int(c.Int(0, int64(len(queues)))), c.Int(0, maxBulkOffset)
+		if err := c.Err(); err != nil {
+			return nil, err
 		}
 	}
 	res := &dtqtype.BulkResult{}
-	for calls := 0; cur.Queue < len(queues); calls++ {
+	for calls := 0; queue < len(queues); calls++ {
 		if calls == bulkBudget {
-			raw, err := json.Marshal(cur)
-			if err != nil {
-				return nil, err
-			}
-			next := base64.RawURLEncoding.EncodeToString(raw)
+			next := cursor.Encode(cursor.DLQBulk, strconv.Itoa(queue), strconv.FormatInt(offset, 10))
 			res.NextCursor = &next
 			return res, nil
 		}
-		r, err := a.rdb.DLQBulk(ctx, queues[cur.Queue], action, cur.Offset, f.Type, f.ErrorClass, &a.s, a.clk())
+		matched, processed, next, err := a.rdb.DLQBulk(ctx, queues[queue], action, offset, f.Type, f.ErrorClass, &a.settings, a.clock())
 		if err != nil {
 			return res, fmt.Errorf("dtq: bulk %s: %w", action, err)
 		}
-		res.Matched += r.Matched
-		res.Processed += r.Processed
-		if r.Next < 0 {
-			cur = bulkCursor{Queue: cur.Queue + 1}
+		res.Matched += matched
+		res.Processed += processed
+		if next < 0 {
+			queue, offset = queue+1, 0
 		} else {
-			cur.Offset = r.Next
+			offset = next
 		}
 	}
 	return res, nil
@@ -470,10 +432,10 @@ type AuditRecord struct {
 
 // Audit appends rec to the audit stream.
 func (a *Admin) Audit(ctx context.Context, rec AuditRecord) error {
-	fields := []any{"ts", a.clk().UnixMilli(), "actor", rec.Actor, "role", rec.Role, "action", rec.Action,
+	fields := []any{"ts", a.clock().UnixMilli(), "actor", rec.Actor, "role", rec.Role, "action", rec.Action,
 		"target", rec.Target, "request_id", rec.RequestID}
 	if rec.Detail != "" {
 		fields = append(fields, "detail", rec.Detail)
 	}
-	return a.rdb.AppendAudit(ctx, a.s.AuditMaxLen, fields)
+	return a.rdb.AppendAudit(ctx, a.settings.AuditMaxLen, fields)
 }

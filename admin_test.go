@@ -145,12 +145,12 @@ func TestDLQRequeueAndIdempotency(t *testing.T) {
 	require.NoError(t, err)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusDeadLettered)
 
-	entries, next, err := b.insp.ListDLQ(b.ctx, dtq.DLQFilter{})
+	entries, err := b.insp.ListDLQ(b.ctx, nil)
 	require.NoError(t, err)
-	require.Empty(t, next)
-	require.Len(t, entries, 1)
-	require.Equal(t, "broken", entries[0].Execution.ErrorMessage)
-	require.JSONEq(t, `{}`, string(entries[0].Payload))
+	require.Empty(t, entries.NextCursor)
+	require.Len(t, entries.Items, 1)
+	require.Equal(t, "broken", entries.Items[0].Execution.ErrorMessage)
+	require.JSONEq(t, `{}`, string(entries.Items[0].Payload))
 
 	fail.Store("on", false)
 	// Requeue while the worker is paused out, so the 409 window is visible.
@@ -195,20 +195,22 @@ func TestDLQDiscardAndBulk(t *testing.T) {
 
 	// Paging through everything returns each entry once.
 	seen := map[string]bool{}
-	cursor := ""
+	cursor, listCursor := "", ""
 	for {
-		page, next, err := b.insp.ListDLQ(b.ctx, dtq.DLQFilter{Limit: 7, Cursor: cursor})
+		page, err := b.insp.ListDLQ(b.ctx, &dtq.DLQListParams{Limit: 7, Cursor: cursor})
 		require.NoError(t, err)
-		for _, e := range page {
+		for _, e := range page.Items {
 			require.False(t, seen[e.ID])
 			seen[e.ID] = true
 		}
-		if next == "" {
+		if page.NextCursor == "" {
 			break
 		}
-		cursor = next
+		cursor, listCursor = page.NextCursor, page.NextCursor
 	}
 	require.Len(t, seen, 30)
+	_, err := a.RequeueDLQMatching(b.ctx, dtq.DLQFilter{Cursor: listCursor})
+	require.ErrorIs(t, err, dtq.ErrInvalidCursor, "a list cursor does not continue a bulk action")
 
 	ti, err := a.DiscardDLQ(b.ctx, ids[0])
 	require.NoError(t, err)
@@ -275,10 +277,10 @@ func TestQueueAdmin(t *testing.T) {
 	require.ErrorIs(t, err, dtq.ErrTaskNotFound)
 
 	require.NoError(t, a.Audit(b.ctx, dtq.AuditRecord{Actor: "ops-key", Role: "admin", Action: "queue.purge", Target: "ops", RequestID: "r1"}))
-	es, _, err := b.insp.ListAudit(b.ctx, 10, "")
+	es, err := b.insp.ListAudit(b.ctx, &dtq.AuditListParams{Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, es, 1)
-	require.Equal(t, "ops-key", es[0].Actor)
+	require.Len(t, es.Items, 1)
+	require.Equal(t, "ops-key", es.Items[0].Actor)
 }
 
 func TestCancelSucceededTaskIsTerminal(t *testing.T) {

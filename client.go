@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workflow"
 )
@@ -19,8 +20,16 @@ import (
 // ClientConfig configures a Client. The zero value of every field selects
 // the default given in its comment (see docs/configuration.md).
 type ClientConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
-	KeyPrefix string
+	// Deployment settings: they mean the same in every config type, with
+	// the same defaults, and every process of a deployment must agree on
+	// them (see "Deployment settings" in the package documentation).
+	KeyPrefix         string
+	EventsMaxLen      int64
+	IdempotencyTTL    time.Duration
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
+	Clock             func() time.Time
+
 	// MaxQueueDepth is the live-task limit per queue. Default 10000.
 	MaxQueueDepth int64
 	// MaxPayloadBytes limits a payload's compact JSON. Default 262144.
@@ -29,10 +38,6 @@ type ClientConfig struct {
 	MaxAttempts int
 	// TaskTimeout is the default attempt timeout. Default 30s.
 	TaskTimeout time.Duration
-	// IdempotencyTTL is how long an idempotency record lives. Default 24h.
-	IdempotencyTTL time.Duration
-	// EventsMaxLen caps each queue's event stream (approximately). Default 100000.
-	EventsMaxLen int64
 	// RecentMaxLen caps each queue's listing index. Default 100000.
 	RecentMaxLen int64
 	// TaskTypes, when set, is the list of accepted task types; others are
@@ -43,55 +48,24 @@ type ClientConfig struct {
 	// create) fails with ErrQueueNotFound instead of creating it. Default
 	// false: the open policy, where the first submission creates a queue.
 	DeclaredQueuesOnly bool
-	// ReplicaAcks makes every acknowledged write wait until this many
-	// replicas have it (Redis WAIT) before it is answered; a write they did
-	// not all acknowledge within ReplicaAckTimeout fails with
-	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
-	ReplicaAcks int
-	// ReplicaAckTimeout bounds that wait. Default 1s.
-	ReplicaAckTimeout time.Duration
 	// MaxWorkflowNodes bounds a workflow's nodes, and the nodes one
 	// AddNodes call adds (DTQ_WORKFLOW_MAX_NODES). Default 10000.
 	MaxWorkflowNodes int
-	// Clock returns the current time. Default time.Now.
-	Clock func() time.Time
 }
 
+// withDefaults is c with the defaults of the Client's own limits applied
+// (the deployment settings are resolved apart, see deployment).
 func (c *ClientConfig) withDefaults() ClientConfig {
 	var out ClientConfig
 	if c != nil {
 		out = *c
 	}
-	if out.KeyPrefix == "" {
-		out.KeyPrefix = "dtq"
-	}
-	if out.MaxQueueDepth == 0 {
-		out.MaxQueueDepth = 10000
-	}
-	if out.MaxPayloadBytes == 0 {
-		out.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if out.MaxAttempts == 0 {
-		out.MaxAttempts = 10
-	}
-	if out.TaskTimeout == 0 {
-		out.TaskTimeout = 30 * time.Second
-	}
-	if out.IdempotencyTTL == 0 {
-		out.IdempotencyTTL = 24 * time.Hour
-	}
-	if out.EventsMaxLen == 0 {
-		out.EventsMaxLen = DefaultStreamMaxLen
-	}
-	if out.RecentMaxLen == 0 {
-		out.RecentMaxLen = DefaultStreamMaxLen
-	}
-	if out.Clock == nil {
-		out.Clock = time.Now
-	}
-	if out.MaxWorkflowNodes == 0 {
-		out.MaxWorkflowNodes = workflow.DefaultMaxNodes
-	}
+	orDefault(&out.MaxQueueDepth, 10000)
+	orDefault(&out.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	orDefault(&out.MaxAttempts, 10)
+	orDefault(&out.TaskTimeout, 30*time.Second)
+	orDefault(&out.RecentMaxLen, DefaultStreamMaxLen)
+	orDefault(&out.MaxWorkflowNodes, workflow.DefaultMaxNodes)
 	return out
 }
 
@@ -100,10 +74,11 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 // call is in flight, which raises throughput without adding latency.
 type Client struct {
 	rdb *rdb.RDB
-	cfg ClientConfig
+	cfg ClientConfig // its own limits, defaults applied
+	dep deployment
 	lim limits
 
-	batchers sync.Map // queue -> *batcher
+	batchers sync.Map // queue -> *groupcommit.Group
 	wf       *workflows
 }
 
@@ -112,15 +87,19 @@ func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewClient needs a Redis client")
 	}
+	dep, err := cfg.deployment().resolve()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(c, cfg, dep)
+}
+
+// newClient is NewClient with the deployment settings given: those of cfg,
+// or of the Worker or Admin the Client serves.
+func newClient(c redis.UniversalClient, cfg *ClientConfig, dep deployment) (*Client, error) {
 	conf := cfg.withDefaults()
 	if conf.MaxAttempts < 1 || conf.MaxPayloadBytes < 1 || conf.MaxQueueDepth < 1 {
 		return nil, errors.New("dtq: ClientConfig limits must be positive")
-	}
-	if conf.IdempotencyTTL < time.Second {
-		return nil, errors.New("dtq: ClientConfig.IdempotencyTTL must be at least 1s")
-	}
-	if err := checkPrefix(conf.KeyPrefix); err != nil {
-		return nil, err
 	}
 	lim := limits{maxAttempts: conf.MaxAttempts, defaultTimeout: conf.TaskTimeout, maxPayloadBytes: conf.MaxPayloadBytes}
 	if len(conf.TaskTypes) > 0 {
@@ -129,11 +108,9 @@ func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
 			lim.taskTypes[t] = true
 		}
 	}
-	r := replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout)
-	c2 := &Client{rdb: r, cfg: conf, lim: lim}
-	c2.wf = newWorkflows(r, c2, conf.Clock, nil, conf.EventsMaxLen, DefaultSucceededRetention, DefaultFailedRetention,
-		conf.MaxWorkflowNodes)
-	return c2, nil
+	cl := &Client{rdb: dep.storage(c), cfg: conf, dep: dep, lim: lim}
+	cl.wf = newWorkflows(cl.rdb, cl, dep, nil, conf.MaxWorkflowNodes)
+	return cl, nil
 }
 
 // SubmitResult is the outcome of a successful submission.
@@ -161,7 +138,7 @@ func (c *Client) Submit(ctx context.Context, s Submission) (*SubmitResult, error
 // limits (a schedule's tick is checked against the limits it was stored
 // with; see Scheduler.fire).
 func (c *Client) submit(ctx context.Context, s Submission, lim *limits) (*SubmitResult, error) {
-	now := c.cfg.Clock()
+	now := c.dep.clock()
 	n, err := normalize(&s, lim, now)
 	if err != nil {
 		return nil, err
@@ -172,7 +149,7 @@ func (c *Client) submit(ctx context.Context, s Submission, lim *limits) (*Submit
 	}
 	// The batch's ingest call serves many callers, so it runs under none
 	// of their contexts (see newSubmitBatcher); ctx bounds only the wait.
-	o, err := c.batcher(n.queue).do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
+	o, err := c.batcher(n.queue).Do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
 	if err != nil {
 		return nil, unknownOutcome(err, n, &nt)
 	}
@@ -200,7 +177,7 @@ const maxScriptTasks = 256
 // own and the answers come back in order. Tasks of one queue are written with
 // few script calls. The error is non-nil only when nothing could be tried.
 func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]BatchItem, error) {
-	now := c.cfg.Clock()
+	now := c.dep.clock()
 	items := make([]BatchItem, len(subs))
 	byQueue := map[string][]int{}
 	ns := make([]*normalized, len(subs))
@@ -301,7 +278,7 @@ func (c *Client) DurabilityWarnings(ctx context.Context) []string {
 }
 
 func (c *Client) ingestOptions() rdb.IngestOptions {
-	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.cfg.EventsMaxLen, RecentCap: c.cfg.RecentMaxLen}
+	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.dep.eventsMaxLen, RecentCap: c.cfg.RecentMaxLen}
 }
 
 func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb.NewTask, error) {
@@ -319,7 +296,7 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 	if err != nil {
 		return rdb.NewTask{}, fmt.Errorf("dtq: register queue %q: %w", n.queue, err)
 	}
-	ttl := int64(c.cfg.IdempotencyTTL / time.Second)
+	ttl := int64(c.dep.idempotencyTTL / time.Second)
 	if wait := n.availableAt - now.UnixMilli(); wait > 0 {
 		ttl += (wait + 999) / 1000 // a delayed task keeps its record until it has run
 	}
@@ -327,7 +304,7 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 		ID: rdb.NewTaskID(num, now), Type: n.typ, Payload: n.payload, Priority: n.priority,
 		MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, IdempotencyKey: n.key,
 		AvailableAt: n.availableAt, ExpiresAt: n.expiresAt, Metadata: n.metadata,
-		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(), ConcurrencyKey: n.ckey,
+		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(), ConcurrencyKey: n.concurrencyKey,
 		Retention: n.retention, KeepPayload: n.keepPayload,
 	}, nil
 }
@@ -386,12 +363,12 @@ func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.Task
 	return info
 }
 
-func (c *Client) batcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
+func (c *Client) batcher(queue string) *groupcommit.Group[*pendingSubmit, submitOutcome] {
 	if b, ok := c.batchers.Load(queue); ok {
-		return b.(*groupCommit[*pendingSubmit, submitOutcome])
+		return b.(*groupcommit.Group[*pendingSubmit, submitOutcome])
 	}
 	b, _ := c.batchers.LoadOrStore(queue, c.newSubmitBatcher(queue))
-	return b.(*groupCommit[*pendingSubmit, submitOutcome])
+	return b.(*groupcommit.Group[*pendingSubmit, submitOutcome])
 }
 
 // pendingSubmit is one validated submission waiting for its ingest call.
@@ -408,20 +385,20 @@ type submitOutcome struct {
 
 // newSubmitBatcher merges concurrent Submit calls for one queue into one
 // ingest script call.
-func (c *Client) newSubmitBatcher(queue string) *groupCommit[*pendingSubmit, submitOutcome] {
-	return &groupCommit[*pendingSubmit, submitOutcome]{
-		max:      maxScriptTasks,
-		flushers: 2,
+func (c *Client) newSubmitBatcher(queue string) *groupcommit.Group[*pendingSubmit, submitOutcome] {
+	return &groupcommit.Group[*pendingSubmit, submitOutcome]{
+		Max:      maxScriptTasks,
+		Flushers: 2,
 		// Independent submitters at a steady, moderate rate (an HTTP
 		// server's requests) rarely overlap a call; waiting up to
 		// submitLinger for a few to share one ingest call costs Redis far
 		// less than a call each (a lone call's fixed cost is most of it).
-		// A caller submitting in a loop never waits (see groupCommit).
-		linger: submitLinger,
-		gather: submitGather,
-		run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
+		// A caller submitting in a loop never waits (see groupcommit.Group).
+		Linger: submitLinger,
+		Gather: submitGather,
+		Run: func(batch []*pendingSubmit) ([]submitOutcome, error) {
 			ctx := context.Background() // callers may give up; the write must not be cut in half
-			now := c.cfg.Clock()
+			now := c.dep.clock()
 			tasks := make([]rdb.NewTask, len(batch))
 			for i, p := range batch {
 				tasks[i] = p.task

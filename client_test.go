@@ -160,26 +160,32 @@ func TestListTasksNewestFirstWithCursor(t *testing.T) {
 	var got []string
 	cursor := ""
 	for {
-		items, next, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Limit: 3, Cursor: cursor})
+		res, err := b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Limit: 3, Cursor: cursor})
 		require.NoError(t, err)
-		for _, it := range items {
+		for _, it := range res.Items {
 			got = append(got, it.ID)
 		}
-		if next == "" {
+		if res.NextCursor == "" {
 			break
 		}
-		cursor = next
+		cursor = res.NextCursor
 	}
 	require.Equal(t, want, got)
 
-	items, _, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Type: "odd"})
+	all, err := b.insp.ListTasks(b.ctx, nil)
 	require.NoError(t, err)
-	require.Len(t, items, 3)
-	items, _, err = b.insp.ListTasks(b.ctx, dtq.ListOptions{Queue: "l1", Status: dtqtype.StatusQueued})
+	require.Len(t, all.Items, 7, "nil params: every task, 50 a page")
+	require.Empty(t, all.NextCursor)
+	res, err := b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Type: "odd"})
 	require.NoError(t, err)
-	require.Len(t, items, 4)
-	_, _, err = b.insp.ListTasks(b.ctx, dtq.ListOptions{Status: "bogus"})
+	require.Len(t, res.Items, 3)
+	res, err = b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Queue: "l1", Status: dtqtype.StatusQueued})
+	require.NoError(t, err)
+	require.Len(t, res.Items, 4)
+	_, err = b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Status: "bogus"})
 	require.ErrorIs(t, err, dtq.ErrInvalidTask)
+	_, err = b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Cursor: "zzz"})
+	require.ErrorIs(t, err, dtq.ErrInvalidCursor)
 }
 
 func TestValidationWritesNothing(t *testing.T) {

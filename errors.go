@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -71,21 +72,28 @@ func (e *OutcomeUnknownError) Error() string {
 // Unwrap returns ErrOutcomeUnknown and the Redis error.
 func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
 
-// ValidationError reports one invalid submission field.
+// ValidationError reports one invalid submission field. It matches
+// ErrInvalidTask, or ErrUnknownTaskType or ErrPayloadTooLarge for those
+// refusals.
 type ValidationError struct {
 	Field   string // JSON name of the field, e.g. "priority"
 	Message string // what is wrong and what is accepted
-	kind    error  // ErrInvalidTask, ErrUnknownTaskType or ErrPayloadTooLarge
+	kind    error  // ErrUnknownTaskType or ErrPayloadTooLarge; nil: ErrInvalidTask
 }
 
 // Error describes the field and what is wrong with it.
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 
 // Unwrap returns the sentinel the error belongs to.
-func (e *ValidationError) Unwrap() error { return e.kind }
+func (e *ValidationError) Unwrap() error {
+	if e.kind == nil {
+		return ErrInvalidTask
+	}
+	return e.kind
+}
 
 func invalid(field, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...), kind: ErrInvalidTask}
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // QueueFullError is returned when a queue is at its depth limit.
@@ -171,8 +179,10 @@ var (
 	ErrWorkerNotFound = errors.New("dtq: worker not found")
 	// ErrDLQEntryNotFound: the task is not in its queue's dead-letter queue.
 	ErrDLQEntryNotFound = errors.New("dtq: dead-letter entry not found")
-	// ErrInvalidCursor: a list cursor was not one the API returned.
-	ErrInvalidCursor = errors.New("dtq: invalid cursor")
+	// ErrInvalidCursor: a cursor was not one the list (or bulk action) it
+	// was given to returned: forged, altered, from an older version of dtq,
+	// or from another list. Start again without one.
+	ErrInvalidCursor = cursor.ErrInvalid
 )
 
 // TaskStateError reports an action refused because of the task's status.
@@ -189,20 +199,6 @@ func (e *TaskStateError) Error() string {
 
 // Unwrap returns ErrTaskTerminal or ErrTaskConflict.
 func (e *TaskStateError) Unwrap() error { return e.err }
-
-// replicaAckTimeout applies ReplicaAckTimeout's default.
-func replicaAckTimeout(d time.Duration) time.Duration {
-	if d <= 0 {
-		return time.Second
-	}
-	return d
-}
-
-// replicated sets r's replica acknowledgements and returns it.
-func replicated(r *rdb.RDB, n int, timeout time.Duration) *rdb.RDB {
-	r.SetReplicaAcks(n, replicaAckTimeout(timeout))
-	return r
-}
 
 // errorClass names the kind of a handler error for error_class: an explicit
 // ErrorClass() method wins; otherwise the error's type name, with the

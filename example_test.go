@@ -107,21 +107,53 @@ func ExampleClient_Submit_idempotencyKey() {
 	// other work: true
 }
 
-func ExampleNormalizeIdempotencyKey() {
-	for _, k := range []string{`order-42`, `"order-42"`, `"say \"hi\""`, ``, "tab\tkey"} {
-		norm, err := dtq.NormalizeIdempotencyKey(k)
-		if err != nil {
-			fmt.Printf("%-14q error: %v\n", k, err)
-			continue
-		}
-		fmt.Printf("%-14q -> %q\n", k, norm)
+// Every list takes its params and returns one page with the cursor of the
+// next; "" marks the last page. A cursor is opaque, and one list refuses
+// another's.
+func ExampleInspector_ListTasks() {
+	rc, stop := exampleRedis()
+	defer stop()
+	insp, err := dtq.NewInspector(rc, nil)
+	if err != nil {
+		panic(err)
 	}
+	client, err := dtq.NewClient(rc, nil)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := client.Submit(ctx, dtq.Submission{Queue: "emails", Type: "send", Payload: map[string]int{"n": i}}); err != nil {
+			panic(err)
+		}
+	}
+
+	params := &dtq.TaskListParams{Queue: "emails", Limit: 2}
+	for page := 1; ; page++ {
+		res, err := insp.ListTasks(ctx, params)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("page", page, "tasks", len(res.Items), "more", res.NextCursor != "")
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+
+	queues, err := insp.ListQueues(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("queues", len(queues.Items), queues.Items[0].Name, queues.Items[0].Depth)
+	_, err = insp.ListQueues(ctx, &dtq.QueueListParams{Cursor: params.Cursor})
+	fmt.Println("a task list's cursor given to the queue list:", errors.Is(err, dtq.ErrInvalidCursor))
 	// Output:
-	// "order-42"     -> "order-42"
-	// "\"order-42\"" -> "order-42"
-	// "\"say \\\"hi\\\"\"" -> "say \"hi\""
-	// ""             error: idempotency_key: must be 1..255 characters
-	// "tab\tkey"     error: idempotency_key: must be printable ASCII (0x20..0x7e)
+	// page 1 tasks 2 more true
+	// page 2 tasks 2 more true
+	// page 3 tasks 1 more false
+	// queues 1 emails 5
+	// a task list's cursor given to the queue list: true
 }
 
 func ExampleValidQueueName() {
@@ -134,25 +166,4 @@ func ExampleValidQueueName() {
 	// Emails false
 	// -low false
 	// a{b} false
-}
-
-func ExampleDecodeSubmission() {
-	body := []byte(`{"task_type": "resize_image", "queue": "media", "payload": {"w": 640},
-		"priority": 8, "delay_ms": 1500, "idempotency_key": "\"img-7\""}`)
-	s, err := dtq.DecodeSubmission(body)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(s.Type, s.Queue, *s.Priority, s.Delay, s.IdempotencyKey)
-
-	_, err = dtq.DecodeSubmission([]byte(`{"task_type": "resize_image", "priority": 12}`))
-	var ve *dtq.ValidationError
-	fmt.Println(errors.As(err, &ve), ve.Field, errors.Is(err, dtq.ErrInvalidTask))
-
-	_, err = dtq.DecodeSubmission([]byte(`[1, 2, 3]`))
-	fmt.Println(errors.Is(err, dtq.ErrInvalidJSON))
-	// Output:
-	// resize_image media 8 1.5s "img-7"
-	// true priority true
-	// true
 }

@@ -13,9 +13,10 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
+	"github.com/dtq-io/dtq/internal/wire"
 )
 
-// FuzzDecodeSubmission feeds arbitrary bodies to DecodeSubmission and then
+// FuzzDecodeSubmission feeds arbitrary bodies to wire.DecodeSubmission and then
 // submits what it accepts to a real Redis. Every refusal must be a field
 // error or ErrInvalidJSON (never a panic, never a Redis error), and every
 // accepted submission must be stored.
@@ -53,7 +54,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 	s := redistest.New(f)
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, body []byte) {
-		sub, err := dtq.DecodeSubmission(body)
+		sub, err := wire.DecodeSubmission(body)
 		if err != nil {
 			requireRefusal(t, err, true)
 			return
@@ -94,7 +95,7 @@ func requireRefusal(t *testing.T, err error, decoding bool) {
 			errors.Is(err, dtq.ErrUnknownTaskType), "%v", err)
 		return
 	}
-	require.True(t, decoding && errors.Is(err, dtq.ErrInvalidJSON), "unexpected error: %v", err)
+	require.True(t, decoding && errors.Is(err, wire.ErrInvalidJSON), "unexpected error: %v", err)
 }
 
 func cleanKeys(t *testing.T, s *redistest.Setup, prefix string) {

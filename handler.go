@@ -53,9 +53,9 @@ type Middleware func(Handler) Handler
 // ServeMux routes tasks to handlers by task type. It is safe for concurrent
 // use; register handlers before the worker starts.
 type ServeMux struct {
-	mu       sync.RWMutex
-	handlers map[string]Handler
-	mws      []Middleware
+	mu         sync.RWMutex
+	handlers   map[string]Handler
+	middleware []Middleware
 }
 
 // NewServeMux returns an empty mux.
@@ -83,7 +83,7 @@ func (m *ServeMux) HandleFunc(taskType string, f func(ctx context.Context, t *Ta
 // Use appends middleware applied to every handler, outermost first.
 func (m *ServeMux) Use(mws ...Middleware) {
 	m.mu.Lock()
-	m.mws = append(m.mws, mws...)
+	m.middleware = append(m.middleware, mws...)
 	m.mu.Unlock()
 }
 
@@ -107,7 +107,7 @@ func (m *ServeMux) Handler(taskType string) Handler {
 	if !ok {
 		return nil
 	}
-	for _, v := range slices.Backward(m.mws) {
+	for _, v := range slices.Backward(m.middleware) {
 		h = v(h)
 	}
 	return h

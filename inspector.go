@@ -14,7 +14,8 @@ import (
 
 // InspectorConfig configures an Inspector.
 type InspectorConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
+	// KeyPrefix is the deployment's (see "Deployment settings" in the
+	// package documentation). Default "dtq".
 	KeyPrefix string
 }
 
@@ -29,14 +30,11 @@ func NewInspector(c redis.UniversalClient, cfg *InspectorConfig) (*Inspector, er
 	if c == nil {
 		return nil, errors.New("dtq: NewInspector needs a Redis client")
 	}
-	prefix := "dtq"
-	if cfg != nil && cfg.KeyPrefix != "" {
-		prefix = cfg.KeyPrefix
-	}
-	if err := checkPrefix(prefix); err != nil {
+	dep, err := cfg.deployment().resolve()
+	if err != nil {
 		return nil, err
 	}
-	return &Inspector{rdb: rdb.New(c, prefix)}, nil
+	return &Inspector{rdb: dep.storage(c)}, nil
 }
 
 // GetTask returns the task with its result and attempt history, or
@@ -82,40 +80,22 @@ func (i *Inspector) WaitTask(ctx context.Context, id string, wait time.Duration)
 	}
 }
 
-// ListOptions filter and page ListTasks.
-type ListOptions struct {
-	Queue  string         // "" = every queue
-	Status dtqtype.Status // "" = any
-	Type   string         // "" = any
-	Limit  int            // 1..1000; 0 = 50
-	Cursor string         // from the previous page's next cursor
-}
-
-// ListTasks returns tasks newest first and the cursor of the next page (""
-// when there is none). A filtered page may be short while more remain.
-func (i *Inspector) ListTasks(ctx context.Context, o ListOptions) ([]*dtqtype.TaskInfo, string, error) {
-	if o.Limit == 0 {
-		o.Limit = 50
+// ListTasks returns a page of tasks, newest first. A filtered page may be
+// short, even empty, while more remain. A bad filter or Limit is a
+// *ValidationError, a bad cursor ErrInvalidCursor.
+func (i *Inspector) ListTasks(ctx context.Context, params *TaskListParams) (*dtqtype.ListResult[*dtqtype.TaskInfo], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, p.Queue); err != nil {
+		return nil, err
 	}
-	if o.Limit < 1 || o.Limit > 1000 {
-		return nil, "", invalid("limit", "must be between 1 and 1000")
+	if p.Status != "" && !p.Status.Valid() {
+		return nil, invalid("status", "must be one of %v", dtqtype.Statuses)
 	}
-	if o.Queue != "" && !ValidQueueName(o.Queue) {
-		return nil, "", invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	res, err := i.rdb.ListTasks(ctx, &p)
+	if err != nil && !errors.Is(err, ErrInvalidCursor) {
+		return nil, fmt.Errorf("dtq: list tasks: %w", err)
 	}
-	if o.Status != "" && !o.Status.Valid() {
-		return nil, "", invalid("status", "must be one of %v", dtqtype.Statuses)
-	}
-	if o.Cursor != "" {
-		if _, ok := rdb.ParseTaskID(o.Cursor); !ok {
-			return nil, "", invalid("cursor", "is not a cursor this API returned")
-		}
-	}
-	items, next, err := i.rdb.ListTasks(ctx, rdb.ListFilter{Queue: o.Queue, Status: o.Status, Type: o.Type, Limit: o.Limit, Cursor: o.Cursor})
-	if err != nil {
-		return nil, "", fmt.Errorf("dtq: list tasks: %w", err)
-	}
-	return items, next, nil
+	return res, err
 }
 
 // Ready reports whether Redis answers, is at least 7.0, holds dtq's

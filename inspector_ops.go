@@ -2,42 +2,14 @@ package dtq
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // throughputWindow is how many recent minutes QueueInfo summarizes.
 const throughputWindow = 5
-
-// ListQueues returns every queue ever submitted to, by name. It reads every
-// queue's full state, so its cost grows with the number of queues; the API
-// pages with ListQueuePage instead.
-func (i *Inspector) ListQueues(ctx context.Context) ([]*dtqtype.QueueInfo, error) {
-	names, err := i.rdb.Queues(ctx)
-	if err != nil {
-		return nil, err
-	}
-	workers, err := i.ListWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*dtqtype.QueueInfo, 0, len(names))
-	for _, q := range names {
-		qi, err := i.queueInfo(ctx, q, workers)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, qi)
-	}
-	return out, nil
-}
 
 // GetQueue returns one queue's state, or ErrQueueNotFound for a queue never
 // submitted to.
@@ -52,23 +24,19 @@ func (i *Inspector) GetQueue(ctx context.Context, queue string) (*dtqtype.QueueI
 	if !ok {
 		return nil, ErrQueueNotFound
 	}
-	workers, err := i.ListWorkers(ctx)
+	workers, err := i.rdb.Workers(ctx, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	return i.queueInfo(ctx, queue, workers)
 }
 
+// queueInfo reads queue's state, counting the live workers among workers
+// that serve it.
 func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.WorkerInfo) (*dtqtype.QueueInfo, error) {
-	st, err := i.rdb.GetQueueStats(ctx, q, time.Now(), throughputWindow)
+	qi, err := i.rdb.QueueInfo(ctx, q, time.Now(), throughputWindow)
 	if err != nil {
 		return nil, err
-	}
-	qi := &dtqtype.QueueInfo{Name: q, Depth: st.Depth, Ready: map[string]int64{}, Running: st.Running,
-		Pending: st.Pending, Scheduled: st.Scheduled, Waiting: st.Waiting, Paused: st.Paused, DLQ: st.DLQ, Retained: st.Retained}
-	for b := rdb.NumBands - 1; b >= 0; b-- {
-		qi.Ready["p"+strconv.Itoa(b)] = st.Ready[b]
-		qi.ReadyTotal += st.Ready[b]
 	}
 	for _, w := range workers {
 		if !w.Live {
@@ -81,55 +49,19 @@ func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.
 		}
 	}
 	qi.Unserved = qi.LiveWorkers == 0
-	tp := &qi.Throughput
-	tp.WindowMinutes = throughputWindow
-	for _, m := range st.Minutes {
-		tp.Succeeded += m.Succeeded
-		tp.Failed += m.Failed + m.DeadLettered
-		tp.Retried += m.Retried
-	}
-	tp.PerMinute = float64(tp.Succeeded+tp.Failed) / throughputWindow
-	if !st.Limits.IsZero() {
-		qi.Limits = limitsFromRDB(st.Limits) // read in the same pipeline as the stats
-	}
 	return qi, nil
 }
 
-// ListWorkers returns the workers that heartbeated in the last 24 hours,
-// most recent first; Live is false once a worker missed three heartbeats.
-func (i *Inspector) ListWorkers(ctx context.Context) ([]*dtqtype.WorkerInfo, error) {
-	return i.rdb.ListWorkers(ctx, time.Now())
-}
-
-// Bounds of ListWorkersPage's limit.
-const (
-	DefaultWorkersPage = 100
-	MaxWorkersPage     = 1000
-)
-
-// ListWorkersPage returns up to limit (0 = DefaultWorkersPage, at most
-// MaxWorkersPage) of the workers that heartbeated in the last 24 hours, in
-// worker id order, from cursor ("" = the first page), and the cursor of the
-// next page ("" = none). Workers beating meanwhile do not move between
-// pages. A cursor this method did not return fails with ErrInvalidCursor.
-func (i *Inspector) ListWorkersPage(ctx context.Context, cursor string, limit int) ([]*dtqtype.WorkerInfo, string, error) {
-	if limit <= 0 {
-		limit = DefaultWorkersPage
+// ListWorkers returns a page of the workers that heartbeated in the last
+// 24 hours, in worker id order, so that workers beating meanwhile do not
+// move between pages; Live is false once a worker missed three heartbeats.
+// A bad Limit is a *ValidationError, a bad cursor ErrInvalidCursor.
+func (i *Inspector) ListWorkers(ctx context.Context, params *WorkerListParams) (*dtqtype.ListResult[*dtqtype.WorkerInfo], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 100, ""); err != nil {
+		return nil, err
 	}
-	limit = min(limit, MaxWorkersPage)
-	after := ""
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || len(b) == 0 || !utf8.Valid(b) {
-			return nil, "", ErrInvalidCursor
-		}
-		after = string(b)
-	}
-	items, next, err := i.rdb.ListWorkersPage(ctx, time.Now(), after, limit)
-	if err != nil || next == "" {
-		return items, "", err
-	}
-	return items, base64.RawURLEncoding.EncodeToString([]byte(next)), nil
+	return i.rdb.ListWorkers(ctx, time.Now(), &p)
 }
 
 // GetWorker returns one worker, or ErrWorkerNotFound.
@@ -141,24 +73,16 @@ func (i *Inspector) GetWorker(ctx context.Context, id string) (*dtqtype.WorkerIn
 	return w, nil
 }
 
-// ListDLQ returns dead-letter entries newest first with payload and last
-// error, and the cursor of the next page ("" at the end). A filtered page
-// may be short while more remain.
-func (i *Inspector) ListDLQ(ctx context.Context, f DLQFilter) ([]*dtqtype.DLQEntry, string, error) {
-	if f.Limit == 0 {
-		f.Limit = 50
+// ListDLQ returns a page of dead-letter entries, newest first, with
+// payload and last error. A filtered page may be short, even empty, while
+// more remain. A bad filter or Limit is a *ValidationError, a bad cursor
+// ErrInvalidCursor.
+func (i *Inspector) ListDLQ(ctx context.Context, params *DLQListParams) (*dtqtype.ListResult[*dtqtype.DLQEntry], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, p.Queue); err != nil {
+		return nil, err
 	}
-	if f.Limit < 1 || f.Limit > 1000 {
-		return nil, "", invalid("limit", "must be between 1 and 1000")
-	}
-	if f.Queue != "" && !ValidQueueName(f.Queue) {
-		return nil, "", invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
-	}
-	es, next, err := i.rdb.ListDLQ(ctx, f)
-	if errors.Is(err, rdb.ErrBadCursor) {
-		return nil, "", ErrInvalidCursor
-	}
-	return es, next, err
+	return i.rdb.ListDLQ(ctx, &p)
 }
 
 // GetDLQEntry returns one dead-letter entry, or ErrDLQEntryNotFound.
@@ -170,19 +94,14 @@ func (i *Inspector) GetDLQEntry(ctx context.Context, id string) (*dtqtype.DLQEnt
 	return e, nil
 }
 
-// ListAudit returns audit entries newest first and the next page's cursor.
-func (i *Inspector) ListAudit(ctx context.Context, limit int, cursor string) ([]*dtqtype.AuditEntry, string, error) {
-	if limit == 0 {
-		limit = 50
+// ListAudit returns a page of audit entries, newest first. A bad Limit is
+// a *ValidationError, a bad cursor ErrInvalidCursor.
+func (i *Inspector) ListAudit(ctx context.Context, params *AuditListParams) (*dtqtype.ListResult[*dtqtype.AuditEntry], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, ""); err != nil {
+		return nil, err
 	}
-	if limit < 1 || limit > 1000 {
-		return nil, "", invalid("limit", "must be between 1 and 1000")
-	}
-	es, next, err := i.rdb.ListAudit(ctx, limit, cursor)
-	if errors.Is(err, rdb.ErrBadCursor) {
-		return nil, "", ErrInvalidCursor
-	}
-	return es, next, err
+	return i.rdb.ListAudit(ctx, &p)
 }
 
 // Stats returns per-minute counters for queue ("" = all queues summed) over

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // Bounds of flow-control limits.
@@ -24,11 +23,10 @@ func (a *Admin) SetLimits(ctx context.Context, queue string, l dtqtype.QueueLimi
 	if !ValidQueueName(queue) {
 		return invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	rl, err := limitsToRDB(l)
-	if err != nil {
+	if err := checkLimits(l); err != nil {
 		return err
 	}
-	_, err = a.rdb.SetLimits(ctx, queue, rl)
+	_, err := a.rdb.SetLimits(ctx, queue, &l)
 	return err
 }
 
@@ -37,7 +35,7 @@ func (a *Admin) DeleteLimits(ctx context.Context, queue string) (bool, error) {
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetLimits(ctx, queue, rdb.Limits{})
+	return a.rdb.SetLimits(ctx, queue, nil)
 }
 
 // GetLimits returns queue's limits, nil when none are set.
@@ -45,44 +43,30 @@ func (i *Inspector) GetLimits(ctx context.Context, queue string) (*dtqtype.Queue
 	if !ValidQueueName(queue) {
 		return nil, ErrQueueNotFound
 	}
-	l, err := i.rdb.GetLimits(ctx, queue)
-	if err != nil || l.IsZero() {
-		return nil, err
-	}
-	return limitsFromRDB(l), nil
+	return i.rdb.GetLimits(ctx, queue)
 }
 
-func limitsToRDB(l dtqtype.QueueLimits) (rdb.Limits, error) {
-	var out rdb.Limits
+// checkLimits refuses limits that set nothing or a value out of range.
+func checkLimits(l dtqtype.QueueLimits) error {
 	if l.Rate == nil && l.Concurrency == 0 && l.KeyConcurrency == 0 {
-		return out, invalid("rate", "give at least one of rate, concurrency and key_concurrency (DELETE removes the limits)")
+		return invalid("rate", "give at least one of rate, concurrency and key_concurrency (DELETE removes the limits)")
 	}
 	if r := l.Rate; r != nil {
 		p := time.Duration(r.Period)
 		switch {
 		case r.Limit < 1 || r.Limit > MaxLimit:
-			return out, invalid("rate.limit", "must be an integer between 1 and %d", MaxLimit)
+			return invalid("rate.limit", "must be an integer between 1 and %d", MaxLimit)
 		case p < MinRatePeriod || p > MaxRatePeriod:
-			return out, invalid("rate.period", "must be a duration between %v and %v, like \"1s\"", MinRatePeriod, MaxRatePeriod)
+			return invalid("rate.period", "must be a duration between %v and %v, like \"1s\"", MinRatePeriod, MaxRatePeriod)
 		case r.Burst < 0 || r.Burst > MaxLimit:
-			return out, invalid("rate.burst", "must be an integer between 1 and %d (default 1)", MaxLimit)
+			return invalid("rate.burst", "must be an integer between 1 and %d (default 1)", MaxLimit)
 		}
-		out.RateLimit, out.RatePeriod, out.Burst = r.Limit, p, max(1, r.Burst)
 	}
 	if l.Concurrency < 0 || l.Concurrency > MaxLimit {
-		return out, invalid("concurrency", "must be an integer between 1 and %d", MaxLimit)
+		return invalid("concurrency", "must be an integer between 1 and %d", MaxLimit)
 	}
 	if l.KeyConcurrency < 0 || l.KeyConcurrency > MaxLimit {
-		return out, invalid("key_concurrency", "must be an integer between 1 and %d", MaxLimit)
+		return invalid("key_concurrency", "must be an integer between 1 and %d", MaxLimit)
 	}
-	out.Concurrency, out.KeyConcurrency = l.Concurrency, l.KeyConcurrency
-	return out, nil
-}
-
-func limitsFromRDB(l rdb.Limits) *dtqtype.QueueLimits {
-	out := &dtqtype.QueueLimits{Concurrency: l.Concurrency, KeyConcurrency: l.KeyConcurrency}
-	if l.RateLimit > 0 {
-		out.Rate = &dtqtype.RateLimit{Limit: l.RateLimit, Period: dtqtype.Duration(l.RatePeriod), Burst: l.Burst}
-	}
-	return out
+	return nil
 }

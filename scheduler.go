@@ -36,12 +36,12 @@ type SchedulerConfig struct {
 // per tick without a leader. Workers (Worker.Run) and the API server (dtq
 // api) run one each. It is safe for concurrent use.
 type Scheduler struct {
-	client *Client
-	rdb    *rdb.RDB
-	log    *slog.Logger
-	clk    func() time.Time
-	sleep  time.Duration
-	maxLen int64
+	client       *Client
+	rdb          *rdb.RDB
+	log          *slog.Logger
+	clock        func() time.Time
+	maxSleep     time.Duration
+	eventsMaxLen int64 // of the _sys event stream
 }
 
 // dueBatch bounds the schedules fired per read of the due index.
@@ -62,20 +62,21 @@ func NewScheduler(c *Client, cfg *SchedulerConfig) (*Scheduler, error) {
 	if o.MaxSleep <= 0 {
 		o.MaxSleep = time.Second
 	}
-	if o.Clock == nil {
-		o.Clock = c.cfg.Clock
+	clock, eventsMaxLen := c.dep.clock, c.dep.eventsMaxLen // the Client's unless cfg sets them
+	if o.Clock != nil {
+		clock = o.Clock
 	}
-	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = c.cfg.EventsMaxLen
+	if o.EventsMaxLen != 0 {
+		eventsMaxLen = o.EventsMaxLen
 	}
-	return &Scheduler{client: c, rdb: c.rdb, log: o.Logger, clk: o.Clock, sleep: o.MaxSleep, maxLen: o.EventsMaxLen}, nil
+	return &Scheduler{client: c, rdb: c.rdb, log: o.Logger, clock: clock, maxSleep: o.MaxSleep, eventsMaxLen: eventsMaxLen}, nil
 }
 
 // Run fires due schedules until ctx ends: it sleeps until the next tick of
 // any schedule, at most MaxSleep, and backs off while Redis fails. It
 // returns nil when ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
-	maintenance.Run(ctx, maintenance.Service{Name: "scheduler", Logger: s.log, MaxSleep: s.sleep,
+	maintenance.Run(ctx, maintenance.Service{Name: "scheduler", Logger: s.log, MaxSleep: s.maxSleep,
 		Step: func(ctx context.Context) (maintenance.Result, error) {
 			wait, full, err := s.fireDue(ctx)
 			return maintenance.Result{Full: full, Wait: wait}, err
@@ -86,7 +87,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // fireDue fires every schedule due now (at most dueBatch) and returns how
 // long until the next one is due (0 = unknown) and whether more may be due.
 func (s *Scheduler) fireDue(ctx context.Context) (time.Duration, bool, error) {
-	now := s.clk()
+	now := s.clock()
 	due, next, err := s.rdb.DueSchedules(ctx, now, dueBatch)
 	if err != nil {
 		return 0, false, err
@@ -156,7 +157,7 @@ func (s *Scheduler) fire(ctx context.Context, info *dtqtype.ScheduleInfo, versio
 		// Only the scheduler whose submission created the task announces
 		// it, before recording: a failed record is retried, and the retry
 		// finds the task made already.
-		if err := s.rdb.AppendSysEvent(ctx, s.maxLen, scheduleFiredEvent(info, run.TaskID, tick, now, false)); err != nil {
+		if err := s.rdb.AppendSysEvent(ctx, s.eventsMaxLen, scheduleFiredEvent(info, run.TaskID, tick, now, false)); err != nil {
 			s.log.Warn("SCHEDULE_FIRED event not written", "schedule", info.Name, "task_id", run.TaskID, "err", err)
 		}
 	}
@@ -189,13 +190,19 @@ func refusedTick(err error) bool {
 // newScheduler returns the Scheduler Worker.Run runs (unless
 // DisableScheduler is set: then NewWorker does not call it).
 func (w *Worker) newScheduler() (*Scheduler, error) {
-	var cc ClientConfig
-	if w.cfg.SchedulerClient != nil {
-		cc = *w.cfg.SchedulerClient
+	// The worker's deployment settings, but for the idempotency TTL, which
+	// a WorkerConfig does not have.
+	var own deployment
+	if cc := w.cfg.SchedulerClient; cc != nil {
+		own.idempotencyTTL = cc.IdempotencyTTL
 	}
-	cc.KeyPrefix, cc.EventsMaxLen, cc.Clock = w.cfg.KeyPrefix, w.cfg.EventsMaxLen, w.cfg.Clock
-	cc.ReplicaAcks, cc.ReplicaAckTimeout = w.cfg.ReplicaAcks, w.cfg.ReplicaAckTimeout
-	c, err := NewClient(w.rdb.Client(), &cc)
+	own, err := own.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
+	}
+	dep := w.dep
+	dep.idempotencyTTL = own.idempotencyTTL
+	c, err := newClient(w.rdb.Client(), w.cfg.SchedulerClient, dep)
 	if err != nil {
 		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
 	}

@@ -77,8 +77,9 @@ func (b *schedBundle) tasks(t *testing.T, queue string) []*dtqtype.TaskInfo {
 	t.Helper()
 	in, err := NewInspector(b.rc, &InspectorConfig{KeyPrefix: b.pfx})
 	require.NoError(t, err)
-	items, _, err := in.ListTasks(b.ctx, ListOptions{Queue: queue, Limit: 1000})
+	res, err := in.ListTasks(b.ctx, &TaskListParams{Queue: queue, Limit: 1000})
 	require.NoError(t, err)
+	items := res.Items
 	for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
 		items[i], items[j] = items[j], items[i]
 	}

@@ -3,7 +3,6 @@ package dtq
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/schedule"
 )
@@ -50,15 +50,13 @@ type Schedule struct {
 // ErrScheduleNotFound is returned when no schedule has that name.
 var ErrScheduleNotFound = errors.New("dtq: schedule not found")
 
-// MaxScheduleName is the longest schedule name.
-const MaxScheduleName = 128
-
 // Bounds of a schedule's strings, in bytes, so that a definition stays
 // small to store, list and show. A five-field cron expression with long
 // lists stays well under MaxScheduleSpec; the longest IANA timezone name is
 // about half MaxScheduleTimezone. Queue and task type have a submission's
 // bounds (64 and 128).
 const (
+	MaxScheduleName     = 128 // the longest schedule name
 	MaxScheduleSpec     = 256
 	MaxScheduleTimezone = 64
 )
@@ -120,7 +118,7 @@ func (a *Admin) PutSchedule(ctx context.Context, s Schedule) (*dtqtype.ScheduleI
 	if tz == "" {
 		tz = "UTC"
 	}
-	now := a.clk()
+	now := a.clock()
 	sub := Submission{Queue: s.Queue, Type: s.TaskType, Payload: s.Payload, Priority: s.Priority,
 		MaxAttempts: s.MaxAttempts, Timeout: s.Timeout, Metadata: s.Metadata}
 	n, err := normalize(&sub, &a.client.lim, now)
@@ -155,46 +153,35 @@ func (a *Admin) GetSchedule(ctx context.Context, name string) (*dtqtype.Schedule
 	return decodeSchedule(m), nil
 }
 
-// ScheduleFilter pages through schedules, in name order.
-type ScheduleFilter struct {
-	Queue  string // "" = every queue; a page may then be short
-	Limit  int    // 1..1000; 0 = 50
-	Cursor string // from a previous answer
-}
-
-// ListSchedules returns a page of schedules in name order and the cursor of
-// the next page ("" at the end). A cursor it did not return is
-// ErrInvalidCursor.
-func (a *Admin) ListSchedules(ctx context.Context, f ScheduleFilter) ([]*dtqtype.ScheduleInfo, string, error) {
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 1 || limit > 1000:
-		return nil, "", invalid("limit", "must be between 1 and 1000")
+// ListSchedules returns a page of schedules in name order. With a Queue
+// filter a page may be short, even empty, while more remain. A bad filter
+// or Limit is a *ValidationError, a bad cursor ErrInvalidCursor.
+func (a *Admin) ListSchedules(ctx context.Context, params *ScheduleListParams) (*dtqtype.ListResult[*dtqtype.ScheduleInfo], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, p.Queue); err != nil {
+		return nil, err
 	}
 	after := ""
-	if f.Cursor != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		if err != nil || !ValidScheduleName(string(raw)) {
-			return nil, "", ErrInvalidCursor
+	if p.Cursor != "" {
+		c := cursor.Read(p.Cursor, cursor.Schedules)
+		if after = c.String(ValidScheduleName); c.Err() != nil {
+			return nil, c.Err()
 		}
-		after = string(raw)
 	}
-	ms, next, err := a.rdb.ListSchedules(ctx, after, limit)
+	ms, next, err := a.rdb.ListSchedules(ctx, after, p.Limit)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	out := make([]*dtqtype.ScheduleInfo, 0, len(ms))
+	res := &dtqtype.ListResult[*dtqtype.ScheduleInfo]{Items: make([]*dtqtype.ScheduleInfo, 0, len(ms))}
 	for _, m := range ms {
-		if info := decodeSchedule(m); f.Queue == "" || info.Queue == f.Queue {
-			out = append(out, info)
+		if info := decodeSchedule(m); p.Queue == "" || info.Queue == p.Queue {
+			res.Items = append(res.Items, info)
 		}
 	}
 	if next != "" {
-		next = base64.RawURLEncoding.EncodeToString([]byte(next))
+		res.NextCursor = cursor.Encode(cursor.Schedules, next)
 	}
-	return out, next, nil
+	return res, nil
 }
 
 // DeleteSchedule removes schedule name; tasks it made are left alone. An
@@ -216,7 +203,7 @@ func (a *Admin) PauseSchedule(ctx context.Context, name string) (bool, error) {
 	if !ValidScheduleName(name) {
 		return false, invalid("name", scheduleNameRule)
 	}
-	changed, err := a.rdb.SetSchedulePaused(ctx, name, true, a.clk(), 0)
+	changed, err := a.rdb.SetSchedulePaused(ctx, name, true, a.clock(), 0)
 	return changed, mapNotFound(err, ErrScheduleNotFound)
 }
 
@@ -231,7 +218,7 @@ func (a *Admin) ResumeSchedule(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("dtq: stored schedule %s: %w", name, err)
 	}
-	now := a.clk()
+	now := a.clock()
 	changed, err := a.rdb.SetSchedulePaused(ctx, name, false, now, spec.Next(now).UnixMilli())
 	return changed, mapNotFound(err, ErrScheduleNotFound)
 }
@@ -245,7 +232,7 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (*SubmitResult
 	if err != nil {
 		return nil, err
 	}
-	now := a.clk()
+	now := a.clock()
 	sub, err := scheduleSubmission(info, now, true)
 	if err != nil {
 		return nil, err
@@ -257,7 +244,7 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (*SubmitResult
 	if _, err := a.rdb.RecordSchedule(ctx, now, rdb.ScheduleRun{Name: name, TaskID: res.TaskID}); err != nil && !errors.Is(err, rdb.ErrNotFound) {
 		return res, err
 	}
-	err = a.rdb.AppendSysEvent(ctx, a.s.EventsMaxLen, scheduleFiredEvent(info, res.TaskID, now, now, true))
+	err = a.rdb.AppendSysEvent(ctx, a.settings.EventsMaxLen, scheduleFiredEvent(info, res.TaskID, now, now, true))
 	return res, err
 }
 
@@ -331,61 +318,4 @@ func decodeSchedule(m map[string]string) *dtqtype.ScheduleInfo {
 		info.NextRunAt = dtqtype.MillisTime(num("next_run_at"))
 	}
 	return info
-}
-
-// scheduleTaskFields are the fields of a schedule's JSON form that describe
-// its tasks, read as a submission's.
-var scheduleTaskFields = map[string]bool{"queue": true, "task_type": true, "payload": true,
-	"priority": true, "max_attempts": true, "timeout_ms": true, "metadata": true}
-
-// DecodeSchedule parses the JSON form of schedule name (the body of PUT
-// /api/v1/schedules/{name}): spec, timezone, queue, task_type, payload,
-// priority, max_attempts, timeout_ms, metadata, and optionally name, which
-// must then equal name. Unknown fields and wrong types are
-// *ValidationError naming the field; a body that is not a JSON object
-// wraps ErrInvalidJSON. Ranges are checked by Admin.PutSchedule.
-func DecodeSchedule(name string, data []byte) (Schedule, error) {
-	data = bytes.TrimSpace(data)
-	if d := jsonDepth(data); d > MaxJSONDepth+2 {
-		return Schedule{}, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, MaxJSONDepth)
-	}
-	var m map[string]json.RawMessage
-	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
-		return Schedule{}, fmt.Errorf("%w: expected an object like {\"spec\": \"@every 1m\", \"task_type\": \"echo\"}", ErrInvalidJSON)
-	}
-	s := Schedule{Name: name}
-	task := map[string]json.RawMessage{}
-	for field, raw := range m {
-		var err error
-		switch {
-		case field == "spec":
-			s.Spec, err = jsonString(field, raw)
-		case field == "timezone":
-			if string(raw) != "null" {
-				s.Timezone, err = jsonString(field, raw)
-			}
-		case field == "name":
-			var n string
-			if n, err = jsonString(field, raw); err == nil && n != name {
-				err = invalid(field, "is %q but the path names %q; leave it out or make them equal", n, name)
-			}
-		case scheduleTaskFields[field]:
-			task[field] = raw
-		default:
-			if field == "" {
-				field = "(empty name)"
-			}
-			err = invalid(field, "is not a schedule field; accepted: spec, timezone, queue, task_type, payload, priority, max_attempts, timeout_ms, metadata")
-		}
-		if err != nil {
-			return Schedule{}, err
-		}
-	}
-	sub, err := submissionFromFields(task)
-	if err != nil {
-		return Schedule{}, err
-	}
-	s.Queue, s.TaskType, s.Payload, s.Priority = sub.Queue, sub.Type, sub.Payload, sub.Priority
-	s.MaxAttempts, s.Timeout, s.Metadata = sub.MaxAttempts, sub.Timeout, sub.Metadata
-	return s, nil
 }

@@ -134,23 +134,23 @@ func TestListSchedulesPages(t *testing.T) {
 	var names []string
 	cursor := ""
 	for range 10 {
-		items, next, err := a.ListSchedules(b.ctx, dtq.ScheduleFilter{Limit: 2, Cursor: cursor})
+		res, err := a.ListSchedules(b.ctx, &dtq.ScheduleListParams{Limit: 2, Cursor: cursor})
 		require.NoError(t, err)
-		for _, it := range items {
+		for _, it := range res.Items {
 			names = append(names, it.Name)
 		}
-		if next == "" {
+		if res.NextCursor == "" {
 			break
 		}
-		cursor = next
+		cursor = res.NextCursor
 	}
 	require.Equal(t, []string{"a", "b", "c", "d", "e"}, names)
-	items, _, err := a.ListSchedules(b.ctx, dtq.ScheduleFilter{Queue: "two"})
+	res, err := a.ListSchedules(b.ctx, &dtq.ScheduleListParams{Queue: "two"})
 	require.NoError(t, err)
-	require.Len(t, items, 2)
-	_, _, err = a.ListSchedules(b.ctx, dtq.ScheduleFilter{Cursor: "!!"})
+	require.Len(t, res.Items, 2)
+	_, err = a.ListSchedules(b.ctx, &dtq.ScheduleListParams{Cursor: "!!"})
 	require.ErrorIs(t, err, dtq.ErrInvalidCursor)
-	_, _, err = a.ListSchedules(b.ctx, dtq.ScheduleFilter{Limit: 5000})
+	_, err = a.ListSchedules(b.ctx, &dtq.ScheduleListParams{Limit: 5000})
 	require.Error(t, err)
 	_, err = a.GetSchedule(b.ctx, "zzz")
 	require.ErrorIs(t, err, dtq.ErrScheduleNotFound)
@@ -223,9 +223,9 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	// Pause: once the pause is in, no scheduler makes another task (but one
 	// that had read the schedule before may still finish its tick).
 	count := func() int {
-		items, _, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Queue: "ticks", Limit: 1000})
+		res, err := b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Queue: "ticks", Limit: 1000})
 		require.NoError(t, err)
-		return len(items)
+		return len(res.Items)
 	}
 	_, err = a.PauseSchedule(b.ctx, "every-second")
 	require.NoError(t, err)
@@ -235,10 +235,10 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	stop() // the children finish what they were doing and exit
 	elapsed := time.Since(start)
 
-	items, _, err := b.insp.ListTasks(b.ctx, dtq.ListOptions{Queue: "ticks", Limit: 1000})
+	listed, err := b.insp.ListTasks(b.ctx, &dtq.TaskListParams{Queue: "ticks", Limit: 1000})
 	require.NoError(t, err)
 	perTick := map[string]int{}
-	for _, ti := range items {
+	for _, ti := range listed.Items {
 		var m map[string]string
 		require.NoError(t, json.Unmarshal(ti.Metadata, &m))
 		require.Equal(t, "every-second", m["schedule"])
@@ -259,7 +259,7 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	}
 	fired := sysEventCount(t, b, "SCHEDULE_FIRED")
 	fmt.Printf("schedules: %d scheduler processes (%d accepting only other task types), @every 1s for %v: %d tasks for %d ticks, %d duplicates, %d ticks missed, %d SCHEDULE_FIRED events\n",
-		procs, procs/2, elapsed.Round(100*time.Millisecond), len(items), len(ticks), duplicates, missed, fired)
+		procs, procs/2, elapsed.Round(100*time.Millisecond), len(listed.Items), len(ticks), duplicates, missed, fired)
 	require.Empty(t, refused, "a tick was recorded as refused")
 	info, err := a.GetSchedule(b.ctx, "every-second")
 	require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestFourSchedulerProcesses(t *testing.T) {
 	require.NotNil(t, info.LastTaskID)
 	require.Zero(t, duplicates, "one task per tick")
 	require.GreaterOrEqual(t, len(ticks), 11)
-	require.Equal(t, len(items), fired, "SCHEDULE_FIRED once per task")
+	require.Equal(t, len(listed.Items), fired, "SCHEDULE_FIRED once per task")
 
 	// Trigger fires at once, while paused.
 	res, err := a.TriggerSchedule(b.ctx, "every-second")

@@ -2,13 +2,14 @@ package dtq
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/dtq-io/dtq/internal/idemkey"
+	"github.com/dtq-io/dtq/internal/jsonscan"
 )
 
 // Submission describes a task to submit. Zero values select the defaults.
@@ -84,15 +85,6 @@ const (
 	MaxRetention = 366 * 24 * time.Hour
 )
 
-// scriptRetention is a configured retention as the scripts take it: NoRetention
-// becomes 0, "delete as it finishes".
-func scriptRetention(d time.Duration) time.Duration {
-	if d == NoRetention {
-		return 0
-	}
-	return d
-}
-
 // Validation limits.
 const (
 	DefaultQueue       = "default"
@@ -165,24 +157,24 @@ type limits struct {
 
 // normalized is a valid submission with every default applied.
 type normalized struct {
-	queue        string
-	typ          string
-	payload      []byte
-	priority     int
-	maxAttempts  int
-	timeoutMS    int64
-	availableAt  int64 // epoch ms
-	delayMS      int64
-	runAt        int64 // epoch ms, 0 = not given
-	expiresAt    int64 // epoch ms, 0 = none
-	expiresGiven bool
-	ttlSeconds   int64 // as given, 0 = not given
-	metadata     []byte
-	key          string
-	fingerprint  string
-	ckey         string
-	retention    int64 // seconds; 0 = the workers' setting, -1 = none
-	keepPayload  bool
+	queue          string
+	typ            string
+	payload        []byte
+	priority       int
+	maxAttempts    int
+	timeoutMS      int64
+	availableAt    int64 // epoch ms
+	delayMS        int64
+	runAt          int64 // epoch ms, 0 = not given
+	expiresAt      int64 // epoch ms, 0 = none
+	expiresGiven   bool
+	ttlSeconds     int64 // as given, 0 = not given
+	metadata       []byte
+	key            string
+	fingerprint    string
+	concurrencyKey string
+	retention      int64 // seconds; 0 = the workers' setting, -1 = none
+	keepPayload    bool
 }
 
 // normalize validates s and applies defaults. It is the one validation
@@ -283,8 +275,8 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 	}
 
 	if s.IdempotencyKey != "" {
-		if n.key, err = NormalizeIdempotencyKey(s.IdempotencyKey); err != nil {
-			return nil, err
+		if n.key, err = idemkey.Normalize(s.IdempotencyKey, MaxIdempotencyKey); err != nil {
+			return nil, &ValidationError{Field: "idempotency_key", Message: err.Error()}
 		}
 	}
 	if s.ConcurrencyKey != "" {
@@ -296,7 +288,7 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 				return nil, invalid("concurrency_key", "must be printable ASCII without spaces (0x21..0x7e)")
 			}
 		}
-		n.ckey = s.ConcurrencyKey
+		n.concurrencyKey = s.ConcurrencyKey
 	}
 	n.keepPayload = s.KeepPayload
 	switch {
@@ -313,35 +305,6 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 		n.fingerprint = n.computeFingerprint() // only a keyed submission is ever compared
 	}
 	return n, nil
-}
-
-// NormalizeIdempotencyKey unquotes an RFC 8941 quoted string and checks the
-// key is 1..255 printable ASCII characters.
-func NormalizeIdempotencyKey(k string) (string, error) {
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		var b strings.Builder
-		in := k[1 : len(k)-1]
-		for i := 0; i < len(in); i++ {
-			c := in[i]
-			if c == '\\' && i+1 < len(in) && (in[i+1] == '"' || in[i+1] == '\\') {
-				i++
-				c = in[i]
-			} else if c == '"' || c == '\\' {
-				return "", invalid("idempotency_key", "is not a valid quoted string")
-			}
-			b.WriteByte(c)
-		}
-		k = b.String()
-	}
-	if len(k) < 1 || len(k) > MaxIdempotencyKey {
-		return "", invalid("idempotency_key", "must be 1..255 characters")
-	}
-	for i := range len(k) {
-		if k[i] < 0x20 || k[i] > 0x7e {
-			return "", invalid("idempotency_key", "must be printable ASCII (0x20..0x7e)")
-		}
-	}
-	return k, nil
 }
 
 // objectJSON returns v as compact JSON, which must be an object.
@@ -369,7 +332,7 @@ func objectJSON(field string, v any) ([]byte, error) {
 	if raw[0] != '{' {
 		return nil, invalid(field, "must be a JSON object")
 	}
-	if d := jsonDepth(raw); d > MaxJSONDepth {
+	if d := jsonscan.Depth(raw); d > MaxJSONDepth {
 		return nil, invalid(field, "nests %d levels deep; the limit is %d", d, MaxJSONDepth)
 	}
 	if !compact {
@@ -379,88 +342,11 @@ func objectJSON(field string, v any) ([]byte, error) {
 		}
 		raw = buf.Bytes()
 	}
-	if at := loneSurrogate(raw); at >= 0 {
+	if at := jsonscan.LoneSurrogate(raw); at >= 0 {
 		return nil, invalid(field, "has a lone UTF-16 surrogate escape at byte %d (\\ud800..\\udfff not in a high-low pair): "+
 			"that is not Unicode text, decoders turn it into U+FFFD, and two such payloads would look alike; send the text as UTF-8 or a valid pair", at+1)
 	}
 	return raw, nil
-}
-
-// loneSurrogate returns where in the JSON text raw a \u escape of a UTF-16
-// surrogate that is not part of a high-low pair starts, or -1. Decoding
-// turns every such escape into U+FFFD, so payloads differing only there
-// would share an idempotency fingerprint; they are refused instead.
-func loneSurrogate(raw []byte) int {
-	for i := bytes.IndexByte(raw, '\\'); i >= 0 && i+1 < len(raw); {
-		if raw[i+1] != 'u' {
-			i += 2 // a two-byte escape, such as \\ itself
-		} else {
-			r, ok := hex4(raw, i+2)
-			switch {
-			case !ok:
-				return -1 // not JSON; the decoder reports it
-			case r >= 0xdc00 && r <= 0xdfff:
-				return i
-			case r >= 0xd800 && r <= 0xdbff:
-				lo, ok := hex4(raw, i+8)
-				if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' || !ok || lo < 0xdc00 || lo > 0xdfff {
-					return i
-				}
-				i += 12
-			default:
-				i += 6
-			}
-		}
-		j := bytes.IndexByte(raw[min(i, len(raw)):], '\\')
-		if j < 0 {
-			return -1
-		}
-		i += j
-	}
-	return -1
-}
-
-// hex4 reads the four hex digits at b[i:i+4].
-func hex4(b []byte, i int) (rune, bool) {
-	if i < 0 || i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
-
-// jsonDepth returns the deepest nesting of objects and arrays in raw.
-func jsonDepth(raw []byte) int {
-	depth, deepest, inStr, esc := 0, 0, false, false
-	for _, c := range raw {
-		switch {
-		case esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case c == '"':
-			inStr = !inStr
-		case inStr:
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }
 
 func metadataTTL(meta []byte) (int64, bool, error) {
@@ -480,13 +366,4 @@ func metadataTTL(meta []byte) (int64, bool, error) {
 		return 0, false, invalid("metadata.ttl_seconds", "must be a positive whole number of seconds")
 	}
 	return ttl, true, nil
-}
-
-// computeFingerprint hashes the canonical JSON of the fields that define the
-// work (see canonicalWork): metadata is excluded; the payload counts with
-// its keys sorted and numbers kept exactly as written. It is the SHA-256's
-// 32 bytes, the form the task hash stores.
-func (n *normalized) computeFingerprint() string {
-	sum := sha256.Sum256(n.canonicalWork())
-	return string(sum[:])
 }

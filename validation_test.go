@@ -10,11 +10,12 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // submitJSON decodes body as the HTTP API does and submits it.
 func (b *bundle) submitJSON(body string) (*dtq.SubmitResult, error) {
-	s, err := dtq.DecodeSubmission([]byte(body))
+	s, err := wire.DecodeSubmission([]byte(body))
 	if err != nil {
 		return nil, err
 	}
@@ -40,13 +41,13 @@ func TestSubmissionFieldErrors(t *testing.T) {
 		field string // "" when kind is ErrInvalidJSON
 		kind  error
 	}{
-		{"empty body", "!", "", dtq.ErrInvalidJSON},
-		{"array body", "![]", "", dtq.ErrInvalidJSON},
-		{"null body", "!null", "", dtq.ErrInvalidJSON},
-		{"string body", `!"echo"`, "", dtq.ErrInvalidJSON},
-		{"truncated", `!{"task_type":"echo"`, "", dtq.ErrInvalidJSON},
-		{"trailing garbage", `!{"task_type":"echo"} x`, "", dtq.ErrInvalidJSON},
-		{"nested too deep", `!{"task_type":"echo","payload":` + deep(70) + `}`, "", dtq.ErrInvalidJSON},
+		{"empty body", "!", "", wire.ErrInvalidJSON},
+		{"array body", "![]", "", wire.ErrInvalidJSON},
+		{"null body", "!null", "", wire.ErrInvalidJSON},
+		{"string body", `!"echo"`, "", wire.ErrInvalidJSON},
+		{"truncated", `!{"task_type":"echo"`, "", wire.ErrInvalidJSON},
+		{"trailing garbage", `!{"task_type":"echo"} x`, "", wire.ErrInvalidJSON},
+		{"nested too deep", `!{"task_type":"echo","payload":` + deep(70) + `}`, "", wire.ErrInvalidJSON},
 
 		{"unknown field", `"prio":5`, "prio", dtq.ErrInvalidTask},
 		{"task_type missing", `!{}`, "task_type", dtq.ErrInvalidTask},
@@ -128,7 +129,7 @@ func TestSubmissionFieldErrors(t *testing.T) {
 			require.Nil(t, res)
 			require.ErrorIs(t, err, c.kind)
 			var ve *dtq.ValidationError
-			if c.kind == dtq.ErrInvalidJSON {
+			if c.kind == wire.ErrInvalidJSON {
 				require.False(t, errors.As(err, &ve), "a body that is no JSON object is not a field error: %v", err)
 				return
 			}
@@ -286,46 +287,6 @@ func TestSubmissionAcceptedValues(t *testing.T) {
 				c.check(t, got)
 			}
 		})
-	}
-}
-
-func TestNormalizeIdempotencyKey(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		in, want string
-		ok       bool
-	}{
-		{"abc", "abc", true},
-		{`"abc"`, "abc", true},
-		{`"a\"b"`, `a"b`, true},
-		{`"a\\b"`, `a\b`, true},
-		{`"a\b"`, "", false}, // RFC 8941 allows only \" and \\ escapes
-		{`"a"b"`, "", false},
-		{`""`, "", false},
-		{`"`, `"`, true},
-		{`"abc`, `"abc`, true},
-		{`abc"`, `abc"`, true},
-		{" padded ", " padded ", true},
-		{"", "", false},
-		{strings.Repeat("k", 255), strings.Repeat("k", 255), true},
-		{strings.Repeat("k", 256), "", false},
-		{`"` + strings.Repeat("k", 255) + `"`, strings.Repeat("k", 255), true},
-		{"tab\t", "", false},
-		{"del\x7f", "", false},
-		{"caf\u00e9", "", false},
-		{"{queue}", "{queue}", true},
-	}
-	for _, c := range cases {
-		got, err := dtq.NormalizeIdempotencyKey(c.in)
-		if !c.ok {
-			var ve *dtq.ValidationError
-			require.ErrorAs(t, err, &ve, "%q", c.in)
-			require.Equal(t, "idempotency_key", ve.Field)
-			require.ErrorIs(t, err, dtq.ErrInvalidTask)
-			continue
-		}
-		require.NoError(t, err, "%q", c.in)
-		require.Equal(t, c.want, got, "%q", c.in)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/slots"
 )
 
 // Version is dtq's version, reported in worker heartbeats.
@@ -30,8 +31,17 @@ var ErrWorkerIDInUse = errors.New("dtq: worker id already used by a live worker"
 // WorkerConfig configures a Worker. The zero value of every field selects
 // the default given in its comment.
 type WorkerConfig struct {
-	// KeyPrefix starts every Redis key. Default "dtq".
-	KeyPrefix string
+	// Deployment settings: they mean the same in every config type, with
+	// the same defaults, and every process of a deployment must agree on
+	// them (see "Deployment settings" in the package documentation).
+	KeyPrefix                                            string
+	EventsMaxLen, DLQMaxLen, MaxWorkers                  int64
+	DisableDLQ                                           bool
+	SucceededRetention, FailedRetention, ResultRetention time.Duration
+	ReplicaAcks                                          int
+	ReplicaAckTimeout                                    time.Duration
+	Clock                                                func() time.Time
+
 	// Queues maps the queues served to their weights; under contention,
 	// freed slots go to queues in proportion to weight. Default {"default": 1}.
 	Queues map[string]int
@@ -54,28 +64,9 @@ type WorkerConfig struct {
 	// RetryJitter spreads retries by ±jitter·delay, 0..1. Default 0.2;
 	// negative means none.
 	RetryJitter float64
-	// SucceededRetention is how long a succeeded task is kept, as a
-	// compact record (see docs/operations.md, "Sizing Redis"). Default 1h;
-	// NoRetention deletes it as it finishes. A task with an idempotency key
-	// is kept at least as long as its record, and a task's own
-	// Submission.Retention wins.
-	SucceededRetention time.Duration
-	// FailedRetention is how long a failed, cancelled or expired task is
-	// kept, and a dead-lettered one once it leaves the DLQ index. Default
-	// 7 days; NoRetention deletes it as it finishes.
-	FailedRetention time.Duration
-	// ResultRetention is how long a result is kept. Default 1h.
-	ResultRetention time.Duration
 	// ResultMaxBytes: a larger result is dropped and flagged truncated.
 	// Default 8192.
 	ResultMaxBytes int
-	// DisableDLQ makes exhausted and permanent failures end as failed
-	// instead of dead_lettered. Default false (DLQ on).
-	DisableDLQ bool
-	// DLQMaxLen caps each queue's dead-letter index. Default 10000.
-	DLQMaxLen int64
-	// EventsMaxLen caps each queue's event stream. Default 100000.
-	EventsMaxLen int64
 	// DrainTimeout is how long Run waits for running handlers at shutdown
 	// before handing their tasks back. Default 30s.
 	DrainTimeout time.Duration
@@ -84,55 +75,29 @@ type WorkerConfig struct {
 	// Observer is told what the worker does, for metrics: dtqprom.NewWorker
 	// records them in Prometheus. Default nil: nothing is recorded.
 	Observer Observer
-	// ReplicaAcks makes every acknowledged write wait until this many
-	// replicas have it (Redis WAIT) before it is answered; a write they did
-	// not all acknowledge within ReplicaAckTimeout fails with
-	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
-	ReplicaAcks int
-	// ReplicaAckTimeout bounds that wait. Default 1s.
-	ReplicaAckTimeout time.Duration
-	// Clock returns the current time for leases, due times and expiry.
-	// Default time.Now.
-	Clock func() time.Time
 	// DisableScheduler stops Run from running a Scheduler (docs/schedules.md).
 	// Default false: every worker fires due schedules.
 	DisableScheduler bool
 	// SchedulerClient configures the Client the worker's Scheduler submits
 	// schedules' tasks with (queue depth, payload and attempts limits, task
-	// types), and the one its workflow nodes add nodes (AddNodes) and
-	// submit on_failure tasks with. Its KeyPrefix, EventsMaxLen, replica acknowledgements and
-	// Clock are the worker's. Default: default limits.
+	// types, IdempotencyTTL), and the one its workflow nodes add nodes
+	// (AddNodes) and submit on_failure tasks with. Its other deployment
+	// settings are the worker's. Default: default limits.
 	SchedulerClient *ClientConfig
-	// MaxWorkers bounds the worker records of the deployment
-	// (DTQ_MAX_WORKERS): past it a new worker id is refused a record
-	// (TooManyWorkersError; a Go worker then runs unrecorded and retries at
-	// each heartbeat), after records silent for an hour were evicted to make
-	// room. Every process of a deployment should use the same value.
-	// Default DefaultMaxWorkers.
-	MaxWorkers int64
 }
 
-// Default worker record bounds (WorkerConfig.MaxWorkers, RemoteConfig.MaxWorkersPerKey).
+// Default worker record bounds (MaxWorkers, WorkerGatewayConfig.MaxWorkersPerKey).
 const (
 	DefaultMaxWorkers       = 10000
 	DefaultMaxWorkersPerKey = 1000
 )
 
+// withDefaults is c with the defaults of the worker's own settings applied
+// and checked (the deployment settings are resolved apart, see deployment).
 func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	var o WorkerConfig
 	if c != nil {
 		o = *c
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = "dtq"
-	}
-	if err := checkPrefix(o.KeyPrefix); err != nil {
-		return o, err
 	}
 	if len(o.Queues) == 0 {
 		o.Queues = map[string]int{DefaultQueue: 1}
@@ -156,9 +121,7 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 			return o, fmt.Errorf("dtq: StrictOrder names queue %q that Queues does not", q)
 		}
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 16
-	}
+	orDefault(&o.Concurrency, 16)
 	if o.Concurrency < 1 {
 		return o, errors.New("dtq: Concurrency must be positive")
 	}
@@ -168,13 +131,13 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 		_, _ = rand.Read(b[:])
 		o.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	def(&o.VisibilityTimeout, 30*time.Second)
-	def(&o.HeartbeatInterval, 5*time.Second)
+	orDefault(&o.VisibilityTimeout, 30*time.Second)
+	orDefault(&o.HeartbeatInterval, 5*time.Second)
 	if o.HeartbeatInterval > o.VisibilityTimeout/3 {
 		return o, fmt.Errorf("dtq: HeartbeatInterval %v must be at most VisibilityTimeout/3 (%v)", o.HeartbeatInterval, o.VisibilityTimeout/3)
 	}
-	def(&o.RetryBaseDelay, time.Second)
-	def(&o.RetryMaxDelay, 60*time.Second)
+	orDefault(&o.RetryBaseDelay, time.Second)
+	orDefault(&o.RetryMaxDelay, 60*time.Second)
 	if o.RetryMaxDelay < o.RetryBaseDelay {
 		return o, errors.New("dtq: RetryMaxDelay must be at least RetryBaseDelay")
 	}
@@ -186,50 +149,15 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	case o.RetryJitter > 1:
 		return o, errors.New("dtq: RetryJitter must be between 0 and 1")
 	}
-	def(&o.SucceededRetention, DefaultSucceededRetention)
-	def(&o.FailedRetention, DefaultFailedRetention)
-	for _, d := range []time.Duration{o.SucceededRetention, o.FailedRetention} {
-		if d != NoRetention && (d < 0 || d > MaxRetention) {
-			return o, errors.New("dtq: SucceededRetention and FailedRetention must be NoRetention or up to 366 days")
-		}
-	}
-	def(&o.ResultRetention, time.Hour)
-	if o.ResultMaxBytes == 0 {
-		o.ResultMaxBytes = 8192
-	}
-	if o.DLQMaxLen == 0 {
-		o.DLQMaxLen = 10000
-	}
-	if o.EventsMaxLen == 0 {
-		o.EventsMaxLen = DefaultStreamMaxLen
-	}
-	def(&o.DrainTimeout, 30*time.Second)
-	if o.MaxWorkers == 0 {
-		o.MaxWorkers = DefaultMaxWorkers
-	}
-	if o.MaxWorkers < 0 {
-		return o, errors.New("dtq: MaxWorkers must not be negative")
-	}
+	orDefault(&o.ResultMaxBytes, 8192)
+	orDefault(&o.DrainTimeout, 30*time.Second)
 	if o.Observer == nil {
 		o.Observer = noObserver{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Clock == nil {
-		o.Clock = time.Now
-	}
 	return o, nil
-}
-
-// rdbSettings are the scripts' settings of a worker configured by c (after
-// withDefaults): the one place a Worker and a Remote build them from.
-func (c *WorkerConfig) rdbSettings() rdb.WorkerSettings {
-	return rdb.WorkerSettings{
-		WorkerID: c.WorkerID, Lease: c.VisibilityTimeout, EventsMaxLen: c.EventsMaxLen,
-		SucceededRetention: scriptRetention(c.SucceededRetention), FailedRetention: scriptRetention(c.FailedRetention),
-		ResultRetention: c.ResultRetention, DLQEnabled: !c.DisableDLQ, DLQMaxLen: c.DLQMaxLen,
-	}
 }
 
 // Worker fetches and executes tasks. Register handlers with Handle,
@@ -238,9 +166,10 @@ type Worker struct {
 	*ServeMux
 
 	rdb          *rdb.RDB
-	cfg          WorkerConfig
-	settings     rdb.WorkerSettings
-	slots        *slots
+	cfg          WorkerConfig // its own settings, defaults applied
+	dep          deployment
+	settings     rdb.WorkerSettings // the scripts', from dep
+	slots        *slots.Pool
 	obs          Observer
 	instance     string
 	sched        *Scheduler // nil with DisableScheduler
@@ -249,7 +178,7 @@ type Worker struct {
 	redisVersion string
 	started      time.Time
 
-	succeeders sync.Map // queue -> *groupCommit: batched success finalizes
+	succeeders sync.Map // queue -> *groupcommit.Group: batched success finalizes
 
 	mu       sync.Mutex
 	inflight map[runKey]*running
@@ -297,6 +226,10 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	if c == nil {
 		return nil, errors.New("dtq: NewWorker needs a Redis client")
 	}
+	dep, err := cfg.deployment().resolve()
+	if err != nil {
+		return nil, err
+	}
 	conf, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -312,16 +245,17 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	_, _ = rand.Read(b[:])
 	w := &Worker{
 		ServeMux: NewServeMux(),
-		rdb:      replicated(rdb.New(c, conf.KeyPrefix), conf.ReplicaAcks, conf.ReplicaAckTimeout),
+		rdb:      dep.storage(c),
 		cfg:      conf,
-		slots:    newSlots(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
+		dep:      dep,
+		slots:    slots.NewPool(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
 		obs:      conf.Observer,
 		instance: hex.EncodeToString(b[:]),
 		inflight: map[runKey]*running{},
 	}
-	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: conf.MaxWorkers})
+	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: dep.maxWorkers})
 	w.identity = w.identityFields()
-	w.settings = conf.rdbSettings()
+	w.settings = dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
 	if err := w.newWorkflows(); err != nil {
 		return nil, err
 	}
@@ -355,12 +289,12 @@ func (w *Worker) register(ctx context.Context) error {
 			w.cfg.Logger.Warn("Redis is at maxmemory: consumer groups missing, created once memory frees", "queue", q, "err", err)
 		}
 	}
-	w.started = w.cfg.Clock()
+	w.started = w.dep.clock()
 	// Not cancellable: a Stop during the write could leave the record
 	// written but Run returning as if it never started, so the worker would
 	// show as starting until its heartbeat expired. Once written, Run goes
 	// through the normal stop, which records the worker as stopped.
-	err := w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record("starting"))
+	err := w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.heartbeatRecord("starting"))
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
 	}
@@ -423,7 +357,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	spawn := func(c context.Context, f func(context.Context)) {
 		loops.Go(func() { f(c) })
 	}
-	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger}
+	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.dep.clock, Logger: w.cfg.Logger}
 	var fetchers sync.WaitGroup
 	for _, q := range w.queues() {
 		fetchers.Go(func() { w.fetchLoop(ctx, hardCtx, q) })
@@ -455,7 +389,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.drain(bg, hardStop)
 	loopStop()
 	loops.Wait()
-	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.cfg.Clock(), w.cfg.EventsMaxLen, true, w.record("stopped"))
+	_ = w.rdb.WorkerBeat(bg, w.cfg.WorkerID, w.instance, w.dep.clock(), w.dep.eventsMaxLen, true, w.heartbeatRecord("stopped"))
 	w.cfg.Logger.Info("worker stopped", "worker_id", w.cfg.WorkerID)
 	return nil
 }
@@ -524,11 +458,11 @@ func (w *Worker) drain(ctx context.Context, hardStop context.CancelFunc) {
 }
 
 func (w *Worker) finishArgs(r *running) *rdb.FinishArgs {
-	return &rdb.FinishArgs{Queue: r.ct.Queue, ID: r.ct.ID, Attempt: r.ct.Attempt, Priority: r.ct.Priority, Now: w.cfg.Clock()}
+	return &rdb.FinishArgs{Queue: r.ct.Queue, ID: r.ct.ID, Attempt: r.ct.Attempt, Priority: r.ct.Priority, Now: w.dep.clock()}
 }
 
-// record is the worker's heartbeat record as field/value pairs.
-func (w *Worker) record(status string) []any {
+// heartbeatRecord is the worker's heartbeat record as field/value pairs.
+func (w *Worker) heartbeatRecord(status string) []any {
 	w.mu.Lock()
 	ids := make([]string, 0, len(w.inflight))
 	for k := range w.inflight {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -43,25 +44,25 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	var lastWake time.Time       // when WaitReady last returned new entries
 	var groupDelay time.Duration // backoff of failing group creations; 0 = none failing
 	for ctx.Err() == nil {
-		n, err := w.slots.acquire(ctx, queue, w.cfg.Concurrency)
+		n, err := w.slots.Acquire(ctx, queue, w.cfg.Concurrency)
 		if err != nil {
 			return
 		}
 		// The claim runs to completion even during shutdown: tasks it claims
 		// are started (and then drained), never dropped.
-		now, nonce := w.cfg.Clock(), attempt.NewNonce()
+		now, nonce := w.dep.clock(), attempt.NewNonce()
 		res, err := attempt.Resend(ctx, w.cfg.VisibilityTimeout/2, func() (*rdb.ClaimResult, error) {
 			return w.rdb.Claim(bg, queue, &w.settings, n, now, nonce)
 		})
 		if err != nil {
-			w.slots.release(n)
+			w.slots.Release(n)
 			w.cfg.Logger.Warn("claim failed", "queue", queue, "err", err)
 			attempt.Sleep(ctx, errDelay)
 			errDelay = min(errDelay*2, 5*time.Second)
 			continue
 		}
 		errDelay = 50 * time.Millisecond
-		w.slots.release(n - w.startAll(hardCtx, res.Tasks))
+		w.slots.Release(n - w.startAll(hardCtx, res.Tasks))
 		if res.Held > 0 {
 			w.obs.Throttled(queue, "key_concurrency", res.Held)
 		}
@@ -111,7 +112,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 // reclaimStep takes over tasks of queue whose lease expired, as free slots
 // allow; it runs about once per heartbeat interval (see maintenance.Run).
 func (w *Worker) reclaimStep(hardCtx context.Context, queue string) func(context.Context) (maintenance.Result, error) {
-	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.cfg.Clock, Logger: w.cfg.Logger,
+	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.dep.clock, Logger: w.cfg.Logger,
 		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: reclaimRunner{w}}.StepUnder(hardCtx)
 }
 
@@ -120,9 +121,9 @@ type reclaimRunner struct {
 	w *Worker
 }
 
-func (r reclaimRunner) Acquire() int                        { return r.w.slots.tryAcquire(r.w.cfg.Concurrency) }
-func (r reclaimRunner) Release(n int)                       { r.w.slots.release(n) }
-func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.running(queue) }
+func (r reclaimRunner) Acquire() int                        { return r.w.slots.TryAcquire(r.w.cfg.Concurrency) }
+func (r reclaimRunner) Release(n int)                       { r.w.slots.Release(n) }
+func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.runningLeases(queue) }
 func (r reclaimRunner) Start(ctx context.Context, tasks []rdb.ClaimedTask) int {
 	return r.w.startAll(ctx, tasks)
 }
@@ -135,8 +136,8 @@ type runKey struct {
 	attempt int
 }
 
-// running lists the attempts of queue this process runs now.
-func (w *Worker) running(queue string) []rdb.LeaseRef {
+// runningLeases lists the attempts of queue this process runs now.
+func (w *Worker) runningLeases(queue string) []rdb.LeaseRef {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []rdb.LeaseRef
@@ -201,7 +202,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		// The slot bounds running handlers: it is free as soon as this one
 		// returns, so the next claim overlaps this task's finalize. The task
 		// stays in flight (its lease renewed) until the finalize is done.
-		w.slots.release(1)
+		w.slots.Release(1)
 		w.finish(hardCtx, r, res, err, panicked, cause, took)
 		w.mu.Lock()
 		delete(w.inflight, key)
@@ -250,9 +251,9 @@ func (w *Worker) finish(hardCtx context.Context, r *running, res any, herr error
 		if d.Op == attempt.Succeed {
 			s = w.success(ct, res, log)
 		}
-		outcome = attempt.Outcome(&d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log), !w.cfg.DisableDLQ)
+		outcome = attempt.Outcome(&d, w.finalize(hardCtx, w.finishArgs(r), &d, s, log), !w.dep.disableDLQ)
 	}
-	w.report(ct, &d, outcome, took, log)
+	w.reportOutcome(ct, &d, outcome, took, log)
 }
 
 // retryPolicy is the backoff of the worker's retryable failures.
@@ -280,7 +281,7 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *attempt
 		}
 		// One finalize call serves many tasks' successes, so it runs under
 		// none of their contexts (see succeeder); ctx bounds only the wait.
-		taskErr, err := w.succeeder(a.Queue).do(ctx, *s) //nolint:contextcheck // see above
+		taskErr, err := w.succeeder(a.Queue).Do(ctx, *s) //nolint:contextcheck // see above
 		if err != nil {
 			return err
 		}
@@ -288,8 +289,8 @@ func (w *Worker) finalize(hardCtx context.Context, a *rdb.FinishArgs, d *attempt
 	}, func() { w.obs.FinalizeRetried(a.Queue) }, log)
 }
 
-// report counts and logs one attempt's outcome.
-func (w *Worker) report(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string, took time.Duration, log *slog.Logger) {
+// reportOutcome counts and logs one attempt's outcome.
+func (w *Worker) reportOutcome(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string, took time.Duration, log *slog.Logger) {
 	var delay time.Duration
 	switch outcome {
 	case "succeeded":
@@ -319,22 +320,22 @@ func (w *Worker) report(ct *rdb.ClaimedTask, d *attempt.Decision, outcome string
 
 // succeeder merges concurrent successes of one queue into one finalize
 // script call.
-func (w *Worker) succeeder(queue string) *groupCommit[rdb.Success, error] {
+func (w *Worker) succeeder(queue string) *groupcommit.Group[rdb.Success, error] {
 	if g, ok := w.succeeders.Load(queue); ok {
-		return g.(*groupCommit[rdb.Success, error])
+		return g.(*groupcommit.Group[rdb.Success, error])
 	}
-	g, _ := w.succeeders.LoadOrStore(queue, &groupCommit[rdb.Success, error]{
-		max: maxScriptTasks,
+	g, _ := w.succeeders.LoadOrStore(queue, &groupcommit.Group[rdb.Success, error]{
+		Max: maxScriptTasks,
 		// At a steady rate a success waits up to successLinger for others
 		// (or until half the concurrency is waiting) to share their
 		// finalize call: one script call per few tasks instead of each.
-		linger: successLinger,
-		gather: max(2, w.cfg.Concurrency/2),
-		run: func(batch []rdb.Success) ([]error, error) {
-			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.cfg.Clock(), batch)
+		Linger: successLinger,
+		Gather: max(2, w.cfg.Concurrency/2),
+		Run: func(batch []rdb.Success) ([]error, error) {
+			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.dep.clock(), batch)
 		},
 	})
-	return g.(*groupCommit[rdb.Success, error])
+	return g.(*groupcommit.Group[rdb.Success, error])
 }
 
 // heartbeatLoop renews the leases of running tasks (cancelling a handler
@@ -354,7 +355,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {
-	now := w.cfg.Clock()
+	now := w.dep.clock()
 	byQueue := map[string][]*running{}
 	w.mu.Lock()
 	for _, r := range w.inflight {
@@ -382,7 +383,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 	}
 	if w.unrecorded.Load() {
-		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.cfg.EventsMaxLen, w.record(w.status()))
+		err := w.rdb.WorkerStart(ctx, w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.heartbeatRecord(w.status()))
 		switch {
 		case err == nil:
 			w.unrecorded.Store(false)
@@ -393,7 +394,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 		return
 	}
-	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.cfg.EventsMaxLen, false, w.record(w.status())); err != nil && ctx.Err() == nil {
+	if err := w.rdb.WorkerBeat(ctx, w.cfg.WorkerID, w.instance, now, w.dep.eventsMaxLen, false, w.heartbeatRecord(w.status())); err != nil && ctx.Err() == nil {
 		w.cfg.Logger.Warn("heartbeat failed", "worker_id", w.cfg.WorkerID, "err", err)
 	}
 }

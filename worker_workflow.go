@@ -11,18 +11,21 @@ import (
 // served queue's outbox, the sweep, and the Client behind AddNodes (and
 // on_failure), configured like the scheduler's (SchedulerClient).
 func (w *Worker) newWorkflows() error {
-	var cc ClientConfig
-	if w.cfg.SchedulerClient != nil {
-		cc = *w.cfg.SchedulerClient
+	var own deployment
+	if cc := w.cfg.SchedulerClient; cc != nil {
+		own.idempotencyTTL = cc.IdempotencyTTL
 	}
-	cc.KeyPrefix, cc.EventsMaxLen, cc.Clock = w.cfg.KeyPrefix, w.cfg.EventsMaxLen, w.cfg.Clock
-	cc.ReplicaAcks, cc.ReplicaAckTimeout = w.cfg.ReplicaAcks, w.cfg.ReplicaAckTimeout
-	c, err := NewClient(w.rdb.Client(), &cc)
+	own, err := own.resolve()
 	if err != nil {
 		return fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
 	}
-	w.wf = newWorkflows(w.rdb, c, w.cfg.Clock, w.cfg.Logger, w.cfg.EventsMaxLen, w.cfg.SucceededRetention,
-		w.cfg.FailedRetention, c.cfg.MaxWorkflowNodes)
+	dep := w.dep
+	dep.idempotencyTTL = own.idempotencyTTL
+	c, err := newClient(w.rdb.Client(), w.cfg.SchedulerClient, dep)
+	if err != nil {
+		return fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
+	}
+	w.wf = newWorkflows(w.rdb, c, dep, w.cfg.Logger, c.cfg.MaxWorkflowNodes)
 	c.wf = w.wf
 	return nil
 }
@@ -31,7 +34,7 @@ func (w *Worker) newWorkflows() error {
 // key prefix (IdempotentOperation) and, for a workflow node, its lease for
 // AddNodes.
 func (w *Worker) handlerContext(ctx context.Context, ct *rdb.ClaimedTask) context.Context {
-	ctx = withWorkerPrefix(ctx, w.cfg.KeyPrefix)
+	ctx = withWorkerPrefix(ctx, w.dep.keyPrefix)
 	if ct.Workflow == "" {
 		return ctx
 	}

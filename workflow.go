@@ -13,6 +13,7 @@ import (
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/idemkey"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workflow"
 )
@@ -220,11 +221,11 @@ func (c *Client) storedNode(ctx context.Context, ref string, deps []string, poli
 	}
 	wn := rdb.WorkflowNode{Ref: ref, Queue: n.queue, Deps: deps, Continue: policy == DepContinue,
 		Task: rdb.NodeTask{ID: t.ID, Type: n.typ, Payload: n.payload, Priority: n.priority, MaxAttempts: n.maxAttempts,
-			TimeoutMS: n.timeoutMS, Metadata: n.metadata, ConcurrencyKey: n.ckey, Retention: n.retention,
+			TimeoutMS: n.timeoutMS, Metadata: n.metadata, ConcurrencyKey: n.concurrencyKey, Retention: n.retention,
 			KeepPayload: n.keepPayload, DelayMS: n.availableAt - created, TTLMS: ttl, CreatedAt: created}}
 	d, err := json.Marshal(definition{Ref: ref, Queue: n.queue, Deps: deps, Continue: wn.Continue, Type: n.typ,
 		Payload: n.payload, Priority: n.priority, MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, Metadata: n.metadata,
-		CKey: n.ckey, Retention: n.retention, Keep: n.keepPayload, DelayMS: wn.Task.DelayMS, TTLMS: ttl})
+		CKey: n.concurrencyKey, Retention: n.retention, Keep: n.keepPayload, DelayMS: wn.Task.DelayMS, TTLMS: ttl})
 	if err != nil {
 		return rdb.WorkflowNode{}, err
 	}
@@ -265,7 +266,7 @@ func (c *Client) buildNodes(ctx context.Context, nodes []Node, now time.Time) ([
 // gives *WorkflowConflictError or, for an ended workflow, its result with
 // Duplicate set.
 func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResult, error) {
-	now := c.cfg.Clock()
+	now := c.dep.clock()
 	if len(w.Name) > maxWorkflowName || !printable(w.Name) {
 		return nil, &WorkflowError{Node: "name", Reason: "must be at most 128 printable characters"}
 	}
@@ -274,9 +275,9 @@ func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResul
 	}
 	key := ""
 	if w.IdempotencyKey != "" {
-		k, err := NormalizeIdempotencyKey(w.IdempotencyKey)
+		k, err := idemkey.Normalize(w.IdempotencyKey, MaxIdempotencyKey)
 		if err != nil {
-			return nil, err
+			return nil, &ValidationError{Field: "idempotency_key", Message: err.Error()}
 		}
 		key = k
 	}
@@ -284,7 +285,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResul
 	if err != nil {
 		return nil, err
 	}
-	nw := &rdb.NewWorkflow{Name: w.Name, IdempotencyKey: key, IdemTTL: int64(c.cfg.IdempotencyTTL / time.Second), Nodes: nodes}
+	nw := &rdb.NewWorkflow{Name: w.Name, IdempotencyKey: key, IdemTTL: int64(c.dep.idempotencyTTL / time.Second), Nodes: nodes}
 	if w.OnFailure != nil {
 		n, err := nodeTask(w.OnFailure, &c.lim, now, "on_failure")
 		if err != nil {

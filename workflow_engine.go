@@ -54,12 +54,13 @@ const (
 	relayBatch = 100
 )
 
-func newWorkflows(r *rdb.RDB, c *Client, clock func() time.Time, log *slog.Logger, eventsMaxLen int64,
-	succeeded, failed time.Duration, maxNodes int) *workflows {
+// newWorkflows is the engine of a process with the deployment settings dep.
+func newWorkflows(r *rdb.RDB, c *Client, dep deployment, log *slog.Logger, maxNodes int) *workflows {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	failed = scriptRetention(failed)
+	clock, eventsMaxLen := dep.clock, dep.eventsMaxLen
+	succeeded, failed := dep.succeededRetention, scriptRetention(dep.failedRetention)
 	var tok [8]byte
 	_, _ = crand.Read(tok[:])
 	return &workflows{rdb: r, client: c, clock: clock, log: log,
@@ -199,7 +200,7 @@ func (e *workflows) onFailure(ctx context.Context, id, name, def string) error {
 	t := rdb.NewTask{ID: rdb.NewTaskID(num, now), Type: n.Task.Type, Payload: body, Priority: n.Task.Priority,
 		MaxAttempts: n.Task.MaxAttempts, TimeoutMS: n.Task.TimeoutMS, IdempotencyKey: key,
 		AvailableAt: now.UnixMilli() + n.Task.DelayMS, Metadata: n.Task.Metadata, Fingerprint: string(fp[:]),
-		IdemTTL: int64(e.client.cfg.IdempotencyTTL/time.Second) + n.Task.DelayMS/1000 + 1, CreatedAt: now.UnixMilli(),
+		IdemTTL: int64(e.client.dep.idempotencyTTL/time.Second) + n.Task.DelayMS/1000 + 1, CreatedAt: now.UnixMilli(),
 		ConcurrencyKey: n.Task.ConcurrencyKey, Retention: n.Task.Retention, KeepPayload: n.Task.KeepPayload}
 	if len(t.Metadata) == 0 {
 		t.Metadata = []byte("{}")

@@ -38,14 +38,14 @@ func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig)
 		return errors.New("dtq: RunWorkflowMaintenance needs a Client")
 	}
 	c := cfg.Client
-	succ, failed := cfg.SucceededRetention, cfg.FailedRetention
-	if succ == 0 {
-		succ = DefaultSucceededRetention
+	dep := c.dep
+	if cfg.SucceededRetention != 0 {
+		dep.succeededRetention = cfg.SucceededRetention
 	}
-	if failed == 0 {
-		failed = DefaultFailedRetention
+	if cfg.FailedRetention != 0 {
+		dep.failedRetention = cfg.FailedRetention
 	}
-	e := newWorkflows(c.rdb, c, c.cfg.Clock, cfg.Logger, c.cfg.EventsMaxLen, succ, failed, c.cfg.MaxWorkflowNodes)
+	e := newWorkflows(c.rdb, c, dep, cfg.Logger, c.cfg.MaxWorkflowNodes)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { e.runSweep(ctx) })

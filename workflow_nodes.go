@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workflow"
 )
@@ -106,7 +107,7 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 		func(string) bool { return true }); err != nil {
 		return nil, graphError(err)
 	}
-	now := c.cfg.Clock()
+	now := c.dep.clock()
 	built, err := c.buildNodes(ctx, nodes, now)
 	if err != nil {
 		return nil, err
@@ -213,74 +214,68 @@ func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Du
 	}
 }
 
-// WorkflowListOptions filter and page ListWorkflows.
-type WorkflowListOptions struct {
-	Status dtqtype.WorkflowStatus // "" = any
-	Name   string                 // "" = any; else exactly this name
-	Limit  int                    // 1..1000; 0 = 50
-	Cursor string                 // from the previous page's next cursor
-}
-
-// WorkflowSummary is one workflow of a listing.
-type WorkflowSummary struct {
-	ID     string                 `json:"workflow_id"`
-	Name   string                 `json:"name,omitempty"`
-	Status dtqtype.WorkflowStatus `json:"status"`
-}
+// WorkflowListParams select and page Inspector.ListWorkflows.
+type WorkflowListParams = dtqtype.WorkflowListParams
 
 // maxListScan bounds the index entries one listing call examines.
 const maxListScan = 5000
 
-// ListWorkflows returns workflows newest first and the cursor of the next
-// page ("" when there is none). A call examines at most 5000 index entries,
-// so a filtered page may be short while more remain.
-func (i *Inspector) ListWorkflows(ctx context.Context, o WorkflowListOptions) ([]WorkflowSummary, string, error) {
-	if o.Limit == 0 {
-		o.Limit = 50
+// ListWorkflows returns a page of workflows, newest first. A call examines
+// at most 5000 index entries, so a filtered page may be short, even empty,
+// while more remain. A bad filter or Limit is a *ValidationError, a bad
+// cursor ErrInvalidCursor.
+func (i *Inspector) ListWorkflows(ctx context.Context, params *WorkflowListParams) (*dtqtype.ListResult[*dtqtype.WorkflowSummary], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, ""); err != nil {
+		return nil, err
 	}
-	if o.Limit < 1 || o.Limit > 1000 {
-		return nil, "", invalid("limit", "must be between 1 and 1000")
+	if p.Status != "" && !slices.Contains(dtqtype.WorkflowStatuses, p.Status) {
+		return nil, invalid("status", "must be one of %v", dtqtype.WorkflowStatuses)
 	}
-	if o.Status != "" && !slices.Contains(dtqtype.WorkflowStatuses, o.Status) {
-		return nil, "", invalid("status", "must be one of %v", dtqtype.WorkflowStatuses)
+	after := ""
+	if p.Cursor != "" {
+		r := cursor.Read(p.Cursor, cursor.Workflows)
+		after = r.String(rdb.ValidWorkflowID)
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
 	}
-	if o.Cursor != "" && !rdb.ValidWorkflowID(o.Cursor) {
-		return nil, "", invalid("cursor", "is not a cursor this API returned")
-	}
-	out := []WorkflowSummary{}
-	cursor, scanned := o.Cursor, 0
-	for scanned < maxListScan {
-		ids, err := i.rdb.WorkflowIndexPage(ctx, cursor, min(500, maxListScan-scanned))
+	out := &dtqtype.ListResult[*dtqtype.WorkflowSummary]{Items: []*dtqtype.WorkflowSummary{}}
+	for scanned := 0; scanned < maxListScan; {
+		ids, err := i.rdb.WorkflowIndexPage(ctx, after, min(500, maxListScan-scanned))
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		if len(ids) == 0 {
-			return out, "", nil
+			return out, nil
 		}
 		sts, names, err := i.rdb.ReadWorkflowStatus(ctx, ids)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		var gone []string
 		for j, id := range ids {
 			scanned++
-			cursor = id
+			after = id
 			switch {
 			case sts[j] == "":
 				gone = append(gone, id)
 				continue
-			case o.Status != "" && dtqtype.WorkflowStatus(sts[j]) != o.Status, o.Name != "" && names[j] != o.Name:
+			case p.Status != "" && dtqtype.WorkflowStatus(sts[j]) != p.Status, p.Name != "" && names[j] != p.Name:
 				continue
 			}
-			out = append(out, WorkflowSummary{ID: id, Name: names[j], Status: dtqtype.WorkflowStatus(sts[j])})
-			if len(out) == o.Limit {
-				_ = i.rdb.DropFromWorkflowIndex(ctx, gone)
-				return out, id, nil
+			out.Items = append(out.Items, &dtqtype.WorkflowSummary{ID: id, Name: names[j], Status: dtqtype.WorkflowStatus(sts[j])})
+			if len(out.Items) == p.Limit {
+				break
 			}
 		}
 		_ = i.rdb.DropFromWorkflowIndex(ctx, gone)
+		if len(out.Items) == p.Limit {
+			break
+		}
 	}
-	return out, cursor, nil
+	out.NextCursor = cursor.Encode(cursor.Workflows, after)
+	return out, nil
 }
 
 // CancelWorkflow cancels workflow id: every node not ended is cancelled
@@ -292,7 +287,7 @@ func (a *Admin) CancelWorkflow(ctx context.Context, id string) (info *dtqtype.Wo
 		return nil, false, ErrWorkflowNotFound
 	}
 	e := a.client.wf
-	score := a.clk().UnixMilli()
+	score := a.clock().UnixMilli()
 	if err := a.rdb.WorkflowMark(ctx, id, score, false); err != nil {
 		return nil, false, err
 	}

@@ -83,9 +83,9 @@ func TestWorkflowSubmitInterruptedIsCompletedBySweep(t *testing.T) {
 			evs := b.sysEvents(t, id)
 			require.Contains(t, evs, "WORKFLOW_STARTED")
 			require.Contains(t, evs, "WORKFLOW_SUCCEEDED")
-			list, _, err := b.insp.ListWorkflows(ctx, dtq.WorkflowListOptions{})
+			list, err := b.insp.ListWorkflows(ctx, nil)
 			require.NoError(t, err)
-			require.Len(t, list, 1)
+			require.Len(t, list.Items, 1)
 			require.Eventually(t, func() bool { return b.rc.ZCard(ctx, b.keys.WorkflowAttention()).Val() == 0 },
 				30*time.Second, 20*time.Millisecond, "the sweep leaves no mark behind")
 		})

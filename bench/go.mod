@@ -1,9 +1,14 @@
-module github.com/dtq-io/dtq/bench
+// bench measures the HTTP API in process (http.go), so its path sits under
+// cmd/dtq: Go lets only code whose import path starts with
+// github.com/dtq-io/dtq/cmd/dtq import cmd/dtq/internal/httpapi. Nothing
+// fetches bench by path; make bench runs it from this directory.
+module github.com/dtq-io/dtq/cmd/dtq/bench
 
 go 1.26.8
 
 require (
 	github.com/dtq-io/dtq v0.0.0
+	github.com/dtq-io/dtq/cmd/dtq v0.0.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -11,6 +16,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dtq-io/dtq/internal/metrics v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
@@ -26,4 +32,11 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/dtq-io/dtq => ../
+// bench always measures the code of this checkout.
+replace (
+	github.com/dtq-io/dtq => ../
+	github.com/dtq-io/dtq/cmd/dtq => ../cmd/dtq
+	github.com/dtq-io/dtq/dtqotel => ../dtqotel
+	github.com/dtq-io/dtq/dtqprom => ../dtqprom
+	github.com/dtq-io/dtq/internal/metrics => ../internal/metrics
+)

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/httpapi"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/httpapi"
 )
 
 // httpSubmit measures POST /api/v1/tasks through a real listener with
@@ -23,8 +23,8 @@ func httpSubmit(ctx context.Context, rc *redis.Client, n, conns int) result {
 	c := newClient(rc)
 	in, _ := dtq.NewInspector(rc, nil)
 	adm, _ := dtq.NewAdmin(rc, nil)
-	remote, _ := dtq.NewRemote(rc, nil)
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, Remote: remote})
+	gateway, _ := dtq.NewWorkerGateway(rc, nil)
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway})
 	if err != nil {
 		panic(err)
 	}

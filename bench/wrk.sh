@@ -22,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$root" && go build -o "$work/dtq" ./cmd/dtq)
+(cd "$root/cmd/dtq" && go build -o "$work/dtq" .)
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
   --maxmemory-policy noeviction --dir "$work" --daemonize yes --logfile "$work/redis.log"
 for run in $(seq "$runs"); do

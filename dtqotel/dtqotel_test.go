@@ -5,20 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqotel"
-	"github.com/dtq-io/dtq/internal/httpapi"
 )
 
 // traceparent is the W3C header value for sc.
@@ -119,47 +114,6 @@ func TestRetriedTaskTracesEachAttempt(t *testing.T) {
 	require.Equal(t, "exception", attempts[0].Events()[0].Name)
 	require.Equal(t, codes.Unset, attempts[1].Status().Code)
 	require.Len(t, b.ended(dtqotel.WaitSpan), 1)
-}
-
-// A traced caller of the HTTP API sends traceparent; the API copies it
-// into the task's metadata and the worker's dtq.process joins the caller's
-// trace, with no dtq.submit in between (the API makes no spans).
-func TestHTTPSubmitJoinsCallersTrace(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	admin, err := dtq.NewAdmin(b.rc, &dtq.AdminConfig{KeyPrefix: b.prefix})
-	require.NoError(t, err)
-	remote, err := dtq.NewRemote(b.rc, &dtq.RemoteConfig{KeyPrefix: b.prefix}) // not run: nothing claims over HTTP
-	require.NoError(t, err)
-	api, err := httpapi.New(httpapi.Config{Client: b.client, Inspector: b.insp, Admin: admin, Remote: remote})
-	require.NoError(t, err)
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	b.runWorker(t, "q", "echo", func(context.Context, *dtq.Task) (any, error) { return nil, nil })
-
-	ctx, caller := b.startSpan("caller")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/v1/tasks",
-		strings.NewReader(`{"task_type":"echo","queue":"q"}`))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := srv.Client().Do(req)
-	require.NoError(t, err)
-	var body struct {
-		TaskID string `json:"task_id"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	caller.End()
-
-	process := b.waitSpans(t, dtqotel.ProcessSpan, 1)[0]
-	require.Equal(t, caller.SpanContext().TraceID(), process.SpanContext().TraceID())
-	require.Equal(t, caller.SpanContext().SpanID(), process.Parent().SpanID())
-	require.Equal(t, body.TaskID, attrs(process)["dtq.task.id"])
-	wait := b.one(t, dtqotel.WaitSpan)
-	require.Equal(t, caller.SpanContext().SpanID(), wait.Parent().SpanID())
-	require.Empty(t, b.ended(dtqotel.SubmitSpan))
 }
 
 // Each task of a batch gets its own dtq.submit span, and carries it.

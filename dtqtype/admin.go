@@ -71,13 +71,16 @@ type DLQEntry struct {
 	FailedAt Time `json:"failed_at"`
 }
 
-// DLQFilter selects dead-letter entries (and pages through them).
+// DLQFilter selects the dead-letter entries of a bulk action
+// (Admin.RequeueDLQMatching, Admin.PurgeDLQMatching); in JSON it is the
+// body of the API's bulk routes.
 type DLQFilter struct {
-	Queue      string // "" = every queue
-	Type       string // "" = any
-	ErrorClass string // "" = any
-	Limit      int    // list page size, 1..1000; 0 = 50
-	Cursor     string // from a previous answer
+	Queue      string `json:"queue"`       // "" = every queue
+	Type       string `json:"type"`        // "" = any
+	ErrorClass string `json:"error_class"` // "" = any
+	// Cursor is the NextCursor of the call before, to continue the action
+	// ("" = from the start).
+	Cursor string `json:"cursor"`
 }
 
 // AuditEntry is one destructive admin action.

@@ -55,3 +55,20 @@ type WorkflowNodeInfo struct {
 	// failed, else the error class its end carried, if any.
 	ErrorClass string `json:"error_class,omitempty"`
 }
+
+// WorkflowListParams select and page Inspector.ListWorkflows.
+type WorkflowListParams struct {
+	Status WorkflowStatus // "" = any
+	Name   string         // "" = any; else exactly this name
+	// Cursor is the NextCursor of the page before ("" = the first page).
+	Cursor string
+	// Limit is the page size, 1..MaxListLimit; 0 means 50.
+	Limit int
+}
+
+// WorkflowSummary is one workflow of a listing.
+type WorkflowSummary struct {
+	ID     string         `json:"workflow_id"`
+	Name   string         `json:"name,omitempty"`
+	Status WorkflowStatus `json:"status"`
+}

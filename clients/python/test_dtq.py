@@ -1,8 +1,8 @@
 """Tests of the dtq Python client against a live `dtq api`.
 
-The Go test internal/cli TestPythonClient starts Redis and `dtq api` and runs
-these with DTQ_URL and the DTQ_*_TOKEN keys set; run them by hand the same
-way against your own API:
+The Go test cmd/dtq/internal/cli TestPythonClient starts Redis and `dtq api`
+and runs these with DTQ_URL and the DTQ_*_TOKEN keys set; run them by hand the
+same way against your own API:
 
     DTQ_URL=http://127.0.0.1:8080 DTQ_WORKER_TOKEN=... DTQ_PRODUCER_TOKEN=... \\
         DTQ_ADMIN_TOKEN=... python3 -m unittest -v test_dtq

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/dtq-io/dtq/internal/cli"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/cli"
 )
 
 func main() {

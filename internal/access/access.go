@@ -97,7 +97,7 @@ func ParseKeys(s string) ([]Key, error) {
 	}
 	var keys []Key
 	n := 0 // entries seen, for messages
-	for _, entry := range strings.Split(s, ",") {
+	for entry := range strings.SplitSeq(s, ",") {
 		entry = strings.TrimSpace(entry)
 		// An element without ':' continues the previous key's queue list.
 		if entry != "" && !strings.Contains(entry, ":") && len(keys) > 0 && keys[len(keys)-1].Scoped() {
@@ -171,11 +171,11 @@ func ValidateKeys(keys []Key) error {
 
 // visibleASCII reports whether s is 1..max characters of 0x21..0x7e other
 // than ',' (the list separator).
-func visibleASCII(s string, max int) bool {
-	if len(s) == 0 || len(s) > max {
+func visibleASCII(s string, maxLen int) bool {
+	if len(s) == 0 || len(s) > maxLen {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if s[i] <= 0x20 || s[i] > 0x7e || s[i] == ',' {
 			return false
 		}
@@ -195,7 +195,7 @@ func ValidateAllowedHost(h string) error {
 	if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
 		return nil
 	}
-	for i := 0; i < len(h); i++ {
+	for i := range len(h) {
 		if !hostNameByte(h[i]) {
 			return fmt.Errorf("host %q: must be a host name or an IP address, without a port or scheme", h)
 		}

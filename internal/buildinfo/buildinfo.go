@@ -17,6 +17,13 @@ import (
 // ModulePath is dtq's module path.
 const ModulePath = "github.com/dtq-io/dtq"
 
+// commandModulePath is the module of the dtq command (cmd/dtq), the main
+// module of the dtq binary.
+const commandModulePath = ModulePath + "/cmd/dtq"
+
+// isDTQ reports whether path is dtq's module or the dtq command's.
+func isDTQ(path string) bool { return path == ModulePath || path == commandModulePath }
+
 // Set with -ldflags -X; see the package comment.
 var (
 	version  = ""
@@ -58,11 +65,12 @@ func Revision() string {
 // GoVersion returns the Go release the binary was built with.
 func GoVersion() string { return runtime.Version() }
 
-// moduleVersion is dtq's version in bi: the main module's when dtq is the
-// main module, else the dependency's; "" for a development build.
+// moduleVersion is dtq's version in bi: the main module's when dtq (or the
+// dtq command) is the main module, else the dependency's; "" for a
+// development build.
 func moduleVersion(bi *debug.BuildInfo) string {
 	m := &bi.Main
-	if m.Path != ModulePath {
+	if !isDTQ(m.Path) {
 		m = nil
 		for _, d := range bi.Deps {
 			if d.Path == ModulePath {
@@ -81,9 +89,9 @@ func moduleVersion(bi *debug.BuildInfo) string {
 }
 
 // vcsRevision is the shortened vcs.revision of bi, "" when none was
-// recorded or dtq is not the main module.
+// recorded or neither dtq nor the dtq command is the main module.
 func vcsRevision(bi *debug.BuildInfo) string {
-	if bi.Main.Path != ModulePath {
+	if !isDTQ(bi.Main.Path) {
 		return ""
 	}
 	var rev string

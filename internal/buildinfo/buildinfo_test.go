@@ -16,6 +16,8 @@ func TestModuleVersion(t *testing.T) {
 	}{
 		{"main module, tagged", debug.BuildInfo{Main: debug.Module{Path: ModulePath, Version: "v0.3.0"}}, "v0.3.0"},
 		{"main module, development", debug.BuildInfo{Main: debug.Module{Path: ModulePath, Version: "(devel)"}}, ""},
+		{"the dtq command, tagged", debug.BuildInfo{Main: debug.Module{Path: ModulePath + "/cmd/dtq", Version: "v0.3.0"},
+			Deps: []*debug.Module{{Path: ModulePath, Version: "v0.3.0"}}}, "v0.3.0"},
 		{"dependency", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"},
 			Deps: []*debug.Module{{Path: "github.com/x/y", Version: "v1.0.0"}, {Path: ModulePath, Version: "v0.2.1"}}}, "v0.2.1"},
 		{"replaced dependency", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"},
@@ -43,6 +45,8 @@ func TestVCSRevision(t *testing.T) {
 		{"modified", debug.BuildInfo{Main: debug.Module{Path: ModulePath},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}}, "0123456789ab-dirty"},
 		{"none recorded", debug.BuildInfo{Main: debug.Module{Path: ModulePath}}, ""},
+		{"the dtq command", debug.BuildInfo{Main: debug.Module{Path: ModulePath + "/cmd/dtq"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}}}, "0123456789ab"},
 		{"another main module", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}}}, ""},
 	}

@@ -7,6 +7,7 @@ package faultproxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -42,7 +43,7 @@ type link struct {
 
 // Start listens on a free loopback port and forwards to target.
 func Start(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.mu.Unlock()
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		s, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(context.Background(), "tcp", p.target)
 		if err != nil {
 			reset(c)
 			continue

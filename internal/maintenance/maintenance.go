@@ -46,10 +46,10 @@ type Service struct {
 	Step func(ctx context.Context) (Result, error)
 }
 
-// Backoff after failed steps: doubling from errMin up to errMax.
+// Backoff after failed steps: doubling from errBackoffFloor up to errBackoffCeiling.
 const (
-	errMin = 100 * time.Millisecond
-	errMax = 5 * time.Second
+	errBackoffFloor   = 100 * time.Millisecond
+	errBackoffCeiling = 5 * time.Second
 )
 
 // Run calls s.Step until ctx ends: again at once after a full step, after
@@ -62,7 +62,7 @@ func Run(ctx context.Context, s Service) {
 	if maxSleep <= 0 {
 		maxSleep = time.Second
 	}
-	errDelay, failing := errMin, 0
+	errDelay, failing := errBackoffFloor, 0
 	for {
 		res, err := s.Step(ctx)
 		var sleep time.Duration
@@ -75,14 +75,14 @@ func Run(ctx context.Context, s Service) {
 			}
 			failing++
 			sleep = errDelay
-			errDelay = min(errDelay*2, errMax)
+			errDelay = min(errDelay*2, errBackoffCeiling)
 		case res.Full:
 			continue
 		default:
 			if failing > 0 {
 				s.Logger.Info("maintenance call recovered", "service", s.Name, "queue", s.Queue, "failed_calls", failing)
 			}
-			errDelay, failing = errMin, 0
+			errDelay, failing = errBackoffFloor, 0
 			sleep = maxSleep
 			if res.Wait > 0 {
 				sleep = min(sleep, res.Wait)

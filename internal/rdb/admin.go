@@ -146,23 +146,19 @@ func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSett
 		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled), deadline, AttemptsCap).Text()
 }
 
-// DLQBulkResult is the answer of one bulk DLQ call.
-type DLQBulkResult struct {
-	Matched, Processed int64
-	Next               int64 // offset to continue from; -1 when done
-}
-
 // DLQBulk requeues or discards the DLQ entries of queue matching the
-// filters, examining at most MaxPerCall entries from offset.
-func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, taskType, errorClass string, s *AdminSettings, now time.Time) (DLQBulkResult, error) {
+// filters, examining at most MaxPerCall entries from offset. It returns how
+// many entries matched and were processed, and the offset to continue from
+// (-1 when done).
+func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, taskType, errorClass string, s *AdminSettings, now time.Time) (matched, processed, next int64, err error) {
 	k := r.keys
 	v, err := r.run(ctx, scriptDlqBulk, r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
 		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
 		int64(s.IdempotencyTTL/time.Second), AttemptsCap).Int64Slice()
 	if err != nil {
-		return DLQBulkResult{}, err
+		return 0, 0, 0, err
 	}
-	return DLQBulkResult{Matched: v[0], Processed: v[1], Next: v[2]}, nil
+	return v[0], v[1], v[2], nil
 }
 
 // AppendAudit appends one entry (field/value pairs) to the audit stream.

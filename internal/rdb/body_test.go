@@ -41,10 +41,10 @@ func TestQueuedTaskHashIsListpack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(nt.Payload), string(got.Payload))
 	require.Equal(t, string(nt.Metadata), string(got.Metadata))
-	list, _, err := b.r.ListTasks(b.ctx, ListFilter{Queue: "q", Limit: 10})
+	list, err := b.r.ListTasks(b.ctx, &dtqtype.TaskListParams{Queue: "q", Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, list, 1)
-	require.Equal(t, string(nt.Payload), string(list[0].Payload))
+	require.Len(t, list.Items, 1)
+	require.Equal(t, string(nt.Payload), string(list.Items[0].Payload))
 }
 
 func TestClaimMovesBodyIntoHash(t *testing.T) {
@@ -111,7 +111,7 @@ func TestHeldTaskKeepsBody(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
 	require.NoError(t, b.r.EnsureGroups(b.ctx, "q"))
-	_, err := b.r.SetLimits(b.ctx, "q", Limits{KeyConcurrency: 1})
+	_, err := b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{KeyConcurrency: 1})
 	require.NoError(t, err)
 	first, second := bodyTask(b, t, "q"), bodyTask(b, t, "q")
 	first.ConcurrencyKey, second.ConcurrencyKey = "k", "k"

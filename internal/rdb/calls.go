@@ -42,7 +42,7 @@ type claimCall struct {
 	nonce, keyWaitPrefix     string
 }
 
-func (r *RDB) claimCall(queue string, s *WorkerSettings, max int, now time.Time, nonce string) *claimCall {
+func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Time, nonce string) *claimCall {
 	k := r.keys
 	return &claimCall{
 		lease: k.Lease(queue), expiry: k.Expiry(queue), schedule: k.Schedule(queue), events: k.Events(queue),
@@ -50,7 +50,7 @@ func (r *RDB) claimCall(queue string, s *WorkerSettings, max int, now time.Time,
 		limits: k.Limits(queue), rate: k.Rate(queue), keyRunning: k.KeyRunning(queue), held: k.Held(queue),
 		limited: k.Limited(queue), retained: k.Retained(queue), outbox: k.WorkflowOutbox(queue),
 
-		now: now.UnixMilli(), worker: s.WorkerID, group: Group, max: max, leaseMS: s.Lease.Milliseconds(),
+		now: now.UnixMilli(), worker: s.WorkerID, group: Group, max: limit, leaseMS: s.Lease.Milliseconds(),
 		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), eventsMaxLen: s.EventsMaxLen,
 		failedRetS: seconds(s.FailedRetention), nonce: nonce, keyWaitPrefix: k.KeyWaitPrefix(queue),
 	}

@@ -39,7 +39,7 @@ type ClaimedTask struct {
 // counts as created. A group that is missing at maxmemory fails with an
 // error redis.IsOOMError recognises: the caller retries later.
 func (r *RDB) EnsureGroups(ctx context.Context, queue string) error {
-	for b := 0; b < NumBands; b++ {
+	for b := range NumBands {
 		stream := r.keys.Stream(queue, b)
 		err := r.c.XGroupCreateMkStream(ctx, stream, Group, "0").Err()
 		if err == nil || strings.Contains(err.Error(), "BUSYGROUP") {
@@ -102,12 +102,12 @@ type ClaimResult struct {
 	Held int
 }
 
-// Claim delivers up to max ready tasks of queue to the worker, highest
+// Claim delivers up to limit ready tasks of queue to the worker, highest
 // priority first, moving each to running under a lease. nonce identifies the
 // call: when an error leaves it unknown whether a claim ran, sending it
 // again with the same now and nonce answers the tasks it started.
-func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, max int, now time.Time, nonce string) (*ClaimResult, error) {
-	c := r.claimCall(queue, s, max, now, nonce)
+func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, limit int, now time.Time, nonce string) (*ClaimResult, error) {
+	c := r.claimCall(queue, s, limit, now, nonce)
 	v, err := r.run(ctx, scriptClaim, c.keys(), c.args()...).Slice()
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func TestRateLimitSpacesStarts(t *testing.T) {
 	b := newTestRDB(t)
 	require.NoError(t, b.r.EnsureGroups(b.ctx, "q"))
 	b.ingestN(t, "q", 10, "")
-	_, err := b.r.SetLimits(b.ctx, "q", Limits{RateLimit: 2, RatePeriod: time.Second})
+	_, err := b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{Rate: &dtqtype.RateLimit{Limit: 2, Period: dtqtype.Duration(time.Second)}})
 	require.NoError(t, err)
 	now := b.now
 	cr, err := b.r.Claim(b.ctx, "q", testSettings, 8, now, "")
@@ -48,7 +48,7 @@ func TestRateLimitSpacesStarts(t *testing.T) {
 	require.Len(t, cr.Tasks, 1)
 
 	// A burst lets an idle queue start that many at once.
-	_, err = b.r.SetLimits(b.ctx, "q", Limits{RateLimit: 2, RatePeriod: time.Second, Burst: 3})
+	_, err = b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{Rate: &dtqtype.RateLimit{Limit: 2, Period: dtqtype.Duration(time.Second), Burst: 3}})
 	require.NoError(t, err)
 	cr, err = b.r.Claim(b.ctx, "q", testSettings, 8, now.Add(10*time.Second), "")
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestConcurrencyLimitCountsLeases(t *testing.T) {
 	b := newTestRDB(t)
 	require.NoError(t, b.r.EnsureGroups(b.ctx, "q"))
 	b.ingestN(t, "q", 5, "")
-	_, err := b.r.SetLimits(b.ctx, "q", Limits{Concurrency: 2})
+	_, err := b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{Concurrency: 2})
 	require.NoError(t, err)
 	cr, err := b.r.Claim(b.ctx, "q", testSettings, 8, b.now, "")
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestKeyConcurrencyHoldsAKeyAndLetsOthersPass(t *testing.T) {
 	require.NoError(t, b.r.EnsureGroups(b.ctx, "q"))
 	a := b.ingestN(t, "q", 3, "acct-a")
 	bb := b.ingestN(t, "q", 2, "acct-b")
-	_, err := b.r.SetLimits(b.ctx, "q", Limits{KeyConcurrency: 1})
+	_, err := b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{KeyConcurrency: 1})
 	require.NoError(t, err)
 	cr, err := b.r.Claim(b.ctx, "q", testSettings, 8, b.now, "")
 	require.NoError(t, err)

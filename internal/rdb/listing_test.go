@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // TestListTasksPagesDeepIndex: pages after a cursor come from list_page's
@@ -29,15 +31,15 @@ func TestListTasksPagesDeepIndex(t *testing.T) {
 		var got []string
 		cursor := ""
 		for {
-			items, next, err := b.r.ListTasks(b.ctx, ListFilter{Queue: queue, Limit: 40, Cursor: cursor})
+			res, err := b.r.ListTasks(b.ctx, &dtqtype.TaskListParams{Queue: queue, Limit: 40, Cursor: cursor})
 			require.NoError(t, err)
-			for _, it := range items {
+			for _, it := range res.Items {
 				got = append(got, it.ID)
 			}
-			if next == "" {
+			if res.NextCursor == "" {
 				return got
 			}
-			cursor = next
+			cursor = res.NextCursor
 		}
 	}
 	require.Equal(t, want, page(""))

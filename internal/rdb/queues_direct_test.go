@@ -43,21 +43,23 @@ func TestGetLimits(t *testing.T) {
 	b := setup(t)
 	tests := []struct {
 		name string
-		set  rdb.Limits
-		want rdb.Limits
+		set  *dtqtype.QueueLimits
+		want *dtqtype.QueueLimits
 	}{
-		{"none set", rdb.Limits{}, rdb.Limits{}},
-		{"concurrency", rdb.Limits{Concurrency: 3}, rdb.Limits{Concurrency: 3}},
-		{"rate with the default burst", rdb.Limits{RateLimit: 10, RatePeriod: time.Second},
-			rdb.Limits{RateLimit: 10, RatePeriod: time.Second, Burst: 1}},
-		{"every limit", rdb.Limits{RateLimit: 5, RatePeriod: time.Minute, Burst: 4, Concurrency: 2, KeyConcurrency: 1},
-			rdb.Limits{RateLimit: 5, RatePeriod: time.Minute, Burst: 4, Concurrency: 2, KeyConcurrency: 1}},
-		{"a burst without a rate is not kept", rdb.Limits{Burst: 7, KeyConcurrency: 2}, rdb.Limits{KeyConcurrency: 2}},
+		{"none set", nil, nil},
+		{"nothing set", &dtqtype.QueueLimits{}, nil},
+		{"concurrency", &dtqtype.QueueLimits{Concurrency: 3}, &dtqtype.QueueLimits{Concurrency: 3}},
+		{"rate with the default burst", &dtqtype.QueueLimits{Rate: rate(10, time.Second, 0)},
+			&dtqtype.QueueLimits{Rate: rate(10, time.Second, 1)}},
+		{"every limit", &dtqtype.QueueLimits{Rate: rate(5, time.Minute, 4), Concurrency: 2, KeyConcurrency: 1},
+			&dtqtype.QueueLimits{Rate: rate(5, time.Minute, 4), Concurrency: 2, KeyConcurrency: 1}},
+		{"a burst without a rate is not kept", &dtqtype.QueueLimits{Rate: rate(0, 0, 7), KeyConcurrency: 2},
+			&dtqtype.QueueLimits{KeyConcurrency: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := "limits-" + tt.name
-			if !tt.set.IsZero() {
+			if tt.set != nil {
 				_, err := b.r.SetLimits(b.ctx, q, tt.set)
 				require.NoError(t, err)
 			}
@@ -69,21 +71,25 @@ func TestGetLimits(t *testing.T) {
 
 	t.Run("replaced and removed", func(t *testing.T) {
 		const q = "limits-changing"
-		_, err := b.r.SetLimits(b.ctx, q, rdb.Limits{Concurrency: 9, RateLimit: 1, RatePeriod: time.Second})
+		_, err := b.r.SetLimits(b.ctx, q, &dtqtype.QueueLimits{Rate: rate(1, time.Second, 0), Concurrency: 9})
 		require.NoError(t, err)
-		_, err = b.r.SetLimits(b.ctx, q, rdb.Limits{KeyConcurrency: 2})
+		_, err = b.r.SetLimits(b.ctx, q, &dtqtype.QueueLimits{KeyConcurrency: 2})
 		require.NoError(t, err)
 		got, err := b.r.GetLimits(b.ctx, q)
 		require.NoError(t, err)
-		require.Equal(t, rdb.Limits{KeyConcurrency: 2}, got, "SetLimits replaces every field")
+		require.Equal(t, &dtqtype.QueueLimits{KeyConcurrency: 2}, got, "SetLimits replaces every field")
 
-		existed, err := b.r.SetLimits(b.ctx, q, rdb.Limits{})
+		existed, err := b.r.SetLimits(b.ctx, q, nil)
 		require.NoError(t, err)
 		require.True(t, existed)
 		got, err = b.r.GetLimits(b.ctx, q)
 		require.NoError(t, err)
-		require.True(t, got.IsZero())
+		require.Nil(t, got)
 	})
+}
+
+func rate(limit int, period time.Duration, burst int) *dtqtype.RateLimit {
+	return &dtqtype.RateLimit{Limit: limit, Period: dtqtype.Duration(period), Burst: burst}
 }
 
 func TestWaitReady(t *testing.T) {

@@ -1,8 +1,8 @@
 // Package rdb owns dtq's Redis state: every key name and every state change.
 // Every state change is one Lua script from lua/, run with EVALSHA (falling
 // back to EVAL); Go code here only builds keys and arguments and decodes
-// replies. The one other reader is the event feed (internal/events), which
-// reads the event streams with XREAD and writes nothing.
+// replies. The one other reader is the event feed (cmd/dtq/internal/events),
+// which reads the event streams with XREAD and writes nothing.
 package rdb
 
 import (
@@ -127,9 +127,9 @@ func isLuaIdent(r rune) bool {
 // directive lists the names on every line of text that starts with head.
 func directive(text, head string) []string {
 	var names []string
-	for _, line := range strings.Split(text, "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		if rest, ok := strings.CutPrefix(line, head); ok {
-			for _, n := range strings.Split(rest, ",") {
+			for n := range strings.SplitSeq(rest, ",") {
 				if n = strings.TrimSpace(n); n != "" {
 					names = append(names, n)
 				}
@@ -395,7 +395,11 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 		if v[0] == 0 {
 			return 0, false, ErrQueueNotRegistered
 		}
-		num = uint16(v[0])
+		n, ok := queueNumber(v[0])
+		if !ok {
+			return 0, false, fmt.Errorf("register_queue: number %d out of range", v[0])
+		}
+		num = n
 		if want == "" {
 			// Written once: a queue keeps the number it was first given.
 			set, err := r.c.SetNX(ctx, qk, int64(num), 0).Result()
@@ -451,8 +455,18 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	if err != nil {
 		return nil, err
 	}
-	r.forget(queue, uint16(num))
-	return &DeleteQueueResult{Deleted: true, Number: uint16(num)}, nil
+	n, _ := queueNumber(num) // 0 when the script answers none
+	r.forget(queue, n)
+	return &DeleteQueueResult{Deleted: true, Number: n}, nil
+}
+
+// queueNumber is a registry number read from Redis, ok when it fits the
+// 16 bits a task id holds (numbers are 1 … 65535).
+func queueNumber(v int64) (uint16, bool) {
+	if v < 0 || v > 0xffff {
+		return 0, false
+	}
+	return uint16(v), true
 }
 
 func (r *RDB) remember(queue string, n uint16) {
@@ -569,7 +583,7 @@ func (r *RDB) Queues(ctx context.Context) ([]string, error) {
 		if strings.HasPrefix(name, "#") {
 			continue
 		}
-		if n, err := strconv.Atoi(v); err == nil {
+		if n, err := strconv.ParseUint(v, 10, 16); err == nil {
 			r.remember(name, uint16(n))
 		}
 		out = append(out, name)

@@ -2,8 +2,8 @@ package rdb
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,26 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 )
-
-// QueueStats is a queue's state, computed from counters and structure sizes
-// (never by scanning tasks).
-type QueueStats struct {
-	Name      string
-	Depth     int64           // live tasks (the depth gate's counter)
-	Ready     [NumBands]int64 // queued and undelivered, per band p0..p9
-	Running   int64           // delivered and leased
-	Pending   int64           // delivered, unacked stream entries
-	Scheduled int64           // pending (delayed) and retrying
-	Waiting   int64           // workflow nodes not yet released
-	Paused    bool
-	DLQ       int64
-	Minutes   []*dtqtype.MinuteStats // the last few minutes, oldest first
-	Limits    Limits                 // flow-control limits; zero when none are set
-	// Retained counts the finished tasks whose retention runs, by status
-	// (statuses with none left out).
-	Retained map[string]int64
-}
 
 // QueueExists reports whether queue is in the registry.
 func (r *RDB) QueueExists(ctx context.Context, queue string) (bool, error) {
@@ -56,14 +38,16 @@ func (r *RDB) QueuesExist(ctx context.Context, queues []string) ([]bool, error) 
 	return out, nil
 }
 
-// GetQueueStats reads one queue's stats with one pipeline, including the
-// per-minute counters of the last minutes (up to now).
-func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, minutes int) (*QueueStats, error) {
+// QueueInfo reads one queue's state with one pipeline, from counters and
+// structure sizes (never by scanning tasks), its throughput summing the
+// per-minute counters of the last minutes up to now. LiveWorkers and
+// Unserved, which need the worker records, are left to the caller.
+func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minutes int) (*dtqtype.QueueInfo, error) {
 	k := r.keys
 	pipe := r.c.Pipeline()
 	xlen := make([]*redis.IntCmd, NumBands)
 	xpend := make([]*redis.XPendingCmd, NumBands)
-	for b := 0; b < NumBands; b++ {
+	for b := range NumBands {
 		xlen[b] = pipe.XLen(ctx, k.Stream(queue, b))
 		xpend[b] = pipe.XPending(ctx, k.Stream(queue, b), Group)
 	}
@@ -81,44 +65,43 @@ func (r *RDB) GetQueueStats(ctx context.Context, queue string, now time.Time, mi
 		mins[i] = pipe.HGetAll(ctx, k.Stats(queue, first+int64(i)))
 	}
 	_, _ = pipe.Exec(ctx) // per-command errors are checked below
-	qs := &QueueStats{Name: queue}
+	qi := &dtqtype.QueueInfo{Name: queue, Ready: make(map[string]int64, NumBands)}
 	// Claims trim what they deliver, so a band stream holds exactly its
 	// undelivered entries.
-	for b := 0; b < NumBands; b++ {
+	for b := NumBands - 1; b >= 0; b-- {
 		if p, err := xpend[b].Result(); err == nil {
-			qs.Pending += p.Count
+			qi.Pending += p.Count
 		}
-		qs.Ready[b] = xlen[b].Val()
+		qi.Ready["p"+strconv.Itoa(b)] = xlen[b].Val()
+		qi.ReadyTotal += xlen[b].Val()
 	}
 	if err := depth.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	qs.Depth, _ = strconv.ParseInt(depth.Val(), 10, 64)
-	qs.Running, qs.Scheduled, qs.Paused, qs.DLQ = lease.Val(), sched.Val(), paused.Val() == 1, dlq.Val()
-	qs.Waiting = waiting.Val()
+	qi.Depth, _ = strconv.ParseInt(depth.Val(), 10, 64)
+	qi.Running, qi.Scheduled, qi.Paused, qi.DLQ = lease.Val(), sched.Val(), paused.Val() == 1, dlq.Val()
+	qi.Waiting = waiting.Val()
 	if err := lease.Err(); err != nil {
 		return nil, err
 	}
-	qs.Limits = parseLimits(limits.Val())
-	qs.Retained = retainedCounts(retained.Val(), now)
+	qi.Limits = parseLimits(limits.Val())
+	qi.Retained = retainedCounts(retained.Val(), now)
+	tp := &qi.Throughput
+	tp.WindowMinutes = minutes
 	for i, m := range mins {
-		qs.Minutes = append(qs.Minutes, decodeMinute(first+int64(i), m.Val()))
+		ms := decodeMinute(first+int64(i), m.Val())
+		tp.Succeeded += ms.Succeeded
+		tp.Failed += ms.Failed + ms.DeadLettered
+		tp.Retried += ms.Retried
 	}
-	return qs, nil
+	tp.PerMinute = float64(tp.Succeeded+tp.Failed) / float64(minutes)
+	return qi, nil
 }
-
-// dlqCursorPrefix versions the DLQ list cursor: the position (failed_at,
-// queue, task id) of the last entry a page consumed, whatever the number of
-// queues. Earlier cursors (a JSON offset per queue) are refused.
-const dlqCursorPrefix = "d2:"
-
-// maxDLQCursorLen bounds an encoded DLQ cursor: a position is under 200
-// bytes.
-const maxDLQCursorLen = 256
 
 // dlqPos is a position in the DLQ listing's order: failed_at descending,
 // then queue name ascending, then task id descending (how ZREVRANGE orders
-// an index's ties).
+// an index's ties). A page's cursor is the position of the last entry it
+// consumed, whatever the number of queues.
 type dlqPos struct {
 	at    int64 // failed_at, epoch ms (the index's score)
 	queue string
@@ -126,30 +109,19 @@ type dlqPos struct {
 }
 
 func (p dlqPos) cursor() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(dlqCursorPrefix + strconv.FormatInt(p.at, 10) + ":" + p.queue + ":" + p.id))
+	return cursor.Encode(cursor.DLQ, strconv.FormatInt(p.at, 10), p.queue, p.id)
 }
 
 func parseDLQCursor(c string) (dlqPos, error) {
-	if len(c) > maxDLQCursorLen {
-		return dlqPos{}, ErrBadCursor
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return dlqPos{}, ErrBadCursor
-	}
-	rest, ok := strings.CutPrefix(string(raw), dlqCursorPrefix)
-	parts := strings.Split(rest, ":")
-	if !ok || len(parts) != 3 {
-		return dlqPos{}, ErrBadCursor
-	}
-	at, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || at < 0 || at > maxScoreMillis || !validQueueName(parts[1]) {
-		return dlqPos{}, ErrBadCursor
-	}
-	if _, ok := ParseTaskID(parts[2]); !ok {
-		return dlqPos{}, ErrBadCursor
-	}
-	return dlqPos{at: at, queue: parts[1], id: parts[2]}, nil
+	r := cursor.Read(c, cursor.DLQ)
+	p := dlqPos{at: r.Int(0, maxScoreMillis), queue: r.String(validQueueName), id: r.String(validTaskID)}
+	return p, r.Err()
+}
+
+// validTaskID reports whether id has the form of a task id.
+func validTaskID(id string) bool {
+	_, ok := ParseTaskID(id)
+	return ok
 }
 
 // maxScoreMillis bounds a cursor's failed_at: well past any real time and
@@ -162,7 +134,7 @@ func validQueueName(q string) bool {
 	if q == "" || len(q) > 64 {
 		return false
 	}
-	for i := 0; i < len(q); i++ {
+	for i := range len(q) {
 		c := q[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
@@ -185,28 +157,29 @@ func (p dlqPos) after(o dlqPos) bool {
 	return o.id < p.id
 }
 
-// ListDLQ returns DLQ entries newest first across the selected queues, and
-// the cursor of the next page ("" at the end). A filtered page may be short.
-// The cursor is a position, so its size does not grow with the number of
-// queues; entries removed between pages shift nothing.
-func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQEntry, string, error) {
+// ListDLQ returns a page of DLQ entries newest first across the selected
+// queues (p.Limit is the page size; the caller checks it). A filtered page
+// may be short. The cursor is a position, so its size does not grow with
+// the number of queues; entries removed between pages shift nothing. A bad
+// cursor is cursor.ErrInvalid.
+func (r *RDB) ListDLQ(ctx context.Context, p *dtqtype.DLQListParams) (*dtqtype.ListResult[*dtqtype.DLQEntry], error) {
 	var from *dlqPos
-	if f.Cursor != "" {
-		p, err := parseDLQCursor(f.Cursor)
+	if p.Cursor != "" {
+		pos, err := parseDLQCursor(p.Cursor)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		from = &p
+		from = &pos
 	}
-	queues := []string{f.Queue}
-	if f.Queue == "" {
+	queues := []string{p.Queue}
+	if p.Queue == "" {
 		var err error
 		if queues, err = r.Queues(ctx); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	}
-	scan := int64(f.Limit)
-	if f.Type != "" || f.ErrorClass != "" {
+	scan := int64(p.Limit)
+	if p.Type != "" || p.ErrorClass != "" {
 		scan = maxExamined
 	}
 	// The cursor's own queue resumes just past its entry, found by rank;
@@ -215,7 +188,7 @@ func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQE
 	if from != nil && slices.Contains(queues, from.queue) {
 		rank = r.c.ZRevRank(ctx, r.keys.DLQ(from.queue), from.id)
 		if err := rank.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, "", err
+			return nil, err
 		}
 	}
 	pipe := r.c.Pipeline()
@@ -231,15 +204,15 @@ func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQE
 		default:
 			// Ties at the cursor's millisecond come after it only in
 			// queues sorting after its queue.
-			max := strconv.FormatInt(from.at, 10)
+			upTo := strconv.FormatInt(from.at, 10)
 			if q <= from.queue {
-				max = "(" + max
+				upTo = "(" + upTo
 			}
-			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Max: max, Min: "-inf", Count: scan})
+			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, k, &redis.ZRangeBy{Max: upTo, Min: "-inf", Count: scan})
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, "", err
+		return nil, err
 	}
 	var all []dlqPos
 	var bound *dlqPos // the earliest last entry of a queue that may hold more
@@ -268,32 +241,30 @@ func (r *RDB) ListDLQ(ctx context.Context, f dtqtype.DLQFilter) ([]*dtqtype.DLQE
 		hs[i] = pipe.HGetAll(ctx, r.keys.Task(c.queue, c.id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, "", err
+		return nil, err
 	}
 	var out []*dtqtype.DLQEntry
 	consumed := len(all)
 	for i, c := range all {
 		h := hs[i].Val()
-		if len(h) == 0 || (f.Type != "" && h["type"] != f.Type) || (f.ErrorClass != "" && h["error_class"] != f.ErrorClass) {
+		if len(h) == 0 || (p.Type != "" && h["type"] != p.Type) || (p.ErrorClass != "" && h["error_class"] != p.ErrorClass) {
 			continue
 		}
 		out = append(out, &dtqtype.DLQEntry{TaskInfo: decodeTask(c.queue, c.id, h, nil), FailedAt: dtqtype.MillisTime(c.at)})
-		if len(out) == f.Limit {
+		if len(out) == p.Limit {
 			consumed = i + 1
 			break
 		}
 	}
+	res := &dtqtype.ListResult[*dtqtype.DLQEntry]{Items: out}
 	switch {
 	case consumed < len(all):
-		return out, all[consumed-1].cursor(), nil
+		res.NextCursor = all[consumed-1].cursor()
 	case bound != nil: // all ends with bound, and a queue may hold more
-		return out, bound.cursor(), nil
+		res.NextCursor = bound.cursor()
 	}
-	return out, "", nil
+	return res, nil
 }
-
-// ErrBadCursor means a cursor was not one this API returned.
-var ErrBadCursor = errors.New("bad cursor")
 
 // GetDLQEntry returns one DLQ entry, or ErrNotFound when the task is not in
 // its queue's DLQ index.
@@ -312,39 +283,35 @@ func (r *RDB) GetDLQEntry(ctx context.Context, id string) (*dtqtype.DLQEntry, er
 	return &dtqtype.DLQEntry{TaskInfo: t, FailedAt: dtqtype.MillisTime(int64(score))}, nil
 }
 
-// ListAudit returns audit entries newest first, starting before cursor (an
-// entry id; "" = newest).
-func (r *RDB) ListAudit(ctx context.Context, limit int, cursor string) ([]*dtqtype.AuditEntry, string, error) {
+// ListAudit returns a page of audit entries newest first (p.Limit is the
+// page size; the caller checks it). The cursor is the id of the page's last
+// entry; a bad one is cursor.ErrInvalid.
+func (r *RDB) ListAudit(ctx context.Context, p *dtqtype.AuditListParams) (*dtqtype.ListResult[*dtqtype.AuditEntry], error) {
 	start := "+"
-	if cursor != "" {
-		ms, seq, ok := strings.Cut(cursor, "-")
-		_, e1 := strconv.ParseUint(ms, 10, 64)
-		_, e2 := strconv.ParseUint(seq, 10, 64)
-		if !ok || e1 != nil || e2 != nil {
-			return nil, "", ErrBadCursor
+	if p.Cursor != "" {
+		c := cursor.Read(p.Cursor, cursor.Audit)
+		// Entries are added with ids from Redis's clock: never 0-0.
+		ms, seq := c.Int(1, maxScoreMillis), c.Int(0, math.MaxInt64)
+		if err := c.Err(); err != nil {
+			return nil, err
 		}
-		if cursor == "0-0" {
-			return nil, "", nil // nothing is older than the first possible id
-		}
-		start = "(" + cursor
+		start = "(" + strconv.FormatInt(ms, 10) + "-" + strconv.FormatInt(seq, 10)
 	}
-	msgs, err := r.c.XRevRangeN(ctx, r.keys.Audit(), start, "-", int64(limit+1)).Result()
+	msgs, err := r.c.XRevRangeN(ctx, r.keys.Audit(), start, "-", int64(p.Limit+1)).Result()
 	if err != nil {
-		if strings.Contains(err.Error(), "Invalid stream ID") {
-			return nil, "", ErrBadCursor
-		}
-		return nil, "", err
+		return nil, err
 	}
-	next := ""
-	if len(msgs) > limit {
-		msgs = msgs[:limit]
-		next = msgs[limit-1].ID
+	res := &dtqtype.ListResult[*dtqtype.AuditEntry]{}
+	if len(msgs) > p.Limit {
+		msgs = msgs[:p.Limit]
+		ms, seq, _ := strings.Cut(msgs[p.Limit-1].ID, "-")
+		res.NextCursor = cursor.Encode(cursor.Audit, ms, seq)
 	}
-	out := make([]*dtqtype.AuditEntry, len(msgs))
+	res.Items = make([]*dtqtype.AuditEntry, len(msgs))
 	for i, m := range msgs {
 		str := func(k string) string { s, _ := m.Values[k].(string); return s }
-		out[i] = &dtqtype.AuditEntry{ID: m.ID, TS: dtqtype.MillisTime(atoi64(str("ts"))), Actor: str("actor"),
+		res.Items[i] = &dtqtype.AuditEntry{ID: m.ID, TS: dtqtype.MillisTime(atoi64(str("ts"))), Actor: str("actor"),
 			Role: str("role"), Action: str("action"), Target: str("target"), RequestID: str("request_id"), Detail: str("detail")}
 	}
-	return out, next, nil
+	return res, nil
 }

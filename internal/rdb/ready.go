@@ -59,7 +59,7 @@ func (r *RDB) Ready(ctx context.Context) error {
 		// Some managed Redis services refuse CONFIG; fall back to INFO.
 		info, ierr := r.c.Info(ctx, "memory").Result()
 		if ierr != nil {
-			return nil // cannot tell: do not fail readiness on a missing command
+			return nil //nolint:nilerr // cannot tell: do not fail readiness on a missing command
 		}
 		if v := infoField(info, "maxmemory_policy"); v != "" {
 			policy = map[string]string{"maxmemory-policy": v}

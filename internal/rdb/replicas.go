@@ -43,7 +43,7 @@ func (r *RDB) SetReplicaAcks(n int, timeout time.Duration) {
 // master that serves keys, so WAIT covers exactly this write.
 func (r *RDB) runAcked(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 	var ev *redis.Cmd
-	for try := 0; try < 3; try++ {
+	for range 3 {
 		node, err := r.writeNode(ctx, keys)
 		if err != nil {
 			cmd := redis.NewCmd(ctx)

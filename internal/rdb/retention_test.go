@@ -219,7 +219,7 @@ func TestRetainedCountsAndTidy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "discarded", out)
 
-	st, err := b.r.GetQueueStats(b.ctx, "q", b.now, 1)
+	st, err := b.r.QueueInfo(b.ctx, "q", b.now, 1)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"succeeded": 3, "dead_lettered": 1}, st.Retained)
 	sizes, err := b.r.QueueSizes(b.ctx, []string{"q"}, b.now)
@@ -229,7 +229,7 @@ func TestRetainedCountsAndTidy(t *testing.T) {
 	o, _, err := b.r.DeleteTask(b.ctx, "q", ids[0], b.now)
 	require.NoError(t, err)
 	require.Equal(t, "deleted", o)
-	st, err = b.r.GetQueueStats(b.ctx, "q", b.now, 1)
+	st, err = b.r.QueueInfo(b.ctx, "q", b.now, 1)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"succeeded": 2, "dead_lettered": 1}, st.Retained)
 
@@ -240,7 +240,7 @@ func TestRetainedCountsAndTidy(t *testing.T) {
 		require.NoError(t, b.c.Del(b.ctx, b.keys.Task("q", id)).Err()) // what the TTL does
 	}
 	later := b.now.Add(2 * time.Minute)
-	st, err = b.r.GetQueueStats(b.ctx, "q", later, 1)
+	st, err = b.r.QueueInfo(b.ctx, "q", later, 1)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"dead_lettered": 1}, st.Retained)
 	res, err := b.r.Tidy(b.ctx, "q", later, anyTime)

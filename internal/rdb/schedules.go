@@ -112,11 +112,11 @@ func (r *RDB) GetSchedule(ctx context.Context, name string) (map[string]string, 
 // the name after ("" = from the first), and the name to continue after (""
 // at the end). A schedule deleted between the two reads is left out.
 func (r *RDB) ListSchedules(ctx context.Context, after string, limit int) ([]map[string]string, string, error) {
-	min := "-"
+	from := "-"
 	if after != "" {
-		min = "(" + after
+		from = "(" + after
 	}
-	names, err := r.c.ZRangeByLex(ctx, r.keys.ScheduleNames(), &redis.ZRangeBy{Min: min, Max: "+", Count: int64(limit) + 1}).Result()
+	names, err := r.c.ZRangeByLex(ctx, r.keys.ScheduleNames(), &redis.ZRangeBy{Min: from, Max: "+", Count: int64(limit) + 1}).Result()
 	if err != nil {
 		return nil, "", err
 	}

@@ -14,8 +14,8 @@ import (
 // QueueSizes reads the sizes of queues (the cheap part of a queue's
 // state: its depth counter and the sizes of its lease, schedule, waiting and
 // dead-letter sets, six commands a queue against about thirty for
-// QueueStats), in the order given, with one pipeline. Metrics and list totals use it to cover every queue without
-// reading each queue's streams.
+// QueueInfo), in the order given, with one pipeline. Metrics and list
+// totals use it to cover every queue without reading each queue's streams.
 func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([]dtqtype.QueueSize, error) {
 	if len(queues) == 0 {
 		return nil, nil

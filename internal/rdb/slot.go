@@ -15,7 +15,7 @@ func HashSlot(key string) int {
 // crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses for key slots.
 func crc16(s string) uint16 {
 	var crc uint16
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		crc ^= uint16(s[i]) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {

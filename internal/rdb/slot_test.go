@@ -16,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -267,7 +269,7 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	_, err = r.DLQDiscard(ctx, "emails", got[0].ID, as, now)
 	require.NoError(t, err)
 	for _, action := range []string{"requeue", "discard"} {
-		_, err = r.DLQBulk(ctx, "emails", action, 0, "", "", as, now)
+		_, _, _, err = r.DLQBulk(ctx, "emails", action, 0, "", "", as, now)
 		require.NoError(t, err)
 	}
 	_, _, err = r.DeleteTask(ctx, "emails", pendingPlain, now)
@@ -282,16 +284,16 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	_, err = r.Tidy(ctx, "emails", now.Add(2*time.Hour), now)
 	require.NoError(t, err)
-	_, _, err = r.ListTasks(ctx, ListFilter{Queue: "emails", Limit: 2, Cursor: pendingPlain})
+	_, err = r.ListTasks(ctx, &dtqtype.TaskListParams{Queue: "emails", Limit: 2, Cursor: cursor.Encode(cursor.Tasks, pendingPlain)})
 	require.NoError(t, err)
 	require.NoError(t, r.AppendAudit(ctx, as.AuditMaxLen, []any{"actor", "admin", "action", "pause", "target", "emails"}))
 	_, err = r.LeaseSecret(ctx, "offered")
 	require.NoError(t, err)
 
 	// Flow control.
-	_, err = r.SetLimits(ctx, "emails", Limits{RateLimit: 5, RatePeriod: time.Second, Concurrency: 2, KeyConcurrency: 1})
+	_, err = r.SetLimits(ctx, "emails", &dtqtype.QueueLimits{Rate: &dtqtype.RateLimit{Limit: 5, Period: dtqtype.Duration(time.Second)}, Concurrency: 2, KeyConcurrency: 1})
 	require.NoError(t, err)
-	_, err = r.SetLimits(ctx, "emails", Limits{})
+	_, err = r.SetLimits(ctx, "emails", nil)
 	require.NoError(t, err)
 
 	// Maintenance.

@@ -46,18 +46,18 @@ func TestBandStreamsHoldOnlyUndelivered(t *testing.T) {
 	require.Equal(t, tasks[1].ID, cr.Tasks[0].ID)
 	require.EqualValues(t, 1, b.c.XLen(ctx, stream).Val(), "the claim trimmed what it delivered")
 
-	qs, err := r.GetQueueStats(ctx, "q", b.now, 1)
+	qs, err := r.QueueInfo(ctx, "q", b.now, 1)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, qs.Ready[5])
+	require.EqualValues(t, 1, qs.Ready["p5"])
 	require.EqualValues(t, 3, qs.Pending, "the old worker's entry and the two claimed")
 	require.EqualValues(t, 3, qs.Running)
 
 	errs, err := r.FinishSucceeded(ctx, "q", ws, b.now, []Success{{ID: cr.Tasks[0].ID, Attempt: cr.Tasks[0].Attempt}})
 	require.NoError(t, err)
 	require.NoError(t, errs[0])
-	qs, err = r.GetQueueStats(ctx, "q", b.now, 1)
+	qs, err = r.QueueInfo(ctx, "q", b.now, 1)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, qs.Pending, "acked though its data was trimmed")
-	require.EqualValues(t, 1, qs.Ready[5])
+	require.EqualValues(t, 1, qs.Ready["p5"])
 	require.EqualValues(t, 3, qs.Depth)
 }

@@ -41,15 +41,9 @@ func NewTaskID(queueNum uint16, now time.Time) string {
 	idState.Unlock()
 
 	var b [16]byte
+	// 48 bits of milliseconds, the version nibble and 12 bits of sequence.
+	binary.BigEndian.PutUint64(b[:8], uint64(max(ms, 0))<<16|0x7000|uint64(seq&0x0fff))
 	_, _ = rand.Read(b[8:14])
-	b[0] = byte(ms >> 40)
-	b[1] = byte(ms >> 32)
-	b[2] = byte(ms >> 24)
-	b[3] = byte(ms >> 16)
-	b[4] = byte(ms >> 8)
-	b[5] = byte(ms)
-	b[6] = 0x70 | byte(seq>>8)
-	b[7] = byte(seq)
 	b[8] = 0x80 | (b[8] & 0x3f) // RFC 9562 variant
 	binary.BigEndian.PutUint16(b[14:], queueNum)
 	return hex.EncodeToString(b[:])
@@ -60,7 +54,7 @@ func ParseTaskID(id string) (queueNum uint16, ok bool) {
 	if len(id) != 32 {
 		return 0, false
 	}
-	for i := 0; i < len(id); i++ {
+	for i := range len(id) {
 		if !lowerHexByte(id[i]) {
 			return 0, false
 		}
@@ -88,7 +82,8 @@ func TaskIDTime(id string) time.Time {
 	if _, err := hex.Decode(b[2:], []byte(id[:12])); err != nil {
 		return time.Time{}
 	}
-	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:])))
+	// 48 bits: always within int64.
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:]) & (1<<48 - 1)))
 }
 
 // The listing index holds ids without their last four digits, which are

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 )
 
 // ErrNotFound means the task (or its queue) does not exist.
@@ -128,27 +129,27 @@ func (r *RDB) TaskStatus(ctx context.Context, queue, id string) (dtqtype.Status,
 	return dtqtype.Status(s), err
 }
 
-// ListFilter selects tasks for ListTasks.
-type ListFilter struct {
-	Queue  string         // "" = every queue
-	Status dtqtype.Status // "" = any
-	Type   string         // "" = any
-	Limit  int            // page size
-	Cursor string         // exclusive: only ids older than this one
-}
-
 // maxExamined bounds how many index entries one filtered page looks at, so a
 // rare filter answers a short page quickly instead of scanning everything.
 const maxExamined = 1000
 
-// ListTasks returns tasks newest first, and the cursor of the next page ("" at
-// the end). A filtered page may be shorter than Limit while more remain.
-func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo, string, error) {
+// ListTasks returns a page of tasks newest first (f.Limit is the page
+// size; the caller checks it). A filtered page may be shorter than Limit
+// while more remain. The cursor is the id of the last task looked at; a bad
+// one is cursor.ErrInvalid.
+func (r *RDB) ListTasks(ctx context.Context, f *dtqtype.TaskListParams) (*dtqtype.ListResult[*dtqtype.TaskInfo], error) {
+	after := ""
+	if f.Cursor != "" {
+		c := cursor.Read(f.Cursor, cursor.Tasks)
+		if after = c.String(validTaskID); c.Err() != nil {
+			return nil, c.Err()
+		}
+	}
 	queues := []string{f.Queue}
 	if f.Queue == "" {
 		var err error
 		if queues, err = r.Queues(ctx); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	}
 	filtered := f.Status != "" || f.Type != ""
@@ -157,20 +158,20 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 		scan = maxExamined
 	}
 	if len(queues) == 0 {
-		return []*dtqtype.TaskInfo{}, "", nil // no queue yet: nothing to list
+		return &dtqtype.ListResult[*dtqtype.TaskInfo]{}, nil // no queue yet: nothing to list
 	}
 	// Newest ids of each queue below the cursor, merged by id (ids sort by
 	// time), and the queues' numbers, which complete the ids.
-	pages, nums, err := r.listPages(ctx, queues, f.Cursor, scan+1)
+	pages, nums, err := r.listPages(ctx, queues, after, scan+1)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	suffixes := idSuffixes(nums)
 	type cand struct{ id, queue string }
 	var cands []cand
 	for i, page := range pages {
 		for _, m := range page {
-			if f.Cursor != "" && m >= recentMember(f.Cursor) {
+			if after != "" && m >= recentMember(after) {
 				continue // out of creation order (producers' clocks differ): paged already
 			}
 			id := m
@@ -195,7 +196,7 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 			hm[i] = pipe.HMGet(ctx, r.keys.Task(c.queue, c.id), "status", "type")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, "", err
+			return nil, err
 		}
 		var kept []cand
 		last := len(cands) - 1
@@ -227,14 +228,14 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 		rs[i] = pipe.Get(ctx, r.keys.Result(c.queue, c.id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, "", err
+		return nil, err
 	}
 	refs := make([]taskRef, len(cands))
 	for i, c := range cands {
 		refs[i] = taskRef{c.queue, c.id, hs[i].Val()}
 	}
 	if err := r.withBodies(ctx, refs); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	out := make([]*dtqtype.TaskInfo, 0, len(cands))
 	for i, c := range cands {
@@ -247,7 +248,11 @@ func (r *RDB) ListTasks(ctx context.Context, f ListFilter) ([]*dtqtype.TaskInfo,
 		}
 		out = append(out, decodeTask(c.queue, c.id, hs[i].Val(), res))
 	}
-	return out, next, nil
+	res := &dtqtype.ListResult[*dtqtype.TaskInfo]{Items: out}
+	if next != "" {
+		res.NextCursor = cursor.Encode(cursor.Tasks, next)
+	}
+	return res, nil
 }
 
 // listPages reads, for each queue, up to count members of its listing

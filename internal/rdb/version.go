@@ -41,8 +41,7 @@ func (r *RDB) CheckVersion(ctx context.Context) (string, error) {
 // answers "" and no error: callers cannot tell, so they do not fail.
 func readInfo(ctx context.Context, c redis.Cmdable, section string) (string, error) {
 	info, err := c.Info(ctx, section).Result()
-	var reply redis.Error
-	if errors.As(err, &reply) {
+	if _, ok := errors.AsType[redis.Error](err); ok {
 		return "", nil
 	}
 	return info, err
@@ -50,7 +49,7 @@ func readInfo(ctx context.Context, c redis.Cmdable, section string) (string, err
 
 // infoField returns the value of field in an INFO reply, or "".
 func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
+	for line := range strings.SplitSeq(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			return v
 		}

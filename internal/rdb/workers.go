@@ -9,16 +9,18 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
 )
 
-// ListWorkers returns the workers seen in the last 24 hours, most recent
+// Workers returns the workers seen in the last 24 hours, most recent
 // heartbeat first; a worker is live at now while its heartbeat is less than
 // three intervals old.
-func (r *RDB) ListWorkers(ctx context.Context, now time.Time) ([]*dtqtype.WorkerInfo, error) {
+func (r *RDB) Workers(ctx context.Context, now time.Time) ([]*dtqtype.WorkerInfo, error) {
 	ids, err := r.c.ZRevRangeWithScores(ctx, r.keys.Workers(), 0, -1).Result()
 	if err != nil {
 		return nil, err
@@ -40,16 +42,23 @@ func (r *RDB) ListWorkers(ctx context.Context, now time.Time) ([]*dtqtype.Worker
 	return out, nil
 }
 
-// ListWorkersPage returns up to limit workers seen in the last 24 hours in
-// worker id order, starting after the id after (""= from the first), and
-// the id the next page starts after ("" = this was the last). Id order,
-// unlike heartbeat order, does not move while workers beat, so following
-// the pages visits every worker indexed throughout once.
-func (r *RDB) ListWorkersPage(ctx context.Context, now time.Time, after string, limit int) ([]*dtqtype.WorkerInfo, string, error) {
+// ListWorkers returns a page of the workers seen in the last 24 hours in
+// worker id order (p.Limit is the page size; the caller checks it). The
+// cursor is the last id of the page. Id order, unlike heartbeat order, does
+// not move while workers beat, so following the pages visits every worker
+// indexed throughout once. A bad cursor is cursor.ErrInvalid.
+func (r *RDB) ListWorkers(ctx context.Context, now time.Time, p *dtqtype.WorkerListParams) (*dtqtype.ListResult[*dtqtype.WorkerInfo], error) {
+	after := ""
+	if p.Cursor != "" {
+		c := cursor.Read(p.Cursor, cursor.Workers)
+		if after = c.String(validCursorWorkerID); c.Err() != nil {
+			return nil, c.Err()
+		}
+	}
 	ids, err := r.c.ZRangeByScore(ctx, r.keys.Workers(), &redis.ZRangeBy{
 		Min: strconv.FormatInt(now.Add(-WorkerRetention).UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	slices.Sort(ids)
 	start, _ := slices.BinarySearch(ids, after)
@@ -57,10 +66,10 @@ func (r *RDB) ListWorkersPage(ctx context.Context, now time.Time, after string, 
 		start++
 	}
 	ids = ids[start:]
-	next := ""
-	if len(ids) > limit {
-		ids = ids[:limit]
-		next = ids[limit-1]
+	res := &dtqtype.ListResult[*dtqtype.WorkerInfo]{}
+	if len(ids) > p.Limit {
+		ids = ids[:p.Limit]
+		res.NextCursor = cursor.Encode(cursor.Workers, ids[p.Limit-1])
 	}
 	pipe := r.c.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
@@ -69,17 +78,21 @@ func (r *RDB) ListWorkersPage(ctx context.Context, now time.Time, after string, 
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, "", err
+			return nil, err
 		}
 	}
-	out := make([]*dtqtype.WorkerInfo, 0, len(ids))
+	res.Items = make([]*dtqtype.WorkerInfo, 0, len(ids))
 	for i, id := range ids {
 		if f := cmds[i].Val(); len(f) > 0 {
-			out = append(out, decodeWorker(id, f, now))
+			res.Items = append(res.Items, decodeWorker(id, f, now))
 		}
 	}
-	return out, next, nil
+	return res, nil
 }
+
+// validCursorWorkerID accepts what a worker id may be: a Go worker's id is
+// any non-empty name.
+func validCursorWorkerID(id string) bool { return id != "" && utf8.ValidString(id) }
 
 // GetWorker returns one worker's record, or ErrNotFound.
 func (r *RDB) GetWorker(ctx context.Context, id string, now time.Time) (*dtqtype.WorkerInfo, error) {
@@ -293,7 +306,10 @@ func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Ti
 	}
 	queues := ""
 	if w.Queues != nil {
-		b, _ := json.Marshal(w.Queues)
+		b, err := json.Marshal(w.Queues)
+		if err != nil {
+			return err
+		}
 		queues = string(b)
 	}
 	args := []any{now.UnixMilli(), w.Mode, w.LeaseEnd.UnixMilli(), queues, w.Interval.Milliseconds(), w.Version}

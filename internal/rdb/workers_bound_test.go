@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -101,18 +102,18 @@ func TestListWorkersPage(t *testing.T) {
 	var got []string
 	after := ""
 	for range 10 {
-		page, next, err := b.r.ListWorkersPage(b.ctx, b.now, after, 3)
+		page, err := b.r.ListWorkers(b.ctx, b.now, &dtqtype.WorkerListParams{Cursor: after, Limit: 3})
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(page), 3)
-		for _, w := range page {
+		require.LessOrEqual(t, len(page.Items), 3)
+		for _, w := range page.Items {
 			got = append(got, w.ID)
 		}
 		// A beat between pages moves the worker in heartbeat order, not here.
 		require.NoError(t, claimBeat(b, "w06", "", rdb.RemoteBeat, b.now.Add(time.Minute)))
-		if next == "" {
+		if page.NextCursor == "" {
 			break
 		}
-		after = next
+		after = page.NextCursor
 	}
 	require.Equal(t, want, got)
 }

@@ -46,9 +46,9 @@ func StartCluster(masters, replicas int, extra ...string) (*Cluster, error) {
 		create = append(create, s.Addr)
 	}
 	create = append(create, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	if out, err := exec.Command(cli, create...).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(context.Background(), cli, create...).CombinedOutput(); err != nil {
 		c.Stop()
-		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, out)
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w: %s", err, out)
 	}
 	if err := c.WaitHealthy(60 * time.Second); err != nil {
 		c.Stop()

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"sync"
@@ -38,7 +39,7 @@ func isDown(port int) bool {
 // of this process waits to restart on.
 func freePort() (int, error) {
 	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return 0, err
 		}

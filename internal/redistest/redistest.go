@@ -101,7 +101,7 @@ func StartSentinelAfter(name, master string, q int, downAfter time.Duration) (*S
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
 			"sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 10000\n",
 			p, dir, filepath.Join(dir, "redis.log"), name, host, port, q, name, downAfter.Milliseconds(), name)
-		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			return nil, err
 		}
 		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(p), dir: dir, port: p, bin: bin, args: []string{conf, "--sentinel"}}
@@ -117,7 +117,7 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	markDown(s.port, false)
-	cmd := exec.Command(s.bin, s.args...)
+	cmd := exec.CommandContext(context.Background(), s.bin, s.args...)
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
@@ -157,8 +157,8 @@ func (s *Server) Kill() {
 	markDown(s.port, true)
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
-		for i := 0; i < 500; i++ {
-			c, err := net.DialTimeout("tcp", s.Addr, 50*time.Millisecond)
+		for range 500 {
+			c, err := (&net.Dialer{Timeout: 50 * time.Millisecond}).DialContext(context.Background(), "tcp", s.Addr)
 			if err != nil {
 				break
 			}

@@ -96,11 +96,11 @@ end
 -- handback); a finalize drops at most one record with trim_history.
 local function trim_history_to(task_key, keep)
   local recs = {}
-  for _, f in ipairs(redis.call('HKEYS', task_key)) do
-    local p, a, sub = string.match(f, '^h:(%d+):(%d+):?(%d*)$')
+  for _, field in ipairs(redis.call('HKEYS', task_key)) do
+    local p, a, sub = string.match(field, '^h:(%d+):(%d+):?(%d*)$')
     if p then
       -- A handback record (h:p:a:<ms>) comes before its attempt's final one.
-      recs[#recs + 1] = {tonumber(p), tonumber(a), sub == '' and math.huge or tonumber(sub), f}
+      recs[#recs + 1] = {tonumber(p), tonumber(a), sub == '' and math.huge or tonumber(sub), field}
     end
   end
   local over = #recs - math.max(0, keep)
@@ -152,25 +152,25 @@ end
 -- given status and extra fields, finished_at, the error of this attempt and
 -- its history record. It returns the attempt's duration.
 --! uses: history_field, trim_history
-local function finish_attempt(f, h, status, outcome, err_class, err_msg, extra)
-  local started = h.started_at or f.now
-  local hf, hv = history_field(h, h.worker_id, started, f.now, outcome, err_class, err_msg)
-  local fields = {'status', status, 'finished_at', f.now, hf, hv}
+local function finish_attempt(finish, h, status, outcome, err_class, err_msg, extra)
+  local started = h.started_at or finish.now
+  local hf, hv = history_field(h, h.worker_id, started, finish.now, outcome, err_class, err_msg)
+  local fields = {'status', status, 'finished_at', finish.now, hf, hv}
   if err_class ~= '' then
     fields[#fields + 1] = 'error_class'; fields[#fields + 1] = err_class
     fields[#fields + 1] = 'error_message'; fields[#fields + 1] = err_msg
   end
   for _, v in ipairs(extra or {}) do fields[#fields + 1] = v end
-  redis.call('HSET', f.task_key, unpack(fields))
-  trim_history(f.task_key, h, f.attempts_cap)
-  return math.max(0, tonumber(f.now) - tonumber(started))
+  redis.call('HSET', finish.task_key, unpack(fields))
+  trim_history(finish.task_key, h, finish.attempts_cap)
+  return math.max(0, tonumber(finish.now) - tonumber(started))
 end
 
 -- release_entry acks the task's stream entry and drops its lease. The
 -- entry's data is already gone: claim trims what it delivers.
-local function release_entry(f, h)
+local function release_entry(finish, h)
   if h.stream_id and h.stream_id ~= '' then
-    redis.call('XACK', f.stream, f.group, h.stream_id)
+    redis.call('XACK', finish.stream, finish.group, h.stream_id)
   end
-  redis.call('ZREM', f.lease, f.tid)
+  redis.call('ZREM', finish.lease, finish.tid)
 end

@@ -5,23 +5,23 @@
 -- running (finalize, hand-back, reclaim that ends or requeues it): its key's
 -- count goes down and the oldest task held back on that key (if any is
 -- still queued) goes back to its band stream, where any worker claims it.
--- l: keyrun, held, keywait_prefix, task_prefix, streams (band -> key).
-local function release_key(l, h)
-  if not l or not h.ckey or h.ckey == '' then return end
-  if redis.call('HINCRBY', l.keyrun, h.ckey, -1) <= 0 then
-    redis.call('HDEL', l.keyrun, h.ckey)
+-- limits: keyrun, held, keywait_prefix, task_prefix, streams (band -> key).
+local function release_key(limits, h)
+  if not limits or not h.ckey or h.ckey == '' then return end
+  if redis.call('HINCRBY', limits.keyrun, h.ckey, -1) <= 0 then
+    redis.call('HDEL', limits.keyrun, h.ckey)
   end
-  local list = l.keywait_prefix .. h.ckey
+  local list = limits.keywait_prefix .. h.ckey
   while true do
     local tid = redis.call('LPOP', list)
     if not tid then return end
-    redis.call('DECR', l.held)
-    local tk = l.task_prefix .. tid
-    local w = redis.call('HMGET', tk, 'status', 'priority', 'attempt')
+    redis.call('DECR', limits.held)
+    local task_key = limits.task_prefix .. tid
+    local w = redis.call('HMGET', task_key, 'status', 'priority', 'attempt')
     if w[1] == 'queued' then
-      local sid = redis.call('XADD', l.streams[tonumber(w[2])], '*', 't', tid, 'a', w[3])
-      redis.call('HSET', tk, 'stream_id', sid)
-      redis.call('HDEL', tk, 'held')
+      local sid = redis.call('XADD', limits.streams[tonumber(w[2])], '*', 't', tid, 'a', w[3])
+      redis.call('HSET', task_key, 'stream_id', sid)
+      redis.call('HDEL', task_key, 'held')
       return
     end
   end
@@ -31,19 +31,20 @@ end
 -- claim that found the limit reached set the flag; a release adds one entry
 -- to the wake stream their blocking read waits on. Without the flag (the
 -- common case) it costs one EXISTS.
-local function wake_limited(l)
-  if l and redis.call('EXISTS', l.limited) == 1 then
-    redis.call('DEL', l.limited)
-    redis.call('XADD', l.wake, 'MAXLEN', '1', '*', 'w', '1')
+local function wake_limited(limits)
+  if limits and redis.call('EXISTS', limits.limited) == 1 then
+    redis.call('DEL', limits.limited)
+    redis.call('XADD', limits.wake, 'MAXLEN', '1', '*', 'w', '1')
   end
 end
 
--- limit_keys reads the limit keys and the key wait prefix from KEYS[k..k+3]
--- (keyrun, held, limited, wake), KEYS[b..b+9] (band streams p0..p9) and
--- ARGV[a] (key wait prefix), ARGV[a+1] (task key prefix).
-local function limit_keys(k, b, a)
+-- limit_keys reads the limit keys and the key wait prefix from
+-- KEYS[keys_at..keys_at+3] (keyrun, held, limited, wake),
+-- KEYS[bands_at..bands_at+9] (band streams p0..p9) and ARGV[argv_at] (key
+-- wait prefix), ARGV[argv_at+1] (task key prefix).
+local function limit_keys(keys_at, bands_at, argv_at)
   local streams = {}
-  for i = 0, 9 do streams[i] = KEYS[b + i] end
-  return {keyrun = KEYS[k], held = KEYS[k + 1], limited = KEYS[k + 2], wake = KEYS[k + 3], streams = streams,
-    keywait_prefix = ARGV[a], task_prefix = ARGV[a + 1]}
+  for i = 0, 9 do streams[i] = KEYS[bands_at + i] end
+  return {keyrun = KEYS[keys_at], held = KEYS[keys_at + 1], limited = KEYS[keys_at + 2], wake = KEYS[keys_at + 3],
+    streams = streams, keywait_prefix = ARGV[argv_at], task_prefix = ARGV[argv_at + 1]}
 end

@@ -38,12 +38,12 @@ local ended_window = 60000
 -- with ':ended' appended (keys.go TaskEnded, same slot), living until the
 -- window after the task's creation (the time in its id) ends.
 --! uses: ended_window
-local function mark_ended(tk, now)
-  local id_ms = tonumber(string.sub(tk, -32, -21), 16)
+local function mark_ended(task_key, now)
+  local id_ms = tonumber(string.sub(task_key, -32, -21), 16)
   -- (at most the window: an id's time may run ahead of now)
   local left = id_ms and math.min(ended_window, id_ms + ended_window - tonumber(now)) or ended_window
   if left > 0 then
-    redis.call('SET', tk .. ':ended', '1', 'PX', math.floor(left))
+    redis.call('SET', task_key .. ':ended', '1', 'PX', math.floor(left))
   end
 end
 
@@ -65,39 +65,39 @@ end
 -- task at once. A kept task is counted in the queue's retained hash under
 -- its status and retention bucket; acc, when given, gathers the counts for
 -- one HINCRBY per field at the end of a batch (see flush_retained).
--- r: retained (hash key), idem_prefix, now (ms). h holds ret and idem_key
--- when the caller read them (nil: read here). Returns the retention in ms,
--- 0 when the task was deleted.
+-- retention: retained (hash key), idem_prefix, now (ms). h holds ret and
+-- idem_key when the caller read them (nil: read here). Returns the
+-- retention in ms, 0 when the task was deleted.
 --! uses: retained_field, retention_gran, mark_ended, retention_ms
-local function retain(r, tk, status, default_s, h, acc)
+local function retain(retention, task_key, status, default_s, h, acc)
   local ret, ikey
   if h then
     ret, ikey = h.ret, h.idem_key
   else
-    local v = redis.call('HMGET', tk, 'ret', 'idem_key')
+    local v = redis.call('HMGET', task_key, 'ret', 'idem_key')
     ret, ikey = v[1], v[2]
   end
   local ms = retention_ms(ret or default_s)
   if ikey and ikey ~= '' then
-    local left = redis.call('PTTL', r.idem_prefix .. ikey)
+    local left = redis.call('PTTL', retention.idem_prefix .. ikey)
     if left > ms then ms = left end
   end
   if ms <= 0 then
-    redis.call('DEL', tk)
-    if not (ikey and ikey ~= '') then mark_ended(tk, r.now) end
+    redis.call('DEL', task_key)
+    if not (ikey and ikey ~= '') then mark_ended(task_key, retention.now) end
     return 0
   end
-  redis.call('PEXPIRE', tk, ms)
-  local field = retained_field(status, tonumber(r.now) + ms, retention_gran(ms))
+  redis.call('PEXPIRE', task_key, ms)
+  local field = retained_field(status, tonumber(retention.now) + ms, retention_gran(ms))
   if acc then
     acc[field] = (acc[field] or 0) + 1
   else
-    redis.call('HINCRBY', r.retained, field, 1)
+    redis.call('HINCRBY', retention.retained, field, 1)
   end
   return ms
 end
 
 -- flush_retained writes the counts retain gathered in acc.
-local function flush_retained(r, acc)
-  for field, n in pairs(acc) do redis.call('HINCRBY', r.retained, field, n) end
+local function flush_retained(retention, acc)
+  for field, n in pairs(acc) do redis.call('HINCRBY', retention.retained, field, n) end
 end

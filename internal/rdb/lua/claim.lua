@@ -104,7 +104,7 @@ local held, started, more = 0, 0, false
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[8 + b] end
-local c = {
+local ctx = {
   now = now, task_prefix = ARGV[6], idem_prefix = ARGV[7], events = KEYS[4],
   events_maxlen = ARGV[8], retention = ARGV[9], streams = streams,
   schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5], retained = KEYS[23], outbox = KEYS[24],
@@ -135,28 +135,28 @@ for b = 9, 0, -1 do
     if #delivered >= remaining then more = true end -- the band may hold more
     for _, entry in ipairs(delivered) do
       read = read + 1
-      local eid, ef = entry[1], entry[2]
-      local tid = ef[2]
-      local tk = c.task_prefix .. tid
-      hgetall_into(h, tk, fields)
+      local eid, entry_fields = entry[1], entry[2]
+      local tid = entry_fields[2]
+      local task_key = ctx.task_prefix .. tid
+      hgetall_into(h, task_key, fields)
       local st = h.status
       local drop = true
       if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
           or st == 'cancelled' or st == 'expired' then
         -- gone or finished: nothing to run
       elseif st ~= 'queued' or h.stream_id ~= eid then
-        emit(c.events, c.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
+        emit(ctx.events, ctx.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
           cjson.encode({entry_id = eid, status = st}))
       elseif h.expires_at and tonumber(h.expires_at) <= now then
         redis.call('XACK', streams[b], group, eid)
-        expire_task(c, tid, h, ef)
+        expire_task(ctx, tid, h, entry_fields)
       elseif h.ckey and key_conc and key_count(h.ckey) >= key_conc then
         -- Its key is at its limit: out of the stream into the key's wait
         -- list, in order, so that other keys' tasks pass it.
         redis.call('RPUSH', ARGV[11] .. h.ckey, tid)
-        keep_body(tk, streams[b], eid, ef)
-        redis.call('HSET', tk, 'held', '1')
-        redis.call('HDEL', tk, 'stream_id')
+        keep_body(task_key, streams[b], eid, entry_fields)
+        redis.call('HSET', task_key, 'held', '1')
+        redis.call('HDEL', task_key, 'stream_id')
         redis.call('INCR', KEYS[21])
         held = held + 1
       else
@@ -168,25 +168,25 @@ for b = 9, 0, -1 do
         end
         -- The entry goes with the trim below: its payload and metadata
         -- move into the hash in the same write.
-        local p, m = entry_body(ef)
+        local p, m = entry_body(entry_fields)
         if m then
           h.payload, h.metadata = p, m
-          redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
             'payload', p, 'metadata', m)
         elseif p then
           h.payload = p
-          redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
             'payload', p)
         else
-          redis.call('HSET', tk, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
         end
         if h.error_class then -- a retry: clear the previous attempt's outcome
-          redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+          redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
         end
         leases[#leases + 1] = lease_s
         leases[#leases + 1] = tid
         if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-        emit(c.events, c.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+        emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
         local wait = math.max(0, now - tonumber(h.created_at or now))
         local b = bucket_field('wait_b', wait)
         acc['started'] = (acc['started'] or 0) + 1

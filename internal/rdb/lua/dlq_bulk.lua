@@ -19,7 +19,7 @@
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[4 + b] end
-local c = {now = tonumber(ARGV[1]), task_prefix = ARGV[7], idem_prefix = ARGV[8], dlq = KEYS[1],
+local ctx = {now = tonumber(ARGV[1]), task_prefix = ARGV[7], idem_prefix = ARGV[8], dlq = KEYS[1],
   events = KEYS[2], events_maxlen = ARGV[9], depth = KEYS[3], streams = streams,
   retained = KEYS[15], retention = ARGV[10], idem_ttl = ARGV[11], allow_failed = false, expiry = KEYS[14],
   expires_at = '', attempts_cap = tonumber(ARGV[12])}
@@ -27,14 +27,14 @@ local offset, max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ids = redis.call('ZREVRANGE', KEYS[1], offset, offset + max - 1)
 local matched, processed, kept = 0, 0, 0
 for _, tid in ipairs(ids) do
-  local h = hget_map(c.task_prefix .. tid, {'type', 'error_class'})
+  local h = hget_map(ctx.task_prefix .. tid, {'type', 'error_class'})
   local match = (ARGV[5] == '' or h.type == ARGV[5]) and (ARGV[6] == '' or h.error_class == ARGV[6])
   local done = false
   if match then
     matched = matched + 1
-    local r
-    if ARGV[2] == 'requeue' then r = dlq_requeue_one(c, tid) else r = dlq_discard_one(c, tid) end
-    done = (r == 'requeued' or r == 'discarded')
+    local outcome
+    if ARGV[2] == 'requeue' then outcome = dlq_requeue_one(ctx, tid) else outcome = dlq_discard_one(ctx, tid) end
+    done = (outcome == 'requeued' or outcome == 'discarded')
     if done then processed = processed + 1 end
   end
   if not done and redis.call('ZSCORE', KEYS[1], tid) then kept = kept + 1 end

@@ -16,11 +16,11 @@
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[4 + b] end
-local c = {now = tonumber(ARGV[1]), task_prefix = ARGV[4], idem_prefix = ARGV[5], dlq = KEYS[1],
+local ctx = {now = tonumber(ARGV[1]), task_prefix = ARGV[4], idem_prefix = ARGV[5], dlq = KEYS[1],
   events = KEYS[2], events_maxlen = ARGV[6], depth = KEYS[3], streams = streams,
   retained = KEYS[15], retention = ARGV[7], idem_ttl = ARGV[8], allow_failed = ARGV[9] == '1', expiry = KEYS[14],
   expires_at = ARGV[10], attempts_cap = tonumber(ARGV[11])}
 if ARGV[2] == 'requeue' then
-  return dlq_requeue_one(c, ARGV[3])
+  return dlq_requeue_one(ctx, ARGV[3])
 end
-return dlq_discard_one(c, ARGV[3])
+return dlq_discard_one(ctx, ARGV[3])

@@ -32,10 +32,11 @@
 --
 --! include: fence, landed, limit_keys, cancel_running, bury
 
-local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
+local finish = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], dlq_key = KEYS[7], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5],
   idem_prefix = ARGV[6], events_maxlen = ARGV[7], retained = KEYS[22], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
-  dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14], l = limit_keys(8, 12, 16), outbox = KEYS[23]}
+  dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14], limits = limit_keys(8, 12, 16),
+  outbox = KEYS[23]}
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[18])
 if not h then
   -- Gone: it ended, kept for 0 s (a call sent again after its reply was lost).
@@ -44,10 +45,10 @@ if not h then
   if done == 'cancelled' then return done end
   return done and 'ok' or 'lease_lost'
 end
-f.stream = h.priority and f.l.streams[tonumber(h.priority)] or f.stream
+finish.stream = h.priority and finish.limits.streams[tonumber(h.priority)] or finish.stream
 if h.cancel_requested == '1' then
-  cancel_running(f, h, ARGV[11])
+  cancel_running(finish, h, ARGV[11])
   return 'cancelled'
 end
-bury(f, h, ARGV[10], ARGV[11], ARGV[15])
+bury(finish, h, ARGV[10], ARGV[11], ARGV[15])
 return 'ok'

@@ -19,7 +19,7 @@
 --! include: emit, history_field, fence, trim_history_to, release_entry, release_key, wake_limited
 --! include: limit_keys
 
-local f = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
+local finish = {task_key = KEYS[1], lease = KEYS[2], stream = KEYS[4], now = tonumber(ARGV[1]),
   tid = ARGV[2], group = ARGV[5], attempts_cap = tonumber(ARGV[7])}
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4])
 local field = 'h:' .. ((h or seen).previous_attempts or '0') .. ':' .. ARGV[3] .. ':' .. ARGV[1]
@@ -29,13 +29,14 @@ if not h then
 end
 local _, rec = history_field(h, h.worker_id, h.started_at or ARGV[1], ARGV[1], 'handback', 'Shutdown',
   'worker stopped before the task finished')
-release_entry(f, h)
+release_entry(finish, h)
 local lk = limit_keys(5, 9, 8)
 release_key(lk, h)
 wake_limited(lk)
-local sid = redis.call('XADD', KEYS[4], '*', 't', f.tid, 'a', h.attempt)
+local sid = redis.call('XADD', KEYS[4], '*', 't', finish.tid, 'a', h.attempt)
 redis.call('HSET', KEYS[1], 'status', 'queued', 'stream_id', sid, field, rec)
 redis.call('HDEL', KEYS[1], 'worker_id', 'started_at', 'finished_at', 'claim')
-trim_history_to(KEYS[1], f.attempts_cap - (tonumber(h.max_attempts) - tonumber(h.attempt) + 1))
-emit(KEYS[3], ARGV[6], 'TASK_QUEUED', f.tid, h.type, h.attempt, f.now, ARGV[4], cjson.encode({reason = 'handback'}))
+trim_history_to(KEYS[1], finish.attempts_cap - (tonumber(h.max_attempts) - tonumber(h.attempt) + 1))
+emit(KEYS[3], ARGV[6], 'TASK_QUEUED', finish.tid, h.type, h.attempt, finish.now, ARGV[4],
+  cjson.encode({reason = 'handback'}))
 return 'ok'

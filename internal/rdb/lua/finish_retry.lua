@@ -37,10 +37,10 @@
 --! include: emit, stat, bucket_field, fence, landed, finish_attempt, release_entry, release_key
 --! include: wake_limited, limit_keys, cancel_running
 
-local f = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
+local finish = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],
-  events_maxlen = ARGV[7], retained = KEYS[23], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]), l = limit_keys(9, 13, 13),
-  outbox = KEYS[24]}
+  events_maxlen = ARGV[7], retained = KEYS[23], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
+  limits = limit_keys(9, 13, 13), outbox = KEYS[24]}
 local checked = ARGV[16] == '1'
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[15])
 if not h then
@@ -52,9 +52,9 @@ if not h then
   end
   return done or 'lease_lost'
 end
-f.stream = h.priority and f.l.streams[tonumber(h.priority)] or f.stream
+finish.stream = h.priority and finish.limits.streams[tonumber(h.priority)] or finish.stream
 if h.cancel_requested == '1' then
-  cancel_running(f, h, ARGV[12])
+  cancel_running(finish, h, ARGV[12])
   return 'cancelled'
 end
 if checked and tonumber(h.attempt) >= tonumber(h.max_attempts) then
@@ -62,18 +62,18 @@ if checked and tonumber(h.attempt) >= tonumber(h.max_attempts) then
 end
 
 local delay = tonumber(ARGV[10])
-local due = f.now + delay
-local dur = finish_attempt(f, h, 'retrying', 'retry', ARGV[11], ARGV[12],
+local due = finish.now + delay
+local dur = finish_attempt(finish, h, 'retrying', 'retry', ARGV[11], ARGV[12],
   {'retryable', '1', 'retry_delay_ms', delay, 'available_at', due})
-emit(KEYS[3], ARGV[7], 'TASK_RETRY_SCHEDULED', f.tid, h.type, h.attempt, f.now, ARGV[4],
+emit(KEYS[3], ARGV[7], 'TASK_RETRY_SCHEDULED', finish.tid, h.type, h.attempt, finish.now, ARGV[4],
   cjson.encode({retry_delay_ms = delay, next_attempt = tonumber(h.attempt) + 1, error_class = ARGV[11]}))
-redis.call('ZADD', KEYS[7], due, f.tid)
+redis.call('ZADD', KEYS[7], due, finish.tid)
 if h.expires_at and h.expires_at ~= '' then
-  redis.call('ZADD', KEYS[8], h.expires_at, f.tid)
+  redis.call('ZADD', KEYS[8], h.expires_at, finish.tid)
 end
-release_entry(f, h)
-release_key(f.l, h)
-wake_limited(f.l)
+release_entry(finish, h)
+release_key(finish.limits, h)
+wake_limited(finish.limits)
 redis.call('HDEL', KEYS[1], 'stream_id')
 stat(KEYS[6], 'retried', 1)
 stat(KEYS[6], 'run_ms_sum', dur)

@@ -54,7 +54,7 @@ local out, acks, leases, done = {}, {}, {}, 0
 local h, prev = {}, {}
 local acc, kept = {}, {}
 local lk = limit_keys(15, 5, 9)
-local r = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
+local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 -- Fields the compact hash drops: folded into done, or not needed once the
 -- task succeeded. Everything else (optional fields, earlier attempts'
 -- records) is kept.
@@ -63,13 +63,13 @@ local drop = {status = true, type = true, attempt = true, priority = true, max_a
   stream_id = true, claim = true, error_class = true, error_message = true,
   retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true, deps = true}
 for i = 1, n do
-  local tk, rk = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
+  local task_key, result_key = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
   local ab = 12 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
   -- One table for every task, cleared of the previous task's fields: a
   -- fresh one would be rehashed four times on the way to a task's fields.
   for j = 1, #prev, 2 do h[prev[j]] = nil end
-  local flat = redis.call('HGETALL', tk)
+  local flat = redis.call('HGETALL', task_key)
   prev = flat
   for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker
@@ -98,9 +98,9 @@ for i = 1, n do
     fields[#fields + 1] = 'done'; fields[#fields + 1] = packed
     local keep = h.keep == '1'
     for j = 1, #flat, 2 do
-      local f = flat[j]
-      if not drop[f] or (keep and (f == 'payload' or f == 'metadata')) then
-        fields[#fields + 1] = f; fields[#fields + 1] = flat[j + 1]
+      local field = flat[j]
+      if not drop[field] or (keep and (field == 'payload' or field == 'metadata')) then
+        fields[#fields + 1] = field; fields[#fields + 1] = flat[j + 1]
       end
     end
     if truncated == '1' then
@@ -108,15 +108,15 @@ for i = 1, n do
     elseif result ~= '' then
       fields[#fields + 1] = 'has_result'; fields[#fields + 1] = '1'
     end
-    redis.call('DEL', tk)
-    redis.call('HSET', tk, unpack(fields))
-    local ms = retain(r, tk, 'succeeded', ARGV[6], h, kept)
+    redis.call('DEL', task_key)
+    redis.call('HSET', task_key, unpack(fields))
+    local ms = retain(retention, task_key, 'succeeded', ARGV[6], h, kept)
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
     if h.wf then wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
     if truncated ~= '1' and result ~= '' and ms > 0 then
       -- A result outliving its task could never be read.
-      redis.call('SET', rk, result, 'PX', math.min(result_ms, ms))
+      redis.call('SET', result_key, result, 'PX', math.min(result_ms, ms))
     end
     if h.stream_id and h.stream_id ~= '' then
       local ids = acks[h.priority] -- keyed by the priority's text
@@ -138,7 +138,7 @@ if done > 0 then
   redis.call('DECRBY', KEYS[3], done)
   acc['succeeded'] = done
   stats_flush(KEYS[4], acc)
-  flush_retained(r, kept)
+  flush_retained(retention, kept)
   wake_limited(lk)
 end
 return out

@@ -100,7 +100,7 @@ local depth, max_depth = nil, nil -- as numbers, once a call creates a second ta
 local created = 0
 local recent = {}
 -- built at a size most tasks fit, so filling it rehashes nothing
-local fields = {false, false, false, false, false, false, false, false, false, false, false, false, false, false,
+local hset_args = {false, false, false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false}
 
 for i = 1, n do
@@ -203,44 +203,45 @@ for i = 1, n do
 
     -- One argument list reused for every task (unpack with an explicit
     -- length): a table built per task would be grown five times.
-    local f = fields
-    f[1], f[2], f[3], f[4], f[5], f[6] = 'type', ttype, 'priority', priority, 'created_at', created_at
-    f[7], f[8], f[9], f[10], f[11], f[12] = 'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms
-    f[13], f[14] = 'status', status
+    local args = hset_args
+    args[1], args[2], args[3], args[4], args[5], args[6] = 'type', ttype, 'priority', priority, 'created_at', created_at
+    args[7], args[8], args[9], args[10] = 'max_attempts', max_attempts, 'attempt', '1'
+    args[11], args[12] = 'timeout_ms', timeout_ms
+    args[13], args[14] = 'status', status
     local nf = 14
     -- available_at is stored only when it differs from created_at: most
     -- tasks are due at once, and every byte of a task hash counts.
     if available_at ~= created_at then
-      f[nf + 1], f[nf + 2] = 'available_at', available_at
+      args[nf + 1], args[nf + 2] = 'available_at', available_at
       nf = nf + 2
     end
     if ikey ~= '' then
       -- kept so that a DLQ requeue can re-create an expired record
-      f[nf + 1], f[nf + 2], f[nf + 3], f[nf + 4] = 'idem_key', ikey, 'fingerprint', fingerprint
+      args[nf + 1], args[nf + 2], args[nf + 3], args[nf + 4] = 'idem_key', ikey, 'fingerprint', fingerprint
       nf = nf + 4
     end
     if expires_at ~= '' then
-      f[nf + 1], f[nf + 2] = 'expires_at', expires_at
+      args[nf + 1], args[nf + 2] = 'expires_at', expires_at
       nf = nf + 2
     end
     if delayed then
-      f[nf + 1], f[nf + 2] = 'payload', payload
+      args[nf + 1], args[nf + 2] = 'payload', payload
       nf = nf + 2
       if metadata ~= '' then
-        f[nf + 1], f[nf + 2] = 'metadata', metadata
+        args[nf + 1], args[nf + 2] = 'metadata', metadata
         nf = nf + 2
       end
     end
     if ckey ~= '' then
-      f[nf + 1], f[nf + 2] = 'ckey', ckey
+      args[nf + 1], args[nf + 2] = 'ckey', ckey
       nf = nf + 2
     end
     if ret ~= '' then
-      f[nf + 1], f[nf + 2] = 'ret', ret
+      args[nf + 1], args[nf + 2] = 'ret', ret
       nf = nf + 2
     end
     if keep == '1' then
-      f[nf + 1], f[nf + 2] = 'keep', '1'
+      args[nf + 1], args[nf + 2] = 'keep', '1'
       nf = nf + 2
     end
     -- The stream entry id is part of the hash, so the entry is added first;
@@ -248,15 +249,15 @@ for i = 1, n do
     if delayed then
       redis.call('ZADD', KEYS[2], available_at, id)
     else
-      f[nf + 1] = 'stream_id'
+      args[nf + 1] = 'stream_id'
       if metadata ~= '' then
-        f[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
+        args[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
       else
-        f[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload)
+        args[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload)
       end
       nf = nf + 2
     end
-    redis.call('HSET', task_key, unpack(f, 1, nf))
+    redis.call('HSET', task_key, unpack(args, 1, nf))
     if expires_at ~= '' then
       redis.call('ZADD', KEYS[3], expires_at, id)
     end

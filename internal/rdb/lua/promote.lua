@@ -21,7 +21,7 @@
 local now = tonumber(ARGV[1])
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
-local c = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
+local ctx = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[1],
   expiry = KEYS[2], depth = KEYS[4], retained = KEYS[15], outbox = KEYS[16]}
 
@@ -29,14 +29,14 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumb
 local moved = 0
 for _, tid in ipairs(due) do
   redis.call('ZREM', KEYS[1], tid)
-  local tk = c.task_prefix .. tid
-  local h = hget_map(tk, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id', 'ret', 'wf'})
+  local task_key = ctx.task_prefix .. tid
+  local h = hget_map(task_key, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id', 'ret', 'wf'})
   if h.status == 'pending' or h.status == 'retrying' then
     moved = moved + 1
     if h.expires_at and tonumber(h.expires_at) <= now then
-      expire_task(c, tid, h)
+      expire_task(ctx, tid, h)
     else
-      enqueue_due(c, tid, h)
+      enqueue_due(ctx, tid, h)
     end
   end
 end

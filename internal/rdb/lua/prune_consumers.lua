@@ -13,12 +13,12 @@ for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local ok, consumers = pcall(redis.call, 'XINFO', 'CONSUMERS', KEYS[i], ARGV[1])
     if ok then
-      for _, c in ipairs(consumers) do
+      for _, consumer in ipairs(consumers) do
         local name, pending, idle = nil, 0, 0
-        for j = 1, #c, 2 do
-          if c[j] == 'name' then name = c[j + 1]
-          elseif c[j] == 'pending' then pending = tonumber(c[j + 1])
-          elseif c[j] == 'idle' then idle = tonumber(c[j + 1]) end
+        for j = 1, #consumer, 2 do
+          if consumer[j] == 'name' then name = consumer[j + 1]
+          elseif consumer[j] == 'pending' then pending = tonumber(consumer[j + 1])
+          elseif consumer[j] == 'idle' then idle = tonumber(consumer[j + 1]) end
         end
         if name and pending == 0 and idle >= tonumber(ARGV[2]) then
           redis.call('XGROUP', 'DELCONSUMER', KEYS[i], ARGV[1], name)

@@ -15,22 +15,22 @@ local now = tonumber(ARGV[1])
 local start = ARGV[2] == '-' and '-' or ('(' .. ARGV[2])
 local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', tonumber(ARGV[3]))
 local n, last = 0, ''
-local r = {retained = KEYS[5], idem_prefix = ARGV[5], now = now}
+local retention = {retained = KEYS[5], idem_prefix = ARGV[5], now = now}
 for _, e in ipairs(entries) do
   local eid, tid = e[1], e[2][2]
   last = eid
-  local tk = ARGV[4] .. tid
-  local h = hget_map(tk, {'status', 'stream_id', 'type', 'attempt', 'idem_key', 'ret', 'wf'})
+  local task_key = ARGV[4] .. tid
+  local h = hget_map(task_key, {'status', 'stream_id', 'type', 'attempt', 'idem_key', 'ret', 'wf'})
   if h.status == 'queued' and h.stream_id == eid then
-    keep_body(tk, KEYS[1], eid, e[2])
+    keep_body(task_key, KEYS[1], eid, e[2])
     redis.call('XDEL', KEYS[1], eid)
-    redis.call('HDEL', tk, 'stream_id')
+    redis.call('HDEL', task_key, 'stream_id')
     redis.call('ZREM', KEYS[2], tid)
-    redis.call('HSET', tk, 'status', 'cancelled', 'finished_at', now)
+    redis.call('HSET', task_key, 'status', 'cancelled', 'finished_at', now)
     redis.call('DECR', KEYS[4])
     emit(KEYS[3], ARGV[6], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = 'queue purged'}))
     wf_outbox(KEYS[6], h.wf, 'cancelled', '', '')
-    retain(r, tk, 'cancelled', ARGV[7], h)
+    retain(retention, task_key, 'cancelled', ARGV[7], h)
     n = n + 1
   end
 end

@@ -42,7 +42,7 @@ if #again > 0 then return again end
 
 local mine = {}
 for i = 16, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
-local lk = limit_keys(16, 6, 14)
+local limits = limit_keys(16, 6, 14)
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
 local out = {}
@@ -50,12 +50,13 @@ local fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key
   'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
   'previous_attempts', 'ckey', 'ret', 'wf', 'deps'}
 for _, tid in ipairs(expired) do
-  local tk = ARGV[5] .. tid
-  local h = hget_map(tk, fields)
-  local f = {task_key = tk, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
+  local task_key = ARGV[5] .. tid
+  local h = hget_map(task_key, fields)
+  local finish = {task_key = task_key, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
     stats = KEYS[5], stream = KEYS[6 + tonumber(h.priority or '0')], now = now, tid = tid, group = ARGV[4],
     idem_prefix = ARGV[6], events_maxlen = ARGV[8], retained = KEYS[20], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
-    dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5], l = lk, outbox = KEYS[21]}
+    dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5], limits = limits,
+    outbox = KEYS[21]}
   if h.status ~= 'running' then
     redis.call('ZREM', KEYS[1], tid) -- stale lease of a task that moved on
   elseif h.worker_id == worker and (mine[tid] == h.attempt
@@ -64,7 +65,7 @@ for _, tid in ipairs(expired) do
     -- its reply perhaps still on the way): renew.
     redis.call('ZADD', KEYS[1], 'XX', lease_s, tid)
   elseif tonumber(h.attempt) >= tonumber(h.max_attempts) then
-    bury(f, h, 'WorkerLost', 'the worker running the last attempt stopped renewing its lease', '1')
+    bury(finish, h, 'WorkerLost', 'the worker running the last attempt stopped renewing its lease', '1')
   else
     local hf, hv = history_field(h, h.worker_id, h.started_at or now_s, now_s, 'lease_lost', 'WorkerLost',
       'lease expired')
@@ -72,24 +73,24 @@ for _, tid in ipairs(expired) do
     local meta = {previous_worker = h.worker_id, previous_attempt = tonumber(h.attempt)}
     if room > 0 then
       room = room - 1
-      redis.call('HSET', tk, hf, hv, 'attempt', attempt, 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
-      redis.call('HDEL', tk, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+      redis.call('HSET', task_key, hf, hv, 'attempt', attempt, 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+      redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
       redis.call('ZADD', KEYS[1], lease_s, tid)
       -- The stream entry stays pending under the old consumer: its data was
       -- trimmed at claim, and XCLAIM of a trimmed entry would drop it from the
       -- pending list. Whoever finalizes acks it.
       out[#out + 1] = claimed_tuple(tid, h, attempt)
     else
-      release_entry(f, h)
-      release_key(lk, h)
-      wake_limited(lk)
-      local sid = redis.call('XADD', f.stream, '*', 't', tid, 'a', attempt)
-      redis.call('HSET', tk, hf, hv, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
-      redis.call('HDEL', tk, 'worker_id', 'started_at', 'finished_at', 'claim', 'error_class', 'error_message',
+      release_entry(finish, h)
+      release_key(limits, h)
+      wake_limited(limits)
+      local sid = redis.call('XADD', finish.stream, '*', 't', tid, 'a', attempt)
+      redis.call('HSET', task_key, hf, hv, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
+      redis.call('HDEL', task_key, 'worker_id', 'started_at', 'finished_at', 'claim', 'error_class', 'error_message',
         'retryable', 'retry_delay_ms')
       meta.requeued = true
     end
-    trim_history(tk, h, f.attempts_cap)
+    trim_history(task_key, h, finish.attempts_cap)
     emit(KEYS[2], ARGV[8], 'TASK_LEASE_LOST', tid, h.type, attempt, now_s, worker, cjson.encode(meta))
   end
 end

@@ -19,16 +19,16 @@
 local now = tonumber(ARGV[1])
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
-local c = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
+local ctx = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[2],
   expiry = KEYS[1], depth = KEYS[4], retained = KEYS[15], outbox = KEYS[16]}
 
 local over = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local n = 0
 for _, tid in ipairs(over) do
-  local h = hget_map(c.task_prefix .. tid, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'wf'})
+  local h = hget_map(ctx.task_prefix .. tid, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'wf'})
   if h.status == 'pending' or h.status == 'queued' or h.status == 'retrying' then
-    expire_task(c, tid, h)
+    expire_task(ctx, tid, h)
     n = n + 1
   else
     redis.call('ZREM', KEYS[1], tid)

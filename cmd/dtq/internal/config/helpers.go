@@ -1,0 +1,134 @@
+package config
+
+import (
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/dtq-io/dtq"
+)
+
+// ClientConfig returns the dtq.ClientConfig the configuration describes,
+// with TaskTypes from DTQ_TASK_TYPES (nil = any type).
+func (c *Config) ClientConfig() *dtq.ClientConfig {
+	return &dtq.ClientConfig{
+		KeyPrefix:       c.KeyPrefix,
+		MaxQueueDepth:   c.MaxQueueDepth,
+		MaxPayloadBytes: c.MaxPayloadBytes,
+		MaxAttempts:     c.MaxAttempts,
+		TaskTimeout:     c.TaskTimeout,
+		IdempotencyTTL:  c.IdempotencyTTL,
+		EventsMaxLen:    c.EventsMaxLen,
+		TaskTypes:       append([]string(nil), c.TaskTypes...),
+
+		MaxWorkflowNodes: int(c.WorkflowMaxNodes),
+
+		ReplicaAcks:       c.ReplicaAcks,
+		ReplicaAckTimeout: c.ReplicaAckTimeout,
+
+		DeclaredQueuesOnly: c.QueuePolicy == QueuePolicyDeclared,
+	}
+}
+
+// InspectorConfig returns the dtq.InspectorConfig the configuration describes.
+func (c *Config) InspectorConfig() *dtq.InspectorConfig {
+	return &dtq.InspectorConfig{KeyPrefix: c.KeyPrefix}
+}
+
+// Level returns DTQ_LOG_LEVEL as a slog.Level.
+func (c *Config) Level() slog.Level {
+	switch c.LogLevel {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// NewLogger returns a logger writing to w: text lines, or JSON lines when
+// DTQ_LOG_JSON is set, at DTQ_LOG_LEVEL. Both handlers quote or escape
+// control characters, so a logged value cannot forge a line.
+func (c *Config) NewLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.Level()}
+	if c.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// WorkerConfig returns the dtq.WorkerConfig the configuration describes;
+// strict serves the queues in their listed order instead of by weight.
+// WorkerGatewayConfig (below) derives the API's HTTP-worker settings from it.
+func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
+	wc := &dtq.WorkerConfig{
+		KeyPrefix:          c.KeyPrefix,
+		Queues:             c.QueueWeights(),
+		Concurrency:        c.WorkerConcurrency,
+		WorkerID:           c.WorkerID,
+		VisibilityTimeout:  c.VisibilityTimeout,
+		HeartbeatInterval:  c.HeartbeatInterval,
+		RetryBaseDelay:     c.RetryBaseDelay,
+		RetryMaxDelay:      c.RetryMaxDelay,
+		RetryJitter:        c.RetryJitter,
+		SucceededRetention: retentionOf(c.SucceededRetention),
+		FailedRetention:    retentionOf(c.FailedRetention),
+		ResultRetention:    c.ResultRetention,
+		ResultMaxBytes:     c.ResultMaxBytes,
+		DisableDLQ:         !c.DLQEnabled,
+		DLQMaxLen:          c.DLQMaxLen,
+		EventsMaxLen:       c.EventsMaxLen,
+		DrainTimeout:       c.DrainTimeout,
+		ReplicaAcks:        c.ReplicaAcks,
+		ReplicaAckTimeout:  c.ReplicaAckTimeout,
+		MaxWorkers:         c.MaxWorkers,
+		Logger:             log,
+	}
+	if c.RetryJitter == 0 {
+		wc.RetryJitter = -1 // an explicit 0 means no jitter
+	}
+	if strict {
+		wc.StrictOrder = c.QueueNames()
+	}
+	return wc
+}
+
+// AdminConfig returns the dtq.AdminConfig the configuration describes.
+func (c *Config) AdminConfig() *dtq.AdminConfig {
+	return &dtq.AdminConfig{
+		KeyPrefix:       c.KeyPrefix,
+		EventsMaxLen:    c.EventsMaxLen,
+		FailedRetention: retentionOf(c.FailedRetention),
+		IdempotencyTTL:  c.IdempotencyTTL,
+		DisableDLQ:      !c.DLQEnabled,
+
+		ReplicaAcks:       c.ReplicaAcks,
+		ReplicaAckTimeout: c.ReplicaAckTimeout,
+	}
+}
+
+// WorkerGatewayConfig is the configuration of the API's HTTP-worker service
+// (dtq.NewWorkerGateway): the worker settings it shares, with the id made up by
+// the API so that it never collides with a Go worker's DTQ_WORKER_ID.
+func (c *Config) WorkerGatewayConfig(log *slog.Logger) *dtq.WorkerGatewayConfig {
+	wc := c.WorkerConfig(false, log)
+	return &dtq.WorkerGatewayConfig{
+		KeyPrefix: wc.KeyPrefix, VisibilityTimeout: wc.VisibilityTimeout, HeartbeatInterval: wc.HeartbeatInterval,
+		RetryBaseDelay: wc.RetryBaseDelay, RetryMaxDelay: wc.RetryMaxDelay, RetryJitter: wc.RetryJitter,
+		SucceededRetention: wc.SucceededRetention, FailedRetention: wc.FailedRetention, ResultRetention: wc.ResultRetention,
+		ResultMaxBytes: wc.ResultMaxBytes, DisableDLQ: wc.DisableDLQ, DLQMaxLen: wc.DLQMaxLen, EventsMaxLen: wc.EventsMaxLen,
+		Logger: wc.Logger, ReplicaAcks: wc.ReplicaAcks, ReplicaAckTimeout: wc.ReplicaAckTimeout, Clock: wc.Clock,
+		LeaseSecret: c.LeaseSecret, MaxWorkers: wc.MaxWorkers, MaxWorkersPerKey: c.MaxWorkersPerKey,
+	}
+}
+
+// retentionOf is a configured retention as the library takes it: 0 (keep
+// nothing) is dtq.NoRetention, since a zero field means "the default".
+func retentionOf(d time.Duration) time.Duration {
+	if d == 0 {
+		return dtq.NoRetention
+	}
+	return d
+}
