@@ -97,6 +97,9 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	seen := map[string]bool{}
 	for _, n := range nodes {
 		for _, d := range n.Deps {
+			if !workflow.ValidRef(d) {
+				return nil, &WorkflowError{Node: n.Ref, Reason: fmt.Sprintf("dep %q is not a node of the workflow", d)}
+			}
 			if !inBatch[d] && !seen[d] {
 				seen[d] = true
 				existing = append(existing, workflow.Node{Ref: d})

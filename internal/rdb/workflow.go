@@ -119,12 +119,13 @@ func (r *RDB) workflowKeys(id string) []string {
 	return []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowReleases(id), k.WorkflowDefs(id)}
 }
 
+// jsonList is refs as a JSON list ("" for none). Refs are
+// [a-z0-9_.-]: nothing to escape.
 func jsonList(refs []string) string {
 	if len(refs) == 0 {
 		return ""
 	}
-	b, _ := json.Marshal(refs)
-	return string(b)
+	return `["` + strings.Join(refs, `","`) + `"]`
 }
 
 func flag(b bool, v string) string {
@@ -144,7 +145,10 @@ func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow)
 	}
 	of, ret := "", ""
 	if w.OnFailure != nil {
-		b, _ := json.Marshal(w.OnFailure)
+		b, err := json.Marshal(w.OnFailure)
+		if err != nil {
+			return CreateResult{}, err
+		}
 		of = string(b)
 	}
 	if w.Retention > 0 {
@@ -161,7 +165,10 @@ func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow)
 		k.WorkflowPrefix(WorkflowTag(w.ID)))
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		def, _ := json.Marshal(n)
+		def, err := json.Marshal(n)
+		if err != nil {
+			return CreateResult{}, err
+		}
 		args = append(args, n.Ref, n.Task.ID, n.Queue, jsonList(n.Deps), jsonList(dependants[n.Ref]),
 			flag(n.Continue, "c"), n.Digest, def)
 	}
@@ -400,7 +407,10 @@ func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNode
 	args = append(args, now.UnixMilli(), maxNodes)
 	for i := range nodes {
 		n := &nodes[i]
-		def, _ := json.Marshal(n)
+		def, err := json.Marshal(n)
+		if err != nil {
+			return AddResult{}, err
+		}
 		args = append(args, n.Ref, n.Task.ID, n.Queue, jsonList(n.Deps), flag(n.Continue, "c"), n.Digest, def)
 	}
 	v, err := r.run(ctx, scriptWfAdd, []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowDefs(id)}, args...).StringSlice()
@@ -606,11 +616,11 @@ func (r *RDB) ReadWorkflowStatus(ctx context.Context, ids []string) (status, nam
 // WorkflowIndexPage reads up to n ids of the listing index, newest first,
 // older than the id before ("" = from the newest).
 func (r *RDB) WorkflowIndexPage(ctx context.Context, before string, n int) ([]string, error) {
-	max := "+"
+	upper := "+"
 	if before != "" {
-		max = "(" + before
+		upper = "(" + before
 	}
-	return r.c.ZRevRangeByLex(ctx, r.keys.WorkflowIndex(), &redis.ZRangeBy{Max: max, Min: "-", Count: int64(n)}).Result()
+	return r.c.ZRevRangeByLex(ctx, r.keys.WorkflowIndex(), &redis.ZRangeBy{Max: upper, Min: "-", Count: int64(n)}).Result()
 }
 
 // DropFromWorkflowIndex removes workflows that are gone from the listing
