@@ -14,6 +14,7 @@ import (
 	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/workflow"
 )
 
 // ClientConfig configures a Client. The zero value of every field selects
@@ -47,6 +48,9 @@ type ClientConfig struct {
 	// create) fails with ErrQueueNotFound instead of creating it. Default
 	// false: the open policy, where the first submission creates a queue.
 	DeclaredQueuesOnly bool
+	// MaxWorkflowNodes bounds a workflow's nodes, and the nodes one
+	// AddNodes call adds (DTQ_WORKFLOW_MAX_NODES). Default 10000.
+	MaxWorkflowNodes int
 }
 
 // withDefaults is c with the defaults of the Client's own limits applied
@@ -61,6 +65,7 @@ func (c *ClientConfig) withDefaults() ClientConfig {
 	orDefault(&out.MaxAttempts, 10)
 	orDefault(&out.TaskTimeout, 30*time.Second)
 	orDefault(&out.RecentMaxLen, DefaultStreamMaxLen)
+	orDefault(&out.MaxWorkflowNodes, workflow.DefaultMaxNodes)
 	return out
 }
 
@@ -74,6 +79,7 @@ type Client struct {
 	lim limits
 
 	batchers sync.Map // queue -> *groupcommit.Group
+	wf       *workflows
 }
 
 // NewClient returns a Client that stores tasks through rdb.
@@ -102,7 +108,9 @@ func newClient(c redis.UniversalClient, cfg *ClientConfig, dep deployment) (*Cli
 			lim.taskTypes[t] = true
 		}
 	}
-	return &Client{rdb: dep.storage(c), cfg: conf, dep: dep, lim: lim}, nil
+	cl := &Client{rdb: dep.storage(c), cfg: conf, dep: dep, lim: lim}
+	cl.wf = newWorkflows(cl.rdb, cl, dep, nil, conf.MaxWorkflowNodes)
+	return cl, nil
 }
 
 // SubmitResult is the outcome of a successful submission.

@@ -25,6 +25,11 @@ type Task struct {
 	CreatedAt      time.Time
 	Deadline       time.Time // when this attempt times out
 	WorkerID       string
+	// WorkflowID and Ref name the workflow node the task is; "" for a task
+	// submitted on its own. Deps has its deps' outcomes.
+	WorkflowID, Ref string
+
+	deps json.RawMessage // the deps' outcomes as claimed
 }
 
 // Handler executes tasks. ProcessTask returns a result (any value that

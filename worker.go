@@ -80,8 +80,9 @@ type WorkerConfig struct {
 	DisableScheduler bool
 	// SchedulerClient configures the Client the worker's Scheduler submits
 	// schedules' tasks with (queue depth, payload and attempts limits, task
-	// types, IdempotencyTTL). Its other deployment settings are the
-	// worker's. Default: default limits.
+	// types, IdempotencyTTL), and the one its workflow nodes add nodes
+	// (AddNodes) and submit on_failure tasks with. Its other deployment
+	// settings are the worker's. Default: default limits.
 	SchedulerClient *ClientConfig
 }
 
@@ -172,6 +173,7 @@ type Worker struct {
 	obs          Observer
 	instance     string
 	sched        *Scheduler // nil with DisableScheduler
+	wf           *workflows // relay, sweep and AddNodes of workflow nodes
 	identity     []any      // the heartbeat record's fixed fields
 	redisVersion string
 	started      time.Time
@@ -214,7 +216,8 @@ var (
 // NewWorker returns a Worker reading through c. It validates cfg.
 //
 // An idle queue holds one of c's connections in a blocking read (for up to a
-// second at a time), and the cancel listener holds one more (on Redis
+// second at a time), two while this worker holds the queue's workflow relay
+// lock (see docs/workflows.md), and the cancel listener holds one more (on Redis
 // Cluster, one per hash slot of the queues served, since sharded channels
 // of different slots cannot share a subscription): c's pool must be
 // larger than the number of queues served plus the concurrency it needs for
@@ -253,6 +256,9 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: dep.maxWorkers})
 	w.identity = w.identityFields()
 	w.settings = dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
+	if err := w.newWorkflows(); err != nil {
+		return nil, err
+	}
 	if !conf.DisableScheduler {
 		if w.sched, err = w.newScheduler(); err != nil {
 			return nil, err
@@ -365,6 +371,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })
 	}
+	for _, q := range w.queues() {
+		spawn(ctx, func(c context.Context) { w.wf.runRelay(c, q) })
+	}
+	spawn(ctx, w.wf.runSweep)
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)
 	if w.sched != nil {

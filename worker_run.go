@@ -174,6 +174,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt, MaxAttempts: ct.MaxAttempts,
 		IdempotencyKey: ct.IdempotencyKey, Payload: json.RawMessage(ct.Payload), Metadata: json.RawMessage(ct.Metadata),
 		CreatedAt: time.UnixMilli(ct.CreatedAt).UTC(), Deadline: deadline, WorkerID: w.cfg.WorkerID,
+		WorkflowID: ct.Workflow, Ref: ct.Ref, deps: ct.Deps,
 	}
 	r := &running{task: t, ct: ct, cancel: cancel}
 	w.mu.Lock()
@@ -193,7 +194,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	}
 	w.handlers.Go(func() {
 		began := time.Now()
-		res, panicked, err := w.invoke(withWorkerPrefix(tctx, w.dep.keyPrefix), t)
+		res, panicked, err := w.invoke(w.handlerContext(tctx, &ct), t)
 		took, cause := time.Since(began), context.Cause(tctx)
 		r.returned.Store(true)
 		tcancel()

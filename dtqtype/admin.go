@@ -15,6 +15,7 @@ type QueueInfo struct {
 	Running     int64            `json:"running"`
 	Pending     int64            `json:"pending"` // delivered, unacked
 	Scheduled   int64            `json:"scheduled"`
+	Waiting     int64            `json:"waiting"` // workflow nodes not yet released
 	Paused      bool             `json:"paused"`
 	DLQ         int64            `json:"dlq"`
 	LiveWorkers int              `json:"live_workers"`
@@ -180,6 +181,7 @@ type QueueSize struct {
 	Depth     int64  `json:"depth"`
 	Running   int64  `json:"running"`
 	Scheduled int64  `json:"scheduled"`
+	Waiting   int64  `json:"waiting"` // workflow nodes not yet released
 	DLQ       int64  `json:"dlq"`
 	Paused    bool   `json:"paused"`
 	Retained  int64  `json:"retained"` // finished tasks kept (see QueueInfo.Retained)
@@ -199,6 +201,7 @@ type QueueTotals struct {
 	Depth     int64 `json:"depth"`
 	Running   int64 `json:"running"`
 	Scheduled int64 `json:"scheduled"`
+	Waiting   int64 `json:"waiting"`
 	DLQ       int64 `json:"dlq"`
 	Paused    int   `json:"paused"`   // queues paused
 	Retained  int64 `json:"retained"` // finished tasks kept
@@ -210,6 +213,7 @@ func (t *QueueTotals) Add(s QueueSize) {
 	t.Depth += s.Depth
 	t.Running += s.Running
 	t.Scheduled += s.Scheduled
+	t.Waiting += s.Waiting
 	t.DLQ += s.DLQ
 	t.Retained += s.Retained
 	if s.Paused {

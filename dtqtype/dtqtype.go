@@ -12,9 +12,11 @@ import (
 // Status is the lifecycle state of a task. On the wire it is lowercase.
 type Status string
 
-// Task statuses. Pending, Queued, Running and Retrying are live; the rest are
-// terminal and accept no further transition.
+// Task statuses. Waiting, Pending, Queued, Running and Retrying are live;
+// the rest are terminal and accept no further transition. Waiting is a
+// workflow node whose deps have not all ended.
 const (
+	StatusWaiting      Status = "waiting"
 	StatusPending      Status = "pending"
 	StatusQueued       Status = "queued"
 	StatusRunning      Status = "running"
@@ -28,7 +30,7 @@ const (
 
 // Statuses lists every status in lifecycle order.
 var Statuses = []Status{
-	StatusPending, StatusQueued, StatusRunning, StatusRetrying,
+	StatusWaiting, StatusPending, StatusQueued, StatusRunning, StatusRetrying,
 	StatusSucceeded, StatusFailed, StatusDeadLettered, StatusCancelled, StatusExpired,
 }
 
@@ -119,6 +121,10 @@ type TaskInfo struct {
 	// PayloadDropped says the task succeeded and its payload and metadata
 	// were not kept (both are null).
 	PayloadDropped bool `json:"payload_dropped,omitempty"`
+	// WorkflowID and Ref name the workflow node the task is; empty for a
+	// task submitted on its own.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	Ref        string `json:"ref,omitempty"`
 }
 
 // Execution describes the current or last attempt of a task.

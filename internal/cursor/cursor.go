@@ -30,6 +30,7 @@ const (
 	Workers   Kind = 'w'
 	Queues    Kind = 'q'
 	Schedules Kind = 's'
+	Workflows Kind = 'f'
 )
 
 // String names the list k continues, for error messages.
@@ -49,6 +50,8 @@ func (k Kind) String() string {
 		return "queue list"
 	case Schedules:
 		return "schedule list"
+	case Workflows:
+		return "workflow list"
 	}
 	return "unknown list " + strconv.Quote(string(rune(k)))
 }

@@ -35,7 +35,8 @@ func (r *RDB) CancelTask(ctx context.Context, queue, id string, s *AdminSettings
 	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Expiry(queue), k.Events(queue),
 		k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
 	_, cluster := r.c.(*redis.ClusterClient)
-	v, err := r.run(ctx, scriptCancel, append(keys, k.Retained(queue)), now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
+	keys = append(keys, k.Retained(queue), k.Waiting(queue), k.WorkflowOutbox(queue))
+	v, err := r.run(ctx, scriptCancel, keys, now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
 		seconds(s.FailedRetention), k.CancelChannel(queue), boolArg(cluster), reason).StringSlice()
 	return outcome(v, err)
 }
@@ -78,7 +79,7 @@ func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, no
 		start := "-"
 		for {
 			v, err := r.run(ctx, scriptPurgeBand, []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue),
-				k.Retained(queue)}, now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue),
+				k.Retained(queue), k.WorkflowOutbox(queue)}, now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue),
 				s.EventsMaxLen, seconds(s.FailedRetention)).Slice()
 			if err != nil {
 				return total, err
@@ -107,7 +108,7 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 // Recount recomputes queue's depth counter; it returns the old and new value.
 func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 	k := r.keys
-	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue))
+	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue), k.Waiting(queue))
 	v, err := r.run(ctx, scriptRecount, keys, Group).Int64Slice()
 	if err != nil {
 		return 0, 0, err

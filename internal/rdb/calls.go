@@ -31,6 +31,7 @@ type claimCall struct {
 	lease, expiry, schedule, events, depth, paused, stats string
 	bands                                                 []string // p0..p9
 	limits, rate, keyRunning, held, limited, retained     string
+	outbox                                                string
 
 	now                      int64
 	worker, group            string
@@ -47,7 +48,7 @@ func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Tim
 		lease: k.Lease(queue), expiry: k.Expiry(queue), schedule: k.Schedule(queue), events: k.Events(queue),
 		depth: k.Depth(queue), paused: k.Paused(queue), stats: k.Stats(queue, minuteOf(now)), bands: r.bandStreams(queue),
 		limits: k.Limits(queue), rate: k.Rate(queue), keyRunning: k.KeyRunning(queue), held: k.Held(queue),
-		limited: k.Limited(queue), retained: k.Retained(queue),
+		limited: k.Limited(queue), retained: k.Retained(queue), outbox: k.WorkflowOutbox(queue),
 
 		now: now.UnixMilli(), worker: s.WorkerID, group: Group, max: limit, leaseMS: s.Lease.Milliseconds(),
 		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), eventsMaxLen: s.EventsMaxLen,
@@ -56,10 +57,10 @@ func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Tim
 }
 
 func (c *claimCall) keys() []string {
-	keys := make([]string, 0, 13+len(c.bands))
+	keys := make([]string, 0, 14+len(c.bands))
 	keys = append(keys, c.lease, c.expiry, c.schedule, c.events, c.depth, c.paused, c.stats)
 	keys = append(keys, c.bands...)
-	return append(keys, c.limits, c.rate, c.keyRunning, c.held, c.limited, c.retained)
+	return append(keys, c.limits, c.rate, c.keyRunning, c.held, c.limited, c.retained, c.outbox)
 }
 
 func (c *claimCall) args() []any {
@@ -72,7 +73,7 @@ type reclaimCall struct {
 	lease, events, depth, dlq, stats string
 	bands                            []string // p0..p9
 	limit                            limitSet
-	retained                         string
+	retained, outbox                 string
 
 	now, leaseMS                          int64
 	worker, group, taskPrefix, idemPrefix string
@@ -90,6 +91,7 @@ func (r *RDB) reclaimCall(queue string, s *WorkerSettings, room int, now time.Ti
 	return &reclaimCall{
 		lease: k.Lease(queue), events: k.Events(queue), depth: k.Depth(queue), dlq: k.DLQ(queue),
 		stats: k.Stats(queue, minuteOf(now)), bands: r.bandStreams(queue), limit: r.limitSet(queue), retained: k.Retained(queue),
+		outbox: k.WorkflowOutbox(queue),
 
 		now: now.UnixMilli(), leaseMS: s.Lease.Milliseconds(), worker: s.WorkerID, group: Group,
 		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), room: room,
@@ -100,10 +102,10 @@ func (r *RDB) reclaimCall(queue string, s *WorkerSettings, room int, now time.Ti
 }
 
 func (c *reclaimCall) keys() []string {
-	keys := make([]string, 0, 10+len(c.bands))
+	keys := make([]string, 0, 11+len(c.bands))
 	keys = append(keys, c.lease, c.events, c.depth, c.dlq, c.stats)
 	keys = append(keys, c.bands...)
-	return append(c.limit.appendTo(keys), c.retained)
+	return append(c.limit.appendTo(keys), c.retained, c.outbox)
 }
 
 func (c *reclaimCall) args() []any {
@@ -120,6 +122,7 @@ func (c *reclaimCall) args() []any {
 // 1-6 and ARGV 1-9.
 type finishHead struct {
 	task, lease, events, band, depth, stats string
+	outbox                                  string // after the script's other keys
 
 	now                      int64
 	id                       string
@@ -135,6 +138,7 @@ func (r *RDB) finishHead(a *FinishArgs, s *WorkerSettings) finishHead {
 	return finishHead{
 		task: k.Task(a.Queue, a.ID), lease: k.Lease(a.Queue), events: k.Events(a.Queue),
 		band: k.Stream(a.Queue, a.Priority), depth: k.Depth(a.Queue), stats: k.Stats(a.Queue, minuteOf(a.Now)),
+		outbox: k.WorkflowOutbox(a.Queue),
 
 		now: a.Now.UnixMilli(), id: a.ID, attempt: a.Attempt, worker: s.WorkerID, group: Group,
 		idemPrefix: k.IdempotencyPrefix(a.Queue), eventsMaxLen: s.EventsMaxLen, failedRetS: seconds(s.FailedRetention),
@@ -166,9 +170,9 @@ type finishRetryCall struct {
 }
 
 func (c *finishRetryCall) keys() []string {
-	keys := append(c.finishHead.keys(13+len(c.bands)), c.schedule, c.expiry)
+	keys := append(c.finishHead.keys(14+len(c.bands)), c.schedule, c.expiry)
 	keys = append(c.limit.appendTo(keys), c.bands...)
-	return append(keys, c.retained)
+	return append(keys, c.retained, c.outbox)
 }
 
 func (c *finishRetryCall) args() []any {
@@ -191,9 +195,9 @@ type finishDeadCall struct {
 }
 
 func (c *finishDeadCall) keys() []string {
-	keys := append(c.finishHead.keys(12+len(c.bands)), c.dlq)
+	keys := append(c.finishHead.keys(13+len(c.bands)), c.dlq)
 	keys = append(c.limit.appendTo(keys), c.bands...)
-	return append(keys, c.retained)
+	return append(keys, c.retained, c.outbox)
 }
 
 func (c *finishDeadCall) args() []any {
@@ -232,7 +236,7 @@ type finishSucceededCall struct {
 	lease, events, depth, stats string
 	bands                       []string // p0..p9
 	limit                       limitSet
-	retained                    string
+	retained, outbox            string
 	taskKeys, resultKeys        []string // per task
 
 	now                              int64
@@ -247,7 +251,7 @@ func (r *RDB) finishSucceededCall(queue string, s *WorkerSettings, now time.Time
 	k := r.keys
 	c := &finishSucceededCall{
 		lease: k.Lease(queue), events: k.Events(queue), depth: k.Depth(queue), stats: k.Stats(queue, minuteOf(now)),
-		bands: r.bandStreams(queue), limit: r.limitSet(queue), retained: k.Retained(queue),
+		bands: r.bandStreams(queue), limit: r.limitSet(queue), retained: k.Retained(queue), outbox: k.WorkflowOutbox(queue),
 		taskKeys: make([]string, len(tasks)), resultKeys: make([]string, len(tasks)),
 
 		now: now.UnixMilli(), worker: s.WorkerID, group: Group, idemPrefix: k.IdempotencyPrefix(queue),
@@ -261,13 +265,13 @@ func (r *RDB) finishSucceededCall(queue string, s *WorkerSettings, now time.Time
 }
 
 func (c *finishSucceededCall) keys() []string {
-	keys := make([]string, 0, 9+len(c.bands)+2*len(c.tasks))
+	keys := make([]string, 0, 10+len(c.bands)+2*len(c.tasks))
 	keys = append(keys, c.lease, c.events, c.depth, c.stats)
 	keys = append(c.limit.appendTo(append(keys, c.bands...)), c.retained)
 	for i := range c.tasks {
 		keys = append(keys, c.taskKeys[i], c.resultKeys[i])
 	}
-	return keys
+	return append(keys, c.outbox)
 }
 
 func (c *finishSucceededCall) args() []any {

@@ -24,6 +24,10 @@ type ClaimedTask struct {
 	CancelRequested bool
 	Metadata        []byte
 	Priority        int
+	// Workflow and Ref name the workflow node the task is ("" for a plain
+	// task); Deps are its deps' outcomes as JSON ({ref: {status, result}}).
+	Workflow, Ref string
+	Deps          []byte
 }
 
 // EnsureGroups creates the consumer group on every band stream of queue
@@ -149,6 +153,11 @@ func decodeClaimed(queue string, v any) []ClaimedTask {
 			IdempotencyKey: str(6), CreatedAt: atoi64(str(7)), CancelRequested: str(8) == "1",
 			Metadata: []byte(str(9)), Priority: int(atoi64(str(10))),
 		})
+		if len(f) >= 13 && str(11) != "" {
+			ct := &out[len(out)-1]
+			ct.Workflow, ct.Ref, _ = strings.Cut(str(11), ":")
+			ct.Deps = []byte(str(12))
+		}
 	}
 	return out
 }

@@ -75,6 +75,7 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		t.RetentionSeconds = &n
 	}
 	t.KeepPayload = h["keep"] == "1"
+	t.WorkflowID, t.Ref, _ = strings.Cut(h["wf"], ":")
 	switch {
 	case result != nil:
 		t.Result = json.RawMessage(*result)

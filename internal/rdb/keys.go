@@ -197,3 +197,69 @@ func (k Keys) ScheduleDefPrefix() string { return k.prefix + ":schedules:" + sch
 
 // ScheduleDef is the hash holding one schedule: its definition and state.
 func (k Keys) ScheduleDef(name string) string { return k.ScheduleDefPrefix() + name }
+
+// Waiting is the ZSET of queue's workflow nodes not yet released (status
+// waiting), by creation time (epoch ms).
+func (k Keys) Waiting(queue string) string { return k.q("waiting", queue) }
+
+// WorkflowOutbox is the stream of queue's workflow node ends: the script
+// that ends a node appends {w: "<workflow id>:<ref>", s: status, v: result,
+// e: error class}; the relay carries each entry to its workflow's slot.
+func (k Keys) WorkflowOutbox(queue string) string { return k.q("wfout", queue) }
+
+// WorkflowRelayLock names the process relaying queue's workflow outbox.
+func (k Keys) WorkflowRelayLock(queue string) string { return k.q("wfrelay", queue) }
+
+// WorkflowTag is the 20 hex digits after the creation time in a workflow
+// id: random, or the start of sha256(idempotency key) for a keyed workflow,
+// so that every submission with one key lands in one Cluster slot.
+func WorkflowTag(id string) string {
+	if len(id) < 32 {
+		return id
+	}
+	return id[12:32]
+}
+
+// WorkflowKeyTag is the tag of an idempotency key: the first 20 hex
+// digits of its SHA-256.
+func WorkflowKeyTag(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:10])
+}
+
+// WorkflowPrefix is the same-slot prefix of the records of workflows
+// whose ids carry tag; a record's key is the prefix and the id.
+func (k Keys) WorkflowPrefix(tag string) string { return k.prefix + ":wf:{wf:" + tag + "}:" }
+
+// Workflow is the record hash of workflow id (name, status, counts).
+func (k Keys) Workflow(id string) string { return k.WorkflowPrefix(WorkflowTag(id)) + id }
+
+// WorkflowNodes is the hash of workflow id's graph and node states (see
+// lua/_workflow.lua).
+func (k Keys) WorkflowNodes(id string) string { return k.Workflow(id) + ":n" }
+
+// WorkflowDefs holds the definitions of workflow id's nodes being written
+// (a submission's, or a fan-out's): ref -> definition JSON.
+func (k Keys) WorkflowDefs(id string) string { return k.Workflow(id) + ":d" }
+
+// WorkflowReleases holds workflow id's releases not yet carried out in the
+// nodes' slots: ref -> "kind|task id|queue|detail".
+func (k Keys) WorkflowReleases(id string) string { return k.Workflow(id) + ":r" }
+
+// WorkflowIdempotency is the idempotency record of a workflow submission
+// with key, in the slot of the workflows that key names.
+func (k Keys) WorkflowIdempotency(key string) string {
+	return k.prefix + ":wfidem:{wf:" + WorkflowKeyTag(key) + "}:" + key
+}
+
+// workflowTag is the Cluster hash tag of the global workflow indexes, so
+// that one script writes both.
+const workflowTag = "{_wf}"
+
+// WorkflowAttention is the global ZSET of workflows that may need the sweep
+// (id -> when they were last marked, epoch ms).
+func (k Keys) WorkflowAttention() string { return k.prefix + ":wf:" + workflowTag + ":attention" }
+
+// WorkflowIndex is the global ZSET of workflows by creation time (epoch
+// ms), for listings.
+func (k Keys) WorkflowIndex() string { return k.prefix + ":wf:" + workflowTag + ":index" }

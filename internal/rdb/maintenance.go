@@ -22,7 +22,7 @@ type Progress struct {
 func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
 	keys := append([]string{k.Schedule(queue), k.Expiry(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
-	return r.countAndNext(r.run(ctx, scriptPromote, append(keys, k.Retained(queue)), now.UnixMilli(), k.TaskPrefix(queue),
+	return r.countAndNext(r.run(ctx, scriptPromote, append(keys, k.Retained(queue), k.WorkflowOutbox(queue)), now.UnixMilli(), k.TaskPrefix(queue),
 		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention)))
 }
 
@@ -30,7 +30,7 @@ func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now 
 func (r *RDB) SweepExpired(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
 	keys := append([]string{k.Expiry(queue), k.Schedule(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
-	return r.countAndNext(r.run(ctx, scriptSweepExpired, append(keys, k.Retained(queue)), now.UnixMilli(), k.TaskPrefix(queue),
+	return r.countAndNext(r.run(ctx, scriptSweepExpired, append(keys, k.Retained(queue), k.WorkflowOutbox(queue)), now.UnixMilli(), k.TaskPrefix(queue),
 		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention)))
 }
 

@@ -54,6 +54,7 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 	depth := pipe.Get(ctx, k.Depth(queue))
 	lease := pipe.ZCard(ctx, k.Lease(queue))
 	sched := pipe.ZCard(ctx, k.Schedule(queue))
+	waiting := pipe.ZCard(ctx, k.Waiting(queue))
 	paused := pipe.Exists(ctx, k.Paused(queue))
 	dlq := pipe.ZCard(ctx, k.DLQ(queue))
 	limits := pipe.HGetAll(ctx, k.Limits(queue))
@@ -79,6 +80,7 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 	}
 	qi.Depth, _ = strconv.ParseInt(depth.Val(), 10, 64)
 	qi.Running, qi.Scheduled, qi.Paused, qi.DLQ = lease.Val(), sched.Val(), paused.Val() == 1, dlq.Val()
+	qi.Waiting = waiting.Val()
 	if err := lease.Err(); err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 // QueueSizes reads the sizes of queues (the cheap part of a queue's
-// state: its depth counter and the sizes of its lease, schedule and
-// dead-letter sets, five commands a queue against about thirty for
+// state: its depth counter and the sizes of its lease, schedule, waiting and
+// dead-letter sets, six commands a queue against about thirty for
 // QueueInfo), in the order given, with one pipeline. Metrics and list
 // totals use it to cover every queue without reading each queue's streams.
 func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([]dtqtype.QueueSize, error) {
@@ -24,6 +24,7 @@ func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([
 	type cmds struct {
 		depth             *redis.StringCmd
 		lease, sched, dlq *redis.IntCmd
+		waiting           *redis.IntCmd
 		paused            *redis.IntCmd
 		retained          *redis.MapStringStringCmd
 	}
@@ -31,7 +32,7 @@ func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([
 	cs := make([]cmds, len(queues))
 	for i, q := range queues {
 		cs[i] = cmds{depth: pipe.Get(ctx, k.Depth(q)), lease: pipe.ZCard(ctx, k.Lease(q)),
-			sched: pipe.ZCard(ctx, k.Schedule(q)), dlq: pipe.ZCard(ctx, k.DLQ(q)), paused: pipe.Exists(ctx, k.Paused(q)),
+			sched: pipe.ZCard(ctx, k.Schedule(q)), waiting: pipe.ZCard(ctx, k.Waiting(q)), dlq: pipe.ZCard(ctx, k.DLQ(q)), paused: pipe.Exists(ctx, k.Paused(q)),
 			retained: pipe.HGetAll(ctx, k.Retained(q))}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -40,7 +41,8 @@ func (r *RDB) QueueSizes(ctx context.Context, queues []string, now time.Time) ([
 	out := make([]dtqtype.QueueSize, len(queues))
 	for i, q := range queues {
 		c := cs[i]
-		out[i] = dtqtype.QueueSize{Name: q, Running: c.lease.Val(), Scheduled: c.sched.Val(), DLQ: c.dlq.Val(), Paused: c.paused.Val() == 1}
+		out[i] = dtqtype.QueueSize{Name: q, Running: c.lease.Val(), Scheduled: c.sched.Val(), Waiting: c.waiting.Val(), DLQ: c.dlq.Val(),
+			Paused: c.paused.Val() == 1}
 		out[i].Depth, _ = strconv.ParseInt(c.depth.Val(), 10, 64)
 		for _, n := range retainedCounts(c.retained.Val(), now) {
 			out[i].Retained += n

@@ -162,6 +162,9 @@ var globalScripts = map[string]bool{
 	"worker_admit": true, "worker_forget": true,
 	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true, "lease_secret": true,
 	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
+	// a workflow's own slot, or the global workflow indexes
+	"wf_create": true, "wf_start": true, "wf_apply": true, "wf_released": true, "wf_add": true, "wf_cancel": true,
+	"wf_note": true, "wf_mark": true, "wf_unmark": true, "wf_unlist": true,
 }
 
 // exerciseScripts drives every script of lua/ through the RDB method that
@@ -331,6 +334,8 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	_, err = r.DeleteSchedule(ctx, "nightly")
 	require.NoError(t, err)
+
+	exerciseWorkflowScripts(t, r)
 
 	// A queue that holds tasks is refused; an empty one is deleted.
 	del, err := r.DeleteQueue(ctx, "emails")

@@ -7,7 +7,7 @@ import (
 )
 
 // Waiting is the status of a node some of whose deps have not ended yet.
-const Waiting dtqtype.Status = "waiting"
+const Waiting = dtqtype.StatusWaiting
 
 // DependencyFailed is the error class of a node cancelled because a dep
 // ended other than succeeded and its policy is Fail.

@@ -40,7 +40,7 @@ local function trim_history(task_key, h, cap)
 end
 
 local fence_fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key',
-  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at', 'previous_attempts', 'ckey', 'ret'}
+  'started_at', 'max_attempts', 'cancel_requested', 'priority', 'expires_at', 'previous_attempts', 'ckey', 'ret', 'wf'}
 
 local fence_h = {} -- reused by every fence call: see hget_into
 
@@ -116,10 +116,16 @@ local function trim_history_to(task_key, keep)
 end
 
 local claimed_fields = {'status', 'attempt', 'worker_id', 'claim', 'type', 'payload', 'timeout_ms',
-  'max_attempts', 'idem_key', 'created_at', 'cancel_requested', 'metadata', 'priority'}
+  'max_attempts', 'idem_key', 'created_at', 'cancel_requested', 'metadata', 'priority', 'wf', 'deps'}
 
--- claimed_tuple is one started task as claim and reclaim return it.
+-- claimed_tuple is one started task as claim and reclaim return it (a
+-- workflow node's wf and deps last).
 local function claimed_tuple(tid, h, attempt)
+  if h.wf then
+    return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
+      h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority,
+      h.wf, h.deps or '{}'}
+  end
   return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
     h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
 end

@@ -6,8 +6,9 @@
 -- and starts retention (a replay of its idempotency key now answers it as
 -- failed: the record's state is the task's status).
 -- ctx.streams is a table band -> stream key; entry_fields, when given, is
--- the fields of the task's stream entry (see keep_body).
---! uses: emit, retain, keep_body
+-- the fields of the task's stream entry (see keep_body). A workflow node's
+-- end goes to ctx.outbox (h.wf).
+--! uses: emit, retain, keep_body, wf_outbox
 local function expire_task(ctx, tid, h, entry_fields)
   local task_key = ctx.task_prefix .. tid
   redis.call('HSET', task_key, 'status', 'expired', 'finished_at', ctx.now)
@@ -21,6 +22,7 @@ local function expire_task(ctx, tid, h, entry_fields)
   redis.call('ZREM', ctx.expiry, tid)
   redis.call('DECR', ctx.depth)
   emit(ctx.events, ctx.events_maxlen, 'TASK_EXPIRED', tid, h.type, h.attempt, ctx.now, '', '')
+  wf_outbox(ctx.outbox, h.wf, 'expired', '', '')
   retain(ctx, task_key, 'expired', ctx.retention, h)
 end
 
@@ -28,12 +30,13 @@ end
 -- after a cancel request: cancelled (never retried), retention TTL,
 -- TASK_CANCELLED, entry released, depth -1.
 -- A cancel request wins over a retry or a dead-letter.
---! uses: emit, stat, retain, finish_attempt, release_entry, release_key, wake_limited
+--! uses: emit, stat, retain, finish_attempt, release_entry, release_key, wake_limited, wf_outbox
 local function cancel_running(finish, h, err_msg)
   local dur = finish_attempt(finish, h, 'cancelled', 'cancelled', 'Cancelled', err_msg, {'retryable', '0'})
   redis.call('HDEL', finish.task_key, 'retry_delay_ms', 'stream_id')
   emit(finish.events, finish.events_maxlen, 'TASK_CANCELLED', finish.tid, h.type, h.attempt, finish.now, h.worker_id,
     cjson.encode({reason = 'cancel requested while running'}))
+  wf_outbox(finish.outbox, h.wf, 'cancelled', '', 'Cancelled')
   retain(finish, finish.task_key, 'cancelled', finish.retention, h)
   release_entry(finish, h)
   release_key(finish.limits, h)
@@ -47,7 +50,7 @@ end
 -- (capped; the oldest leave the index and start retention), or failed with a
 -- retention TTL when the DLQ is off. Then its event, idempotency record
 -- (failed), entry release, depth -1 and stats. finish carries keys and settings.
---! uses: emit, stat, retain, bucket_field, finish_attempt, release_entry, release_key, wake_limited
+--! uses: emit, stat, retain, bucket_field, finish_attempt, release_entry, release_key, wake_limited, wf_outbox
 local function bury(finish, h, err_class, err_msg, retryable)
   local status = finish.dlq and 'dead_lettered' or 'failed'
   local extra = {'retryable', retryable}
@@ -56,6 +59,7 @@ local function bury(finish, h, err_class, err_msg, retryable)
   redis.call('HDEL', finish.task_key, 'retry_delay_ms', 'stream_id')
   emit(finish.events, finish.events_maxlen, finish.dlq and 'TASK_DEAD_LETTERED' or 'TASK_FAILED', finish.tid, h.type,
     h.attempt, finish.now, h.worker_id, cjson.encode({error_class = err_class, attempts_made = tonumber(h.attempt)}))
+  wf_outbox(finish.outbox, h.wf, status, '', err_class)
   if finish.dlq then
     redis.call('ZADD', finish.dlq_key, finish.now, finish.tid)
     local over = redis.call('ZCARD', finish.dlq_key) - finish.dlq_maxlen

@@ -1,4 +1,4 @@
--- cancel: cancel a task by request. pending / queued / retrying -> cancelled
+-- cancel: cancel a task by request. pending / queued / retrying / waiting -> cancelled
 -- at once (stream or schedule entry removed, depth -1, TASK_CANCELLED,
 -- retention starts). running -> the
 -- cancel_requested flag is set, TASK_CANCEL_REQUESTED is emitted and the task
@@ -10,6 +10,7 @@
 -- KEYS[1] task hash   KEYS[2] schedule ZSET  KEYS[3] expiry ZSET
 -- KEYS[4] event stream  KEYS[5] depth counter  KEYS[6] stats hash (minute)
 -- KEYS[7..16] band streams p0..p9  KEYS[17] retained counts hash
+-- KEYS[18] waiting ZSET  KEYS[19] workflow outbox stream
 --
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] idempotency key prefix
 -- ARGV[4] events maxlen  ARGV[5] failed retention (s)  ARGV[6] cancel channel
@@ -18,11 +19,11 @@
 -- Returns {"cancelled"} | {"already_cancelled"} | {"requested"} |
 -- {"already_requested"} | {"terminal", status} | {"not_found"}.
 --
---! include: emit, stat, retain, keep_body, hget_map
+--! include: emit, stat, retain, keep_body, hget_map, wf_outbox
 
 local now, tid = tonumber(ARGV[1]), ARGV[2]
 local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id',
-  'ret'})
+  'ret', 'wf'})
 local st = h.status
 if not st then return {'not_found'} end
 if st == 'cancelled' then return {'already_cancelled'} end -- cancelling twice is not an error
@@ -36,7 +37,8 @@ if st == 'running' then
   redis.call(ARGV[7] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[6], tid)
   return {'requested'}
 end
--- pending, queued or retrying
+-- pending, queued, retrying or waiting
+if st == 'waiting' then redis.call('ZREM', KEYS[18], tid) end
 if h.stream_id and h.stream_id ~= '' then
   keep_body(KEYS[1], KEYS[7 + tonumber(h.priority)], h.stream_id)
   redis.call('XDEL', KEYS[7 + tonumber(h.priority)], h.stream_id)
@@ -47,6 +49,7 @@ redis.call('ZREM', KEYS[3], tid)
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', now)
 redis.call('DECR', KEYS[5])
 emit(KEYS[4], ARGV[4], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = ARGV[8], previous_status = st}))
+wf_outbox(KEYS[19], h.wf, 'cancelled', '', '')
 retain({retained = KEYS[17], idem_prefix = ARGV[3], now = now}, KEYS[1], 'cancelled', ARGV[5], h)
 stat(KEYS[6], 'cancelled', 1)
 return {'cancelled'}

@@ -18,7 +18,7 @@
 -- KEYS[8..17] band streams p0..p9
 -- KEYS[18] limits hash      KEYS[19] rate state (GCRA arrival time)
 -- KEYS[20] key-running hash KEYS[21] held counter  KEYS[22] limited flag
--- KEYS[23] retained counts hash
+-- KEYS[23] retained counts hash  KEYS[24] workflow outbox stream
 --
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
@@ -44,7 +44,7 @@
 --   reason: with "limited", "rate" or "concurrency"
 --   held: tasks this call held back by key_concurrency
 --   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
---          idem_key, created_at, cancel_requested, metadata, priority}
+--          idem_key, created_at, cancel_requested, metadata, priority, wf, deps}
 --   last_ids: when the bands ran out before the slots did, the newest
 --          entry id of each band p9..p0 (all delivered; to block on with
 --          XREAD); else empty.
@@ -107,11 +107,11 @@ for b = 0, 9 do streams[b] = KEYS[8 + b] end
 local ctx = {
   now = now, task_prefix = ARGV[6], idem_prefix = ARGV[7], events = KEYS[4],
   events_maxlen = ARGV[8], retention = ARGV[9], streams = streams,
-  schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5], retained = KEYS[23],
+  schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5], retained = KEYS[23], outbox = KEYS[24],
 }
 local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
   'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',
-  'error_class', 'ckey', 'ret'}
+  'error_class', 'ckey', 'ret', 'wf', 'deps'}
 
 local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)

@@ -28,6 +28,7 @@
 -- KEYS[15..18] key-running hash, held counter, limited flag, wake stream
 -- KEYS[19] retained counts hash
 -- then per task i: KEYS[20 + 2*(i-1)] task hash, KEYS[21 + 2*(i-1)] result key
+-- then KEYS[20 + 2*n] workflow outbox stream (a node's end, see wf_outbox)
 --
 -- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] group
 -- ARGV[4] idempotency key prefix  ARGV[5] events maxlen
@@ -41,7 +42,7 @@
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
 --
 --! include: emit, stats_flush, retain, flush_retained, bucket_field, itoa, succeeded_by
---! include: release_key, wake_limited, limit_keys
+--! include: release_key, wake_limited, limit_keys, wf_outbox
 
 -- now_s goes into arguments as it came: turning a Lua number back into
 -- text is a costly float formatting, once per task.
@@ -60,7 +61,7 @@ local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 local drop = {status = true, type = true, attempt = true, priority = true, max_attempts = true,
   timeout_ms = true, created_at = true, started_at = true, finished_at = true, worker_id = true,
   stream_id = true, claim = true, error_class = true, error_message = true,
-  retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true}
+  retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true, deps = true}
 for i = 1, n do
   local task_key, result_key = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
   local ab = 12 + 4 * (i - 1)
@@ -112,6 +113,7 @@ for i = 1, n do
     local ms = retain(retention, task_key, 'succeeded', ARGV[6], h, kept)
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
+    if h.wf then wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
     if truncated ~= '1' and result ~= '' and ms > 0 then
       -- A result outliving its task could never be read.
       redis.call('SET', result_key, result, 'PX', math.min(result_ms, ms))

@@ -6,7 +6,7 @@
 --
 -- KEYS[1] schedule ZSET  KEYS[2] expiry ZSET  KEYS[3] event stream
 -- KEYS[4] depth counter  KEYS[5..14] band streams p0..p9
--- KEYS[15] retained counts hash
+-- KEYS[15] retained counts hash  KEYS[16] workflow outbox stream
 --
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
 -- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
@@ -23,14 +23,14 @@ local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
 local ctx = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[1],
-  expiry = KEYS[2], depth = KEYS[4], retained = KEYS[15]}
+  expiry = KEYS[2], depth = KEYS[4], retained = KEYS[15], outbox = KEYS[16]}
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local moved = 0
 for _, tid in ipairs(due) do
   redis.call('ZREM', KEYS[1], tid)
   local task_key = ctx.task_prefix .. tid
-  local h = hget_map(task_key, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id', 'ret'})
+  local h = hget_map(task_key, {'status', 'priority', 'attempt', 'type', 'expires_at', 'idem_key', 'stream_id', 'ret', 'wf'})
   if h.status == 'pending' or h.status == 'retrying' then
     moved = moved + 1
     if h.expires_at and tonumber(h.expires_at) <= now then

@@ -2,14 +2,14 @@
 -- most N entries examined per call, resuming after a stream id.
 --
 -- KEYS[1] band stream  KEYS[2] expiry ZSET  KEYS[3] event stream
--- KEYS[4] depth counter  KEYS[5] retained counts hash
+-- KEYS[4] depth counter  KEYS[5] retained counts hash  KEYS[6] workflow outbox stream
 -- ARGV[1] now (ms)  ARGV[2] start after this stream id ("-" = beginning)
 -- ARGV[3] max entries  ARGV[4] task key prefix  ARGV[5] idempotency key prefix
 -- ARGV[6] events maxlen  ARGV[7] failed retention (s)
 --
 -- Returns {cancelled, last id examined or ""}: "" means the band is done.
 --
---! include: emit, retain, keep_body, hget_map
+--! include: emit, retain, keep_body, hget_map, wf_outbox
 
 local now = tonumber(ARGV[1])
 local start = ARGV[2] == '-' and '-' or ('(' .. ARGV[2])
@@ -20,7 +20,7 @@ for _, e in ipairs(entries) do
   local eid, tid = e[1], e[2][2]
   last = eid
   local task_key = ARGV[4] .. tid
-  local h = hget_map(task_key, {'status', 'stream_id', 'type', 'attempt', 'idem_key', 'ret'})
+  local h = hget_map(task_key, {'status', 'stream_id', 'type', 'attempt', 'idem_key', 'ret', 'wf'})
   if h.status == 'queued' and h.stream_id == eid then
     keep_body(task_key, KEYS[1], eid, e[2])
     redis.call('XDEL', KEYS[1], eid)
@@ -29,6 +29,7 @@ for _, e in ipairs(entries) do
     redis.call('HSET', task_key, 'status', 'cancelled', 'finished_at', now)
     redis.call('DECR', KEYS[4])
     emit(KEYS[3], ARGV[6], 'TASK_CANCELLED', tid, h.type, h.attempt, now, '', cjson.encode({reason = 'queue purged'}))
+    wf_outbox(KEYS[6], h.wf, 'cancelled', '', '')
     retain(retention, task_key, 'cancelled', ARGV[7], h)
     n = n + 1
   end

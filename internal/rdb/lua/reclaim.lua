@@ -16,7 +16,7 @@
 -- KEYS[4] DLQ index     KEYS[5] stats hash (minute)
 -- KEYS[6..15] band streams p0..p9
 -- KEYS[16..19] key-running hash, held counter, limited flag, wake stream
--- KEYS[20] retained counts hash
+-- KEYS[20] retained counts hash  KEYS[21] workflow outbox stream
 --
 -- ARGV[1] now (ms)  ARGV[2] lease duration (ms)  ARGV[3] reclaiming worker id
 -- ARGV[4] group     ARGV[5] task key prefix       ARGV[6] idempotency key prefix
@@ -48,14 +48,15 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 10
 local out = {}
 local fields = {'status', 'attempt', 'worker_id', 'stream_id', 'type', 'idem_key', 'started_at',
   'max_attempts', 'cancel_requested', 'priority', 'payload', 'timeout_ms', 'created_at', 'metadata',
-  'previous_attempts', 'ckey', 'ret'}
+  'previous_attempts', 'ckey', 'ret', 'wf', 'deps'}
 for _, tid in ipairs(expired) do
   local task_key = ARGV[5] .. tid
   local h = hget_map(task_key, fields)
   local finish = {task_key = task_key, lease = KEYS[1], events = KEYS[2], depth = KEYS[3], dlq_key = KEYS[4],
     stats = KEYS[5], stream = KEYS[6 + tonumber(h.priority or '0')], now = now, tid = tid, group = ARGV[4],
     idem_prefix = ARGV[6], events_maxlen = ARGV[8], retained = KEYS[20], retention = ARGV[9], attempts_cap = tonumber(ARGV[10]),
-    dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5], limits = limits}
+    dlq = ARGV[11] == '1', dlq_maxlen = tonumber(ARGV[12]), task_prefix = ARGV[5], limits = limits,
+    outbox = KEYS[21]}
   if h.status ~= 'running' then
     redis.call('ZREM', KEYS[1], tid) -- stale lease of a task that moved on
   elseif h.worker_id == worker and (mine[tid] == h.attempt

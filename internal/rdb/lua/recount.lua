@@ -1,13 +1,13 @@
 -- recount: recompute a queue's depth counter from its live structures, to
 -- repair drift after manual edits: undelivered stream entries + running
 -- leases + scheduled (pending and retrying) tasks + tasks held back by
--- key_concurrency. Each band is first
+-- key_concurrency + workflow nodes waiting. Each band is first
 -- trimmed up to the group's last delivered entry (claims do that as they
 -- go; this also covers entries older versions left), so XLEN counts the
 -- undelivered ones.
 --
 -- KEYS[1] depth counter  KEYS[2] lease ZSET  KEYS[3] schedule ZSET
--- KEYS[4..13] band streams p0..p9  KEYS[14] held counter
+-- KEYS[4..13] band streams p0..p9  KEYS[14] held counter  KEYS[15] waiting ZSET
 -- ARGV[1] consumer group
 --
 -- Returns {old depth, new depth}.
@@ -15,7 +15,7 @@
 --! include: after_id
 
 local depth = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) +
-  math.max(0, tonumber(redis.call('GET', KEYS[14]) or '0'))
+  math.max(0, tonumber(redis.call('GET', KEYS[14]) or '0')) + redis.call('ZCARD', KEYS[15])
 for i = 4, 13 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[i])

@@ -5,7 +5,7 @@
 --
 -- KEYS[1] expiry ZSET   KEYS[2] schedule ZSET  KEYS[3] event stream
 -- KEYS[4] depth counter KEYS[5..14] band streams p0..p9
--- KEYS[15] retained counts hash
+-- KEYS[15] retained counts hash  KEYS[16] workflow outbox stream
 --
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
 -- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
@@ -21,12 +21,12 @@ local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
 local ctx = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[2],
-  expiry = KEYS[1], depth = KEYS[4], retained = KEYS[15]}
+  expiry = KEYS[1], depth = KEYS[4], retained = KEYS[15], outbox = KEYS[16]}
 
 local over = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local n = 0
 for _, tid in ipairs(over) do
-  local h = hget_map(ctx.task_prefix .. tid, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret'})
+  local h = hget_map(ctx.task_prefix .. tid, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'wf'})
   if h.status == 'pending' or h.status == 'queued' or h.status == 'retrying' then
     expire_task(ctx, tid, h)
     n = n + 1

@@ -206,7 +206,7 @@ func TestSubmitFlagErrors(t *testing.T) {
 		{[]string{"tasks", "get", "x", "--wait", "-1s"}, "--wait=-1s: must not be negative"},
 		{[]string{"tasks", "watch", "x", "--interval", "0s"}, "--interval=0s: must be between 100ms and 1m0s"},
 		{[]string{"tasks", "list", "-o", "yaml"}, `--output="yaml": must be table or json`},
-		{[]string{"tasks", "list", "--status", "bogus"}, `--status="bogus": must be one of pending, queued,`},
+		{[]string{"tasks", "list", "--status", "bogus"}, `--status="bogus": must be one of waiting, pending, queued,`},
 		{[]string{"tasks", "list", "--timeout", "0s"}, "--timeout=0s: must be positive"},
 		{[]string{"tasks", "list", "--api-url", "ftp://host"}, `--api-url/DTQ_API_URL "ftp://host": must be an http:// or https:// URL`},
 		{[]string{"tasks", "list", "extra"}, `unknown command "extra" for "dtq tasks list"`},

@@ -116,6 +116,9 @@ type Config struct {
 	// MaxWorkersPerKey is DTQ_MAX_WORKERS_PER_KEY, the HTTP workers one API
 	// key registers. Default 1000.
 	MaxWorkersPerKey int64
+	// WorkflowMaxNodes is DTQ_WORKFLOW_MAX_NODES, the nodes a workflow
+	// holds and one fan-out call adds. Default 10000.
+	WorkflowMaxNodes int64
 	// MetricsMaxQueues is DTQ_METRICS_MAX_QUEUES, the queues with their own
 	// gauges (and submission counter label) on the API's /metrics; 0 = totals
 	// only. Default 100.

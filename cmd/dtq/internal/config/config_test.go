@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 	require.EqualValues(t, 100000, c.EventsMaxLen)
 	require.EqualValues(t, 10000, c.MaxWorkers)
 	require.EqualValues(t, 1000, c.MaxWorkersPerKey)
+	require.EqualValues(t, 10000, c.WorkflowMaxNodes)
 	require.Empty(t, c.APIKey)
 	require.Empty(t, c.APIKeys)
 	require.Empty(t, c.Keys())
@@ -85,7 +86,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 44)
+	require.Len(t, config.Names(), 45)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)

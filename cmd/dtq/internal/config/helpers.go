@@ -21,6 +21,8 @@ func (c *Config) ClientConfig() *dtq.ClientConfig {
 		EventsMaxLen:    c.EventsMaxLen,
 		TaskTypes:       append([]string(nil), c.TaskTypes...),
 
+		MaxWorkflowNodes: int(c.WorkflowMaxNodes),
+
 		ReplicaAcks:       c.ReplicaAcks,
 		ReplicaAckTimeout: c.ReplicaAckTimeout,
 

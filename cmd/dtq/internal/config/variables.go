@@ -160,6 +160,8 @@ var variables = []variable{
 		parse: intIn(1, 10_000_000, func(c *Config) *int64 { return &c.MaxWorkers })},
 	{name: "MAX_WORKERS_PER_KEY", kind: "int", def: strconv.Itoa(dtq.DefaultMaxWorkersPerKey), usage: "HTTP worker ids one API key registers; a new one past it gets 429 TOO_MANY_WORKERS",
 		parse: intIn(1, 10_000_000, func(c *Config) *int64 { return &c.MaxWorkersPerKey })},
+	{name: "WORKFLOW_MAX_NODES", kind: "int", def: "10000", usage: "nodes a workflow holds, and nodes one fan-out call adds; more are refused (400 INVALID_WORKFLOW)",
+		parse: intIn(1, 1_000_000, func(c *Config) *int64 { return &c.WorkflowMaxNodes })},
 	{name: "MAX_SUBSCRIBERS", kind: "int", def: "1000", usage: "event feed clients (SSE and WebSocket) one API process serves at once; more get 503",
 		parse: intIn(1, 1_000_000, func(c *Config) *int { return &c.MaxSubscribers })},
 	{name: "MAX_BODY_BYTES_IN_FLIGHT", kind: "int", def: "67108864", usage: "request body bytes one API process holds at once, over all requests; a body that does not fit gets 503 SERVER_BUSY",

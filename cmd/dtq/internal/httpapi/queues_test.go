@@ -29,7 +29,7 @@ func TestQueuesRead(t *testing.T) {
 	require.NoError(t, json.Unmarshal(res.body, &first))
 	require.JSONEq(t, `[]`, string(first["items"]))
 	require.JSONEq(t, `null`, string(first["next_cursor"]))
-	require.JSONEq(t, `{"queues":0,"depth":0,"running":0,"scheduled":0,"dlq":0,"paused":0,"retained":0}`, string(first["totals"]))
+	require.JSONEq(t, `{"queues":0,"depth":0,"running":0,"scheduled":0,"waiting":0,"dlq":0,"paused":0,"retained":0}`, string(first["totals"]))
 	var mem dtqtype.RedisMemory
 	require.NoError(t, json.Unmarshal(first["redis_memory"], &mem), "the first page shows Redis's memory")
 	require.Positive(t, mem.UsedBytes)
@@ -58,7 +58,7 @@ func TestQueuesRead(t *testing.T) {
 	require.False(t, qi.Paused)
 	var raw map[string]json.RawMessage
 	res.decode(t, &raw)
-	require.ElementsMatch(t, []string{"queue", "depth", "ready", "ready_total", "running", "pending", "scheduled",
+	require.ElementsMatch(t, []string{"queue", "depth", "ready", "ready_total", "running", "pending", "scheduled", "waiting",
 		"paused", "dlq", "live_workers", "unserved", "throughput", "retained"}, keysOf(raw))
 
 	for _, q := range []string{"never-used", "Not_Valid", "%20"} {

@@ -1,0 +1,11 @@
+-- wf_ack: delete workflow outbox entries the relay has carried out.
+--
+-- KEYS[1] workflow outbox stream
+-- ARGV[1..] entry ids
+--
+-- Safe to send twice (a deleted entry is nothing to delete).
+--
+-- Returns "ok".
+
+if #ARGV > 0 then redis.call('XDEL', KEYS[1], unpack(ARGV)) end
+return 'ok'

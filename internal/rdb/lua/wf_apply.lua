@@ -1,0 +1,52 @@
+-- wf_apply: record the end of one node (an entry of its queue's workflow
+-- outbox) in its workflow's slot: its status and outcome, the workflow's
+-- counts, each dependant's count of deps left (O(1) per dependant), the
+-- dependants now resolved (released to run with their deps' outcomes, or
+-- cancelled with DependencyFailed when the dep failed and their policy is
+-- fail, cascading down), stored as releases to carry out in their slots
+-- (wf_release); and, once every node has ended, the workflow's end.
+--
+-- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] releases hash
+-- KEYS[4] definitions hash
+--
+-- ARGV[1] now (ms)  ARGV[2] ref  ARGV[3] status the node ended with
+-- ARGV[4] result JSON ("" = none)  ARGV[5] error class ("" = none)
+-- ARGV[6] default retention once finished (ms)
+--
+-- Idempotent: an entry for a node the workflow knows as ended (applied
+-- before, or a DLQ requeue's later end) changes nothing; it answers the
+-- releases still stored, so that a resend after a lost reply still carries
+-- them out.
+--
+-- Returns {"gone"} (no such workflow or node) or {state, final, releases...}:
+-- state "applied", or "known" for an end the workflow had (a resend, a
+-- cascade's cancelled node, a requeued node); final the workflow's status
+-- once it has ended, else ""; each release "ref|kind|task id|queue|detail".
+--
+--! include: wf_ended, wf_end, wf_resolve, wf_finish, wf_outcome
+
+local x = {w = KEYS[1], n = KEYS[2], r = KEYS[3], d = KEYS[4], now = ARGV[1]}
+local ref, status, ec = ARGV[2], ARGV[3], ARGV[5]
+local v = redis.call('HMGET', KEYS[1], 'status', 'cancel')
+local cur = redis.call('HGET', KEYS[2], 's:' .. ref)
+if not v[1] or not cur then return {'gone'} end
+x.cancel = v[2] == '1'
+local function final_status()
+  local st = redis.call('HGET', KEYS[1], 'status')
+  if st == 'submitting' or st == 'running' then return '' end
+  return st
+end
+if wf_ended[cur] or not wf_ended[status] then
+  local out = {'known', final_status()}
+  local all = redis.call('HGETALL', KEYS[3])
+  for i = 1, #all, 2 do out[#out + 1] = all[i] .. '|' .. all[i + 1] end
+  return out
+end
+local forced = status == 'cancelled' and ec ~= 'DependencyFailed' and not x.cancel
+wf_end(x, ref, status, wf_outcome(status, ARGV[4], ec), forced)
+local rels = {}
+wf_resolve(x, {ref, status}, rels)
+local final = wf_finish(x, ARGV[6]) or final_status()
+local out = {'applied', final}
+for _, rel in ipairs(rels) do out[#out + 1] = rel end
+return out

@@ -1,0 +1,62 @@
+-- wf_create: the first write of a workflow submission, in the workflow's slot:
+-- the idempotency check in the workflow space, then the record (status
+-- submitting), its nodes' graph and their definitions (which the nodes'
+-- queues are written from, by the submitter or by the sweep).
+--
+-- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] definitions hash
+-- KEYS[4] optional: the idempotency record (Keys.WorkflowIdempotency)
+--
+-- ARGV[1] now (ms)  ARGV[2] workflow id  ARGV[3] name  ARGV[4] fingerprint
+-- ARGV[5] idempotency record TTL (s)  ARGV[6] on_failure definition JSON
+-- ("" = none)  ARGV[7] longest node retention (s; "" = the default)
+-- ARGV[8] idempotency key ("" = none)
+-- ARGV[9] workflow key prefix (Keys.WorkflowPrefix: an owner's record is
+-- the prefix and its id)
+-- then per node i (base = 10 + 8*(i-1)): ref, task id, queue, deps JSON
+-- ("" = none), dependants JSON ("" = none), "c" for on_dep_failure
+-- continue else "", definition digest, definition JSON
+--
+-- Safe to send twice: a record this call created (its idempotency record
+-- names it, or the record exists) answers {"created", status} again and
+-- writes nothing.
+--
+-- Returns {"created", status} | {"in_progress", id} | {"mismatch", id} |
+-- {"duplicate", id, status}.
+
+local id = ARGV[2]
+if KEYS[4] then
+  local raw = redis.call('GET', KEYS[4])
+  if raw and raw ~= id then
+    local o = redis.call('HMGET', ARGV[9] .. raw, 'status', 'fp')
+    if o[1] then
+      if o[2] ~= ARGV[4] then return {'mismatch', raw} end
+      if o[1] == 'submitting' or o[1] == 'running' then return {'in_progress', raw} end
+      return {'duplicate', raw, o[1]}
+    end
+    -- a stale record: its workflow is gone; this submission is new work
+  end
+end
+local st = redis.call('HGET', KEYS[1], 'status')
+if st then return {'created', st} end
+if KEYS[4] then redis.call('SET', KEYS[4], id, 'EX', ARGV[5]) end
+
+local n = (#ARGV - 9) / 8
+local w = {'status', 'submitting', 'created_at', ARGV[1], 'nodes', n, 'ended', 0, 'c:waiting', n}
+local function opt(f, v) if v ~= '' then w[#w + 1] = f; w[#w + 1] = v end end
+opt('name', ARGV[3]); opt('fp', ARGV[4]); opt('of', ARGV[6]); opt('ret', ARGV[7]); opt('idem', ARGV[8])
+redis.call('HSET', KEYS[1], unpack(w))
+for i = 1, n do
+  local b = 10 + 8 * (i - 1)
+  local ref = ARGV[b]
+  local deps = ARGV[b + 3]
+  local f = {'t:' .. ref, ARGV[b + 1], 'q:' .. ref, ARGV[b + 2], 's:' .. ref, 'waiting', 'h:' .. ref, ARGV[b + 6]}
+  if deps ~= '' then
+    f[#f + 1] = 'd:' .. ref; f[#f + 1] = deps
+    f[#f + 1] = 'n:' .. ref; f[#f + 1] = #cjson.decode(deps)
+  end
+  if ARGV[b + 4] ~= '' then f[#f + 1] = 'c:' .. ref; f[#f + 1] = ARGV[b + 4] end
+  if ARGV[b + 5] == 'c' then f[#f + 1] = 'p:' .. ref; f[#f + 1] = 'c' end
+  redis.call('HSET', KEYS[2], unpack(f))
+  redis.call('HSET', KEYS[3], ref, ARGV[b + 7])
+end
+return {'created', 'submitting'}

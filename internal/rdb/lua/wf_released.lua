@@ -1,0 +1,12 @@
+-- wf_released: drop releases that were carried out (wf_release answered for
+-- each) from a workflow's releases hash.
+--
+-- KEYS[1] releases hash
+-- ARGV[1..] refs
+--
+-- Safe to send twice (a ref already dropped is nothing to drop).
+--
+-- Returns "ok".
+
+if #ARGV > 0 then redis.call('HDEL', KEYS[1], unpack(ARGV)) end
+return 'ok'

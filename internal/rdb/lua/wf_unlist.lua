@@ -1,0 +1,12 @@
+-- wf_unlist: remove workflows whose records are gone (retention ended) from
+-- the listing index; a listing that finds one gone calls it.
+--
+-- KEYS[1] listing index ZSET
+-- ARGV[1..] workflow ids
+--
+-- Safe to send twice (a removed id is nothing to remove).
+--
+-- Returns "ok".
+
+if #ARGV > 0 then redis.call('ZREM', KEYS[1], unpack(ARGV)) end
+return 'ok'

@@ -1,0 +1,672 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/dtqtype"
+)
+
+// The workflow scripts (see lua/_workflow.lua and docs/workflows.md).
+var (
+	scriptWfAck      = newScript("wf_ack")
+	scriptWfAdd      = newScript("wf_add")
+	scriptWfApply    = newScript("wf_apply")
+	scriptWfCancel   = newScript("wf_cancel")
+	scriptWfCreate   = newScript("wf_create")
+	scriptWfLock     = newScript("wf_lock")
+	scriptWfMark     = newScript("wf_mark")
+	scriptWfNodes    = newScript("wf_nodes")
+	scriptWfNote     = newScript("wf_note")
+	scriptWfRelease  = newScript("wf_release")
+	scriptWfReleased = newScript("wf_released")
+	scriptWfStart    = newScript("wf_start")
+	scriptWfUnlist   = newScript("wf_unlist")
+	scriptWfUnmark   = newScript("wf_unmark")
+)
+
+// WorkflowNode is one node as the workflow scripts store it: its place in
+// the graph and the task it runs. Its JSON is the definition kept while the
+// node is being written.
+type WorkflowNode struct {
+	Ref      string   `json:"ref"`
+	Queue    string   `json:"queue"`
+	Deps     []string `json:"deps,omitempty"`
+	Continue bool     `json:"continue,omitempty"` // on_dep_failure continue
+	// Digest identifies the definition (without its ids and times), so
+	// that a node added again by a re-run handler is no change.
+	Digest string   `json:"digest"`
+	Task   NodeTask `json:"task"`
+}
+
+// NodeTask is the task of a node, normalized.
+type NodeTask struct {
+	ID             string          `json:"id"`
+	Type           string          `json:"type"`
+	Payload        json.RawMessage `json:"payload"`
+	Priority       int             `json:"priority"`
+	MaxAttempts    int             `json:"max_attempts"`
+	TimeoutMS      int64           `json:"timeout_ms"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	ConcurrencyKey string          `json:"ckey,omitempty"`
+	Retention      int64           `json:"ret,omitempty"` // s; 0 = the workers' setting, -1 = none
+	KeepPayload    bool            `json:"keep,omitempty"`
+	DelayMS        int64           `json:"delay_ms,omitempty"` // after release
+	TTLMS          int64           `json:"ttl_ms,omitempty"`   // after release; 0 = none
+	CreatedAt      int64           `json:"created_at"`
+}
+
+// NewWorkflow is a workflow submission for WorkflowCreate.
+type NewWorkflow struct {
+	ID, Name       string
+	Fingerprint    string // of the whole request, compared on a keyed resubmission
+	IdempotencyKey string // "" = none
+	IdemTTL        int64  // s
+	OnFailure      *WorkflowNode
+	Retention      int64 // the longest retention a node asked for (s), 0 = none
+	Nodes          []WorkflowNode
+}
+
+// Workflow outcomes of WorkflowCreate.
+const (
+	WorkflowCreated    = "created"
+	WorkflowInProgress = "in_progress"
+	WorkflowMismatch   = "mismatch"
+	WorkflowDuplicate  = "duplicate"
+)
+
+// CreateResult is WorkflowCreate's answer: Outcome, and the id of the
+// workflow it is about (the caller's, or the one its key names) with that
+// workflow's status.
+type CreateResult struct {
+	Outcome string
+	ID      string
+	Status  dtqtype.WorkflowStatus
+}
+
+// NewWorkflowID returns a workflow id for now: 12 hex digits of the time in
+// ms, then the tag (20 hex digits; see WorkflowTag).
+func NewWorkflowID(now time.Time, tag string) string {
+	return fmt.Sprintf("%012x", now.UnixMilli()&0xffffffffffff) + tag
+}
+
+// RandomWorkflowTag is the tag of a workflow without an idempotency key.
+func RandomWorkflowTag() string { return NewTaskID(0, time.Now())[12:32] }
+
+// ValidWorkflowID reports whether id has a workflow id's form.
+func ValidWorkflowID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := range len(id) {
+		if !lowerHexByte(id[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *RDB) workflowKeys(id string) []string {
+	k := r.keys
+	return []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowReleases(id), k.WorkflowDefs(id)}
+}
+
+// jsonList is refs as a JSON list ("" for none). Refs are
+// [a-z0-9_.-]: nothing to escape.
+func jsonList(refs []string) string {
+	if len(refs) == 0 {
+		return ""
+	}
+	return `["` + strings.Join(refs, `","`) + `"]`
+}
+
+func flag(b bool, v string) string {
+	if b {
+		return v
+	}
+	return ""
+}
+
+// WorkflowCreate writes a workflow's record, graph and definitions
+// (wf_create.lua), after its idempotency check.
+func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow) (CreateResult, error) {
+	k := r.keys
+	keys := []string{k.Workflow(w.ID), k.WorkflowNodes(w.ID), k.WorkflowDefs(w.ID)}
+	if w.IdempotencyKey != "" {
+		keys = append(keys, k.WorkflowIdempotency(w.IdempotencyKey))
+	}
+	of, ret := "", ""
+	if w.OnFailure != nil {
+		b, err := json.Marshal(w.OnFailure)
+		if err != nil {
+			return CreateResult{}, err
+		}
+		of = string(b)
+	}
+	if w.Retention > 0 {
+		ret = strconv.FormatInt(w.Retention, 10)
+	}
+	dependants := map[string][]string{}
+	for _, n := range w.Nodes {
+		for _, d := range n.Deps {
+			dependants[d] = append(dependants[d], n.Ref)
+		}
+	}
+	args := make([]any, 0, 9+8*len(w.Nodes))
+	args = append(args, now.UnixMilli(), w.ID, w.Name, w.Fingerprint, w.IdemTTL, of, ret, w.IdempotencyKey,
+		k.WorkflowPrefix(WorkflowTag(w.ID)))
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
+		def, err := json.Marshal(n)
+		if err != nil {
+			return CreateResult{}, err
+		}
+		args = append(args, n.Ref, n.Task.ID, n.Queue, jsonList(n.Deps), jsonList(dependants[n.Ref]),
+			flag(n.Continue, "c"), n.Digest, def)
+	}
+	v, err := r.run(ctx, scriptWfCreate, keys, args...).StringSlice()
+	if err != nil {
+		return CreateResult{}, err
+	}
+	switch {
+	case len(v) == 2 && v[0] == WorkflowCreated:
+		return CreateResult{Outcome: v[0], ID: w.ID, Status: dtqtype.WorkflowStatus(v[1])}, nil
+	case len(v) == 2:
+		return CreateResult{Outcome: v[0], ID: v[1]}, nil
+	case len(v) == 3:
+		return CreateResult{Outcome: v[0], ID: v[1], Status: dtqtype.WorkflowStatus(v[2])}, nil
+	}
+	return CreateResult{}, fmt.Errorf("rdb: wf_create answered %v", v)
+}
+
+// WorkflowWriteNodes writes nodes of workflow id that live in queue as
+// waiting tasks (wf_nodes.lua), at most MaxPerCall a call.
+func (r *RDB) WorkflowWriteNodes(ctx context.Context, id, queue string, now time.Time, recentCap int64, nodes []WorkflowNode) error {
+	k := r.keys
+	for len(nodes) > 0 {
+		batch := nodes[:min(len(nodes), MaxPerCall)]
+		nodes = nodes[len(batch):]
+		keys := make([]string, 0, 3+2*len(batch))
+		keys = append(keys, k.Waiting(queue), k.Depth(queue), k.Recent(queue))
+		args := make([]any, 0, 2+14*len(batch))
+		args = append(args, now.UnixMilli(), recentCap)
+		for i := range batch {
+			n := &batch[i]
+			t := &n.Task
+			keys = append(keys, k.Task(queue, t.ID), k.TaskEnded(queue, t.ID))
+			meta, ret, keep, ttl := string(t.Metadata), "", "", ""
+			if meta == "{}" {
+				meta = ""
+			}
+			switch {
+			case t.Retention > 0:
+				ret = strconv.FormatInt(t.Retention, 10)
+			case t.Retention < 0:
+				ret = "0"
+			}
+			if t.KeepPayload {
+				keep = "1"
+			}
+			if t.TTLMS > 0 {
+				ttl = strconv.FormatInt(t.TTLMS, 10)
+			}
+			args = append(args, t.ID, id+":"+n.Ref, t.Type, string(t.Payload), t.Priority, t.MaxAttempts, t.TimeoutMS,
+				meta, t.ConcurrencyKey, ret, keep, t.DelayMS, ttl, t.CreatedAt)
+		}
+		if err := r.run(ctx, scriptWfNodes, keys, args...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Release is a workflow's decision about one node, to carry out in the
+// node's slot (WorkflowRelease): Kind "run" with the deps' outcomes as
+// Detail, or "cancel" with an error class.
+type Release struct {
+	Ref, Kind, TaskID, Queue, Detail string
+}
+
+func parseReleases(v []string) []Release {
+	out := make([]Release, 0, len(v))
+	for _, s := range v {
+		p := strings.SplitN(s, "|", 5)
+		if len(p) == 5 {
+			out = append(out, Release{Ref: p[0], Kind: p[1], TaskID: p[2], Queue: p[3], Detail: p[4]})
+		}
+	}
+	return out
+}
+
+// StartResult is WorkflowStart's answer.
+type StartResult struct {
+	// Started: the workflow runs and WORKFLOW_STARTED is not noted as
+	// emitted (the caller emits it, then notes it).
+	Started bool
+	// Final is the workflow's status once it has ended, else "".
+	Final    dtqtype.WorkflowStatus
+	Releases []Release
+}
+
+// ErrWorkflowNotFound is a workflow that does not exist (or expired).
+var ErrWorkflowNotFound = errors.New("rdb: workflow not found")
+
+// WorkflowStart activates a batch of nodes whose tasks are written
+// (wf_start.lua): a submitting workflow starts running.
+func (r *RDB) WorkflowStart(ctx context.Context, id string, now time.Time, retention time.Duration, refs []string) (StartResult, error) {
+	args := make([]any, 0, 2+len(refs))
+	args = append(args, now.UnixMilli(), retention.Milliseconds())
+	for _, ref := range refs {
+		args = append(args, ref)
+	}
+	v, err := r.run(ctx, scriptWfStart, r.workflowKeys(id), args...).StringSlice()
+	if err != nil {
+		return StartResult{}, err
+	}
+	if len(v) < 2 {
+		return StartResult{}, ErrWorkflowNotFound
+	}
+	return StartResult{Started: v[0] == "1", Final: dtqtype.WorkflowStatus(v[1]), Releases: parseReleases(v[2:])}, nil
+}
+
+// OutboxEntry is one node end from a queue's workflow outbox.
+type OutboxEntry struct {
+	ID                 string // stream entry id
+	Workflow, Ref      string
+	Status             dtqtype.Status
+	Result, ErrorClass string
+}
+
+// ApplyResult is WorkflowApply's answer.
+type ApplyResult struct {
+	Gone bool // the workflow (or node) no longer exists
+	// Known: the workflow knew the node as ended (nothing was applied; the
+	// releases are those still stored).
+	Known    bool
+	Final    dtqtype.WorkflowStatus
+	Releases []Release
+}
+
+// WorkflowApply records a node's end in its workflow (wf_apply.lua).
+func (r *RDB) WorkflowApply(ctx context.Context, e *OutboxEntry, now time.Time, retention time.Duration) (ApplyResult, error) {
+	v, err := r.run(ctx, scriptWfApply, r.workflowKeys(e.Workflow), now.UnixMilli(), e.Ref, string(e.Status),
+		e.Result, e.ErrorClass, retention.Milliseconds()).StringSlice()
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	if len(v) == 0 || v[0] == "gone" {
+		return ApplyResult{Gone: true}, nil
+	}
+	if len(v) < 2 {
+		return ApplyResult{}, fmt.Errorf("rdb: wf_apply answered %v", v)
+	}
+	return ApplyResult{Known: v[0] == "known", Final: dtqtype.WorkflowStatus(v[1]), Releases: parseReleases(v[2:])}, nil
+}
+
+// ReleaseSettings are what carrying out a release needs of the process.
+type ReleaseSettings struct {
+	EventsMaxLen    int64
+	FailedRetention time.Duration
+}
+
+// WorkflowRelease carries out one release in the node's slot
+// (wf_release.lua) and returns the task's status after it.
+func (r *RDB) WorkflowRelease(ctx context.Context, rel *Release, now time.Time, s *ReleaseSettings) (dtqtype.Status, error) {
+	k, q := r.keys, rel.Queue
+	keys := []string{k.Task(q, rel.TaskID), k.Waiting(q), k.Schedule(q), k.Expiry(q), k.Events(q), k.Depth(q),
+		k.Retained(q), k.WorkflowOutbox(q)}
+	st, err := r.run(ctx, scriptWfRelease, keys, now.UnixMilli(), rel.TaskID, rel.Kind, rel.Detail, k.StreamPrefix(q),
+		s.EventsMaxLen, seconds(s.FailedRetention), k.IdempotencyPrefix(q)).Text()
+	return dtqtype.Status(st), err
+}
+
+// WorkflowReleased drops carried-out releases of workflow id.
+func (r *RDB) WorkflowReleased(ctx context.Context, id string, refs []string) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	args := make([]any, len(refs))
+	for i, ref := range refs {
+		args[i] = ref
+	}
+	return r.run(ctx, scriptWfReleased, []string{r.keys.WorkflowReleases(id)}, args...).Err()
+}
+
+// WorkflowStoredReleases reads the releases of workflow id not yet carried
+// out (for the sweep).
+func (r *RDB) WorkflowStoredReleases(ctx context.Context, id string) ([]Release, error) {
+	m, err := r.c.HGetAll(ctx, r.keys.WorkflowReleases(id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	v := make([]string, 0, len(m))
+	for ref, rel := range m {
+		v = append(v, ref+"|"+rel)
+	}
+	slices.Sort(v)
+	return parseReleases(v), nil
+}
+
+// WorkflowDefinitions reads the definitions of workflow id's nodes still
+// being written, in ref order.
+func (r *RDB) WorkflowDefinitions(ctx context.Context, id string) ([]WorkflowNode, error) {
+	m, err := r.c.HGetAll(ctx, r.keys.WorkflowDefs(id)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkflowNode, 0, len(m))
+	for _, raw := range m {
+		var n WorkflowNode
+		if err := json.Unmarshal([]byte(raw), &n); err != nil {
+			return nil, fmt.Errorf("rdb: workflow %s: definition: %w", id, err)
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b WorkflowNode) int { return strings.Compare(a.Task.ID, b.Task.ID) })
+	return out, nil
+}
+
+// Fan-out outcomes of WorkflowAdd besides "ok".
+const (
+	AddNotFound   = "not_found"
+	AddNotRunning = "not_running"
+	AddMismatch   = "mismatch"
+	AddUnknownDep = "unknown_dep"
+	AddTooMany    = "too_many"
+)
+
+// AddResult is WorkflowAdd's answer: Outcome "ok" with every node of the
+// call (Def set while a node is still being written, so the caller writes
+// it from there), or a refusal with what it names.
+type AddResult struct {
+	Outcome  string
+	Ref, Dep string // mismatch, unknown_dep
+	Status   string // not_running
+	Total    int    // too_many
+	Nodes    []AddedNode
+}
+
+// AddedNode is one node of a fan-out call.
+type AddedNode struct {
+	Ref, TaskID string
+	Def         *WorkflowNode // nil once it is activated
+}
+
+// WorkflowAdd adds nodes to running workflow id (wf_add.lua).
+func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNodes int, nodes []WorkflowNode) (AddResult, error) {
+	k := r.keys
+	args := make([]any, 0, 2+7*len(nodes))
+	args = append(args, now.UnixMilli(), maxNodes)
+	for i := range nodes {
+		n := &nodes[i]
+		def, err := json.Marshal(n)
+		if err != nil {
+			return AddResult{}, err
+		}
+		args = append(args, n.Ref, n.Task.ID, n.Queue, jsonList(n.Deps), flag(n.Continue, "c"), n.Digest, def)
+	}
+	v, err := r.run(ctx, scriptWfAdd, []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowDefs(id)}, args...).StringSlice()
+	if err != nil {
+		return AddResult{}, err
+	}
+	res := AddResult{Outcome: v[0]}
+	switch res.Outcome {
+	case "ok":
+		for i := 1; i+2 < len(v); i += 3 {
+			an := AddedNode{Ref: v[i], TaskID: v[i+1]}
+			if v[i+2] != "" {
+				var n WorkflowNode
+				if err := json.Unmarshal([]byte(v[i+2]), &n); err != nil {
+					return AddResult{}, fmt.Errorf("rdb: workflow %s: definition: %w", id, err)
+				}
+				an.Def = &n
+			}
+			res.Nodes = append(res.Nodes, an)
+		}
+	case AddNotRunning:
+		res.Status = v[1]
+	case AddMismatch:
+		res.Ref = v[1]
+	case AddUnknownDep:
+		res.Ref, res.Dep = v[1], v[2]
+	case AddTooMany:
+		res.Total = int(atoi64(v[1]))
+	}
+	return res, nil
+}
+
+// NodeRef names one node's task.
+type NodeRef struct {
+	Ref, TaskID, Queue string
+}
+
+// WorkflowCancel marks workflow id cancelled (wf_cancel.lua) and returns
+// its nodes not ended yet, for the caller to cancel in their slots.
+// outcome is "cancelling", "terminal" (with status) or "not_found".
+func (r *RDB) WorkflowCancel(ctx context.Context, id string, now time.Time) (outcome, status string, nodes []NodeRef, err error) {
+	k := r.keys
+	v, err := r.run(ctx, scriptWfCancel, []string{k.Workflow(id), k.WorkflowNodes(id)}, now.UnixMilli()).StringSlice()
+	if err != nil {
+		return "", "", nil, err
+	}
+	switch v[0] {
+	case "terminal":
+		return v[0], v[1], nil, nil
+	case "cancelling":
+		for _, s := range v[1:] {
+			if p := strings.SplitN(s, "|", 3); len(p) == 3 {
+				nodes = append(nodes, NodeRef{Ref: p[0], TaskID: p[1], Queue: p[2]})
+			}
+		}
+	}
+	return v[0], "", nodes, nil
+}
+
+// Fields WorkflowNote records.
+const (
+	NoteStarted   = "ev_s"   // WORKFLOW_STARTED emitted
+	NoteEnded     = "ev_e"   // the workflow's end event emitted
+	NoteOnFailure = "oft"    // the on_failure task's id
+	NoteListed    = "listed" // in the listing index
+)
+
+// WorkflowNote records on workflow id what was done outside its slot.
+func (r *RDB) WorkflowNote(ctx context.Context, id, field, value string) error {
+	return r.run(ctx, scriptWfNote, []string{r.keys.Workflow(id)}, field, value).Err()
+}
+
+// WorkflowMark puts workflow id in the attention index with score (ms) and,
+// when list, in the listing index (score 0: ids sort by creation time, so
+// the index is read by id, ZRANGEBYLEX).
+func (r *RDB) WorkflowMark(ctx context.Context, id string, score int64, list bool) error {
+	k := r.keys
+	if list {
+		return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention(), k.WorkflowIndex()}, id, score, 0).Err()
+	}
+	return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention()}, id, score).Err()
+}
+
+// WorkflowUnmark removes workflow id's attention entry if its score is
+// still score.
+func (r *RDB) WorkflowUnmark(ctx context.Context, id string, score int64) error {
+	return r.run(ctx, scriptWfUnmark, []string{r.keys.WorkflowAttention()}, id, score).Err()
+}
+
+// Attention is one entry of the attention index.
+type Attention struct {
+	ID    string
+	Score int64
+}
+
+// WorkflowsNeedingAttention returns up to n attention entries marked before
+// before, oldest first.
+func (r *RDB) WorkflowsNeedingAttention(ctx context.Context, before time.Time, n int) ([]Attention, error) {
+	zs, err := r.c.ZRangeByScoreWithScores(ctx, r.keys.WorkflowAttention(), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(before.UnixMilli(), 10), Count: int64(n)}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Attention, len(zs))
+	for i, z := range zs {
+		out[i] = Attention{ID: z.Member.(string), Score: int64(z.Score)}
+	}
+	return out, nil
+}
+
+// ReadOutbox returns up to n of queue's outbox entries, oldest first.
+func (r *RDB) ReadOutbox(ctx context.Context, queue string, n int) ([]OutboxEntry, error) {
+	xs, err := r.c.XRangeN(ctx, r.keys.WorkflowOutbox(queue), "-", "+", int64(n)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OutboxEntry, 0, len(xs))
+	for _, x := range xs {
+		str := func(f string) string { s, _ := x.Values[f].(string); return s }
+		e := OutboxEntry{ID: x.ID, Status: dtqtype.Status(str("s")), Result: str("v"), ErrorClass: str("e")}
+		e.Workflow, e.Ref, _ = strings.Cut(str("w"), ":")
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// WaitOutbox blocks until queue's outbox has an entry after the id after
+// ("0-0": any), or block passes. It reads without changing anything.
+func (r *RDB) WaitOutbox(ctx context.Context, queue, after string, block time.Duration) error {
+	err := r.c.XRead(ctx, &redis.XReadArgs{Streams: []string{r.keys.WorkflowOutbox(queue), after}, Count: 1, Block: block}).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+// AckOutbox deletes carried-out entries of queue's outbox.
+func (r *RDB) AckOutbox(ctx context.Context, queue string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return r.run(ctx, scriptWfAck, []string{r.keys.WorkflowOutbox(queue)}, args...).Err()
+}
+
+// RelayLock takes or keeps (lease > 0) or gives up (lease 0) the right to
+// relay queue's outbox under token; it reports whether token holds it.
+func (r *RDB) RelayLock(ctx context.Context, queue, token string, lease time.Duration) (bool, error) {
+	n, err := r.run(ctx, scriptWfLock, []string{r.keys.WorkflowRelayLock(queue)}, token, lease.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+// WorkflowRecord is a workflow's record and graph as stored.
+type WorkflowRecord struct {
+	Fields map[string]string // the record hash
+	Nodes  map[string]string // the nodes hash
+}
+
+// ReadWorkflow reads workflow id's record and graph; ErrWorkflowNotFound
+// when it does not exist.
+func (r *RDB) ReadWorkflow(ctx context.Context, id string) (*WorkflowRecord, error) {
+	k := r.keys
+	pipe := r.c.Pipeline()
+	w := pipe.HGetAll(ctx, k.Workflow(id))
+	n := pipe.HGetAll(ctx, k.WorkflowNodes(id))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	if len(w.Val()) == 0 {
+		return nil, ErrWorkflowNotFound
+	}
+	return &WorkflowRecord{Fields: w.Val(), Nodes: n.Val()}, nil
+}
+
+// ReadWorkflowStatus reads the status (and name) of each workflow of ids
+// ("" for one that is gone).
+func (r *RDB) ReadWorkflowStatus(ctx context.Context, ids []string) (status, names []string, err error) {
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, r.keys.Workflow(id), "status", "name")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, err
+	}
+	status, names = make([]string, len(ids)), make([]string, len(ids))
+	for i, c := range cmds {
+		v := c.Val()
+		if len(v) == 2 {
+			status[i], _ = v[0].(string)
+			names[i], _ = v[1].(string)
+		}
+	}
+	return status, names, nil
+}
+
+// WorkflowIndexPage reads up to n ids of the listing index, newest first,
+// older than the id before ("" = from the newest).
+func (r *RDB) WorkflowIndexPage(ctx context.Context, before string, n int) ([]string, error) {
+	upper := "+"
+	if before != "" {
+		upper = "(" + before
+	}
+	return r.c.ZRevRangeByLex(ctx, r.keys.WorkflowIndex(), &redis.ZRangeBy{Max: upper, Min: "-", Count: int64(n)}).Result()
+}
+
+// DropFromWorkflowIndex removes workflows that are gone from the listing
+// index (a read found no record).
+func (r *RDB) DropFromWorkflowIndex(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return r.run(ctx, scriptWfUnlist, []string{r.keys.WorkflowIndex()}, toAnys(ids)...).Err()
+}
+
+func toAnys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// TaskStatuses reads the status of each task (queue and id pairs), "" for
+// one that is gone.
+func (r *RDB) TaskStatuses(ctx context.Context, refs []NodeRef) ([]dtqtype.Status, error) {
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(refs))
+	for i, n := range refs {
+		cmds[i] = pipe.HGet(ctx, r.keys.Task(n.Queue, n.TaskID), "status")
+	}
+	if len(refs) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	out := make([]dtqtype.Status, len(refs))
+	for i, c := range cmds {
+		out[i] = dtqtype.Status(c.Val())
+	}
+	return out, nil
+}
+
+// NodeLease reads what AddNodes checks of a running node: its status,
+// attempt, worker, claim nonce and wf field.
+func (r *RDB) NodeLease(ctx context.Context, queue, id string) (status, attempt, worker, claim, wf string, err error) {
+	v, err := r.c.HMGet(ctx, r.keys.Task(queue, id), "status", "attempt", "worker_id", "claim", "wf").Result()
+	if err != nil {
+		return "", "", "", "", "", err
+	}
+	s := func(i int) string { x, _ := v[i].(string); return x }
+	return s(0), s(1), s(2), s(3), s(4), nil
+}

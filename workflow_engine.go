@@ -1,0 +1,497 @@
+package dtq
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/rdb"
+)
+
+// workflows carries out the workflow steps that cross slots (see
+// docs/workflows.md): a submission's or a fan-out's writes, releases in
+// the nodes' slots, the relay of each queue's outbox, the sweep of the
+// attention index, WORKFLOW_* events and on_failure.
+type workflows struct {
+	rdb    *rdb.RDB
+	client *Client // submits on_failure tasks
+	clock  func() time.Time
+	log    *slog.Logger
+	rel    rdb.ReleaseSettings
+	admin  rdb.AdminSettings // for cancelling nodes
+	// retention is how long a finished workflow is kept at least (the
+	// longest of the processes' task retentions).
+	retention time.Duration
+	recentCap int64
+	maxNodes  int
+	token     string // the relay lock holder
+}
+
+// Workflow maintenance pacing.
+const (
+	// sweepAge is how old an attention entry must be before the sweep
+	// takes it: younger ones belong to steps still under way.
+	sweepAge = 3 * time.Second
+	// sweepEvery is how often a worker sweeps.
+	sweepEvery = 2 * time.Second
+	// relayLease is how long a relay lock lives without renewal.
+	relayLease = 5 * time.Second
+	// relayBlock bounds one wait for outbox entries.
+	relayBlock = time.Second
+	// relayBatch is the entries one relay pass reads.
+	relayBatch = 100
+)
+
+// newWorkflows is the engine of a process with the deployment settings dep.
+func newWorkflows(r *rdb.RDB, c *Client, dep deployment, log *slog.Logger, maxNodes int) *workflows {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clock, eventsMaxLen := dep.clock, dep.eventsMaxLen
+	succeeded, failed := dep.succeededRetention, scriptRetention(dep.failedRetention)
+	var tok [8]byte
+	_, _ = crand.Read(tok[:])
+	return &workflows{rdb: r, client: c, clock: clock, log: log,
+		rel:       rdb.ReleaseSettings{EventsMaxLen: eventsMaxLen, FailedRetention: failed},
+		admin:     rdb.AdminSettings{EventsMaxLen: eventsMaxLen, FailedRetention: failed},
+		retention: max(scriptRetention(succeeded), failed), recentCap: DefaultStreamMaxLen, maxNodes: maxNodes,
+		token: hex.EncodeToString(tok[:])}
+}
+
+// activate writes nodes in their queues (waiting) and activates the batch
+// (wf_start), then carries out what that released and emits what is due.
+func (e *workflows) activate(ctx context.Context, id string, nodes []rdb.WorkflowNode, now time.Time) (rdb.StartResult, error) {
+	byQueue := map[string][]rdb.WorkflowNode{}
+	var queues []string
+	refs := make([]string, len(nodes))
+	for i, n := range nodes {
+		if byQueue[n.Queue] == nil {
+			queues = append(queues, n.Queue)
+		}
+		byQueue[n.Queue] = append(byQueue[n.Queue], n)
+		refs[i] = n.Ref
+	}
+	for _, q := range queues {
+		if err := e.rdb.WorkflowWriteNodes(ctx, id, q, now, e.recentCap, byQueue[q]); err != nil {
+			return rdb.StartResult{}, err
+		}
+	}
+	st, err := e.rdb.WorkflowStart(ctx, id, now, e.retention, refs)
+	if err != nil {
+		return st, err
+	}
+	if err := e.carryOut(ctx, id, st.Releases); err != nil {
+		return st, err
+	}
+	return st, e.effects(ctx, id)
+}
+
+// carryOut carries out releases in their nodes' slots, then drops them.
+func (e *workflows) carryOut(ctx context.Context, id string, rels []rdb.Release) error {
+	if len(rels) == 0 {
+		return nil
+	}
+	now := e.clock()
+	refs := make([]string, 0, len(rels))
+	for i := range rels {
+		if _, err := e.rdb.WorkflowRelease(ctx, &rels[i], now, &e.rel); err != nil {
+			return err
+		}
+		refs = append(refs, rels[i].Ref)
+	}
+	return e.rdb.WorkflowReleased(ctx, id, refs)
+}
+
+// Workflow event types on the _sys stream.
+const (
+	EventWorkflowStarted   = "WORKFLOW_STARTED"
+	EventWorkflowSucceeded = "WORKFLOW_SUCCEEDED"
+	EventWorkflowFailed    = "WORKFLOW_FAILED"
+	EventWorkflowCancelled = "WORKFLOW_CANCELLED"
+)
+
+// effects emits the WORKFLOW_* events the record does not note as emitted
+// and submits a failed workflow's on_failure task once: at least once
+// (a process that dies between the event and its note emits it again).
+func (e *workflows) effects(ctx context.Context, id string) error {
+	v, err := e.rdb.Client().HMGet(ctx, e.rdb.Keys().Workflow(id), "status", "name", rdb.NoteStarted, rdb.NoteEnded, "of", rdb.NoteOnFailure).Result()
+	if err != nil || v[0] == nil {
+		return err
+	}
+	s := func(i int) string { x, _ := v[i].(string); return x }
+	status := dtqtype.WorkflowStatus(s(0))
+	if status != dtqtype.WorkflowSubmitting && s(2) == "" {
+		if err := e.event(ctx, id, s(1), EventWorkflowStarted, status); err != nil {
+			return err
+		}
+		if err := e.rdb.WorkflowNote(ctx, id, rdb.NoteStarted, "1"); err != nil {
+			return err
+		}
+	}
+	if !status.Terminal() {
+		return nil
+	}
+	if status == dtqtype.WorkflowFailed && s(4) != "" && s(5) == "" {
+		if err := e.onFailure(ctx, id, s(1), s(4)); err != nil {
+			return err
+		}
+	}
+	if s(3) == "" {
+		ev := map[dtqtype.WorkflowStatus]string{dtqtype.WorkflowSucceeded: EventWorkflowSucceeded,
+			dtqtype.WorkflowFailed: EventWorkflowFailed, dtqtype.WorkflowCancelled: EventWorkflowCancelled}[status]
+		if err := e.event(ctx, id, s(1), ev, status); err != nil {
+			return err
+		}
+		return e.rdb.WorkflowNote(ctx, id, rdb.NoteEnded, "1")
+	}
+	return nil
+}
+
+func (e *workflows) event(ctx context.Context, id, name, typ string, status dtqtype.WorkflowStatus) error {
+	meta, err := json.Marshal(map[string]string{"workflow_id": id, "name": name, "status": string(status)})
+	if err != nil {
+		return err
+	}
+	return e.rdb.AppendSysEvent(ctx, e.rel.EventsMaxLen, []any{"type", typ, "workflow_id", id, "ts", e.clock().UnixMilli(),
+		"meta", string(meta)})
+}
+
+// onFailure submits a failed workflow's on_failure task through the normal
+// ingest path, under the idempotency key workflow:<id>:on_failure, and
+// notes its id on the workflow.
+func (e *workflows) onFailure(ctx context.Context, id, name, def string) error {
+	var n rdb.WorkflowNode
+	if err := json.Unmarshal([]byte(def), &n); err != nil {
+		return fmt.Errorf("dtq: workflow %s: on_failure: %w", id, err)
+	}
+	rec, err := e.rdb.ReadWorkflow(ctx, id)
+	if err != nil {
+		return err
+	}
+	failed := failedRefs(rec)
+	var payload map[string]any
+	if err := json.Unmarshal(n.Task.Payload, &payload); err != nil || payload == nil {
+		payload = map[string]any{}
+	}
+	payload["workflow"] = map[string]any{"id": id, "name": name, "failed": failed}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	num, err := e.rdb.QueueNumber(ctx, n.Queue)
+	if err != nil {
+		return err
+	}
+	now := e.clock()
+	key := "workflow:" + id + ":on_failure"
+	fp := sha256.Sum256([]byte(key))
+	t := rdb.NewTask{ID: rdb.NewTaskID(num, now), Type: n.Task.Type, Payload: body, Priority: n.Task.Priority,
+		MaxAttempts: n.Task.MaxAttempts, TimeoutMS: n.Task.TimeoutMS, IdempotencyKey: key,
+		AvailableAt: now.UnixMilli() + n.Task.DelayMS, Metadata: n.Task.Metadata, Fingerprint: string(fp[:]),
+		IdemTTL: int64(e.client.dep.idempotencyTTL/time.Second) + n.Task.DelayMS/1000 + 1, CreatedAt: now.UnixMilli(),
+		ConcurrencyKey: n.Task.ConcurrencyKey, Retention: n.Task.Retention, KeepPayload: n.Task.KeepPayload}
+	if len(t.Metadata) == 0 {
+		t.Metadata = []byte("{}")
+	}
+	if n.Task.TTLMS > 0 {
+		t.ExpiresAt = t.AvailableAt + n.Task.TTLMS
+	}
+	res, err := e.client.ingestSure(ctx, n.Queue, now, []rdb.NewTask{t})
+	if err != nil {
+		return err
+	}
+	r := res[0]
+	switch r.Outcome {
+	case rdb.Created, rdb.Duplicate, rdb.InProgress:
+	default:
+		return fmt.Errorf("dtq: workflow %s: on_failure not submitted (outcome %d)", id, r.Outcome)
+	}
+	tid := r.TaskID
+	if tid == "" {
+		tid = t.ID
+	}
+	return e.rdb.WorkflowNote(ctx, id, rdb.NoteOnFailure, tid)
+}
+
+// failedRefs are the refs of rec's nodes that ended other than succeeded,
+// in the order they were added (their task ids sort so).
+func failedRefs(rec *rdb.WorkflowRecord) []string {
+	type node struct{ ref, id string }
+	var out []node
+	for f, st := range rec.Nodes {
+		ref, ok := strings.CutPrefix(f, "s:")
+		if !ok || st == "succeeded" || !dtqtype.Status(st).Terminal() {
+			continue
+		}
+		out = append(out, node{ref, rec.Nodes["t:"+ref]})
+	}
+	slices.SortFunc(out, func(a, b node) int { return strings.Compare(a.id, b.id) })
+	refs := make([]string, len(out))
+	for i, n := range out {
+		refs[i] = n.ref
+	}
+	return refs
+}
+
+// apply carries one outbox entry to its workflow: mark, apply, releases,
+// effects, unmark. The mark lets the sweep finish what a crash leaves. An
+// end the workflow already knew (a resend, or a node cancelled by the
+// cascade) leaves the effects of an ended workflow to the sweep: the
+// relay that ended it is likely emitting them right now.
+func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
+	now := e.clock()
+	score := now.UnixMilli()
+	if err := e.rdb.WorkflowMark(ctx, en.Workflow, score, false); err != nil {
+		return err
+	}
+	res, err := e.rdb.WorkflowApply(ctx, en, now, e.retention)
+	if err != nil {
+		return err
+	}
+	if !res.Gone {
+		if err := e.carryOut(ctx, en.Workflow, res.Releases); err != nil {
+			return err
+		}
+		if res.Final != "" && res.Known {
+			return nil // the mark stays for the sweep
+		}
+		if res.Final != "" {
+			if err := e.effects(ctx, en.Workflow); err != nil {
+				return err
+			}
+		}
+	}
+	return e.rdb.WorkflowUnmark(ctx, en.Workflow, score)
+}
+
+// relayPass carries out up to relayBatch entries of queue's outbox, in
+// order, if this process holds the queue's relay lock (held). It returns
+// the id of the last entry it saw and whether the batch was full.
+func (e *workflows) relayPass(ctx context.Context, queue string) (held bool, last string, full bool, err error) {
+	held, err = e.rdb.RelayLock(ctx, queue, e.token, relayLease)
+	if err != nil || !held {
+		return false, "", false, err
+	}
+	es, err := e.rdb.ReadOutbox(ctx, queue, relayBatch)
+	if err != nil {
+		return true, "", false, err
+	}
+	for i := range es {
+		if err := e.apply(ctx, &es[i]); err != nil {
+			return true, last, false, err
+		}
+		if err := e.rdb.AckOutbox(ctx, queue, []string{es[i].ID}); err != nil {
+			return true, last, false, err
+		}
+		last = es[i].ID
+	}
+	return true, last, len(es) == relayBatch, nil
+}
+
+// runRelay relays queue's workflow outbox until ctx ends: a pass, then a
+// blocking read that wakes as soon as a node's end is appended, so that a
+// dependant is released moments after its last dep ended. A process that
+// does not hold the queue's relay lock tries again after relayBlock (the
+// lock of a holder that died expires within relayLease).
+func (e *workflows) runRelay(ctx context.Context, queue string) {
+	after, failing := "0-0", 0
+	defer func() { _, _ = e.rdb.RelayLock(context.WithoutCancel(ctx), queue, e.token, 0) }()
+	for ctx.Err() == nil {
+		held, last, full, err := e.relayPass(ctx, queue)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if failing == 0 {
+				e.log.Warn("workflow relay failed; retrying with backoff", "queue", queue, "err", err)
+			}
+			failing++
+			attempt.Sleep(ctx, min(time.Duration(failing)*100*time.Millisecond, 5*time.Second))
+			continue
+		case full:
+			continue
+		case !held:
+			failing = 0
+			attempt.Sleep(ctx, relayBlock)
+			continue
+		}
+		failing = 0
+		if last != "" {
+			after = last
+		}
+		if err := e.rdb.WaitOutbox(ctx, queue, after, relayBlock); err != nil && ctx.Err() == nil {
+			attempt.Sleep(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// runSweep sweeps the attention index every sweepEvery (jittered) until
+// ctx ends.
+func (e *workflows) runSweep(ctx context.Context) {
+	for {
+		if !attempt.Sleep(ctx, time.Duration(float64(sweepEvery)*(0.8+0.4*rand.Float64()))) {
+			return
+		}
+		if err := e.sweep(ctx, sweepAge); err != nil && ctx.Err() == nil {
+			e.log.Warn("workflow sweep failed", "err", err)
+		}
+	}
+}
+
+// sweep finishes what the workflows marked before age ago need, then
+// removes their marks unless marked again meanwhile.
+func (e *workflows) sweep(ctx context.Context, age time.Duration) error {
+	due, err := e.rdb.WorkflowsNeedingAttention(ctx, e.clock().Add(-age), 100)
+	if err != nil {
+		return err
+	}
+	for _, a := range due {
+		if err := e.finish(ctx, a); err != nil {
+			e.log.Warn("workflow sweep: finishing failed", "workflow_id", a.ID, "err", err)
+			continue
+		}
+		if err := e.rdb.WorkflowUnmark(ctx, a.ID, a.Score); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish does what workflow a.ID needs: a listing entry, its definitions
+// written and activated (a submission or fan-out cut short), its stored
+// releases carried out, a cancel's node cancels, events and on_failure.
+func (e *workflows) finish(ctx context.Context, a rdb.Attention) error {
+	v, err := e.rdb.Client().HMGet(ctx, e.rdb.Keys().Workflow(a.ID), "status", "cancel", rdb.NoteListed).Result()
+	if err != nil {
+		return err
+	}
+	if v[0] == nil {
+		return e.rdb.DropFromWorkflowIndex(ctx, []string{a.ID})
+	}
+	if v[2] == nil {
+		if err := e.rdb.WorkflowMark(ctx, a.ID, a.Score, true); err != nil {
+			return err
+		}
+		if err := e.rdb.WorkflowNote(ctx, a.ID, rdb.NoteListed, "1"); err != nil {
+			return err
+		}
+	}
+	defs, err := e.rdb.WorkflowDefinitions(ctx, a.ID)
+	if err != nil {
+		return err
+	}
+	if len(defs) > 0 || v[0] == string(dtqtype.WorkflowSubmitting) {
+		if _, err := e.activate(ctx, a.ID, defs, e.clock()); err != nil {
+			return err
+		}
+	}
+	rels, err := e.rdb.WorkflowStoredReleases(ctx, a.ID)
+	if err != nil {
+		return err
+	}
+	if err := e.carryOut(ctx, a.ID, rels); err != nil {
+		return err
+	}
+	if v[1] == "1" {
+		if _, err := e.cancel(ctx, a.ID); err != nil && !errors.Is(err, ErrWorkflowNotFound) {
+			return err
+		}
+	}
+	return e.effects(ctx, a.ID)
+}
+
+// cancel marks workflow id cancelled and cancels each node not ended in its
+// slot. It reports whether the workflow had ended already.
+func (e *workflows) cancel(ctx context.Context, id string) (ended bool, err error) {
+	now := e.clock()
+	out, _, nodes, err := e.rdb.WorkflowCancel(ctx, id, now)
+	switch {
+	case err != nil:
+		return false, err
+	case out == rdb.OutcomeNotFound:
+		return false, ErrWorkflowNotFound
+	case out == rdb.OutcomeTerminal:
+		return true, nil
+	}
+	for _, n := range nodes {
+		if _, _, err := e.rdb.CancelTask(ctx, n.Queue, n.TaskID, &e.admin, now, "workflow cancelled"); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// getWorkflow reads workflow id as the API shows it: the live status of
+// each released node is read from its task.
+func getWorkflow(ctx context.Context, r *rdb.RDB, id string) (*dtqtype.WorkflowInfo, error) {
+	if !rdb.ValidWorkflowID(id) {
+		return nil, ErrWorkflowNotFound
+	}
+	rec, err := r.ReadWorkflow(ctx, id)
+	if errors.Is(err, rdb.ErrWorkflowNotFound) {
+		return nil, ErrWorkflowNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := rec.Fields
+	info := &dtqtype.WorkflowInfo{ID: id, Name: f["name"], Status: dtqtype.WorkflowStatus(f["status"]),
+		CreatedAt: dtqtype.MillisTime(atoi(f["created_at"])), FinishedAt: dtqtype.MillisTime(atoi(f["finished_at"])),
+		CancelRequested: f["cancel"] == "1", OnFailureTaskID: f["oft"], Counts: map[dtqtype.Status]int{}}
+	var live []rdb.NodeRef
+	var liveAt []int
+	for k, st := range rec.Nodes {
+		ref, ok := strings.CutPrefix(k, "s:")
+		if !ok {
+			continue
+		}
+		n := dtqtype.WorkflowNodeInfo{Ref: ref, TaskID: rec.Nodes["t:"+ref], Queue: rec.Nodes["q:"+ref],
+			Deps: []string{}, Status: dtqtype.Status(st)}
+		if d := rec.Nodes["d:"+ref]; d != "" {
+			_ = json.Unmarshal([]byte(d), &n.Deps)
+		}
+		if o := rec.Nodes["o:"+ref]; o != "" {
+			var dr DepResult
+			if json.Unmarshal([]byte(o), &dr) == nil {
+				n.ErrorClass = dr.ErrorClass
+			}
+		}
+		if st == "released" {
+			live = append(live, rdb.NodeRef{Ref: ref, TaskID: n.TaskID, Queue: n.Queue})
+			liveAt = append(liveAt, len(info.Nodes))
+			n.Status = dtqtype.StatusQueued
+		}
+		info.Nodes = append(info.Nodes, n)
+	}
+	sts, err := r.TaskStatuses(ctx, live)
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range sts {
+		if st != "" && !st.Terminal() { // an end not yet relayed shows as the workflow knows it
+			info.Nodes[liveAt[i]].Status = st
+		}
+	}
+	slices.SortFunc(info.Nodes, func(a, b dtqtype.WorkflowNodeInfo) int { return strings.Compare(a.TaskID, b.TaskID) })
+	for _, n := range info.Nodes {
+		info.Counts[n.Status]++
+	}
+	return info, nil
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}

@@ -1,0 +1,68 @@
+package dtq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dtq-io/dtq/internal/attempt"
+)
+
+// WorkflowMaintenanceConfig configures RunWorkflowMaintenance. Zero values
+// select the defaults noted.
+type WorkflowMaintenanceConfig struct {
+	// Client submits on_failure tasks and names the key prefix, events
+	// cap and clock. Required.
+	Client *Client
+	// SucceededRetention and FailedRetention are the workers' settings: a
+	// finished workflow is kept at least the longer of the two. Defaults
+	// DefaultSucceededRetention and DefaultFailedRetention.
+	SucceededRetention, FailedRetention time.Duration
+	// Logger receives warnings. Default: discarded.
+	Logger *slog.Logger
+}
+
+// queueRefresh is how often RunWorkflowMaintenance looks for new queues.
+const queueRefresh = 10 * time.Second
+
+// RunWorkflowMaintenance runs until ctx ends what a Worker runs for the
+// workflows of its queues, for every registered queue (looked up every 10
+// s): the relay of each queue's workflow outbox and the sweep of the
+// attention index. A process that serves no queue (the API server) runs it
+// so that the ends of nodes on queues only HTTP workers serve reach their
+// workflows. Any number of processes may run it at once.
+func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig) error {
+	if cfg == nil || cfg.Client == nil {
+		return errors.New("dtq: RunWorkflowMaintenance needs a Client")
+	}
+	c := cfg.Client
+	dep := c.dep
+	if cfg.SucceededRetention != 0 {
+		dep.succeededRetention = cfg.SucceededRetention
+	}
+	if cfg.FailedRetention != 0 {
+		dep.failedRetention = cfg.FailedRetention
+	}
+	e := newWorkflows(c.rdb, c, dep, cfg.Logger, c.cfg.MaxWorkflowNodes)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { e.runSweep(ctx) })
+	relayed := map[string]bool{}
+	for {
+		qs, err := c.rdb.Queues(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("workflow maintenance: listing queues failed", "err", err)
+		}
+		for _, q := range qs {
+			if !relayed[q] {
+				relayed[q] = true
+				wg.Go(func() { e.runRelay(ctx, q) })
+			}
+		}
+		if !attempt.Sleep(ctx, queueRefresh) {
+			return nil
+		}
+	}
+}

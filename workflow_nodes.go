@@ -1,0 +1,307 @@
+package dtq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/cursor"
+	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/workflow"
+)
+
+// Deps returns the outcomes of the node's deps by ref, for a task that is
+// a workflow node (nil otherwise): each dep's status and, when it
+// succeeded, its result.
+func (t *Task) Deps() map[string]DepResult {
+	if len(t.deps) == 0 {
+		return nil
+	}
+	out := map[string]DepResult{}
+	if err := json.Unmarshal(t.deps, &out); err != nil {
+		return nil
+	}
+	return out
+}
+
+// NodeLease names the running attempt of a workflow node that adds nodes
+// (Client.AddNodes): its task, attempt and worker, and for an HTTP worker
+// the claim nonce its lease token carries ("" = not checked).
+type NodeLease struct {
+	Queue, TaskID string
+	Attempt       int
+	WorkerID      string
+	Claim         string
+}
+
+// nodeKey carries a running node's lease and client in its handler's
+// context, for AddNodes.
+type nodeKey struct{}
+
+type nodeCtx struct {
+	client *Client
+	lease  NodeLease
+}
+
+// AddNodes adds nodes to the workflow of the node whose handler calls it
+// (fan-out): they may depend on existing refs and on each other. Adding a
+// ref again with the same definition is no change (a handler that runs
+// again after a retry gets the same nodes back); another definition is a
+// *WorkflowError matching ErrNodeMismatch. Outside a workflow node's
+// handler it fails with ErrInvalidWorkflow.
+func AddNodes(ctx context.Context, nodes ...Node) ([]NodeRef, error) {
+	nc, ok := ctx.Value(nodeKey{}).(*nodeCtx)
+	if !ok {
+		return nil, &WorkflowError{Node: "nodes", Reason: "AddNodes is called from the handler of a workflow node"}
+	}
+	return nc.client.AddNodes(ctx, nc.lease, nodes...)
+}
+
+// AddNodes adds nodes to the workflow of the node running under lease (see
+// the package function AddNodes, which calls it from a handler; the HTTP
+// gateway calls it with a lease token's fields). A lease that is no longer
+// held gives ErrLeaseLost; a workflow that ended or is being cancelled,
+// ErrWorkflowNotRunning.
+func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) ([]NodeRef, error) {
+	if len(nodes) == 0 {
+		return []NodeRef{}, nil
+	}
+	if len(nodes) > c.cfg.MaxWorkflowNodes {
+		return nil, &WorkflowError{Node: "nodes", Reason: fmt.Sprintf("%d nodes in one call; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
+			len(nodes), c.cfg.MaxWorkflowNodes)}
+	}
+	st, att, worker, claim, wf, err := c.rdb.NodeLease(ctx, lease.Queue, lease.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if st != string(dtqtype.StatusRunning) || att != strconv.Itoa(lease.Attempt) || worker != lease.WorkerID ||
+		(lease.Claim != "" && claim != lease.Claim) {
+		return nil, ErrLeaseLost
+	}
+	id, _, ok := cutWorkflow(wf)
+	if !ok {
+		return nil, &WorkflowError{Node: "nodes", Reason: "the task is not a workflow node"}
+	}
+	// Deps outside the batch are existing nodes (wf_add checks that they
+	// exist): a cycle can only run through the batch.
+	inBatch := map[string]bool{}
+	for _, n := range nodes {
+		inBatch[n.Ref] = true
+	}
+	var existing []workflow.Node
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		for _, d := range n.Deps {
+			if !workflow.ValidRef(d) {
+				return nil, &WorkflowError{Node: n.Ref, Reason: fmt.Sprintf("dep %q is not a node of the workflow", d)}
+			}
+			if !inBatch[d] && !seen[d] {
+				seen[d] = true
+				existing = append(existing, workflow.Node{Ref: d})
+			}
+		}
+	}
+	if _, err := workflow.ValidateAdded(existing, graphOf(nodes), c.cfg.MaxWorkflowNodes+len(existing),
+		func(string) bool { return true }); err != nil {
+		return nil, graphError(err)
+	}
+	now := c.dep.clock()
+	built, err := c.buildNodes(ctx, nodes, now)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.rdb.WorkflowAdd(ctx, id, now, c.cfg.MaxWorkflowNodes, built)
+	if err != nil {
+		return nil, err
+	}
+	switch res.Outcome {
+	case rdb.AddNotFound:
+		return nil, ErrWorkflowNotFound
+	case rdb.AddNotRunning:
+		return nil, fmt.Errorf("%w (%s)", ErrWorkflowNotRunning, res.Status)
+	case rdb.AddMismatch:
+		return nil, &WorkflowError{Node: res.Ref, Reason: "the workflow already has a node with this ref and another definition", kind: ErrNodeMismatch}
+	case rdb.AddUnknownDep:
+		return nil, &WorkflowError{Node: res.Ref, Reason: fmt.Sprintf("dep %q is not a node of the workflow", res.Dep)}
+	case rdb.AddTooMany:
+		return nil, &WorkflowError{Node: "nodes", Reason: fmt.Sprintf("the workflow would have %d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
+			res.Total, c.cfg.MaxWorkflowNodes)}
+	}
+	var pending []rdb.WorkflowNode
+	out := make([]NodeRef, len(res.Nodes))
+	for i, n := range res.Nodes {
+		out[i] = NodeRef{Ref: n.Ref, TaskID: n.TaskID, Status: dtqtype.StatusWaiting}
+		if n.Def != nil {
+			pending = append(pending, *n.Def)
+		}
+	}
+	if len(pending) > 0 {
+		score := now.UnixMilli()
+		if err := c.rdb.WorkflowMark(ctx, id, score, false); err != nil {
+			return nil, err
+		}
+		// What does not land now, the sweep completes from the definitions.
+		if _, err := c.wf.activate(ctx, id, pending, now); err != nil {
+			c.wf.log.Warn("workflow fan-out left to maintenance", "workflow_id", id, "err", err)
+			return out, nil // the nodes exist: the sweep writes and releases them
+		}
+		_ = c.rdb.WorkflowUnmark(ctx, id, score)
+	}
+	// The nodes' statuses now.
+	refs := make([]rdb.NodeRef, len(out))
+	for i, n := range out {
+		refs[i] = rdb.NodeRef{Ref: n.Ref, TaskID: n.TaskID, Queue: queueOfNode(res.Nodes[i], built)}
+	}
+	if sts, err := c.rdb.TaskStatuses(ctx, refs); err == nil {
+		for i, st := range sts {
+			if st != "" {
+				out[i].Status = st
+			}
+		}
+	}
+	return out, nil
+}
+
+// queueOfNode finds the queue of an added node: its definition's, or the
+// batch's for an existing ref (a ref's queue is part of its definition).
+func queueOfNode(n rdb.AddedNode, built []rdb.WorkflowNode) string {
+	if n.Def != nil {
+		return n.Def.Queue
+	}
+	for _, b := range built {
+		if b.Ref == n.Ref {
+			return b.Queue
+		}
+	}
+	return ""
+}
+
+// cutWorkflow splits a task's wf field into workflow id and ref.
+func cutWorkflow(wf string) (id, ref string, ok bool) {
+	if len(wf) < 34 || wf[32] != ':' {
+		return "", "", false
+	}
+	return wf[:32], wf[33:], true
+}
+
+// GetWorkflow returns workflow id: its status, counts and each node with
+// its task's status. ErrWorkflowNotFound for an unknown or expired one.
+func (i *Inspector) GetWorkflow(ctx context.Context, id string) (*dtqtype.WorkflowInfo, error) {
+	return getWorkflow(ctx, i.rdb, id)
+}
+
+// WaitWorkflow returns workflow id once it has ended, or as it is when
+// timeout passes (or ctx ends: then with ctx's error). It polls, backing
+// off from 20 ms to 500 ms.
+func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Duration) (*dtqtype.WorkflowInfo, error) {
+	deadline := time.Now().Add(timeout)
+	interval := 20 * time.Millisecond
+	for {
+		info, err := getWorkflow(ctx, i.rdb, id)
+		if err != nil || info.Status.Terminal() || !time.Now().Before(deadline) {
+			return info, err
+		}
+		t := time.NewTimer(min(interval, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return info, ctx.Err()
+		case <-t.C:
+		}
+		interval = min(interval*2, 500*time.Millisecond)
+	}
+}
+
+// WorkflowListParams select and page Inspector.ListWorkflows.
+type WorkflowListParams = dtqtype.WorkflowListParams
+
+// maxListScan bounds the index entries one listing call examines.
+const maxListScan = 5000
+
+// ListWorkflows returns a page of workflows, newest first. A call examines
+// at most 5000 index entries, so a filtered page may be short, even empty,
+// while more remain. A bad filter or Limit is a *ValidationError, a bad
+// cursor ErrInvalidCursor.
+func (i *Inspector) ListWorkflows(ctx context.Context, params *WorkflowListParams) (*dtqtype.ListResult[*dtqtype.WorkflowSummary], error) {
+	p := listParams(params)
+	if err := checkList(&p.Limit, 50, ""); err != nil {
+		return nil, err
+	}
+	if p.Status != "" && !slices.Contains(dtqtype.WorkflowStatuses, p.Status) {
+		return nil, invalid("status", "must be one of %v", dtqtype.WorkflowStatuses)
+	}
+	after := ""
+	if p.Cursor != "" {
+		r := cursor.Read(p.Cursor, cursor.Workflows)
+		after = r.String(rdb.ValidWorkflowID)
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := &dtqtype.ListResult[*dtqtype.WorkflowSummary]{Items: []*dtqtype.WorkflowSummary{}}
+	for scanned := 0; scanned < maxListScan; {
+		ids, err := i.rdb.WorkflowIndexPage(ctx, after, min(500, maxListScan-scanned))
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			return out, nil
+		}
+		sts, names, err := i.rdb.ReadWorkflowStatus(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		var gone []string
+		for j, id := range ids {
+			scanned++
+			after = id
+			switch {
+			case sts[j] == "":
+				gone = append(gone, id)
+				continue
+			case p.Status != "" && dtqtype.WorkflowStatus(sts[j]) != p.Status, p.Name != "" && names[j] != p.Name:
+				continue
+			}
+			out.Items = append(out.Items, &dtqtype.WorkflowSummary{ID: id, Name: names[j], Status: dtqtype.WorkflowStatus(sts[j])})
+			if len(out.Items) == p.Limit {
+				break
+			}
+		}
+		_ = i.rdb.DropFromWorkflowIndex(ctx, gone)
+		if len(out.Items) == p.Limit {
+			break
+		}
+	}
+	out.NextCursor = cursor.Encode(cursor.Workflows, after)
+	return out, nil
+}
+
+// CancelWorkflow cancels workflow id: every node not ended is cancelled
+// (running ones get a cancel request, as CancelTask), and the workflow ends
+// cancelled once its last node has. A workflow that already ended is left
+// as it is, with ended true. ErrWorkflowNotFound for an unknown one.
+func (a *Admin) CancelWorkflow(ctx context.Context, id string) (info *dtqtype.WorkflowInfo, ended bool, err error) {
+	if !rdb.ValidWorkflowID(id) {
+		return nil, false, ErrWorkflowNotFound
+	}
+	e := a.client.wf
+	score := a.clock().UnixMilli()
+	if err := a.rdb.WorkflowMark(ctx, id, score, false); err != nil {
+		return nil, false, err
+	}
+	ended, err = e.cancel(ctx, id)
+	if err != nil {
+		if errors.Is(err, ErrWorkflowNotFound) {
+			_ = a.rdb.WorkflowUnmark(ctx, id, score)
+		}
+		return nil, false, err
+	}
+	_ = a.rdb.WorkflowUnmark(ctx, id, score)
+	info, err = getWorkflow(ctx, a.rdb, id)
+	return info, ended, err
+}
