@@ -335,20 +335,7 @@ func (c *ingestCall) args() []any {
 		if t.ExpiresAt > 0 {
 			exp = strconv.FormatInt(t.ExpiresAt, 10)
 		}
-		meta := t.Metadata
-		if string(meta) == "{}" {
-			meta = nil
-		}
-		ret, keep := "", ""
-		switch {
-		case t.Retention > 0:
-			ret = strconv.FormatInt(t.Retention, 10)
-		case t.Retention < 0:
-			ret = "0"
-		}
-		if t.KeepPayload {
-			keep = "1"
-		}
+		meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
 			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
 			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli())

@@ -30,6 +30,26 @@ type NewTask struct {
 	KeepPayload    bool   // keep payload and metadata once succeeded
 }
 
+// storedFields are a task's metadata, retention (s; 0 = the workers'
+// setting, -1 = none) and keep-payload flag as the ingest and workflow-node
+// scripts take them: no metadata for {}, "" for the workers' retention and
+// "0" for none, "1" to keep the payload.
+func storedFields(metadata []byte, retention int64, keepPayload bool) (meta []byte, ret, keep string) {
+	if string(metadata) != "{}" {
+		meta = metadata
+	}
+	switch {
+	case retention > 0:
+		ret = strconv.FormatInt(retention, 10)
+	case retention < 0:
+		ret = "0"
+	}
+	if keepPayload {
+		keep = "1"
+	}
+	return meta, ret, keep
+}
+
 // IngestOutcome says what Ingest did with one task.
 type IngestOutcome int
 

@@ -202,19 +202,8 @@ func (r *RDB) WorkflowWriteNodes(ctx context.Context, id, queue string, now time
 			n := &batch[i]
 			t := &n.Task
 			keys = append(keys, k.Task(queue, t.ID), k.TaskEnded(queue, t.ID))
-			meta, ret, keep, ttl := string(t.Metadata), "", "", ""
-			if meta == "{}" {
-				meta = ""
-			}
-			switch {
-			case t.Retention > 0:
-				ret = strconv.FormatInt(t.Retention, 10)
-			case t.Retention < 0:
-				ret = "0"
-			}
-			if t.KeepPayload {
-				keep = "1"
-			}
+			meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
+			ttl := ""
 			if t.TTLMS > 0 {
 				ttl = strconv.FormatInt(t.TTLMS, 10)
 			}
