@@ -55,28 +55,48 @@ func (i *Inspector) WaitTask(ctx context.Context, id string, wait time.Duration)
 	if err != nil || t.Status.Terminal() || wait <= 0 {
 		return t, err
 	}
+	end, err := poll(ctx, wait, 10*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
+		st, err := i.rdb.TaskStatus(ctx, t.Queue, id)
+		return st == "" || st.Terminal(), err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case end == pollCancelled:
+		return t, nil
+	}
+	return i.GetTask(ctx, id)
+}
+
+// pollEnd says why poll returned.
+type pollEnd int
+
+const (
+	pollDone pollEnd = iota
+	pollTimedOut
+	pollCancelled
+)
+
+// poll calls check after first, then at intervals doubling up to most,
+// until check reports done or fails, wait passes, or ctx ends. The waits on
+// tasks and workflows share it.
+func poll(ctx context.Context, wait, first, most time.Duration, check func() (bool, error)) (pollEnd, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	interval := 10 * time.Millisecond
-	for {
+	for interval := first; ; interval = min(interval*2, most) {
 		tick := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			tick.Stop()
-			return t, nil
+			return pollCancelled, nil
 		case <-deadline.C:
 			tick.Stop()
-			return i.GetTask(ctx, id)
+			return pollTimedOut, nil
 		case <-tick.C:
 		}
-		st, err := i.rdb.TaskStatus(ctx, t.Queue, id)
-		if err != nil {
-			return nil, err
+		if done, err := check(); err != nil || done {
+			return pollDone, err
 		}
-		if st == "" || st.Terminal() {
-			return i.GetTask(ctx, id)
-		}
-		interval = min(interval*2, 250*time.Millisecond)
 	}
 }
 

@@ -199,22 +199,22 @@ func (i *Inspector) GetWorkflow(ctx context.Context, id string) (*dtqtype.Workfl
 // timeout passes (or ctx ends: then with ctx's error). It polls, backing
 // off from 20 ms to 500 ms.
 func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Duration) (*dtqtype.WorkflowInfo, error) {
-	deadline := time.Now().Add(timeout)
-	interval := 20 * time.Millisecond
-	for {
-		info, err := getWorkflow(ctx, i.rdb, id)
-		if err != nil || info.Status.Terminal() || !time.Now().Before(deadline) {
-			return info, err
-		}
-		t := time.NewTimer(min(interval, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return info, ctx.Err()
-		case <-t.C:
-		}
-		interval = min(interval*2, 500*time.Millisecond)
+	info, err := getWorkflow(ctx, i.rdb, id)
+	if err != nil || info.Status.Terminal() || timeout <= 0 {
+		return info, err
 	}
+	end, err := poll(ctx, timeout, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		var err error
+		info, err = getWorkflow(ctx, i.rdb, id)
+		return err == nil && info.Status.Terminal(), err
+	})
+	switch end {
+	case pollCancelled:
+		return info, ctx.Err()
+	case pollTimedOut:
+		return getWorkflow(ctx, i.rdb, id)
+	}
+	return info, err
 }
 
 // WorkflowListParams select and page Inspector.ListWorkflows.
