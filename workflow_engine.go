@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -337,36 +337,42 @@ func (e *workflows) runRelay(ctx context.Context, queue string) {
 	}
 }
 
-// runSweep sweeps the attention index every sweepEvery (jittered) until
-// ctx ends.
+// runSweep sweeps the attention index every sweepEvery (jittered), at once
+// again while a sweep was full, until ctx ends: the lifecycle every
+// background loop shares (maintenance.Run).
 func (e *workflows) runSweep(ctx context.Context) {
-	for {
-		if !attempt.Sleep(ctx, time.Duration(float64(sweepEvery)*(0.8+0.4*rand.Float64()))) {
-			return
-		}
-		if err := e.sweep(ctx, sweepAge); err != nil && ctx.Err() == nil {
-			e.log.Warn("workflow sweep failed", "err", err)
-		}
-	}
+	maintenance.Run(ctx, maintenance.Service{Name: "workflow sweep", Logger: e.log, MaxSleep: sweepEvery,
+		Step: func(ctx context.Context) (maintenance.Result, error) {
+			full, err := e.sweep(ctx, sweepAge)
+			return maintenance.Result{Full: full}, err
+		}})
 }
 
+// sweepBatch bounds the workflows one sweep finishes.
+const sweepBatch = 100
+
 // sweep finishes what the workflows marked before age ago need, then
-// removes their marks unless marked again meanwhile.
-func (e *workflows) sweep(ctx context.Context, age time.Duration) error {
-	due, err := e.rdb.WorkflowsNeedingAttention(ctx, e.clock().Add(-age), 100)
+// removes their marks unless marked again meanwhile. full reports a whole
+// batch finished: more may be due.
+func (e *workflows) sweep(ctx context.Context, age time.Duration) (full bool, err error) {
+	due, err := e.rdb.WorkflowsNeedingAttention(ctx, e.clock().Add(-age), sweepBatch)
 	if err != nil {
-		return err
+		return false, err
 	}
+	failed := 0
 	for _, a := range due {
 		if err := e.finish(ctx, a); err != nil {
 			e.log.Warn("workflow sweep: finishing failed", "workflow_id", a.ID, "err", err)
+			failed++
 			continue
 		}
 		if err := e.rdb.WorkflowUnmark(ctx, a.ID, a.Score); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	// Entries left after a failure come back in the next batch: calling again
+	// at once would only spin on them.
+	return len(due) == sweepBatch && failed == 0, nil
 }
 
 // finish does what workflow a.ID needs: a listing entry, its definitions
