@@ -132,6 +132,14 @@ func (t *TaskInfo) appendMembers(b []byte) ([]byte, error) {
 	if t.PayloadDropped {
 		b = append(b, `,"payload_dropped":true`...)
 	}
+	if t.WorkflowID != "" {
+		b = append(b, `,"workflow_id":`...)
+		b = appendString(b, t.WorkflowID)
+	}
+	if t.Ref != "" {
+		b = append(b, `,"ref":`...)
+		b = appendString(b, t.Ref)
+	}
 	return b, nil
 }
 

@@ -349,6 +349,9 @@ func (g taskGen) task() *TaskInfo {
 	if r.IntN(2) == 0 {
 		ti.IdempotencyKey = ptr(g.string())
 	}
+	if r.IntN(2) == 0 {
+		ti.WorkflowID, ti.Ref = g.string(), g.string()
+	}
 	if r.IntN(3) > 0 {
 		ti.Execution.Retryable = ptr(r.IntN(2) == 0)
 	}
@@ -386,7 +389,8 @@ func FuzzTaskInfoAppendJSON(f *testing.F) {
 			Priority: int(n % 10), MaxAttempts: int(n), Attempt: int(n >> 3), TimeoutMS: n, Status: Status(s2),
 			CreatedAt: at, AvailableAt: Time{time.Unix(0, nsec)}, ExpiresAt: MillisTime(n),
 			CancelRequested: flags&1 != 0, ResultTruncated: flags&2 != 0, ResultExpired: flags&4 != 0,
-			Execution: Execution{StartedAt: at, WorkerID: s2, ErrorMessage: s1},
+			Execution:  Execution{StartedAt: at, WorkerID: s2, ErrorMessage: s1},
+			WorkflowID: s2, Ref: s1,
 		}
 		// Fuzzed byte slices are never nil; let flags make the raw fields nil.
 		if flags&8 != 0 {
