@@ -7,7 +7,7 @@ import {h, add, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, TE
 import {pageHeader, section, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, markReady} from './common.js';
 
-const CANCELLABLE = new Set(['pending', 'queued', 'running', 'retrying']);
+const CANCELLABLE = new Set(['waiting', 'pending', 'queued', 'running', 'retrying']);
 const RUNNABLE_NOW = new Set(['pending', 'retrying']);
 
 function dl(pairs) {
