@@ -160,7 +160,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		MaxWaits:             cfg.MaxWaits,
 		MaxWaitsPerKey:       cfg.MaxWaitsPerKey,
 		Logger:               log,
-		AccessLog:            cfg.NewLogger(access),
+		AccessLog:            cfg.NewAccessLogger(access),
 	})
 	if err != nil {
 		return err

@@ -61,8 +61,17 @@ func execute(ctx context.Context, args []string, e *env) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	notef(e.stderr, "%s", errorText(err.Error()))
+	notef(e.stderr, "%s", errorText(stripDtqPrefix(err.Error())))
 	return code
+}
+
+// stripDtqPrefix drops the "dtq: " the library's errors start with: the
+// CLI prints its own, and "dtq: dtq: …" says nothing more.
+func stripDtqPrefix(s string) string {
+	for strings.HasPrefix(s, "dtq: ") {
+		s = strings.TrimPrefix(s, "dtq: ")
+	}
+	return s
 }
 
 // exitError carries a command's failure and the exit code it maps to.

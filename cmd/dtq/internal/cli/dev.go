@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,8 +22,8 @@ import (
 	"github.com/dtq-io/dtq/examples"
 )
 
-// exampleTaskTypes are the task types of the example handlers (README.md, examples/)
-// that `dtq dev` runs; the API refuses any other with UNKNOWN_TASK_TYPE.
+// exampleTaskTypes are the task types of the example handlers (README.md,
+// examples/) that `dtq dev` and `dtq worker` run.
 var exampleTaskTypes = examples.Types
 
 // Values of dev's --redis flag.
@@ -37,7 +39,10 @@ const (
 const backendStopTimeout = 15 * time.Second
 
 func newDevCmd(e *env) *cobra.Command {
-	var redisMode, dataDir string
+	var (
+		redisMode, dataDir string
+		redisPort          int
+	)
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the API, a worker and the dashboard in one process for local use",
@@ -46,13 +51,23 @@ func newDevCmd(e *env) *cobra.Command {
 			"redis-server from PATH with its data and AOF in --data-dir (./.dtq), or, when\n" +
 			"redis-server is not installed, an in-process Redis that keeps data in memory only.\n" +
 			"It locks --data-dir first, so a second dev on the same directory is refused,\n" +
-			"and prints the Redis URL it uses (set DTQ_REDIS_URL to it in your own code).\n\n" +
+			"and prints the Redis URL it uses (set DTQ_REDIS_URL to it in your own code).\n" +
+			"The private redis-server keeps its port across restarts on one --data-dir\n" +
+			"(in <data-dir>/redis.port, while the port is free), or takes --redis-port.\n\n" +
+			"The API accepts any task type, so that the handlers of your own worker\n" +
+			"(Go, or any language over HTTP) can be tried against it; dev's worker serves\n" +
+			"the queues of DTQ_QUEUES (default) with the example handlers, so give your\n" +
+			"own task types a queue of their own. With DTQ_TASK_TYPES set, the API accepts\n" +
+			"those and the example types only.\n\n" +
+			"Ctrl-C drains dev's worker first (DTQ_DRAIN_TIMEOUT_S), with the API and the\n" +
+			"dashboard still up to watch it, then stops the API; a second Ctrl-C quits at once.\n\n" +
 			exampleHelp,
 		Args: cobra.NoArgs,
 	}
 	config.RegisterFlags(cmd.Flags())
 	cmd.Flags().StringVar(&redisMode, "redis", redisAuto, "Redis backend: auto, server (private redis-server) or memory (in-process, nothing kept)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".dtq", "directory of the private redis-server's data and AOF")
+	cmd.Flags().IntVar(&redisPort, "redis-port", 0, "port of the private redis-server (default: the one it had last time on --data-dir, if free, else any free port)")
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd, e)
 		if err != nil {
@@ -61,15 +76,25 @@ func newDevCmd(e *env) *cobra.Command {
 		if !slices.Contains([]string{redisAuto, redisServer, redisMemory}, redisMode) {
 			return usageError(fmt.Errorf("--redis=%q: must be auto, server or memory", redisMode))
 		}
+		if redisPort < 0 || redisPort > 65535 {
+			return usageError(fmt.Errorf("--redis-port=%d: must be a port, 1..65535 (0: keep the last one)", redisPort))
+		}
+		if redisPort != 0 && redisMode == redisMemory {
+			return usageError(errors.New("--redis-port is for the private redis-server, not --redis=memory"))
+		}
 		cfg.TaskTypes = devTaskTypes(cfg.TaskTypes)
-		return runDev(cmd.Context(), e, cfg, redisMode, dataDir)
+		return runDev(cmd.Context(), e, cfg, devOptions{redisMode: redisMode, dataDir: dataDir, redisPort: redisPort})
 	})
 	return cmd
 }
 
-// devTaskTypes is the example types plus any the user configured (for
-// handlers of their own, run by their own worker on the same Redis).
+// devTaskTypes is what dev's API accepts: any type (nil) unless the user
+// configured a list, which then gets the example types too, since dev's own
+// worker runs them.
 func devTaskTypes(configured []string) []string {
+	if len(configured) == 0 {
+		return nil
+	}
 	out := slices.Clone(exampleTaskTypes)
 	for _, t := range configured {
 		if !slices.Contains(out, t) {
@@ -79,8 +104,16 @@ func devTaskTypes(configured []string) []string {
 	return out
 }
 
-func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir string) error {
+// devOptions are dev's own flags.
+type devOptions struct {
+	redisMode string
+	dataDir   string
+	redisPort int // 0: the data directory's last port, or any
+}
+
+func runDev(ctx context.Context, e *env, cfg *config.Config, o devOptions) error {
 	log := serverLogger(cfg, e)
+	redisMode, dataDir := o.redisMode, o.dataDir
 	if redisMode == redisAuto {
 		redisMode = redisMemory
 		switch {
@@ -99,8 +132,8 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 		var le *devredis.LockedError
 		switch {
 		case errors.As(err, &le):
-			return usageError(fmt.Errorf("%w; stop it first, or give this run its own directory with --data-dir (e.g. --data-dir %s)",
-				err, suggestDataDir(dataDir)))
+			return usageError(fmt.Errorf("%w; stop it first, or give this run its own directory and address: --data-dir %s --api-addr %s",
+				err, suggestDataDir(dataDir), suggestAddr(cfg.APIAddr)))
 		case errors.Is(err, devredis.ErrLockUnsupported):
 			log.Warn("cannot lock the data directory on this system: do not run two dtq dev on one --data-dir", "data_dir", dataDir)
 		case err != nil:
@@ -111,8 +144,12 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): the address is in use, by another dtq dev or another program; "+
+			"give this one its own address: --api-addr %s", cfg.APIAddr, suggestAddr(cfg.APIAddr))
+	}
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w; is another dtq dev running? Choose another address with --api-addr", cfg.APIAddr, err)
+		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w; choose another address with --api-addr", cfg.APIAddr, err)
 	}
 	defer ln.Close()
 
@@ -120,7 +157,7 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 	if redisMode == redisURL {
 		url, describe = cfg.RedisURL, config.RedactURL(cfg.RedisURL)
 	} else {
-		backend, err := startDevRedis(ctx, redisMode, dataDir, log)
+		backend, err := startDevRedis(ctx, redisMode, dataDir, o.redisPort, log)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -144,23 +181,61 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, redisMode, dataDir 
 	defer rc.Close()
 
 	d := &devRuntime{cfg: cfg, log: log, redis: rc}
-	services := []service{
-		func(ctx context.Context) error {
-			return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe, listener: ln,
-				announce: func(base string) {
-					_, _ = fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", base, describe)
-					_, _ = fmt.Fprintf(e.stdout, "dtq dev: Redis at %s; point your own clients and workers at it with DTQ_REDIS_URL=%s\n",
-						config.RedactURL(url), config.RedactURL(url))
-				}})
-		},
+	api := func(ctx context.Context) error {
+		return runAPI(ctx, e, &apiParams{cfg: cfg, log: log, redis: rc, redisName: describe, listener: ln,
+			announce: func(base string) {
+				_, _ = fmt.Fprintf(e.stdout, "dtq dev: API and dashboard at %s (redis: %s)\n", base, describe)
+				_, _ = fmt.Fprintf(e.stdout, "dtq dev: Redis at %s; point your own clients and workers at it with DTQ_REDIS_URL=%s\n",
+					config.RedactURL(url), config.RedactURL(url))
+			}})
 	}
 	workers, err := devWorkers(d)
 	if err != nil {
 		return err
 	}
-	services = append(services, workers...)
 	defer announceStop(ctx, log)()
-	return runServices(ctx, services...)
+	return runDrainFirst(ctx, log, api, workers...)
+}
+
+// runDrainFirst runs the API and the workers until ctx ends or one of them
+// fails (a failure stops them all). When ctx ends the workers drain first
+// (each within DTQ_DRAIN_TIMEOUT_S) while the API and the dashboard still
+// answer, so the drain can be watched; the API stops once they are done.
+func runDrainFirst(ctx context.Context, log *slog.Logger, api service, workers ...service) error {
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAPI()
+	workerCtx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	var (
+		once     sync.Once
+		firstErr error
+		apiWG    sync.WaitGroup
+		workerWG sync.WaitGroup
+	)
+	fail := func(err error) {
+		once.Do(func() { firstErr = err })
+		stopWorkers()
+		stopAPI()
+	}
+	apiWG.Go(func() {
+		if err := api(apiCtx); err != nil {
+			fail(err)
+		}
+	})
+	for _, w := range workers {
+		workerWG.Go(func() {
+			if err := w(workerCtx); err != nil {
+				fail(err)
+			}
+		})
+	}
+	workerWG.Wait()
+	if ctx.Err() != nil && firstErr == nil {
+		log.Info("workers stopped; stopping the API")
+	}
+	stopAPI()
+	apiWG.Wait()
+	return firstErr
 }
 
 // announceStop logs, once ctx ends, that the process is stopping and how to
@@ -169,6 +244,25 @@ func announceStop(ctx context.Context, log *slog.Logger) func() bool {
 	return context.AfterFunc(ctx, func() {
 		log.Info("stopping: running tasks get DTQ_DRAIN_TIMEOUT_S to finish; press Ctrl-C again to quit at once")
 	})
+}
+
+// suggestAddr proposes an address for a second dev next to one on addr:
+// the first free port after addr's on the same host (addr itself when
+// nothing near is free, or addr is not host:port).
+func suggestAddr(addr string) string {
+	host, p, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(p)
+	if err != nil || perr != nil || port == 0 {
+		return addr
+	}
+	for next := port + 1; next <= min(port+20, 65535); next++ {
+		candidate := net.JoinHostPort(host, strconv.Itoa(next))
+		if l, err := net.Listen("tcp", candidate); err == nil {
+			_ = l.Close()
+			return candidate
+		}
+	}
+	return addr
 }
 
 // suggestDataDir proposes a sibling of dir for a second dev run.
@@ -203,7 +297,7 @@ func devWorkers(d *devRuntime) ([]service, error) {
 	return []service{func(ctx context.Context) error { return runWorker(ctx, w.Worker) }}, nil
 }
 
-func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) (devredis.Backend, error) {
+func startDevRedis(ctx context.Context, mode, dataDir string, port int, log *slog.Logger) (devredis.Backend, error) {
 	if mode == redisMemory {
 		m, err := devredis.StartMemory()
 		if err != nil {
@@ -212,9 +306,12 @@ func startDevRedis(ctx context.Context, mode, dataDir string, log *slog.Logger) 
 		log.Warn("using an in-process Redis: data is kept in memory only and lost on exit; install redis-server to keep it")
 		return m, nil
 	}
-	s, err := devredis.StartServer(ctx, dataDir)
-	if errors.Is(err, devredis.ErrNoRedisServer) {
+	s, err := devredis.StartServer(ctx, dataDir, port)
+	switch {
+	case errors.Is(err, devredis.ErrNoRedisServer):
 		return nil, fmt.Errorf("--redis=server: redis-server is not on PATH (install it, e.g. apt-get install redis-server, or use --redis=memory)")
+	case errors.Is(err, devredis.ErrPortInUse):
+		return nil, usageError(fmt.Errorf("--redis-port=%d: %w; choose another port, or leave --redis-port out for a free one", port, err))
 	}
 	return s, err
 }

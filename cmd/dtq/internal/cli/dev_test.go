@@ -68,8 +68,8 @@ func TestDevBusyPortStartsNoRedis(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), ".dtq")
 	code, _, stderr := runCmd(t, nil, "dev", "--redis=server", "--api-addr="+busy.Addr().String(), "--data-dir="+dataDir)
 	require.Equal(t, exitFailure, code, stderr)
-	require.Contains(t, stderr, fmt.Sprintf("cannot listen on %s (DTQ_API_ADDR)", busy.Addr()))
-	require.Contains(t, stderr, "--api-addr")
+	require.Contains(t, stderr, fmt.Sprintf("cannot listen on %s (DTQ_API_ADDR): the address is in use, by another dtq dev or another program; "+
+		"give this one its own address: --api-addr 127.0.0.1:", busy.Addr()))
 	_, err = os.Stat(filepath.Join(dataDir, "redis.log"))
 	require.True(t, os.IsNotExist(err), "no redis-server was started")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,7 +56,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 		defer announceStop(cmd.Context(), log)()
 		return runServices(cmd.Context(),
 			func(ctx context.Context) error { return runWorker(ctx, w.Worker) },
-			func(ctx context.Context) error { return serveWorkerMetrics(ctx, cfg.WorkerMetricsAddr, w, log) })
+			func(ctx context.Context) error {
+				return serveWorkerMetrics(ctx, cfg.WorkerMetricsAddr, cfg.IsSet("WORKER_METRICS_ADDR"), w, log)
+			})
 	})
 	return cmd
 }
@@ -105,15 +108,27 @@ func runWorker(ctx context.Context, w *dtq.Worker) error {
 }
 
 // serveWorkerMetrics serves the worker's /metrics, /health and /ready on
-// addr until ctx ends; an empty addr or "off" disables it.
-func serveWorkerMetrics(ctx context.Context, addr string, w *exampleWorker, log *slog.Logger) error {
+// addr until ctx ends; an empty addr or "off" disables it. The default
+// address (explicit false) taken, by a second worker on the machine say,
+// gives way to a free port on the same host, logged at start: a listener
+// for metrics never keeps a worker from starting. An address set on
+// purpose that is taken fails.
+func serveWorkerMetrics(ctx context.Context, addr string, explicit bool, w *exampleWorker, log *slog.Logger) error {
 	if addr == "" || addr == "off" {
 		<-ctx.Done()
 		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
+	if err != nil && !explicit && errors.Is(err, syscall.EADDRINUSE) {
+		host, _, _ := net.SplitHostPort(addr)
+		if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+			log.Warn("the default worker metrics address is in use (another worker on this machine?): serving on a free port instead; set DTQ_WORKER_METRICS_ADDR (--worker-metrics-addr) to choose one",
+				"default", addr, "addr", ln.Addr().String())
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("worker metrics listener on %s (DTQ_WORKER_METRICS_ADDR): %w", addr, err)
+		return usageError(fmt.Errorf("worker metrics listener on %s (DTQ_WORKER_METRICS_ADDR, --worker-metrics-addr): %w; "+
+			"choose another address, :0 for any free port, or off", addr, err))
 	}
 	srv := &http.Server{Handler: workerProbeMux(w, log), ReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout}
 	go func() {

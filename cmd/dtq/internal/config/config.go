@@ -137,11 +137,15 @@ type Config struct {
 	LogLevel string
 	// LogJSON is DTQ_LOG_JSON: JSON logs instead of text. Default false.
 	LogJSON bool
+	// LogRequests is DTQ_LOG_REQUESTS: every API request line at INFO.
+	// Default false: successful requests are logged at DEBUG.
+	LogRequests bool
 	// TaskTypes is DTQ_TASK_TYPES, the task types the API accepts. Default
 	// none: any type.
 	TaskTypes []string
 	// WorkerMetricsAddr is DTQ_WORKER_METRICS_ADDR, where a worker serves
-	// /metrics, /health and /ready; "off" serves none. Default 127.0.0.1:9464.
+	// /metrics, /health and /ready; "off" serves none. Default 127.0.0.1:9464,
+	// or a free port when that is taken and the variable was not set.
 	WorkerMetricsAddr string
 
 	set map[string]bool // variables given by flag or environment

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -86,7 +87,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 45)
+	require.Len(t, config.Names(), 46)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -449,5 +450,43 @@ func TestDefaultsMatchDocs(t *testing.T) {
 		require.Contains(t, string(doc), "`"+name+"`", "docs/configuration.md must describe %s", name)
 		flag := fs.Lookup(strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-"))
 		require.Contains(t, string(doc), "`--"+flag.Name+"`", "docs/configuration.md must list the flag of %s", name)
+	}
+}
+
+// TestNewAccessLogger: request lines below 400 are DEBUG unless
+// DTQ_LOG_REQUESTS is set; 4xx and 5xx keep their level.
+func TestNewAccessLogger(t *testing.T) {
+	t.Parallel()
+	line := func(l *slog.Logger, level slog.Level, status int) {
+		l.LogAttrs(context.Background(), level, "http request", slog.String("path", "/api/v1/tasks"), slog.Int("status", status))
+	}
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"default, info", nil, []string{"level=INFO msg=\"http request\" path=/api/v1/tasks status=404", "level=WARN msg=\"http request\" path=/api/v1/tasks status=503"}},
+		{"default, debug", []string{"--log-level=debug"}, []string{"level=DEBUG msg=\"http request\" path=/api/v1/tasks status=202",
+			"level=INFO msg=\"http request\" path=/api/v1/tasks status=404", "level=WARN msg=\"http request\" path=/api/v1/tasks status=503"}},
+		{"DTQ_LOG_REQUESTS", []string{"--log-requests"}, []string{"level=INFO msg=\"http request\" path=/api/v1/tasks status=202",
+			"level=INFO msg=\"http request\" path=/api/v1/tasks status=404", "level=WARN msg=\"http request\" path=/api/v1/tasks status=503"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := load(t, nil, tt.args...)
+			require.NoError(t, err)
+			var out strings.Builder
+			l := c.NewAccessLogger(&out).With() // With keeps the lowering
+			line(l, slog.LevelInfo, 202)
+			line(l, slog.LevelInfo, 404)
+			line(l, slog.LevelWarn, 503)
+			var got []string
+			for _, s := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				_, rest, _ := strings.Cut(s, " ") // drop the time
+				got = append(got, rest)
+			}
+			require.Equal(t, tt.want, got)
+		})
 	}
 }

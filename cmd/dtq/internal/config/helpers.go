@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"time"
@@ -57,6 +58,57 @@ func (c *Config) NewLogger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// NewAccessLogger returns the logger of the API's request lines, writing
+// to w as NewLogger does. Unless DTQ_LOG_REQUESTS is set, a request line the
+// API writes at INFO for an answer below 400 (routine traffic) is lowered
+// to DEBUG, so that the default level shows what went wrong rather than
+// every request; 4xx lines stay at INFO and 5xx at WARN.
+func (c *Config) NewAccessLogger(w io.Writer) *slog.Logger {
+	l := c.NewLogger(w)
+	if c.LogRequests {
+		return l
+	}
+	return slog.New(routineAtDebug{l.Handler()})
+}
+
+// routineAtDebug lowers INFO records whose status attribute is below 400
+// to DEBUG.
+type routineAtDebug struct{ slog.Handler }
+
+// Handle implements slog.Handler.
+func (h routineAtDebug) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo && routineRequest(r) {
+		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		r.Level = slog.LevelDebug
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h routineAtDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return routineAtDebug{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup implements slog.Handler.
+func (h routineAtDebug) WithGroup(name string) slog.Handler {
+	return routineAtDebug{h.Handler.WithGroup(name)}
+}
+
+func routineRequest(r slog.Record) bool {
+	routine := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "status" {
+			return true
+		}
+		v := a.Value.Resolve()
+		routine = v.Kind() == slog.KindInt64 && v.Int64() < 400
+		return false
+	})
+	return routine
 }
 
 // WorkerConfig returns the dtq.WorkerConfig the configuration describes;

@@ -242,13 +242,15 @@ var variables = []variable{
 		}},
 	{name: "LOG_JSON", kind: "bool", def: "false", usage: "log JSON lines instead of text",
 		parse: boolean(func(c *Config) *bool { return &c.LogJSON })},
+	{name: "LOG_REQUESTS", kind: "bool", def: "false", usage: "log every API request at INFO (default: successful ones at DEBUG, 4xx at INFO, 5xx at WARN)",
+		parse: boolean(func(c *Config) *bool { return &c.LogRequests })},
 	{name: "TASK_TYPES", kind: "list", def: "", usage: "task types the API accepts, comma-separated (default: any)",
 		parse: func(c *Config, s string) error {
 			types, err := parseTaskTypes(s)
 			c.TaskTypes = types
 			return err
 		}},
-	{name: "WORKER_METRICS_ADDR", kind: "host:port", def: "127.0.0.1:9464", usage: "address a worker serves /metrics, /health and /ready on; off disables",
+	{name: "WORKER_METRICS_ADDR", kind: "host:port", def: "127.0.0.1:9464", usage: "address a worker serves /metrics, /health and /ready on; off disables (the default taken: a free port, logged)",
 		parse: func(c *Config, s string) error {
 			if s == "off" {
 				c.WorkerMetricsAddr = s

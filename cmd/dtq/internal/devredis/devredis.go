@@ -46,14 +46,25 @@ type Server struct {
 	stopErr error
 }
 
-// StartServer starts redis-server from PATH on a free loopback port, with
+// PortFile is the file in the data directory that keeps the private
+// redis-server's port, so that a restart of dev on the same directory
+// serves the same redis:// URL (a program pointed at it keeps working).
+const PortFile = "redis.port"
+
+// ErrPortInUse is returned by StartServer when the port asked for is taken.
+var ErrPortInUse = errors.New("devredis: port in use")
+
+// StartServer starts redis-server from PATH on a loopback port, with
 // its data and AOF in dir (created if needed; appendonly yes, appendfsync
 // everysec), maxmemory 1gb with maxmemory-policy noeviction (so that /ready
 // and the dashboard show memory against a limit, as in production), and
 // waits until it answers.
+// A port > 0 is used as given (ErrPortInUse when taken). With port 0 the
+// port the directory's last server used (PortFile) is taken again when it
+// is free, else a free one; either way the port is written to PortFile.
 // The server is in its own process group so that a Ctrl-C reaches only dtq,
 // which stops it last, after the API and worker have drained.
-func StartServer(ctx context.Context, dir string) (*Server, error) {
+func StartServer(ctx context.Context, dir string, port int) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNoRedisServer
@@ -65,22 +76,61 @@ func StartServer(ctx context.Context, dir string) (*Server, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("devredis: create data directory: %w", err)
 	}
+	portFile := filepath.Join(abs, PortFile)
+	pinned := port > 0
+	if pinned && !portFree(port) {
+		return nil, fmt.Errorf("%w: 127.0.0.1:%d is taken by another program", ErrPortInUse, port)
+	}
+	if !pinned {
+		if kept := storedPort(portFile); kept > 0 && portFree(kept) {
+			port = kept
+		}
+	}
 	var lastErr error
 	for range 3 { // a port found free can be taken before redis-server binds it
-		port, err := freePort()
-		if err != nil {
-			return nil, err
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
 		s, err := startServer(ctx, bin, abs, port)
 		if err == nil {
+			if err := os.WriteFile(portFile, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+				_ = s.Stop(context.Background())
+				return nil, fmt.Errorf("devredis: keep the port in %s: %w", portFile, err)
+			}
 			return s, nil
 		}
 		lastErr = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || pinned {
 			break
 		}
+		port = 0
 	}
 	return nil, lastErr
+}
+
+// storedPort reads PortFile; 0 when it is missing or unreadable.
+func storedPort(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 1 || n > 65535 {
+		return 0
+	}
+	return n
+}
+
+// portFree reports whether 127.0.0.1:port can be bound now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 func startServer(ctx context.Context, bin, dir string, port int) (*Server, error) {

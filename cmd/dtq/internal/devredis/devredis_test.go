@@ -2,9 +2,12 @@ package devredis_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +39,7 @@ func TestServerKeepsDataAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), ".dtq")
 
-	s, err := devredis.StartServer(ctx, dir)
+	s, err := devredis.StartServer(ctx, dir, 0)
 	require.NoError(t, err)
 	require.Contains(t, s.Describe(), "private redis-server, data in ")
 	c := client(t, s)
@@ -56,17 +59,61 @@ func TestServerKeepsDataAcrossRestarts(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, entries)
 
-	s2, err := devredis.StartServer(ctx, dir)
+	s2, err := devredis.StartServer(ctx, dir, 0)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s2.Stop(ctx)) }()
 	require.Equal(t, "v", client(t, s2).Get(ctx, "k").Val(), "the AOF brought the key back")
+	require.Equal(t, s.URL(), s2.URL(), "a restart on the same directory keeps the port")
+}
+
+// TestServerPort checks the port choice: a pinned port is used and written
+// to the port file; a later unpinned start reuses it; a stored port that is
+// taken meanwhile gives way to a free one; a pinned port that is taken fails
+// with ErrPortInUse.
+func TestServerPort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), ".dtq")
+	hold, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := hold.Addr().(*net.TCPAddr).Port
+	require.NoError(t, hold.Close())
+
+	s, err := devredis.StartServer(ctx, dir, port)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port), s.URL())
+	stored, err := os.ReadFile(filepath.Join(dir, devredis.PortFile))
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("%d\n", port), string(stored))
+
+	// While it runs, the same port pinned elsewhere is refused.
+	_, err = devredis.StartServer(ctx, filepath.Join(t.TempDir(), ".dtq"), port)
+	require.ErrorIs(t, err, devredis.ErrPortInUse)
+	require.NoError(t, s.Stop(ctx))
+
+	s, err = devredis.StartServer(ctx, dir, 0)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port), s.URL(), "the stored port is reused")
+	require.NoError(t, s.Stop(ctx))
+
+	// Someone else took the stored port: another one is chosen and kept.
+	taken, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	require.NoError(t, err)
+	defer taken.Close()
+	s, err = devredis.StartServer(ctx, dir, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Stop(ctx)) }()
+	require.NotEqual(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port), s.URL())
+	stored, err = os.ReadFile(filepath.Join(dir, devredis.PortFile))
+	require.NoError(t, err)
+	require.Equal(t, s.URL(), "redis://127.0.0.1:"+strings.TrimSpace(string(stored))+"/0")
 }
 
 func TestServerCancelledStart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := devredis.StartServer(ctx, t.TempDir())
+	_, err := devredis.StartServer(ctx, t.TempDir(), 0)
 	require.ErrorIs(t, err, context.Canceled)
 }
 

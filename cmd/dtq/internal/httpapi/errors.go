@@ -149,6 +149,7 @@ func classify(err error) *apiError {
 		switch {
 		case errors.Is(err, dtq.ErrUnknownTaskType):
 			e.code = codeUnknownTaskType
+			e.message += unknownTaskTypeHint
 		case errors.Is(err, dtq.ErrPayloadTooLarge):
 			e.status, e.code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
 		}
@@ -256,11 +257,18 @@ func taskStateError(se *dtq.TaskStateError, hint string) *apiError {
 	return e
 }
 
+// unknownTaskTypeHint ends the message of a task type the server refuses:
+// the list is the server's configuration, which the caller may not know.
+const unknownTaskTypeHint = "; this server accepts only the task types listed in its DTQ_TASK_TYPES (unset, it accepts any)"
+
 // queryError turns a library *ValidationError about a query value into 400
 // INVALID_REQUEST (INVALID_TASK is for submissions); other errors pass.
 func queryError(err error) error {
 	var ve *dtq.ValidationError
 	if errors.As(err, &ve) {
+		if errors.Is(err, dtq.ErrUnknownTaskType) {
+			return badRequest(ve.Field, "%s: %s%s", ve.Field, ve.Message, unknownTaskTypeHint)
+		}
 		return badRequest(ve.Field, "%s: %s", ve.Field, ve.Message)
 	}
 	return err

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/cmd/dtq/internal/config"
+)
+
+var devRedisURLRe = regexp.MustCompile(`dtq dev: Redis at (redis://\S+);`)
+
+// devRedisURL is the Redis URL a running dev printed.
+func devRedisURL(t *testing.T, r *running) string {
+	t.Helper()
+	m := devRedisURLRe.FindStringSubmatch(r.stdout.String())
+	require.NotNil(t, m, "stdout: %s", r.stdout)
+	return m[1]
+}
+
+// freeLoopbackPort is a port nothing listens on right now.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
+
+// TestDevKeepsRedisPort restarts dev on one data directory: the private
+// redis-server comes back on the same port, so the URL given to the user's
+// own programs stays valid; --redis-port pins another one, kept in turn.
+func TestDevKeepsRedisPort(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), ".dtq")
+	args := []string{"dev", "--redis=server", "--api-addr=127.0.0.1:0", "--data-dir=" + dataDir, "--drain-timeout-s=1"}
+	first := startCmd(t, nil, args...)
+	url := devRedisURL(t, first)
+	require.Equal(t, 0, first.stop(t), "stderr:\n%s", first.stderr)
+
+	second := startCmd(t, nil, args...)
+	require.Equal(t, url, devRedisURL(t, second), "the same port after a restart")
+	require.Equal(t, 0, second.stop(t), "stderr:\n%s", second.stderr)
+
+	port := freeLoopbackPort(t)
+	pinned := startCmd(t, nil, append(args, fmt.Sprintf("--redis-port=%d", port))...)
+	want := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	require.Equal(t, want, devRedisURL(t, pinned))
+
+	// The pinned port is taken now: another dev asking for it is told so.
+	code, _, stderr := runCmd(t, nil, "dev", "--redis=server", "--api-addr=127.0.0.1:0",
+		"--data-dir="+filepath.Join(t.TempDir(), ".dtq"), fmt.Sprintf("--redis-port=%d", port))
+	require.Equal(t, exitUsage, code, stderr)
+	require.Contains(t, stderr, fmt.Sprintf("dtq: --redis-port=%d: devredis: port in use: 127.0.0.1:%d is taken", port, port))
+	require.Equal(t, 0, pinned.stop(t), "stderr:\n%s", pinned.stderr)
+
+	again := startCmd(t, nil, args...)
+	require.Equal(t, want, devRedisURL(t, again), "a pinned port is kept too")
+	require.Equal(t, 0, again.stop(t), "stderr:\n%s", again.stderr)
+}
+
+// TestDevSecondOnOtherDataDir runs a second dev with its own --data-dir but
+// the first one's API address: it is told the address is taken and which
+// --api-addr to pass, and that one works.
+func TestDevSecondOnOtherDataDir(t *testing.T) {
+	t.Parallel()
+	first := startCmd(t, nil, "dev", "--redis=server", "--api-addr=127.0.0.1:0",
+		"--data-dir="+filepath.Join(t.TempDir(), ".dtq"), "--drain-timeout-s=1")
+	addr := strings.TrimPrefix(first.base, "http://")
+	dir2 := filepath.Join(t.TempDir(), ".dtq-2")
+	code, stdout, stderr := runCmd(t, nil, "dev", "--redis=server", "--api-addr="+addr, "--data-dir="+dir2)
+	require.Equal(t, exitFailure, code, stderr)
+	require.Empty(t, stdout)
+	m := regexp.MustCompile(`^dtq: cannot listen on ` + regexp.QuoteMeta(addr) + ` \(DTQ_API_ADDR\): the address is in use, ` +
+		`by another dtq dev or another program; give this one its own address: --api-addr (127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(stderr)
+	require.NotNil(t, m, "stderr: %q", stderr)
+	second := startCmd(t, nil, "dev", "--redis=server", "--api-addr="+m[1], "--data-dir="+dir2, "--drain-timeout-s=1")
+	require.Equal(t, "http://"+m[1], second.base)
+	require.Equal(t, 0, second.stop(t), "stderr:\n%s", second.stderr)
+	require.Equal(t, 0, first.stop(t), "stderr:\n%s", first.stderr)
+}
+
+// TestDevDrainsBeforeTheAPIStops stops dev while a task runs: the API keeps
+// answering until the worker has drained it, so a wait on the task (or the
+// dashboard) sees it finish.
+func TestDevDrainsBeforeTheAPIStops(t *testing.T) {
+	t.Parallel()
+	r := startCmd(t, nil, "dev", "--redis=memory", "--api-addr=127.0.0.1:0", "--drain-timeout-s=60")
+	r.waitHealthy(t)
+	status, _, created := r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "sleep", "payload": {"seconds": 2}}`)
+	require.Equal(t, http.StatusAccepted, status, "%v", created)
+	id := created["task_id"].(string)
+	require.Eventually(t, func() bool {
+		_, _, got := r.do(t, http.MethodGet, "/api/v1/tasks/"+id, nil, "")
+		return got["status"] == "running"
+	}, 30*time.Second, 10*time.Millisecond, "the task never ran")
+
+	r.cancel() // Ctrl-C
+	status, _, got := r.do(t, http.MethodGet, "/api/v1/tasks/"+id+"?wait=30s", nil, "")
+	require.Equal(t, http.StatusOK, status, "the API answers during the drain: %v", got)
+	require.Equal(t, "succeeded", got["status"], "%v", got)
+	require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+	log := r.stderr.String()
+	drained, stopping := strings.Index(log, "workers stopped; stopping the API"), strings.Index(log, "API shutting down")
+	require.True(t, drained >= 0 && stopping > drained, "the API stops after the workers:\n%s", log)
+}
+
+// TestDevTaskTypesConfigured: with DTQ_TASK_TYPES set, dev accepts those
+// and the example types, and refuses others naming the variable.
+func TestDevTaskTypesConfigured(t *testing.T) {
+	t.Parallel()
+	r := startCmd(t, map[string]string{"DTQ_TASK_TYPES": "resize"}, "dev", "--redis=memory", "--api-addr=127.0.0.1:0", "--drain-timeout-s=1")
+	for typ, want := range map[string]int{"resize": http.StatusAccepted, "echo": http.StatusAccepted, "report": http.StatusBadRequest} {
+		status, _, got := r.do(t, http.MethodPost, "/api/v1/tasks", nil, `{"task_type": "`+typ+`", "queue": "images"}`)
+		require.Equal(t, want, status, "%s: %v", typ, got)
+		if want == http.StatusBadRequest {
+			require.Equal(t, "UNKNOWN_TASK_TYPE", got["code"])
+			require.Equal(t, `task_type: "report" is not a registered task type; this server accepts only the task types listed in its DTQ_TASK_TYPES (unset, it accepts any)`,
+				got["message"])
+		}
+	}
+	require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+}
+
+// TestWorkerMetricsAddrTaken: the default address taken gives way to a free
+// port, logged; an address set on purpose that is taken fails, naming the
+// variable and the flag.
+func TestWorkerMetricsAddrTaken(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	cfg := config.Default()
+	cfg.RedisURL = "redis://127.0.0.1:1/0" // never reached: only the listener is exercised
+	rc, err := config.NewRedisClient(cfg.RedisURL)
+	require.NoError(t, err)
+	defer rc.Close()
+	var logBuf syncBuffer
+	log := slog.New(slog.NewTextHandler(&logBuf, nil))
+	w, err := newExampleWorker(cfg, rc, false, log)
+	require.NoError(t, err)
+
+	err = serveWorkerMetrics(context.Background(), busy.Addr().String(), true, w, log)
+	require.EqualError(t, err, fmt.Sprintf("worker metrics listener on %s (DTQ_WORKER_METRICS_ADDR, --worker-metrics-addr): "+
+		"listen tcp %s: bind: address already in use; choose another address, :0 for any free port, or off", busy.Addr(), busy.Addr()))
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, exitUsage, ee.code)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveWorkerMetrics(ctx, busy.Addr().String(), false, w, log) }()
+	addrRe := regexp.MustCompile(`msg="worker metrics listening" addr=(127\.0\.0\.1:\d+)`)
+	require.Eventually(t, func() bool { return addrRe.MatchString(logBuf.String()) }, 10*time.Second, 10*time.Millisecond, "log: %s", &logBuf)
+	require.Contains(t, logBuf.String(), "the default worker metrics address is in use")
+	addr := addrRe.FindStringSubmatch(logBuf.String())[1]
+	require.NotEqual(t, busy.Addr().String(), addr)
+	res, err := httpClient.Get("http://" + addr + "/health")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestErrorPrefixNotDoubled: a library error ("dtq: check Redis version:
+// ...") is printed with one "dtq: ", not two.
+func TestErrorPrefixNotDoubled(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCmd(t, map[string]string{"DTQ_REDIS_URL": "redis://127.0.0.1:1/0", "DTQ_WORKER_METRICS_ADDR": "off"}, "worker")
+	require.Equal(t, exitFailure, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	require.Regexp(t, `^dtq: check Redis version: dial tcp 127\.0\.0\.1:1: `, lines[len(lines)-1])
+	require.NotContains(t, stderr, "dtq: dtq:")
+	require.Equal(t, "x: y", stripDtqPrefix("dtq: dtq: x: y"))
+}
