@@ -7,8 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The docs tests run this binary as the dtq command (a symlink named
+	// dtq on PATH, see dtqPath), as a shell would run the real one.
+	if filepath.Base(os.Args[0]) == "dtq" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	// The api tests run `dtq api` on the shared server under fixed
 	// DTQ_KEY_PREFIXes rather than a prefix from redistest.New.
 	redistest.Reserve("apiserves", "apikeys", "apiopen", "apifail")
