@@ -184,3 +184,50 @@ func TestErrorPrefixNotDoubled(t *testing.T) {
 	require.NotContains(t, stderr, "dtq: dtq:")
 	require.Equal(t, "x: y", stripDtqPrefix("dtq: dtq: x: y"))
 }
+
+// TestWorkersNextToDev follows docs/operations.md "Locally": workers
+// started with DTQ_REDIS_URL=<the URL dev printed> next to dev all start,
+// though they share the default metrics address, and run dev's tasks.
+func TestWorkersNextToDev(t *testing.T) {
+	t.Parallel()
+	r := startCmd(t, nil, "dev", "--redis=memory", "--api-addr=127.0.0.1:0", "--drain-timeout-s=1")
+	url := devRedisURL(t, r)
+	type worker struct {
+		stderr *syncBuffer
+		cancel context.CancelFunc
+		done   chan int
+	}
+	var workers []worker
+	for i := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		w := worker{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+		// One process holds them all here, so each gets its own id (two
+		// processes get theirs from their pids).
+		vars := map[string]string{"DTQ_REDIS_URL": url, "DTQ_WORKER_ID": fmt.Sprintf("next-to-dev-%d", i), "DTQ_DRAIN_TIMEOUT_S": "1"}
+		go func() { w.done <- execute(ctx, []string{"worker"}, &env{stdout: &syncBuffer{}, stderr: w.stderr, lookupEnv: mapEnv(vars)}) }()
+		t.Cleanup(cancel)
+		workers = append(workers, w)
+	}
+	for i, w := range workers {
+		require.Eventually(t, func() bool {
+			select {
+			case code := <-w.done:
+				t.Fatalf("worker %d exited with %d:\n%s", i, code, w.stderr)
+			default:
+			}
+			return strings.Contains(w.stderr.String(), "worker metrics listening") && strings.Contains(w.stderr.String(), "worker started")
+		}, 30*time.Second, 10*time.Millisecond, "worker %d: %s", i, w.stderr)
+	}
+	status, _, list := r.do(t, http.MethodGet, "/api/v1/workers", nil, "")
+	require.Equal(t, http.StatusOK, status, "%v", list)
+	var live []string
+	for _, it := range list["items"].([]any) {
+		live = append(live, it.(map[string]any)["worker_id"].(string))
+	}
+	require.Subset(t, live, []string{"next-to-dev-0", "next-to-dev-1"})
+	for i, w := range workers {
+		w.cancel()
+		require.Equal(t, 0, <-w.done, "worker %d:\n%s", i, w.stderr)
+	}
+	require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
+}

@@ -80,7 +80,7 @@ type routineAtDebug struct{ slog.Handler }
 // Handle implements slog.Handler.
 func (h routineAtDebug) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level == slog.LevelInfo && routineRequest(r) {
-		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+		if !h.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}
 		r.Level = slog.LevelDebug
