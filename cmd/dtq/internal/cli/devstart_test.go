@@ -204,7 +204,9 @@ func TestWorkersNextToDev(t *testing.T) {
 		// One process holds them all here, so each gets its own id (two
 		// processes get theirs from their pids).
 		vars := map[string]string{"DTQ_REDIS_URL": url, "DTQ_WORKER_ID": fmt.Sprintf("next-to-dev-%d", i), "DTQ_DRAIN_TIMEOUT_S": "1"}
-		go func() { w.done <- execute(ctx, []string{"worker"}, &env{stdout: &syncBuffer{}, stderr: w.stderr, lookupEnv: mapEnv(vars)}) }()
+		go func() {
+			w.done <- execute(ctx, []string{"worker"}, &env{stdout: &syncBuffer{}, stderr: w.stderr, lookupEnv: mapEnv(vars)})
+		}()
 		t.Cleanup(cancel)
 		workers = append(workers, w)
 	}
