@@ -153,6 +153,10 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, o devOptions) error
 	}
 	defer ln.Close()
 
+	if o.redisPort != 0 && redisMode != redisServer {
+		log.Warn("--redis-port is ignored: it is the private redis-server's port, and this dev uses " +
+			map[string]string{redisURL: "DTQ_REDIS_URL", redisMemory: "the in-process Redis"}[redisMode])
+	}
 	url, describe := "", ""
 	if redisMode == redisURL {
 		url, describe = cfg.RedisURL, config.RedactURL(cfg.RedisURL)

@@ -19,11 +19,15 @@ import (
 
 var devRedisURLRe = regexp.MustCompile(`dtq dev: Redis at (redis://\S+);`)
 
-// devRedisURL is the Redis URL a running dev printed.
+// devRedisURL is the Redis URL a running dev printed (just after the API
+// listens, which startCmd waits for).
 func devRedisURL(t *testing.T, r *running) string {
 	t.Helper()
-	m := devRedisURLRe.FindStringSubmatch(r.stdout.String())
-	require.NotNil(t, m, "stdout: %s", r.stdout)
+	var m []string
+	require.Eventually(t, func() bool {
+		m = devRedisURLRe.FindStringSubmatch(r.stdout.String())
+		return m != nil
+	}, 30*time.Second, 5*time.Millisecond, "stdout: %s", r.stdout)
 	return m[1]
 }
 
