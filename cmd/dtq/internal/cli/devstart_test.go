@@ -237,3 +237,20 @@ func TestWorkersNextToDev(t *testing.T) {
 	}
 	require.Equal(t, 0, r.stop(t), "stderr:\n%s", r.stderr)
 }
+
+// TestDevHelp: dev's --help says what dev accepts, keeps and does at Ctrl-C.
+func TestDevHelp(t *testing.T) {
+	t.Parallel()
+	code, help, stderr := runCmd(t, nil, "dev", "--help")
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		"The API accepts any task type",
+		"With DTQ_TASK_TYPES set, the API accepts\nthose and the example types only.",
+		"keeps its port across restarts on one --data-dir",
+		"--redis-port int",
+		"Ctrl-C drains dev's worker first",
+		"--log-requests",
+	} {
+		require.Contains(t, help, want)
+	}
+}
