@@ -211,15 +211,24 @@ func runDrainFirst(ctx context.Context, log *slog.Logger, api service, workers .
 	workerCtx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	var (
-		once     sync.Once
+		mu       sync.Mutex
 		firstErr error
 		apiWG    sync.WaitGroup
 		workerWG sync.WaitGroup
 	)
 	fail := func(err error) {
-		once.Do(func() { firstErr = err })
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
 		stopWorkers()
 		stopAPI()
+	}
+	failed := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr
 	}
 	apiWG.Go(func() {
 		if err := api(apiCtx); err != nil {
@@ -234,12 +243,12 @@ func runDrainFirst(ctx context.Context, log *slog.Logger, api service, workers .
 		})
 	}
 	workerWG.Wait()
-	if ctx.Err() != nil && firstErr == nil {
+	if ctx.Err() != nil && failed() == nil {
 		log.Info("workers stopped; stopping the API")
 	}
 	stopAPI()
 	apiWG.Wait()
-	return firstErr
+	return failed()
 }
 
 // announceStop logs, once ctx ends, that the process is stopping and how to

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -253,4 +254,42 @@ func TestDevHelp(t *testing.T) {
 	} {
 		require.Contains(t, help, want)
 	}
+}
+
+// TestRunDrainFirst: when ctx ends, the API's context ends only once every
+// worker has returned; a failure of either side stops the other and is
+// returned.
+func TestRunDrainFirst(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	workerDone := make(chan struct{})
+	apiSaw := make(chan bool, 1)
+	api := func(ctx context.Context) error {
+		<-ctx.Done()
+		select {
+		case <-workerDone:
+			apiSaw <- true
+		default:
+			apiSaw <- false
+		}
+		return nil
+	}
+	worker := func(ctx context.Context) error {
+		<-ctx.Done()
+		close(workerDone)
+		return nil
+	}
+	cancel()
+	require.NoError(t, runDrainFirst(ctx, log, api, worker))
+	require.True(t, <-apiSaw, "the API stopped before the worker had drained")
+
+	boom := errors.New("boom")
+	waitStop := func(ctx context.Context) error {
+		<-ctx.Done()
+		return nil
+	}
+	fails := func(context.Context) error { return boom }
+	require.ErrorIs(t, runDrainFirst(context.Background(), log, fails, waitStop), boom, "the API failed")
+	require.ErrorIs(t, runDrainFirst(context.Background(), log, waitStop, waitStop, fails), boom, "a worker failed")
 }

@@ -79,7 +79,7 @@ func StartServer(ctx context.Context, dir string, port int) (*Server, error) {
 	portFile := filepath.Join(abs, PortFile)
 	pinned := port > 0
 	if pinned && !portFree(port) {
-		return nil, fmt.Errorf("%w: 127.0.0.1:%d is taken by another program", ErrPortInUse, port)
+		return nil, fmt.Errorf("%w: 127.0.0.1:%d is taken (by another dtq dev, or another program)", ErrPortInUse, port)
 	}
 	if !pinned {
 		if kept := storedPort(portFile); kept > 0 && portFree(kept) {
