@@ -518,3 +518,111 @@ func TestWorkflowSubmitInterruptedAcrossMasters(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkflowFailover kills the master of queue A (SIGKILL) while
+// workflows whose nodes sit on A, B and C run, on a cluster with one
+// replica per master and DTQ_REPLICA_ACKS=1; more workflows are submitted
+// while the replica takes over and the killed node comes back as its
+// replica. Every workflow ends succeeded: no node
+// end is lost between a queue's outbox and its workflow's slot, and no
+// node is left waiting.
+func TestWorkflowFailover(t *testing.T) {
+	t.Parallel()
+	d := clusterDeployment(t)
+	const prefix = "fo"
+	keys := rdb.NewKeys(prefix)
+	qa, qb, qc := d.queues[0], d.queues[1], d.queues[2]
+	client, err := dtq.NewClient(d.rc, &dtq.ClientConfig{KeyPrefix: prefix, ReplicaAcks: 1})
+	require.NoError(t, err)
+	insp, err := dtq.NewInspector(d.rc, &dtq.InspectorConfig{KeyPrefix: prefix})
+	require.NoError(t, err)
+	var ended atomic.Int64
+	for i := range 2 {
+		startWorker(t, d.rc, prefix, d.queues, func(cfg *dtq.WorkerConfig) {
+			cfg.WorkerID = fmt.Sprintf("wf%d", i)
+			cfg.ReplicaAcks = 1
+		}, map[string]dtq.HandlerFunc{
+			"step": func(ctx context.Context, task *dtq.Task) (any, error) {
+				select { // long enough that nodes are in flight when the master dies
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				case <-time.After(20 * time.Millisecond):
+				}
+				ended.Add(1)
+				return task.Ref, nil
+			},
+		})
+	}
+	step := func(ref, queue string, deps ...string) dtq.Node {
+		return dtq.Node{Ref: ref, Deps: deps, Submission: dtq.Submission{Queue: queue, Type: "step", MaxAttempts: 10}}
+	}
+	// A diamond over the three masters, then a chain back to A.
+	graph := []dtq.Node{step("top", qa), step("l", qb, "top"), step("r", qc, "top"), step("j", qa, "l", "r"),
+		step("t1", qb, "j"), step("t2", qc, "t1"), step("t3", qa, "t2")}
+	// submit retries a workflow under its key until it is acknowledged.
+	submit := func(key string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for {
+			res, err := client.SubmitWorkflow(ctx, dtq.Workflow{Nodes: graph, IdempotencyKey: key})
+			if err == nil {
+				return res.WorkflowID
+			}
+			if ce, ok := errors.AsType[*dtq.WorkflowConflictError](err); ok && errors.Is(err, dtq.ErrIdempotencyInProgress) {
+				return ce.WorkflowID // a send whose answer was lost created it
+			}
+			require.NotErrorIs(t, err, dtq.ErrIdempotencyKeyMismatch)
+			select {
+			case <-ctx.Done():
+				t.Fatalf("workflow %s never acknowledged: %v", key, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, submit(fmt.Sprintf("before-%d", i)))
+	}
+	total := int64(len(graph) * 20)
+	require.Eventually(t, func() bool { return ended.Load() > total/4 }, 60*time.Second, 10*time.Millisecond,
+		"the workflows never got going")
+	killedAt := ended.Load()
+	restart := d.kill()
+	// Submissions while the replica takes over: with one replica ack
+	// asked, those whose workflow lands on A's shard are acknowledged once
+	// the killed node is back as the new master's replica.
+	during := make(chan string, 10)
+	go func() {
+		defer close(during)
+		for i := range 10 {
+			during <- submit(fmt.Sprintf("during-%d", i))
+		}
+	}()
+	require.NoError(t, d.healthy(), "no replica took over")
+	require.NoError(t, restart())
+	require.NoError(t, d.healthy())
+	for id := range during {
+		ids = append(ids, id)
+	}
+	require.Len(t, ids, 30)
+	ctx := context.Background()
+	succeeded := 0
+	for _, id := range ids {
+		var info *dtqtype.WorkflowInfo
+		require.Eventually(t, func() bool {
+			info, err = insp.WaitWorkflow(ctx, id, 5*time.Second)
+			return err == nil && info.Status.Terminal()
+		}, 2*time.Minute, 10*time.Millisecond, "workflow %s never ended", id)
+		require.Equal(t, dtqtype.WorkflowSucceeded, info.Status, "workflow %s: %v", id, statuses(info))
+		require.Equal(t, len(graph), info.Counts[dtqtype.StatusSucceeded])
+		succeeded++
+	}
+	for _, q := range d.queues {
+		require.Eventually(t, func() bool { return d.rc.ZCard(ctx, keys.Waiting(q)).Val() == 0 },
+			30*time.Second, 10*time.Millisecond, "no node left waiting on %s", q)
+	}
+	line := fmt.Sprintf("WORKFLOW FAILOVER cluster replica_acks=1: workflows=%d succeeded=%d node_runs=%d (nodes=%d) killed_after=%d node ends",
+		len(ids), succeeded, ended.Load(), len(ids)*len(graph), killedAt)
+	fmt.Println(line)
+	t.Log(line)
+}
