@@ -72,10 +72,6 @@ func main() {
 	wfCluster := flag.Bool("cluster", false, "run the workflow latency scenarios on a 3-master Redis Cluster")
 	wfTrace := flag.Bool("trace", false, "workflow joins: print each round's outbox backlog and the scripts slower than 10 ms")
 	flag.Parse()
-	if *wfJoin > 0 || *wfChains > 0 {
-		os.Exit(workflowLatency(context.Background(), wfRun{deps: *wfJoin, rounds: *wfRounds, chains: *wfChains,
-			chainLen: max(2, *wfChainLen), concurrency: *concurrency, cluster: *wfCluster, trace: *wfTrace}))
-	}
 	if *compareRuns > 0 {
 		os.Exit(compare(*compareRuns, *n))
 	}
@@ -87,6 +83,12 @@ func main() {
 		}
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *wfJoin > 0 || *wfChains > 0 {
+		code := workflowLatency(context.Background(), wfRun{deps: *wfJoin, rounds: *wfRounds, chains: *wfChains,
+			chainLen: max(2, *wfChainLen), concurrency: *concurrency, cluster: *wfCluster, trace: *wfTrace})
+		pprof.StopCPUProfile()
+		os.Exit(code)
 	}
 
 	srv, err := redistest.Start("--hash-max-listpack-value", strconv.Itoa(*listpackValue))

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,7 +45,11 @@ type wfLatency struct {
 	HP99ms  float64 `json:"handler_p99_ms"`
 	HMaxMs  float64 `json:"handler_max_ms"`
 	Seconds float64 `json:"seconds"`
-	Note    string  `json:"note,omitempty"`
+	// RedisCPU and ProcCPU are the CPU seconds Redis (all masters) and
+	// this process (client, worker, relays) spent per second of the run.
+	RedisCPU float64 `json:"redis_cpu_per_second"`
+	ProcCPU  float64 `json:"process_cpu_per_second"`
+	Note     string  `json:"note,omitempty"`
 }
 
 // wfBench is a Redis (one server or a cluster), a client and a worker
@@ -126,25 +131,32 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	defer stop()
 
 	var out []wfLatency
-	if run.chains > 0 {
-		l, err := b.chainHops(ctx, run.chains, run.chainLen)
+	measure := func(f func() (wfLatency, error)) error {
+		redis0, proc0, t0 := b.redisCPU(ctx), processCPU(), time.Now()
+		l, err := f()
 		if err != nil {
+			return err
+		}
+		el := time.Since(t0).Seconds()
+		l.RedisCPU, l.ProcCPU = (b.redisCPU(ctx)-redis0)/el, (processCPU()-proc0)/el
+		out = append(out, l)
+		return nil
+	}
+	if run.chains > 0 {
+		if err := measure(func() (wfLatency, error) { return b.chainHops(ctx, run.chains, run.chainLen) }); err != nil {
 			fmt.Println(err)
 			return 1
 		}
-		out = append(out, l)
 	}
 	if run.rounds > 0 && run.deps > 0 {
-		l, err := b.joins(ctx, run.deps, run.rounds)
-		if err != nil {
+		if err := measure(func() (wfLatency, error) { return b.joins(ctx, run.deps, run.rounds) }); err != nil {
 			fmt.Println(err)
 			return 1
 		}
-		out = append(out, l)
 	}
 	for _, l := range out {
-		fmt.Printf("%-7s %-4s samples=%-5d deps=%-6d release p50=%7.1fms p99=%7.1fms max=%7.1fms  handler-to-handler p50=%7.1fms p99=%7.1fms max=%7.1fms  (%.0fs) %s\n",
-			l.Backend, l.Kind, l.Samples, l.Deps, l.P50ms, l.P99ms, l.MaxMs, l.HP50ms, l.HP99ms, l.HMaxMs, l.Seconds, l.Note)
+		fmt.Printf("%-7s %-4s samples=%-5d deps=%-6d release p50=%6.1fms p99=%6.1fms max=%6.1fms  handler-to-handler p50=%6.1fms p99=%6.1fms max=%6.1fms  cpu/s redis=%.2f process=%.2f (%.0fs) %s\n",
+			l.Backend, l.Kind, l.Samples, l.Deps, l.P50ms, l.P99ms, l.MaxMs, l.HP50ms, l.HP99ms, l.HMaxMs, l.RedisCPU, l.ProcCPU, l.Seconds, l.Note)
 	}
 	for _, l := range out {
 		js, _ := json.Marshal(l)
@@ -516,4 +528,26 @@ func scriptName(sha string) string {
 		return n
 	}
 	return sha
+}
+
+// redisCPU is the CPU seconds (user and system) every master has spent.
+func (b *wfBench) redisCPU(ctx context.Context) float64 {
+	var mu sync.Mutex
+	var total float64
+	forEachMaster(ctx, b.rc, func(rc *redis.Client) {
+		s := readStats(ctx, rc)
+		mu.Lock()
+		total += s.cpuSec
+		mu.Unlock()
+	})
+	return total
+}
+
+// processCPU is the CPU seconds (user and system) this process has spent.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
