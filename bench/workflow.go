@@ -439,8 +439,9 @@ func summarize(kind, backend string, rel, hand []float64) wfLatency {
 
 // backlogSample is the workflow outboxes' total length at a moment.
 type backlogSample struct {
-	ms int64
-	n  int64
+	ms    int64
+	n     int64
+	queue []int64 // per queue, in b.queues' order
 }
 
 // traceBacklog samples the outboxes' lengths every 5 ms (with -trace)
@@ -454,11 +455,13 @@ func (b *wfBench) traceBacklog(ctx context.Context) func() []backlogSample {
 	go func() {
 		defer close(stopped)
 		for {
-			var n int64
-			for _, q := range b.queues {
-				n += b.rc.XLen(ctx, b.keys.WorkflowOutbox(q)).Val()
+			s := backlogSample{queue: make([]int64, len(b.queues))}
+			for i, q := range b.queues {
+				s.queue[i] = b.rc.XLen(ctx, b.keys.WorkflowOutbox(q)).Val()
+				s.n += s.queue[i]
 			}
-			out = append(out, backlogSample{time.Now().UnixMilli(), n})
+			s.ms = time.Now().UnixMilli()
+			out = append(out, s)
 			select {
 			case <-done:
 				return
@@ -470,8 +473,9 @@ func (b *wfBench) traceBacklog(ctx context.Context) func() []backlogSample {
 }
 
 // printTrace prints where a join's release time went (-trace): the
-// outboxes' backlog when the last leaf ended, the leaves' end rate, and
-// the scripts slower than 10 ms in the slow logs.
+// outboxes' backlog (entries not yet relayed) when the last leaf ended and
+// on the way there, the leaves' end rate, and the scripts slower than
+// 10 ms in the slow logs.
 func (b *wfBench) printTrace(ctx context.Context, round int, lastEnd, queued int64, backlog []backlogSample,
 	succ map[string]int64, leaves []dtq.NodeRef) {
 	first := lastEnd
@@ -479,15 +483,25 @@ func (b *wfBench) printTrace(ctx context.Context, round int, lastEnd, queued int
 		first = min(first, succ[n.TaskID])
 	}
 	var atEnd, peak int64
+	var perQueue []int64
 	for _, s := range backlog {
 		if s.ms <= lastEnd {
-			atEnd = s.n
+			atEnd, perQueue = s.n, s.queue
 		}
 		peak = max(peak, s.n)
 	}
+	var timeline []string
+	next := first
+	for _, s := range backlog {
+		if s.ms >= next && s.ms <= lastEnd {
+			timeline = append(timeline, strconv.FormatInt(s.n, 10))
+			next = s.ms + 500
+		}
+	}
 	rate := float64(len(leaves)) / max(0.001, float64(lastEnd-first)/1000)
-	fmt.Printf("round %d: leaves ended over %d ms (%.0f/s); outbox backlog at the last end %d (peak %d); join queued %d ms later\n",
-		round, lastEnd-first, rate, atEnd, peak, queued-lastEnd)
+	fmt.Printf("round %d: leaves ended over %d ms (%.0f/s); outbox backlog at the last end %d %v (peak %d); join queued %d ms later\n",
+		round, lastEnd-first, rate, atEnd, perQueue, peak, queued-lastEnd)
+	fmt.Printf("  outbox backlog every 500 ms from the first leaf's end: %s\n", strings.Join(timeline, " "))
 	var slow []string
 	forEachMaster(ctx, b.rc, func(rc *redis.Client) {
 		for _, e := range rc.SlowLogGet(ctx, 128).Val() {
