@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	if run.cluster {
 		c, err := redistest.StartCluster(3, 0)
 		if err != nil {
-			fmt.Println(err)
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		defer c.Stop()
@@ -83,14 +84,14 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 		b.rc, b.backend = cc, "cluster"
 		qs, err := queuesOnMasters(ctx, c, b.keys)
 		if err != nil {
-			fmt.Println(err)
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		b.queues = qs
 	} else {
 		srv, err := redistest.Start("--hash-max-listpack-value", "1024")
 		if err != nil {
-			fmt.Println(err)
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		defer srv.Stop()
@@ -111,7 +112,7 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	client, err := dtq.NewClient(b.rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000, EventsMaxLen: eventsMaxLen,
 		MaxWorkflowNodes: max(run.deps+1, 100)})
 	if err != nil {
-		fmt.Println(err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	b.client = client
@@ -122,7 +123,7 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{Queues: weights, Concurrency: run.concurrency, EventsMaxLen: eventsMaxLen,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		fmt.Println(err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	w.HandleFunc("leaf", b.stamp())
@@ -144,13 +145,13 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	}
 	if run.chains > 0 {
 		if err := measure(func() (wfLatency, error) { return b.chainHops(ctx, run.chains, run.chainLen) }); err != nil {
-			fmt.Println(err)
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
 	if run.rounds > 0 && run.deps > 0 {
 		if err := measure(func() (wfLatency, error) { return b.joins(ctx, run.deps, run.rounds) }); err != nil {
-			fmt.Println(err)
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
