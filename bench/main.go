@@ -6,6 +6,7 @@
 //	go run . -scenario enqueue -n 50000 -producers 16
 //	go run . -scenario e2e -n 50000 -concurrency 32
 //	go run . -scenario latency -rate 2000 -duration 10s
+//	go run . -workflow-join 10000 -rounds 20 -chains 100 [-cluster]
 package main
 
 import (
@@ -64,6 +65,12 @@ func main() {
 	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
 	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
+	wfJoin := flag.Int("workflow-join", 0, "workflow release latency: joins of this many deps (see -rounds, -chains, -cluster)")
+	wfRounds := flag.Int("rounds", 20, "workflow joins to run, one at a time (-workflow-join)")
+	wfChains := flag.Int("chains", 0, "workflow release latency: chains to run, one at a time, for the hop latency (-chain-len)")
+	wfChainLen := flag.Int("chain-len", 6, "nodes per chain (-chains)")
+	wfCluster := flag.Bool("cluster", false, "run the workflow latency scenarios on a 3-master Redis Cluster")
+	wfTrace := flag.Bool("trace", false, "workflow joins: print each round's outbox backlog and the scripts slower than 10 ms")
 	flag.Parse()
 	if *compareRuns > 0 {
 		os.Exit(compare(*compareRuns, *n))
@@ -76,6 +83,12 @@ func main() {
 		}
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *wfJoin > 0 || *wfChains > 0 {
+		code := workflowLatency(context.Background(), wfRun{deps: *wfJoin, rounds: *wfRounds, chains: *wfChains,
+			chainLen: max(2, *wfChainLen), concurrency: *concurrency, cluster: *wfCluster, trace: *wfTrace})
+		pprof.StopCPUProfile()
+		os.Exit(code)
 	}
 
 	srv, err := redistest.Start("--hash-max-listpack-value", strconv.Itoa(*listpackValue))
