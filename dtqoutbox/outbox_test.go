@@ -80,6 +80,22 @@ func (g *rig) insert(t *testing.T, mark int, commit bool) int64 {
 	return id
 }
 
+// insertQuiet is insert for a goroutine other than the test's.
+func (g *rig) insertQuiet(mark int, commit bool) error {
+	tx, err := g.db.db.BeginTx(g.ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := Insert(g.ctx, tx, dtq.Submission{Queue: "outbox", Type: "job", Payload: map[string]any{"row": mark}}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if commit {
+		return tx.Commit()
+	}
+	return tx.Rollback()
+}
+
 // settled waits until no row is pending.
 func (g *rig) settled(t *testing.T) {
 	t.Helper()
@@ -267,6 +283,7 @@ func TestInvalidRowsEndFailed(t *testing.T) {
 		require.Equal(t, 1, attempts, "row %d is not retried", id)
 		errs = append(errs, msg)
 	}
+	require.NoError(t, rows.Err())
 	require.Contains(t, errs[0], "bogus: is not a known field")
 	require.Contains(t, errs[1], "is not a registered task type")
 	require.Contains(t, errs[2], "priority")
