@@ -7,6 +7,7 @@
 //	go run . -scenario e2e -n 50000 -concurrency 32
 //	go run . -scenario latency -rate 2000 -duration 10s
 //	go run . -workflow-join 10000 -rounds 20 -chains 100 [-cluster]
+//	go run . -scenario outbox -n 2000 -rate 200
 package main
 
 import (
@@ -48,7 +49,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -145,6 +146,8 @@ func main() {
 			res = queueStats(ctx, rc, *n, payload)
 		case "memory":
 			res = memory(ctx, rc, *n, payload, memoryRun{retention: *retention, idem: *idem})
+		case "outbox":
+			res = outboxBench(ctx, rc, *n, *rate)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)
