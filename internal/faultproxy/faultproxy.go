@@ -24,7 +24,7 @@ type Proxy struct {
 	links   map[*link]struct{}
 	down    bool
 	latency time.Duration
-	cut     []byte // requests containing this are cut
+	cut     [][]byte // requests containing every one of these are cut
 	cutLeft int
 	cutSend bool // cut after sending the request (its reply is lost), else before
 	closed  bool
@@ -161,8 +161,13 @@ func (p *Proxy) pumpDown(l *link) {
 func (p *Proxy) shouldCut(chunk []byte) (cut, send bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cutLeft <= 0 || len(p.cut) == 0 || !bytes.Contains(chunk, p.cut) {
+	if p.cutLeft <= 0 || len(p.cut) == 0 {
 		return false, false
+	}
+	for _, pat := range p.cut {
+		if !bytes.Contains(chunk, pat) {
+			return false, false
+		}
 	}
 	p.cutLeft--
 	return true, p.cutSend
@@ -228,15 +233,37 @@ func (p *Proxy) SetLatency(d time.Duration) {
 // CutAfter makes the next n requests whose bytes contain pattern reach the
 // server, then cuts their connection before the reply reaches the client:
 // the write lands, its answer is lost. A nil pattern stops cutting.
-func (p *Proxy) CutAfter(pattern []byte, n int) { p.setCut(pattern, n, true) }
+func (p *Proxy) CutAfter(pattern []byte, n int) { p.setCut(one(pattern), n, true) }
 
 // CutBefore resets the connection of the next n requests whose bytes
 // contain pattern instead of sending them: the write never lands.
-func (p *Proxy) CutBefore(pattern []byte, n int) { p.setCut(pattern, n, false) }
+func (p *Proxy) CutBefore(pattern []byte, n int) { p.setCut(one(pattern), n, false) }
 
-func (p *Proxy) setCut(pattern []byte, n int, send bool) {
+// CutAfterAll is CutAfter for the next n requests whose bytes contain every
+// one of patterns (a script's hash and one of its keys, say: that script's
+// call about that key only). No pattern stops cutting.
+func (p *Proxy) CutAfterAll(n int, patterns ...[]byte) { p.setCut(patterns, n, true) }
+
+// CutBeforeAll is CutBefore for the next n requests whose bytes contain
+// every one of patterns.
+func (p *Proxy) CutBeforeAll(n int, patterns ...[]byte) { p.setCut(patterns, n, false) }
+
+func one(pattern []byte) [][]byte {
+	if len(pattern) == 0 {
+		return nil
+	}
+	return [][]byte{pattern}
+}
+
+func (p *Proxy) setCut(patterns [][]byte, n int, send bool) {
+	cut := make([][]byte, 0, len(patterns))
+	for _, pat := range patterns {
+		if len(pat) > 0 {
+			cut = append(cut, bytes.Clone(pat))
+		}
+	}
 	p.mu.Lock()
-	p.cut, p.cutLeft, p.cutSend = bytes.Clone(pattern), n, send
+	p.cut, p.cutLeft, p.cutSend = cut, n, send
 	p.mu.Unlock()
 }
 
