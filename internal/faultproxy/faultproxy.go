@@ -59,7 +59,8 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Resets counts connections reset by ResetAll, SetDown or refused while down.
 func (p *Proxy) Resets() int64 { return p.resets.Load() }
 
-// Cuts counts connections cut after a matching request.
+// Cuts counts the matching requests whose connection was (or is being)
+// cut, before or after sending them.
 func (p *Proxy) Cuts() int64 { return p.cuts.Load() }
 
 func (p *Proxy) accept() {
@@ -107,7 +108,6 @@ func (p *Proxy) pumpUp(l *link) {
 		if n > 0 {
 			cut, send := p.shouldCut(buf[:n])
 			if cut && !send {
-				p.cuts.Add(1)
 				return // the request never reaches the server
 			}
 			if cut {
@@ -120,7 +120,6 @@ func (p *Proxy) pumpUp(l *link) {
 				// Give the server time to run the request, then cut both
 				// sides: the write lands, its answer is lost.
 				time.Sleep(100 * time.Millisecond)
-				p.cuts.Add(1)
 				return
 			}
 		}
@@ -170,6 +169,7 @@ func (p *Proxy) shouldCut(chunk []byte) (cut, send bool) {
 		}
 	}
 	p.cutLeft--
+	p.cuts.Add(1) // counted when matched: a reply lost after the call lands may be lost after its effects are seen
 	return true, p.cutSend
 }
 
