@@ -50,7 +50,7 @@ type wfScenario struct {
 	name        string
 	workers     int           // in-process workers (default 2)
 	visibility  time.Duration // lease length (default 3s)
-	maxAttempts int           // of every node (default 3)
+	maxAttempts int           // of every node (default 5)
 	work        time.Duration // handler time (default 20ms)
 	redisArgs   []string
 	child       bool // also run a worker in a child process
@@ -82,7 +82,8 @@ type wfRig struct {
 // wfSubmit is one submission and what it was told.
 type wfSubmit struct {
 	name    string
-	nodes   int
+	nodes   int // nodes it has once it ended: submitted and added
+	added   int // of which added by fan-out (a cancel may come first)
 	want    dtqtype.WorkflowStatus // the status the workflow must end with when it exists
 	id      string                 // the workflow id the answer named ("" for none)
 	outcome string                 // "ok", "unknown" (*OutcomeUnknownError) or "error" (nothing written)
@@ -99,7 +100,7 @@ func newWfRig(t *testing.T, sc wfScenario) *wfRig {
 		sc.visibility = 3 * time.Second
 	}
 	if sc.maxAttempts == 0 {
-		sc.maxAttempts = 3
+		sc.maxAttempts = 5
 	}
 	if sc.work == 0 {
 		sc.work = 20 * time.Millisecond
@@ -178,13 +179,26 @@ func (r *wfRig) startWorker(t *testing.T, id string) {
 type nodePayload struct {
 	Fail  bool `json:"fail"`  // fail for good
 	Block bool `json:"block"` // run until cancelled (at most blockFor)
+	Add   int  `json:"add"`   // add this many nodes below itself (fan-out), then succeed
 }
 
 // runNode is a node's handler after its start was recorded: it works for
-// work, fails or blocks as its payload says.
+// work, fails, blocks or adds nodes as its payload says.
 func runNode(ctx context.Context, task *dtq.Task, work time.Duration) (any, error) {
 	var p nodePayload
 	_ = json.Unmarshal(task.Payload, &p)
+	if p.Add > 0 {
+		kids := make([]dtq.Node, p.Add)
+		for i := range kids {
+			kids[i] = dtq.Node{Ref: fmt.Sprintf("%s-k%d", task.Ref, i), Deps: []string{task.Ref},
+				Submission: dtq.Submission{Queue: wfQueues[i%2], Type: nodeType, Payload: nodePayload{}, MaxAttempts: task.MaxAttempts}}
+		}
+		// Sent again by the task's retry when it fails: the same nodes
+		// come back.
+		if _, err := dtq.AddNodes(ctx, kids...); err != nil {
+			return nil, err
+		}
+	}
 	if p.Block {
 		work = blockFor
 	}
@@ -313,14 +327,14 @@ func (r *wfRig) node(ref, q string, p nodePayload, deps ...string) dtq.Node {
 }
 
 // diamond is a small workflow over both queues: a chain into a fan-out
-// into a fan-in into a chain (root → f0, f1, f2 → join → tail). f1 does
-// what p says.
+// into a fan-in into a chain (root → f0, f1, f2 → join → tail); f2 adds
+// two nodes below itself when it runs. f1 does what p says.
 func (r *wfRig) diamond(p nodePayload) []dtq.Node {
 	return []dtq.Node{
 		r.node("root", wfQueues[0], nodePayload{}),
 		r.node("f0", wfQueues[1], nodePayload{}, "root"),
 		r.node("f1", wfQueues[0], p, "root"),
-		r.node("f2", wfQueues[1], nodePayload{}, "root"),
+		r.node("f2", wfQueues[1], nodePayload{Add: 2}, "root"),
 		r.node("join", wfQueues[0], nodePayload{}, "f0", "f1", "f2"),
 		r.node("tail", wfQueues[1], nodePayload{}, "join"),
 	}
@@ -358,9 +372,12 @@ func (r *wfRig) big() []dtq.Node {
 func (r *wfRig) submit(ctx context.Context, name string, nodes []dtq.Node, want dtqtype.WorkflowStatus) *wfSubmit {
 	s := &wfSubmit{name: name, nodes: len(nodes), want: want}
 	for _, n := range nodes {
-		if n.Payload.(nodePayload).Block {
+		p := n.Payload.(nodePayload)
+		if p.Block {
 			s.block = n.Ref
 		}
+		s.nodes += p.Add
+		s.added += p.Add
 	}
 	res, err := r.client.SubmitWorkflow(ctx, dtq.Workflow{Name: name, Nodes: nodes})
 	var unknown *dtq.OutcomeUnknownError
@@ -413,11 +430,14 @@ func (r *wfRig) cancelWhenRunning(t *testing.T, s *wfSubmit) bool {
 	}
 }
 
-// waitEnded waits until every workflow of subs that exists has ended.
+// waitEnded waits until every workflow of subs that exists has ended; it
+// fails the test naming those that did not within 60 s, with their nodes.
 func (r *wfRig) waitEnded(t *testing.T, subs []*wfSubmit) {
 	t.Helper()
 	ctx := context.Background()
-	require.Eventually(t, func() bool {
+	var left []*wfSubmit
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		left = left[:0]
 		for _, s := range subs {
 			if s.id == "" {
 				continue
@@ -425,14 +445,36 @@ func (r *wfRig) waitEnded(t *testing.T, subs []*wfSubmit) {
 			st, err := r.direct.HGet(ctx, r.keys.Workflow(s.id), "status").Result()
 			switch {
 			case errors.Is(err, redis.Nil) && s.outcome != "ok":
-			case err != nil:
-				return false
-			case !dtqtype.WorkflowStatus(st).Terminal():
-				return false
+			case err != nil, !dtqtype.WorkflowStatus(st).Terminal():
+				left = append(left, s)
 			}
 		}
-		return true
-	}, 60*time.Second, 20*time.Millisecond, "workflows did not end")
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, s := range left {
+		rec, _ := r.direct.HGetAll(ctx, r.keys.Workflow(s.id)).Result()
+		graph, _ := r.direct.HGetAll(ctx, r.keys.WorkflowNodes(s.id)).Result()
+		rels, _ := r.direct.HGetAll(ctx, r.keys.WorkflowReleases(s.id)).Result()
+		defs, _ := r.direct.HKeys(ctx, r.keys.WorkflowDefs(s.id)).Result()
+		var nodes []string
+		for f, st := range graph {
+			if ref, ok := strings.CutPrefix(f, "s:"); ok {
+				tid, q := graph["t:"+ref], graph["q:"+ref]
+				nodes = append(nodes, fmt.Sprintf("%s=%s(task %s %s, n=%s)", ref, st, tid,
+					r.direct.HGet(ctx, r.keys.Task(q, tid), "status").Val(), graph["n:"+ref]))
+			}
+		}
+		slices.Sort(nodes)
+		t.Errorf("workflow %s (%s) did not end: record %v nodes %v releases %v definitions %v attention %v",
+			s.id, s.name, rec, nodes, rels, defs, r.direct.ZScore(ctx, r.keys.WorkflowAttention(), s.id).Val())
+	}
+	t.FailNow()
 }
 
 // wfFigures are a scenario's results.
@@ -685,7 +727,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 				f.reclaimed++
 			}
 		}
-		if count != s.nodes {
+		if count > s.nodes || count < s.nodes-s.added || (count != s.nodes && s.want != dtqtype.WorkflowCancelled) {
 			f.problem("workflow %s (%s) has %d nodes of %d", s.id, s.name, count, s.nodes)
 		}
 	}
@@ -741,7 +783,9 @@ func (r *wfRig) cutPhases(t *testing.T, targets []cutTarget) map[string]int64 {
 			var wg sync.WaitGroup
 			subs := make([]*wfSubmit, 3)
 			wg.Go(func() { subs[0] = r.submit(ctx, name+"/ok", r.diamond(nodePayload{}), dtqtype.WorkflowSucceeded) })
-			wg.Go(func() { subs[1] = r.submit(ctx, name+"/fail", r.diamond(nodePayload{Fail: true}), dtqtype.WorkflowFailed) })
+			wg.Go(func() {
+				subs[1] = r.submit(ctx, name+"/fail", r.diamond(nodePayload{Fail: true}), dtqtype.WorkflowFailed)
+			})
 			wg.Go(func() {
 				subs[2] = r.submit(ctx, name+"/cancel", r.diamond(nodePayload{Block: true}), dtqtype.WorkflowCancelled)
 				if !r.cancelWhenRunning(t, subs[2]) {
@@ -807,8 +851,11 @@ func TestFaultWorkflowSubmitSideCuts(t *testing.T) {
 // outbox entry (finish_succeeded, finish_dead for the failing node,
 // finish_retry for the node cancelled while running), and the relay's
 // steps (wf_lock, wf_mark, wf_apply, wf_release of each dependant,
-// wf_released, wf_note, wf_unmark, wf_ack). The workers' client never
-// resends by itself: the workers' own retries recover.
+// wf_released, wf_note, wf_unmark, wf_ack), and a fan-out from a running
+// node (wf_add, then wf_nodes and wf_start writing and activating the
+// added nodes). The workers' client never resends by itself: the workers'
+// own retries recover (a handler whose AddNodes failed fails its attempt
+// and adds the same nodes again on the next).
 func TestFaultWorkflowWorkerSideCuts(t *testing.T) {
 	t.Parallel()
 	r := newWfRig(t, wfScenario{name: "workflow_worker_cuts"})
@@ -825,6 +872,9 @@ func TestFaultWorkflowWorkerSideCuts(t *testing.T) {
 		{"wf_note", p, [][]byte{sha("wf_note")}},
 		{"wf_unmark", p, [][]byte{sha("wf_unmark")}},
 		{"wf_ack", p, [][]byte{sha("wf_ack")}},
+		{"wf_add", p, [][]byte{sha("wf_add")}},
+		{"wf_nodes", p, [][]byte{sha("wf_nodes")}},
+		{"wf_start", p, [][]byte{sha("wf_start")}},
 	}
 	cuts := r.cutPhases(t, targets)
 	f := r.check(t)
