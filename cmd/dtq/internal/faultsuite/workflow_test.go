@@ -82,8 +82,8 @@ type wfRig struct {
 // wfSubmit is one submission and what it was told.
 type wfSubmit struct {
 	name    string
-	nodes   int // nodes it has once it ended: submitted and added
-	added   int // of which added by fan-out (a cancel may come first)
+	nodes   int                    // nodes it has once it ended: submitted and added
+	added   int                    // of which added by fan-out (a cancel may come first)
 	want    dtqtype.WorkflowStatus // the status the workflow must end with when it exists
 	id      string                 // the workflow id the answer named ("" for none)
 	outcome string                 // "ok", "unknown" (*OutcomeUnknownError) or "error" (nothing written)
@@ -477,11 +477,12 @@ func (r *wfRig) waitEnded(t *testing.T, subs []*wfSubmit) {
 	t.FailNow()
 }
 
-// wfFigures are a scenario's results.
+// wfFigures are a scenario's results (see check); retried counts nodes
+// that ended in an attempt after their first.
 type wfFigures struct {
 	workflows, ok, unknown, refused, existing, nodes, terminal int
 	stuck, doubleRelease, doubleRun, overRun, early, orphans   int
-	wrongStatus, reclaimed                                     int
+	wrongStatus, retried                                       int
 	problems                                                   []string
 }
 
@@ -724,7 +725,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 				f.problem("workflow %s (%s) node %s ran %d times in %d attempts", s.id, s.name, ref, runs[tid], att)
 			}
 			if att > 1 {
-				f.reclaimed++
+				f.retried++
 			}
 		}
 		if count > s.nodes || count < s.nodes-s.added || (count != s.nodes && s.want != dtqtype.WorkflowCancelled) {
@@ -738,9 +739,9 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 func (f *wfFigures) report(t *testing.T, name, extra string) {
 	t.Helper()
 	line := fmt.Sprintf("FAULT %s: workflows=%d ok=%d unknown=%d refused=%d existing=%d nodes=%d terminal=%d stuck=%d "+
-		"double_release=%d double_run=%d over_attempts=%d early=%d orphans=%d wrong_status=%d reclaimed=%d%s",
+		"double_release=%d double_run=%d over_attempts=%d early=%d orphans=%d wrong_status=%d retried=%d%s",
 		name, f.workflows, f.ok, f.unknown, f.refused, f.existing, f.nodes, f.terminal, f.stuck,
-		f.doubleRelease, f.doubleRun, f.overRun, f.early, f.orphans, f.wrongStatus, f.reclaimed, extra)
+		f.doubleRelease, f.doubleRun, f.overRun, f.early, f.orphans, f.wrongStatus, f.retried, extra)
 	fmt.Println(line)
 	t.Log(line)
 	require.Empty(t, f.problems)
@@ -975,7 +976,7 @@ func bigUnderFault(t *testing.T, sc wfScenario, fault func(t *testing.T, r *wfRi
 	took := time.Since(ended)
 	f := r.check(t)
 	if sc.child {
-		require.Positive(t, f.reclaimed, "no node of the killed worker was reclaimed")
+		require.Positive(t, f.retried, "no node of the killed worker was reclaimed")
 	}
 	f.report(t, sc.name, fmt.Sprintf(" fault_at_node=%d fault=%s ended_after_fault=%s", at,
 		ended.Sub(began).Round(100*time.Millisecond), took.Round(10*time.Millisecond)))
