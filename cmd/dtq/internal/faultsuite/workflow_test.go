@@ -1029,3 +1029,62 @@ func TestFaultWorkflowRedisRestart(t *testing.T) {
 		require.NoError(t, r.srv.Restart())
 	})
 }
+
+// TestFaultWorkflowLeftToTheSweep cuts a submitting-side step for longer
+// than the client resends it, after an earlier step of the same call
+// landed, so that the call leaves the rest to the sweep while the
+// workflow's nodes go on ending (and its relays mark and unmark it):
+//   - every submit-side wf_release about queue wfb is cut: the submission
+//     released its root on wfa, not the one on wfb, and answered ok;
+//   - every cancel script call about wfb is cut: the cancel marked the
+//     workflow and cancelled its nodes on wfa (a running one among them),
+//     not its waiting node on wfb, and answered an error, not sent again.
+//
+// Every workflow must end: succeeded, and cancelled (the cancel's mark
+// landed).
+func TestFaultWorkflowLeftToTheSweep(t *testing.T) {
+	t.Parallel()
+	r := newWfRig(t, wfScenario{name: "workflow_left_to_sweep"})
+	ctx := context.Background()
+	const n = 4
+	releases := make([]*wfSubmit, n)
+	r.sub.CutBeforeAll(1000, sha("wf_release"), []byte(r.keys.Waiting("wfb")))
+	var wg sync.WaitGroup
+	for i := range releases {
+		wg.Go(func() {
+			releases[i] = r.submit(ctx, fmt.Sprintf("release-%d", i), []dtq.Node{
+				r.node("ra", "wfa", nodePayload{}), r.node("rb", "wfb", nodePayload{}), r.node("j", "wfa", nodePayload{}, "ra", "rb"),
+			}, dtqtype.WorkflowSucceeded)
+		})
+	}
+	wg.Wait()
+	r.sub.CutAfterAll(0)
+	released := r.sub.Cuts()
+	for _, s := range releases {
+		require.Equal(t, "ok", s.outcome, "%v", s.err)
+	}
+
+	cancels := make([]*wfSubmit, n)
+	for i := range cancels {
+		cancels[i] = r.submit(ctx, fmt.Sprintf("cancel-%d", i), []dtq.Node{
+			r.node("root", "wfa", nodePayload{}), r.node("blk", "wfa", nodePayload{Block: true}, "root"),
+			r.node("wb", "wfb", nodePayload{}, "blk"), r.node("tail", "wfa", nodePayload{}, "wb"),
+		}, dtqtype.WorkflowCancelled)
+		require.Equal(t, "ok", cancels[i].outcome, "%v", cancels[i].err)
+		cancels[i].block = "blk"
+	}
+	for _, s := range cancels {
+		require.Eventually(t, func() bool {
+			tid, q := r.nodeTask(ctx, s.id, s.block)
+			return tid != "" && r.direct.HGet(ctx, r.keys.Task(q, tid), "status").Val() == string(dtqtype.StatusRunning)
+		}, 60*time.Second, 10*time.Millisecond, "the blocking node of %s never ran", s.name)
+	}
+	r.sub.CutBeforeAll(1000, sha("cancel"), []byte(r.keys.TaskPrefix("wfb")))
+	for _, s := range cancels {
+		_, _, err := r.admin.CancelWorkflow(ctx, s.id)
+		require.Error(t, err, "the cancel of %s reached every node", s.name)
+	}
+	r.sub.CutAfterAll(0)
+	f := r.check(t)
+	f.report(t, "workflow_left_to_sweep", fmt.Sprintf(" release_cuts=%d cancel_cuts=%d", released, r.sub.Cuts()-released))
+}
