@@ -3,15 +3,18 @@ package dtq_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workertest"
 	"github.com/dtq-io/dtq/internal/workflow"
@@ -120,7 +123,7 @@ func TestWorkflowCutShortMarkOutlivesARelay(t *testing.T) {
 	// x adds k below itself; the activation never happens.
 	add, err := r.WorkflowAdd(ctx, id, now, 100, []rdb.WorkflowNode{b.rawNode(t, "k", "b", "x")})
 	require.NoError(t, err)
-	require.Equal(t, "ok", add.Outcome)
+	require.Equal(t, rdb.AddOK, add.Outcome)
 	require.NoError(t, r.WorkflowMark(ctx, rdb.NewAttention(id, now.UnixMilli()), false))
 	// A relay of the workflow marks it and, its own steps done, unmarks it.
 	relay := rdb.NewAttention(id, now.UnixMilli()+1)
@@ -132,6 +135,42 @@ func TestWorkflowCutShortMarkOutlivesARelay(t *testing.T) {
 	info := b.wait(t, id)
 	require.Equal(t, dtqtype.WorkflowSucceeded, info.Status)
 	require.Equal(t, map[string]dtqtype.Status{"x": dtqtype.StatusSucceeded, "k": dtqtype.StatusSucceeded}, nodeStatus(info))
+}
+
+// TestWorkflowFanOutWhoseReplyWasLost: a node's AddNodes whose wf_add
+// landed but whose reply was lost fails, and the node gives up (fails for
+// good) instead of adding the nodes again. The added nodes, stored but
+// never written, still end (cancelled by their failed dep) and the
+// workflow ends failed: AddNodes marks the workflow for the sweep before
+// wf_add. When it marked only after wf_add answered, nothing ever wrote
+// them and the workflow stayed running (found by the fault suite).
+func TestWorkflowFanOutWhoseReplyWasLost(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflows(t, nil)
+	proxy, err := faultproxy.Start(b.rc.Options().Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rc := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1}) // a lost reply is not sent again
+	t.Cleanup(func() { _ = rc.Close() })
+	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: map[string]int{"a": 1, "b": 1},
+		Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	w.HandleFunc("job", b.job)
+	w.HandleFunc("fan", func(ctx context.Context, task *dtq.Task) (any, error) {
+		if _, err := dtq.AddNodes(ctx, job("k", "b", nil, task.Ref)); err != nil {
+			return nil, dtq.Permanent(err)
+		}
+		return nil, nil
+	})
+	proxy.CutAfter([]byte(rdb.ScriptHash("wf_add")), 1)
+	res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{
+		{Ref: "x", Submission: dtq.Submission{Queue: "a", Type: "fan", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	workertest.Run(t, w)
+	info := b.wait(t, res.WorkflowID)
+	require.EqualValues(t, 1, proxy.Cuts(), "the wf_add reply was lost")
+	require.Equal(t, dtqtype.WorkflowFailed, info.Status)
+	require.Equal(t, map[string]dtqtype.Status{"x": dtqtype.StatusDeadLettered, "k": dtqtype.StatusCancelled}, nodeStatus(info))
 }
 
 // TestWorkflowNodeOfAKilledWorkerIsReclaimed: a node whose worker vanished

@@ -365,8 +365,9 @@ func (r *RDB) WorkflowDefinitions(ctx context.Context, id string) ([]WorkflowNod
 	return out, nil
 }
 
-// Fan-out outcomes of WorkflowAdd besides "ok".
+// Fan-out outcomes of WorkflowAdd.
 const (
+	AddOK         = "ok"
 	AddNotFound   = "not_found"
 	AddNotRunning = "not_running"
 	AddMismatch   = "mismatch"
@@ -410,7 +411,7 @@ func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNode
 	}
 	res := AddResult{Outcome: v[0]}
 	switch res.Outcome {
-	case "ok":
+	case AddOK:
 		for i := 1; i+2 < len(v); i += 3 {
 			an := AddedNode{Ref: v[i], TaskID: v[i+1]}
 			if v[i+2] != "" {
