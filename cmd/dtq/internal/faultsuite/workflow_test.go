@@ -486,7 +486,7 @@ type wfFigures struct {
 	problems                                                   []string
 }
 
-func (f *wfFigures) problem(format string, args ...any) {
+func (f *wfFigures) problemf(format string, args ...any) {
 	if len(f.problems) < 40 {
 		f.problems = append(f.problems, fmt.Sprintf(format, args...))
 	}
@@ -547,7 +547,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 	}
 	f.early = len(r.early)
 	for _, e := range r.early {
-		f.problem("early start: %s", e)
+		f.problemf("early start: %s", e)
 	}
 	r.mu.Unlock()
 	childStarts, _ := r.direct.HGetAll(ctx, r.prefix+":test:child_starts").Result()
@@ -558,7 +558,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 	childEarly, _ := r.direct.LRange(ctx, r.prefix+":test:child_early", 0, -1).Result()
 	f.early += len(childEarly)
 	for _, e := range childEarly {
-		f.problem("early start (child): %s", e)
+		f.problemf("early start (child): %s", e)
 	}
 	runs := map[string]int{} // task id -> starts
 	for k, n := range starts {
@@ -566,7 +566,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 		runs[id] += n
 		if n > 1 {
 			f.doubleRun++
-			f.problem("task %s attempt %s started %d times", id, att, n)
+			f.problemf("task %s attempt %s started %d times", id, att, n)
 		}
 	}
 
@@ -601,20 +601,20 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 		require.NoError(t, iter.Err())
 		if n := r.direct.ZCard(ctx, r.keys.Waiting(q)).Val(); n > 0 {
 			f.stuck += int(n)
-			f.problem("queue %s: %d nodes left waiting", q, n)
+			f.problemf("queue %s: %d nodes left waiting", q, n)
 		}
 		if n := r.direct.ZCard(ctx, r.keys.Lease(q)).Val(); n > 0 {
-			f.problem("queue %s: %d leases left", q, n)
+			f.problemf("queue %s: %d leases left", q, n)
 		}
 		if n := r.direct.XLen(ctx, r.keys.WorkflowOutbox(q)).Val(); n > 0 {
-			f.problem("queue %s: %d outbox entries left", q, n)
+			f.problemf("queue %s: %d outbox entries left", q, n)
 		}
 		if d := r.direct.Get(ctx, r.keys.Depth(q)).Val(); d != "" && d != "0" {
-			f.problem("queue %s: depth %s", q, d)
+			f.problemf("queue %s: depth %s", q, d)
 		}
 	}
 	if n := r.direct.ZCard(ctx, r.keys.WorkflowAttention()).Val(); n > 0 {
-		f.problem("%d attention entries left", n)
+		f.problemf("%d attention entries left", n)
 	}
 
 	// Every workflow record in Redis was named by an answer.
@@ -629,7 +629,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 		k := iter.Val()
 		_, id, _ := strings.Cut(k, "}:")
 		if rdb.ValidWorkflowID(id) && told[id] == nil {
-			f.problem("workflow %s exists but no answer named it", id)
+			f.problemf("workflow %s exists but no answer named it", id)
 		}
 	}
 	require.NoError(t, iter.Err())
@@ -640,7 +640,7 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 		byWorkflow[wf]++
 		if tr.wf == "" || r.direct.Exists(ctx, r.keys.Workflow(wf)).Val() == 0 {
 			f.orphans++
-			f.problem("task %s (%s) belongs to no workflow that exists", id, tr.wf)
+			f.problemf("task %s (%s) belongs to no workflow that exists", id, tr.wf)
 		}
 	}
 
@@ -661,26 +661,26 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 		require.NoError(t, err)
 		if len(rec) == 0 {
 			if s.outcome == "ok" {
-				f.problem("workflow %s (%s) was answered ok but does not exist", s.id, s.name)
+				f.problemf("workflow %s (%s) was answered ok but does not exist", s.id, s.name)
 			}
 			if byWorkflow[s.id] > 0 || r.direct.ZScore(ctx, r.keys.WorkflowIndex(), s.id).Err() == nil {
-				f.problem("workflow %s (%s) does not exist but %d of its nodes (or its listing entry) do", s.id, s.name, byWorkflow[s.id])
+				f.problemf("workflow %s (%s) does not exist but %d of its nodes (or its listing entry) do", s.id, s.name, byWorkflow[s.id])
 			}
 			continue
 		}
 		f.existing++
 		if st := dtqtype.WorkflowStatus(rec["status"]); !st.Terminal() {
 			f.stuck++
-			f.problem("workflow %s (%s) is still %s", s.id, s.name, st)
+			f.problemf("workflow %s (%s) is still %s", s.id, s.name, st)
 		} else if st != s.want {
 			f.wrongStatus++
-			f.problem("workflow %s (%s) ended %s, not %s", s.id, s.name, st, s.want)
+			f.problemf("workflow %s (%s) ended %s, not %s", s.id, s.name, st, s.want)
 		}
 		if n := r.direct.HLen(ctx, r.keys.WorkflowReleases(s.id)).Val(); n > 0 {
-			f.problem("workflow %s (%s): %d releases left stored", s.id, s.name, n)
+			f.problemf("workflow %s (%s): %d releases left stored", s.id, s.name, n)
 		}
 		if n := r.direct.HLen(ctx, r.keys.WorkflowDefs(s.id)).Val(); n > 0 {
-			f.problem("workflow %s (%s): %d definitions left", s.id, s.name, n)
+			f.problemf("workflow %s (%s): %d definitions left", s.id, s.name, n)
 		}
 		graph, err := r.direct.HGetAll(ctx, r.keys.WorkflowNodes(s.id)).Result()
 		require.NoError(t, err)
@@ -697,39 +697,39 @@ func (r *wfRig) check(t *testing.T) wfFigures {
 			switch {
 			case !ok:
 				f.stuck++
-				f.problem("workflow %s (%s) node %s: task %s missing", s.id, s.name, ref, tid)
+				f.problemf("workflow %s (%s) node %s: task %s missing", s.id, s.name, ref, tid)
 				continue
 			case !terminal(dtqtype.Status(tr.status)):
 				f.stuck++
-				f.problem("workflow %s (%s) node %s is %s", s.id, s.name, ref, tr.status)
+				f.problemf("workflow %s (%s) node %s is %s", s.id, s.name, ref, tr.status)
 			case tr.status != known:
-				f.problem("workflow %s (%s) node %s: task %s, workflow knows %s", s.id, s.name, ref, tr.status, known)
+				f.problemf("workflow %s (%s) node %s: task %s, workflow knows %s", s.id, s.name, ref, tr.status, known)
 			default:
 				f.terminal++
 			}
 			if ends[tid] != 1 {
-				f.problem("workflow %s (%s) node %s: %d terminal events", s.id, s.name, ref, ends[tid])
+				f.problemf("workflow %s (%s) node %s: %d terminal events", s.id, s.name, ref, ends[tid])
 			}
 			if releases[tid] > 1 {
 				f.doubleRelease++
-				f.problem("workflow %s (%s) node %s released %d times", s.id, s.name, ref, releases[tid])
+				f.problemf("workflow %s (%s) node %s released %d times", s.id, s.name, ref, releases[tid])
 			}
 			if runs[tid] > 0 && releases[tid] != 1 {
-				f.problem("workflow %s (%s) node %s ran with %d releases", s.id, s.name, ref, releases[tid])
+				f.problemf("workflow %s (%s) node %s ran with %d releases", s.id, s.name, ref, releases[tid])
 			}
 			ti, err := r.insp.GetTask(ctx, tid)
 			require.NoError(t, err)
 			att := ti.Attempt
 			if runs[tid] > att {
 				f.overRun++
-				f.problem("workflow %s (%s) node %s ran %d times in %d attempts", s.id, s.name, ref, runs[tid], att)
+				f.problemf("workflow %s (%s) node %s ran %d times in %d attempts", s.id, s.name, ref, runs[tid], att)
 			}
 			if att > 1 {
 				f.retried++
 			}
 		}
 		if count > s.nodes || count < s.nodes-s.added || (count != s.nodes && s.want != dtqtype.WorkflowCancelled) {
-			f.problem("workflow %s (%s) has %d nodes of %d", s.id, s.name, count, s.nodes)
+			f.problemf("workflow %s (%s) has %d nodes of %d", s.id, s.name, count, s.nodes)
 		}
 	}
 	return f
@@ -806,7 +806,6 @@ func (r *wfRig) cutPhases(t *testing.T, targets []cutTarget) map[string]int64 {
 // (after/before), failing the test for a target never cut.
 func cutFigures(t *testing.T, targets []cutTarget, cuts map[string]int64) string {
 	t.Helper()
-	t.Logf("cuts: %v", cuts)
 	var total int64
 	var b strings.Builder
 	for _, tg := range targets {
