@@ -232,10 +232,8 @@ func checkStart(ctx context.Context, rc *redis.Client, keys rdb.Keys, task *dtq.
 		return fmt.Sprintf("%s (%s): ran while its workflow %s was submitting", task.Ref, task.ID, task.WorkflowID)
 	}
 	raw, err := rc.HGet(ctx, keys.WorkflowNodes(task.WorkflowID), "d:"+task.Ref).Result()
-	if errors.Is(err, redis.Nil) {
-		return ""
-	} else if err != nil {
-		return ""
+	if err != nil {
+		return "" // no deps (redis.Nil), or Redis away
 	}
 	var deps []string
 	_ = json.Unmarshal([]byte(raw), &deps)
