@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -1084,4 +1085,73 @@ func TestFaultWorkflowLeftToTheSweep(t *testing.T) {
 	r.sub.CutAfterAll(0)
 	f := r.check(t)
 	f.report(t, "workflow_left_to_sweep", fmt.Sprintf(" release_cuts=%d cancel_cuts=%d", released, r.sub.Cuts()-released))
+}
+
+// TestFaultWorkflowMixedCuts runs workflows from two producers (ones that
+// succeed, fail and are cancelled, each with a fan-out) for 8 s while, every
+// 100 ms, the next call of a workflow script picked at random, on either
+// side, is cut after or before it lands, and every connection of both
+// sides is reset each second. The cancels are sent again while they answer
+// an error, as a caller would.
+func TestFaultWorkflowMixedCuts(t *testing.T) {
+	t.Parallel()
+	r := newWfRig(t, wfScenario{name: "workflow_mixed_cuts"})
+	ctx := context.Background()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 11))
+	sub := []string{"wf_mark", "wf_create", "wf_nodes", "wf_start", "wf_release", "wf_released", "wf_note", "wf_unmark", "wf_cancel", "cancel"}
+	wrk := []string{"finish_succeeded", "finish_dead", "finish_retry", "wf_lock", "wf_mark", "wf_apply", "wf_release", "wf_released",
+		"wf_note", "wf_unmark", "wf_ack", "wf_add", "wf_nodes", "wf_start", "claim"}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 80; i++ {
+			p, names := r.sub, sub
+			if rng.IntN(2) == 0 {
+				p, names = r.wrk, wrk
+			}
+			if rng.IntN(2) == 0 {
+				p.CutAfter(sha(names[rng.IntN(len(names))]), 1)
+			} else {
+				p.CutBefore(sha(names[rng.IntN(len(names))]), 1)
+			}
+			time.Sleep(100 * time.Millisecond) // the fault's pace
+			if i%10 == 9 {
+				r.sub.ResetAll()
+				r.wrk.ResetAll()
+			}
+		}
+		r.sub.CutAfter(nil, 0)
+		r.wrk.CutAfter(nil, 0)
+	}()
+	var producers sync.WaitGroup
+	for p := range 2 {
+		producers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				name := fmt.Sprintf("p%d-%d", p, i)
+				switch i % 3 {
+				case 0:
+					r.submit(ctx, name+"/ok", r.diamond(nodePayload{}), dtqtype.WorkflowSucceeded)
+				case 1:
+					r.submit(ctx, name+"/fail", r.diamond(nodePayload{Fail: true}), dtqtype.WorkflowFailed)
+				default:
+					s := r.submit(ctx, name+"/cancel", r.diamond(nodePayload{Block: true}), dtqtype.WorkflowCancelled)
+					if !r.cancelWhenRunning(t, s) {
+						s.want = dtqtype.WorkflowSucceeded
+					}
+				}
+			}
+		})
+	}
+	producers.Wait()
+	<-done
+	f := r.check(t)
+	require.Greater(t, f.workflows, 20, "too little load to mean anything")
+	f.report(t, "workflow_mixed_cuts", fmt.Sprintf(" cuts=%d resets=%d", r.sub.Cuts()+r.wrk.Cuts(), r.sub.Resets()+r.wrk.Resets()))
 }
