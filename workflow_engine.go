@@ -252,8 +252,8 @@ func failedRefs(rec *rdb.WorkflowRecord) []string {
 // relay that ended it is likely emitting them right now.
 func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
 	now := e.clock()
-	score := now.UnixMilli()
-	if err := e.rdb.WorkflowMark(ctx, en.Workflow, score, false); err != nil {
+	mark := rdb.NewAttention(en.Workflow, now.UnixMilli())
+	if err := e.rdb.WorkflowMark(ctx, mark, false); err != nil {
 		return err
 	}
 	res, err := e.rdb.WorkflowApply(ctx, en, now, e.retention)
@@ -273,7 +273,7 @@ func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
 			}
 		}
 	}
-	return e.rdb.WorkflowUnmark(ctx, en.Workflow, score)
+	return e.rdb.WorkflowUnmark(ctx, mark)
 }
 
 // relayPass carries out up to relayBatch entries of queue's outbox, in
@@ -366,7 +366,7 @@ func (e *workflows) sweep(ctx context.Context, age time.Duration) (full bool, er
 			failed++
 			continue
 		}
-		if err := e.rdb.WorkflowUnmark(ctx, a.ID, a.Score); err != nil {
+		if err := e.rdb.WorkflowUnmark(ctx, a); err != nil {
 			return false, err
 		}
 	}
@@ -387,7 +387,7 @@ func (e *workflows) finish(ctx context.Context, a rdb.Attention) error {
 		return e.rdb.DropFromWorkflowIndex(ctx, []string{a.ID})
 	}
 	if v[2] == nil {
-		if err := e.rdb.WorkflowMark(ctx, a.ID, a.Score, true); err != nil {
+		if err := e.rdb.WorkflowMark(ctx, a, true); err != nil {
 			return err
 		}
 		if err := e.rdb.WorkflowNote(ctx, a.ID, rdb.NoteListed, "1"); err != nil {

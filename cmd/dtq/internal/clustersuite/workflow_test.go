@@ -457,7 +457,7 @@ func TestWorkflowSubmitInterruptedAcrossMasters(t *testing.T) {
 			}
 			nodes := []rdb.WorkflowNode{raw("x", w.a), raw("y", w.b, "x"), raw("z", w.q, "x", "y")}
 			id := rdb.NewWorkflowID(now, rdb.RandomWorkflowTag())
-			require.NoError(t, r.WorkflowMark(ctx, id, now.UnixMilli(), true))
+			require.NoError(t, r.WorkflowMark(ctx, rdb.NewAttention(id, now.UnixMilli()), true))
 			if i >= 1 {
 				_, err := r.WorkflowCreate(ctx, now, &rdb.NewWorkflow{ID: id, Nodes: nodes})
 				require.NoError(t, err)
