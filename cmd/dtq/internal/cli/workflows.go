@@ -245,7 +245,7 @@ func newWorkflowsCancelCmd(r *remote) *cobra.Command {
 			if out.Workflow.Status == dtqtype.WorkflowCancelled {
 				err = p.textf("workflow %s cancelled", out.Workflow.ID)
 			} else {
-				err = p.textf("cancel requested: workflow %s ends cancelled once its running nodes have stopped", out.Workflow.ID)
+				err = p.textf("cancel requested: workflow %s ends cancelled once its nodes' ends are recorded (dtq workflows get %[1]s --wait 30s)", out.Workflow.ID)
 			}
 			if err != nil {
 				return err
