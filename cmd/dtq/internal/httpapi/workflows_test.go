@@ -276,6 +276,11 @@ func TestWorkflowReadsAndCancel(t *testing.T) {
 	b.runWorkflowMaintenance(t)
 	res = b.do(t, http.MethodPost, "/api/v1/workflows/"+sub.WorkflowID+"/cancel", "")
 	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	es, err := b.insp.ListAudit(b.ctx, &dtq.AuditListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, es.Items, 1)
+	require.Equal(t, "workflow.cancel", es.Items[0].Action)
+	require.Equal(t, sub.WorkflowID, es.Items[0].Target)
 	require.Eventually(t, func() bool { return b.getWorkflow(t, sub.WorkflowID).Status == "cancelled" }, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, http.StatusAccepted, b.do(t, http.MethodPost, "/api/v1/workflows/"+sub.WorkflowID+"/cancel", "").status, "a repeated cancel")
 	w = b.getWorkflow(t, sub.WorkflowID)
@@ -403,4 +408,35 @@ func (b *bundle) getWorkflowAs(t *testing.T, id string, hdr ...string) wfJSON {
 	var w wfJSON
 	res.decode(t, &w)
 	return w
+}
+
+// TestWorkflowWaitBounds: a workflow long-poll counts against the same
+// bounds as a task's: past DTQ_MAX_WAITS_PER_KEY it is 429 TOO_MANY_WAITS.
+func TestWorkflowWaitBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{maxWaits: 10, maxWaitsPerKey: 1})
+	res := b.do(t, http.MethodPost, "/api/v1/workflows", `{"nodes":[{"ref":"a","queue":"unserved","task_type":"t"}]}`)
+	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	var sub wfSubmitJSON
+	res.decode(t, &sub)
+	ctx, cancel := context.WithCancel(b.ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.srv.URL+"/api/v1/workflows/"+sub.WorkflowID+"?wait=60s", nil)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if res, err := b.srv.Client().Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool {
+		b.api.waits.mu.Lock()
+		defer b.api.waits.mu.Unlock()
+		return b.api.waits.inFlight == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	e := b.do(t, http.MethodGet, "/api/v1/workflows/"+sub.WorkflowID+"?wait=1s", "").requireError(t, http.StatusTooManyRequests, codeTooManyWaits, "")
+	require.Equal(t, "key", e.Details["scope"])
+	// A read without wait is not a long-poll.
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/api/v1/workflows/"+sub.WorkflowID, "").status)
 }
