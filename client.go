@@ -323,10 +323,14 @@ func (c *Client) outcome(ctx context.Context, n *normalized, t *rdb.NewTask, now
 	case rdb.Absent:
 		return nil, fmt.Errorf("dtq: task %s was not created (Redis did not answer in time, nothing was written): %w", t.ID, r.Err)
 	case rdb.QueueFull:
-		return nil, &QueueFullError{Queue: n.queue, Depth: r.Depth, Limit: c.cfg.MaxQueueDepth,
-			RetryAfter: c.retryAfter(ctx, n.queue, r.Depth, now)}
+		return nil, c.queueFull(ctx, n.queue, r.Depth, now)
 	}
 	return nil, fmt.Errorf("dtq: unexpected ingest outcome %d", r.Outcome)
+}
+
+// queueFull is the answer for a queue at its depth limit.
+func (c *Client) queueFull(ctx context.Context, queue string, depth int64, now time.Time) *QueueFullError {
+	return &QueueFullError{Queue: queue, Depth: depth, Limit: c.cfg.MaxQueueDepth, RetryAfter: c.retryAfter(ctx, queue, depth, now)}
 }
 
 // retryAfter estimates when a full queue will have room, from the tasks it

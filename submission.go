@@ -53,9 +53,9 @@ type Submission struct {
 	// its record. 0 means the workers' setting. Not part of the
 	// idempotency fingerprint.
 	Retention time.Duration
-	// KeepPayload keeps the payload and metadata of the task once it has
-	// succeeded; by default a succeeded task keeps only what replays and
-	// the dashboard show (see docs/operations.md, "Sizing Redis").
+	// KeepPayload keeps the payload of the task once it has succeeded; by
+	// default a succeeded task keeps only what replays and the dashboard
+	// show, its metadata included (see docs/operations.md, "Sizing Redis").
 	KeepPayload bool
 }
 

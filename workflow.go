@@ -312,7 +312,39 @@ func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResul
 		tag = rdb.WorkflowKeyTag(key)
 	}
 	nw.ID = rdb.NewWorkflowID(now, tag)
+	full, err := c.fullQueue(ctx, nw.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	nw.Full = full
 	return c.wf.submit(ctx, nw, now)
+}
+
+// fullQueue finds the first queue that nodes would take past
+// MaxQueueDepth, for wf_create (wf_add) to refuse them whole after the
+// idempotency (same-definition) check. The depths are read before the
+// write, so workflows submitted at the same moment may each pass: a queue
+// can go past its bound by at most their nodes.
+func (c *Client) fullQueue(ctx context.Context, nodes []rdb.WorkflowNode) (rdb.FullQueue, error) {
+	per := map[string]int64{}
+	var queues []string
+	for i := range nodes {
+		q := nodes[i].Queue
+		if per[q] == 0 {
+			queues = append(queues, q)
+		}
+		per[q]++
+	}
+	depths, err := c.rdb.QueueDepths(ctx, queues)
+	if err != nil {
+		return rdb.FullQueue{}, fmt.Errorf("dtq: workflow: read queue depths: %w", err)
+	}
+	for _, q := range queues {
+		if depths[q]+per[q] > c.cfg.MaxQueueDepth {
+			return rdb.FullQueue{Name: q, Depth: depths[q]}, nil
+		}
+	}
+	return rdb.FullQueue{}, nil
 }
 
 // printable reports whether s holds only printable ASCII.
@@ -340,6 +372,9 @@ func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Ti
 		}
 	}
 	switch cr.Outcome {
+	case rdb.WorkflowQueueFull:
+		_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
+		return nil, e.client.queueFull(ctx, cr.Queue, cr.Depth, now)
 	case rdb.WorkflowInProgress:
 		_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
 		return nil, &WorkflowConflictError{Key: nw.IdempotencyKey, WorkflowID: cr.ID, err: ErrIdempotencyInProgress}

@@ -115,11 +115,17 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.rdb.WorkflowAdd(ctx, id, now, c.cfg.MaxWorkflowNodes, built)
+	full, err := c.fullQueue(ctx, built)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.rdb.WorkflowAdd(ctx, id, now, c.cfg.MaxWorkflowNodes, full, built)
 	if err != nil {
 		return nil, err
 	}
 	switch res.Outcome {
+	case rdb.WorkflowQueueFull:
+		return nil, c.queueFull(ctx, res.Queue, res.Depth, now)
 	case rdb.AddNotFound:
 		return nil, ErrWorkflowNotFound
 	case rdb.AddNotRunning:

@@ -118,9 +118,13 @@ func TestWorkflowNodeOfAKilledWorkerIsReclaimed(t *testing.T) {
 }
 
 // TestWorkflowRandomized runs random DAGs (chains, diamonds, wide fan-in
-// and fan-out) whose nodes fail or are cancelled at random; at rest every
-// workflow has ended, and every node's status is what internal/workflow's
-// Model gives when the nodes that ran end as they did.
+// and fan-out) whose nodes fail or are cancelled at random, some of whose
+// workflows are cancelled midway, while "killed workers" (claims that are
+// never finished) make nodes run again after their lease is reclaimed. At
+// rest every workflow has ended; a workflow not cancelled has every node
+// in the status internal/workflow's Model gives when the nodes that ran end
+// as they did; a cancelled one has every node ended consistently with its
+// deps and policy; the WORKFLOW_* events agree with the status.
 func TestWorkflowRandomized(t *testing.T) {
 	t.Parallel()
 	b := setupWorkflows(t, func(c *dtq.WorkerConfig) { c.Concurrency = 16 })
@@ -128,12 +132,13 @@ func TestWorkflowRandomized(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))
 	type submitted struct {
-		id    string
-		nodes []dtq.Node
+		id     string
+		nodes  []dtq.Node
+		cancel bool // cancelled once a node ended
 	}
 	var all []submitted
 	var blocking []string // task ids to cancel once running
-	for w := range 12 {
+	for w := range 16 {
 		n := 3 + rng.IntN(25)
 		nodes := make([]dtq.Node, n)
 		shape := w % 3
@@ -170,25 +175,47 @@ func TestWorkflowRandomized(t *testing.T) {
 				payload["block"] = true
 			}
 			nodes[i] = job(ref, []string{"a", "b"}[rng.IntN(2)], payload, deps...)
+			nodes[i].MaxAttempts = 2 // a node a killed worker held runs again
 			if rng.IntN(3) == 0 {
 				nodes[i].OnDepFailure = dtq.DepContinue
 			}
 		}
 		res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: nodes})
 		require.NoError(t, err)
-		all = append(all, submitted{res.WorkflowID, nodes})
+		all = append(all, submitted{id: res.WorkflowID, nodes: nodes, cancel: w%4 == 3})
 		for i, nr := range res.Nodes {
 			if nodes[i].Payload.(map[string]any)["block"] == true {
 				blocking = append(blocking, nr.TaskID)
 			}
 		}
 	}
+	ctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	// Killed workers: a claim of one task, never finished, every few
+	// claims of the real workers; the lease runs out and a peer reclaims.
+	r := rdb.New(b.rc, b.prefix)
+	require.NoError(t, r.EnsureGroups(b.ctx, "a"))
+	require.NoError(t, r.EnsureGroups(b.ctx, "b"))
+	killed := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { killed <- n }()
+		for i := 0; n < 12 && ctx.Err() == nil; i++ {
+			q := []string{"a", "b"}[i%2]
+			s := &rdb.WorkerSettings{WorkerID: fmt.Sprintf("killed-%d", i), Lease: 500 * time.Millisecond, EventsMaxLen: 1000}
+			if cl, err := r.Claim(ctx, q, s, 1, time.Now(), ""); err == nil && len(cl.Tasks) == 1 {
+				n++
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(5+rng.IntN(30)) * time.Millisecond):
+			}
+		}
+	}()
 	workertest.Run(t, b.w)
 	workertest.Run(t, b.peer(t)) // two relays per queue: one holds the lock at a time
 	// A blocking node is cancelled once it runs (one that is never released
 	// ends by its dep, or not at all).
-	ctx, stop := context.WithCancel(b.ctx)
-	defer stop()
 	go func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -213,39 +240,98 @@ func TestWorkflowRandomized(t *testing.T) {
 			}
 		}
 	}()
+	// A workflow to cancel is cancelled once one of its nodes ended (if it has
+	// not ended by then).
+	cancelled := map[string]bool{}
+	for _, s := range all {
+		if !s.cancel {
+			continue
+		}
+		require.Eventually(t, func() bool {
+			info, err := b.insp.GetWorkflow(ctx, s.id)
+			require.NoError(t, err)
+			return info.Status.Terminal() || info.Counts[dtqtype.StatusSucceeded]+info.Counts[dtqtype.StatusFailed] > 0
+		}, 30*time.Second, 5*time.Millisecond)
+		_, ended, err := b.admin.CancelWorkflow(ctx, s.id)
+		require.NoError(t, err)
+		cancelled[s.id] = !ended
+	}
 	for _, s := range all {
 		info := b.wait(t, s.id)
 		actual := map[string]dtqtype.WorkflowNodeInfo{}
 		for _, n := range info.Nodes {
 			actual[n.Ref] = n
-		}
-		graph := make([]workflow.Node, len(s.nodes))
-		for i, n := range s.nodes {
-			graph[i] = workflow.Node{Ref: n.Ref, Deps: n.Deps, OnDepFailure: workflow.Policy(n.OnDepFailure)}
-		}
-		m := workflow.NewModel(graph)
-		// The refs are in topological order: each released node ends as it
-		// did in fact.
-		for _, n := range s.nodes {
-			if m.NodeStatus(n.Ref) == dtqtype.StatusQueued {
-				_, _, err := m.End(n.Ref, actual[n.Ref].Status)
-				require.NoError(t, err, "workflow %s node %s", s.id, n.Ref)
-			}
-		}
-		for _, n := range s.nodes {
-			a := actual[n.Ref]
-			require.Equal(t, m.NodeStatus(n.Ref), a.Status, "workflow %s node %s", s.id, n.Ref)
-			require.Equal(t, m.CancelledByDep(n.Ref), a.ErrorClass == "DependencyFailed", "workflow %s node %s", s.id, n.Ref)
-			ti, err := b.insp.GetTask(b.ctx, a.TaskID)
+			ti, err := b.insp.GetTask(b.ctx, n.TaskID)
 			require.NoError(t, err)
-			require.Equal(t, a.Status, ti.Status, "the task and its workflow agree on node %s", n.Ref)
+			require.Equal(t, n.Status, ti.Status, "the task and its workflow agree on node %s of %s", n.Ref, s.id)
+			require.True(t, n.Status.Terminal(), "node %s of ended workflow %s is %s", n.Ref, s.id, n.Status)
 		}
-		require.Equal(t, string(m.Status()), string(info.Status), "workflow %s", s.id)
+		if cancelled[s.id] {
+			require.Equal(t, dtqtype.WorkflowCancelled, info.Status, "workflow %s", s.id)
+			for _, n := range s.nodes {
+				a := actual[n.Ref]
+				if a.Status != dtqtype.StatusSucceeded && a.Status != dtqtype.StatusFailed && a.Status != dtqtype.StatusDeadLettered {
+					continue
+				}
+				// A node that ran had every dep ended, and under fail each
+				// one succeeded.
+				for _, d := range n.Deps {
+					ds := actual[d].Status
+					require.True(t, ds.Terminal(), "node %s ran before its dep %s ended", n.Ref, d)
+					if n.OnDepFailure != dtq.DepContinue {
+						require.Equal(t, dtqtype.StatusSucceeded, ds, "node %s ran under fail after dep %s", n.Ref, d)
+					}
+				}
+			}
+		} else {
+			graph := make([]workflow.Node, len(s.nodes))
+			for i, n := range s.nodes {
+				graph[i] = workflow.Node{Ref: n.Ref, Deps: n.Deps, OnDepFailure: workflow.Policy(n.OnDepFailure)}
+			}
+			m := workflow.NewModel(graph)
+			// The refs are in topological order: each released node ends as
+			// it did in fact.
+			for _, n := range s.nodes {
+				if m.NodeStatus(n.Ref) == dtqtype.StatusQueued {
+					_, _, err := m.End(n.Ref, actual[n.Ref].Status)
+					require.NoError(t, err, "workflow %s node %s", s.id, n.Ref)
+				}
+			}
+			for _, n := range s.nodes {
+				a := actual[n.Ref]
+				require.Equal(t, m.NodeStatus(n.Ref), a.Status, "workflow %s node %s", s.id, n.Ref)
+				require.Equal(t, m.CancelledByDep(n.Ref), a.ErrorClass == "DependencyFailed", "workflow %s node %s", s.id, n.Ref)
+			}
+			require.Equal(t, string(m.Status()), string(info.Status), "workflow %s", s.id)
+		}
+		// The events say what the record says (at least once: repeats of
+		// the same event are allowed, a contradicting one is not).
+		want := map[dtqtype.WorkflowStatus]string{dtqtype.WorkflowSucceeded: "WORKFLOW_SUCCEEDED",
+			dtqtype.WorkflowFailed: "WORKFLOW_FAILED", dtqtype.WorkflowCancelled: "WORKFLOW_CANCELLED"}[info.Status]
+		var evs []string
+		require.Eventually(t, func() bool {
+			evs = b.sysEvents(t, s.id)
+			return slices.Contains(evs, want)
+		}, 30*time.Second, 20*time.Millisecond, "workflow %s: no %s event", s.id, want)
+		for _, e := range evs {
+			require.Contains(t, []string{"WORKFLOW_STARTED", want}, e, "workflow %s ended %s", s.id, info.Status)
+		}
+		require.Contains(t, evs, "WORKFLOW_STARTED")
 	}
 	for _, q := range []string{"a", "b"} {
 		require.Eventually(t, func() bool { return b.rc.Get(b.ctx, b.keys.Depth(q)).Val() == "0" }, 20*time.Second, 10*time.Millisecond)
 		require.Zero(t, b.rc.ZCard(b.ctx, b.keys.Waiting(q)).Val(), "no node is left waiting")
 	}
+	stop()
+	n := <-killed
+	midway := 0
+	for _, c := range cancelled {
+		if c {
+			midway++
+		}
+	}
+	t.Logf("%d workflows (%d cancelled midway), %d nodes held by killed workers", len(all), midway, n)
+	require.Positive(t, n, "some nodes were held by killed workers")
 }
 
 // TestWorkflowMaintenanceWithoutWorkerOfTheQueue: node ends on a queue no

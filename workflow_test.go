@@ -448,3 +448,36 @@ func TestWorkflowListing(t *testing.T) {
 	_, err = b.insp.ListWorkflows(b.ctx, &dtq.WorkflowListParams{Cursor: "bogus"})
 	require.ErrorIs(t, err, dtq.ErrInvalidCursor)
 }
+
+// TestWorkflowQueueDepthBound: a workflow whose nodes would take a queue
+// past MaxQueueDepth is refused whole (*QueueFullError, nothing written),
+// while a resubmission under a key still answers its workflow.
+func TestWorkflowQueueDepthBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *dtq.ClientConfig) { c.MaxQueueDepth = 4 })
+	keyed := dtq.Workflow{IdempotencyKey: "k", Nodes: []dtq.Node{job("x", "a", nil), job("y", "a", nil, "x")}}
+	first, err := b.client.SubmitWorkflow(b.ctx, keyed)
+	require.NoError(t, err)
+	_, err = b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{job("x", "b", nil), job("y", "a", nil, "x")}})
+	require.NoError(t, err, "3 of 4")
+
+	_, err = b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{job("x", "b", nil), job("y", "a", nil), job("z", "a", nil)}})
+	var qf *dtq.QueueFullError
+	require.ErrorAs(t, err, &qf)
+	require.ErrorIs(t, err, dtq.ErrQueueFull)
+	require.Equal(t, "a", qf.Queue)
+	require.Equal(t, int64(3), qf.Depth)
+	require.Equal(t, int64(4), qf.Limit)
+	require.Positive(t, qf.RetryAfter)
+	list, err := b.insp.ListWorkflows(b.ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2, "the refused workflow left nothing")
+	require.Equal(t, "3", b.rc.Get(b.ctx, b.keys.Depth("a")).Val())
+	require.Equal(t, "1", b.rc.Get(b.ctx, b.keys.Depth("b")).Val())
+
+	// Queue a cannot take two more, but the key's own workflow is answered.
+	_, err = b.client.SubmitWorkflow(b.ctx, keyed)
+	var ce *dtq.WorkflowConflictError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, first.WorkflowID, ce.WorkflowID)
+}

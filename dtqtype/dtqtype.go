@@ -115,11 +115,11 @@ type TaskInfo struct {
 	// its submission chose (0: deleted as it finishes); nil means the
 	// workers' setting.
 	RetentionSeconds *int64 `json:"retention_seconds,omitempty"`
-	// KeepPayload says the submission asked to keep payload and metadata
-	// once the task succeeded.
+	// KeepPayload says the submission asked to keep the payload once the
+	// task succeeded (metadata is always kept).
 	KeepPayload bool `json:"keep_payload,omitempty"`
-	// PayloadDropped says the task succeeded and its payload and metadata
-	// were not kept (both are null).
+	// PayloadDropped says the task succeeded and its payload was not kept
+	// (it is null; the metadata is kept).
 	PayloadDropped bool `json:"payload_dropped,omitempty"`
 	// WorkflowID and Ref name the workflow node the task is; empty for a
 	// task submitted on its own.

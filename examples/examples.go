@@ -93,7 +93,7 @@ func Echo(_ context.Context, t *dtq.Task) (any, error) {
 
 // SleepPayload is the payload of "sleep".
 type SleepPayload struct {
-	Seconds *float64 `json:"seconds"` // 0..3600, fractions allowed
+	Seconds *float64 `json:"seconds"` // 0..3600, fractions allowed, within the task's timeout
 }
 
 // SleepResult is the result of "sleep".
@@ -101,10 +101,13 @@ type SleepResult struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// Sleep handles "sleep": payload {seconds}; result {seconds}. It returns
-// early with the context's error (wrapping its cause, e.g. the task's
-// timeout or a cancel request) when the context ends first.
-func Sleep(ctx context.Context, _ *dtq.Task, p SleepPayload) (any, error) {
+// Sleep handles "sleep": payload {seconds}; result {seconds}. A sleep that
+// cannot end before the attempt's timeout (30 s unless the submission sets
+// timeout_ms) fails at once, permanently, saying which timeout to set,
+// instead of timing out and being retried. It returns early with the
+// context's error (wrapping its cause, e.g. a cancel request) when the
+// context ends first.
+func Sleep(ctx context.Context, t *dtq.Task, p SleepPayload) (any, error) {
 	if p.Seconds == nil {
 		return nil, invalidPayload("seconds is required")
 	}
@@ -112,7 +115,12 @@ func Sleep(ctx context.Context, _ *dtq.Task, p SleepPayload) (any, error) {
 	if math.IsNaN(s) || s < 0 || s > maxSleep.Seconds() {
 		return nil, invalidPayload("seconds must be between 0 and %v", maxSleep.Seconds())
 	}
-	timer := time.NewTimer(time.Duration(s * float64(time.Second)))
+	d := time.Duration(s * float64(time.Second))
+	if !t.Deadline.IsZero() && time.Now().Add(d).After(t.Deadline) {
+		return nil, invalidPayload("a sleep of %v cannot end within this attempt's timeout (it ends at %s); submit with timeout_ms of at least %d",
+			s, t.Deadline.UTC().Format(time.RFC3339), (d + time.Second).Milliseconds())
+	}
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():

@@ -153,18 +153,21 @@ func TestExamplesFail(t *testing.T) {
 	}
 }
 
-func TestSleepCancelledByTimeout(t *testing.T) {
+// TestSleepLongerThanItsTimeout: a sleep that cannot end within the
+// attempt's timeout (the default 30 s here) fails at once, permanently,
+// naming the timeout_ms to set; with that timeout it runs.
+func TestSleepLongerThanItsTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.submit(t, dtq.Submission{Type: "sleep", Payload: map[string]any{"seconds": 30}, Timeout: 50 * time.Millisecond, MaxAttempts: 2})
+	id := b.submit(t, dtq.Submission{Type: "sleep", Payload: map[string]any{"seconds": 120}, MaxAttempts: 2})
 	ti := b.wait(t, id, dtqtype.StatusDeadLettered)
-	require.Equal(t, "Timeout", ti.Execution.ErrorClass)
-	require.Contains(t, ti.Execution.ErrorMessage, "sleep interrupted")
-	require.True(t, *ti.Execution.Retryable)
-	require.Equal(t, 2, ti.Attempt)
-	require.Len(t, ti.Attempts, 2)
-	require.Equal(t, "retry", ti.Attempts[0].Outcome)
-	require.Equal(t, "Timeout", ti.Attempts[0].ErrorClass)
+	require.Equal(t, "InvalidPayload", ti.Execution.ErrorClass)
+	require.Contains(t, ti.Execution.ErrorMessage, "submit with timeout_ms of at least 121000")
+	require.False(t, *ti.Execution.Retryable)
+	require.Equal(t, 1, ti.Attempt)
+
+	id = b.submit(t, dtq.Submission{Type: "sleep", Payload: map[string]any{"seconds": 0.2}, Timeout: 121 * time.Second})
+	b.wait(t, id, dtqtype.StatusSucceeded)
 }
 
 func TestSleepReturnsContextErrorWithCause(t *testing.T) {
@@ -173,14 +176,17 @@ func TestSleepReturnsContextErrorWithCause(t *testing.T) {
 	errStop := errors.New("operator asked to stop")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errStop)
-	_, err := dtqtest.Run(ctx, h, dtqtest.NewTask("sleep", map[string]any{"seconds": 60}))
+	_, err := dtqtest.Run(ctx, h, dtqtest.NewTask("sleep", map[string]any{"seconds": 20}))
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, errStop)
 	require.False(t, dtqtest.IsPermanent(err))
 
-	// Without a cause it is just the context's error.
-	_, err = dtqtest.Run(context.Background(), h, dtqtest.NewTask("sleep", map[string]any{"seconds": 60},
-		dtqtest.Deadline(time.Now().Add(20*time.Millisecond))))
+	// Without a cause it is just the context's error: here a deadline the
+	// caller's context has, not the task's.
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer stop()
+	_, err = dtqtest.Run(ctx, h, dtqtest.NewTask("sleep", map[string]any{"seconds": 60},
+		dtqtest.Deadline(time.Now().Add(time.Hour))))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, "sleep interrupted: context deadline exceeded", err.Error())
 }

@@ -67,7 +67,7 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		t.Attempts = append(t.Attempts, dtqtype.AttemptRecord{Attempt: t.Attempt, WorkerID: e.WorkerID,
 			StartedAt: e.StartedAt, FinishedAt: e.FinishedAt, DurationMS: *e.DurationMS, Outcome: "succeeded"})
 		if h["keep"] != "1" {
-			t.Payload, t.Metadata, t.PayloadDropped = nil, nil, true
+			t.Payload, t.PayloadDropped = nil, true
 		}
 	}
 	if v, ok := h["ret"]; ok {

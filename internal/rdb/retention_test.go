@@ -57,7 +57,8 @@ func TestSucceededRecordIsCompact(t *testing.T) {
 	}, []byte(`{"ok":true}`))
 
 	h := b.c.HGetAll(b.ctx, b.keys.Task("q", ct.ID)).Val()
-	require.ElementsMatch(t, []string{"status", "type", "done", "idem_key", "fingerprint", "has_result"}, keysOf(h), "a keyed task keeps its fingerprint: a replay with other work is a mismatch")
+	require.ElementsMatch(t, []string{"status", "type", "done", "idem_key", "fingerprint", "has_result", "metadata"}, keysOf(h),
+		"a keyed task keeps its fingerprint (a replay with other work is a mismatch), every task its metadata")
 	for f, v := range h {
 		require.LessOrEqual(t, len(v), 64, "field %s stays within Redis's default hash-max-listpack-value", f)
 	}
@@ -78,13 +79,13 @@ func TestSucceededRecordIsCompact(t *testing.T) {
 	require.JSONEq(t, `{"ok":true}`, string(ti.Result))
 	require.True(t, ti.PayloadDropped)
 	require.Nil(t, ti.Payload)
-	require.Nil(t, ti.Metadata)
+	require.JSONEq(t, `{"trace":"abc"}`, string(ti.Metadata), "metadata ties a task to its schedule, trace and tags")
 	require.Len(t, ti.Attempts, 1)
 	require.Equal(t, "succeeded", ti.Attempts[0].Outcome)
 	require.Equal(t, "w1", ti.Attempts[0].WorkerID)
 	require.EqualValues(t, 25, ti.Attempts[0].DurationMS)
 
-	// keep_payload keeps payload and metadata.
+	// keep_payload keeps the payload too.
 	kept := b.succeedOne(t, "q", testSettings, func(nt *NewTask) {
 		nt.Payload, nt.Metadata, nt.KeepPayload = bigPayload, []byte(`{"trace":"abc"}`), true
 	}, nil)

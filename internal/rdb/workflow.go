@@ -73,6 +73,17 @@ type NewWorkflow struct {
 	OnFailure      *WorkflowNode
 	Retention      int64 // the longest retention a node asked for (s), 0 = none
 	Nodes          []WorkflowNode
+	// Full names a queue too full for the workflow's nodes (the zero value:
+	// none): WorkflowCreate then answers WorkflowQueueFull unless the key
+	// names another workflow.
+	Full FullQueue
+}
+
+// FullQueue is a queue the submitter found too full (QueueDepths) for the
+// nodes it is about to write there, and that queue's depth.
+type FullQueue struct {
+	Name  string
+	Depth int64
 }
 
 // Workflow outcomes of WorkflowCreate.
@@ -81,6 +92,7 @@ const (
 	WorkflowInProgress = "in_progress"
 	WorkflowMismatch   = "mismatch"
 	WorkflowDuplicate  = "duplicate"
+	WorkflowQueueFull  = "queue_full"
 )
 
 // CreateResult is WorkflowCreate's answer: Outcome, and the id of the
@@ -90,6 +102,8 @@ type CreateResult struct {
 	Outcome string
 	ID      string
 	Status  dtqtype.WorkflowStatus
+	Queue   string // WorkflowQueueFull: the full queue
+	Depth   int64  // and its depth
 }
 
 // NewWorkflowID returns a workflow id for now: 12 hex digits of the time in
@@ -160,9 +174,9 @@ func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow)
 			dependants[d] = append(dependants[d], n.Ref)
 		}
 	}
-	args := make([]any, 0, 9+8*len(w.Nodes))
+	args := make([]any, 0, 11+8*len(w.Nodes))
 	args = append(args, now.UnixMilli(), w.ID, w.Name, w.Fingerprint, w.IdemTTL, of, ret, w.IdempotencyKey,
-		k.WorkflowPrefix(WorkflowTag(w.ID)))
+		k.WorkflowPrefix(WorkflowTag(w.ID)), w.Full.Name, w.Full.Depth)
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		def, err := json.Marshal(n)
@@ -177,6 +191,9 @@ func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow)
 		return CreateResult{}, err
 	}
 	switch {
+	case len(v) == 3 && v[0] == WorkflowQueueFull:
+		depth, _ := strconv.ParseInt(v[2], 10, 64)
+		return CreateResult{Outcome: v[0], Queue: v[1], Depth: depth}, nil
 	case len(v) == 2 && v[0] == WorkflowCreated:
 		return CreateResult{Outcome: v[0], ID: w.ID, Status: dtqtype.WorkflowStatus(v[1])}, nil
 	case len(v) == 2:
@@ -185,6 +202,28 @@ func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow)
 		return CreateResult{Outcome: v[0], ID: v[1], Status: dtqtype.WorkflowStatus(v[2])}, nil
 	}
 	return CreateResult{}, fmt.Errorf("rdb: wf_create answered %v", v)
+}
+
+// QueueDepths reads the live-task count of each queue (one read per
+// queue, pipelined; a queue never written counts 0).
+func (r *RDB) QueueDepths(ctx context.Context, queues []string) (map[string]int64, error) {
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(queues))
+	for i, q := range queues {
+		cmds[i] = pipe.Get(ctx, r.keys.Depth(q))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make(map[string]int64, len(queues))
+	for i, q := range queues {
+		n, err := cmds[i].Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		out[q] = n
+	}
+	return out, nil
 }
 
 // WorkflowWriteNodes writes nodes of workflow id that live in queue as
@@ -380,6 +419,8 @@ type AddResult struct {
 	Ref, Dep string // mismatch, unknown_dep
 	Status   string // not_running
 	Total    int    // too_many
+	Queue    string // queue_full: the full queue
+	Depth    int64  // and its depth
 	Nodes    []AddedNode
 }
 
@@ -390,10 +431,10 @@ type AddedNode struct {
 }
 
 // WorkflowAdd adds nodes to running workflow id (wf_add.lua).
-func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNodes int, nodes []WorkflowNode) (AddResult, error) {
+func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNodes int, full FullQueue, nodes []WorkflowNode) (AddResult, error) {
 	k := r.keys
-	args := make([]any, 0, 2+7*len(nodes))
-	args = append(args, now.UnixMilli(), maxNodes)
+	args := make([]any, 0, 4+7*len(nodes))
+	args = append(args, now.UnixMilli(), maxNodes, full.Name, full.Depth)
 	for i := range nodes {
 		n := &nodes[i]
 		def, err := json.Marshal(n)
@@ -428,6 +469,8 @@ func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNode
 		res.Ref, res.Dep = v[1], v[2]
 	case AddTooMany:
 		res.Total = int(atoi64(v[1]))
+	case WorkflowQueueFull:
+		res.Queue, res.Depth = v[1], atoi64(v[2])
 	}
 	return res, nil
 }

@@ -202,23 +202,25 @@ func TestWorkflowScriptsSentTwice(t *testing.T) {
 
 	// b, running, adds d (after b) and e (after a, already succeeded).
 	d, e := b.wfNode(t, "qb", "d", false, "b"), b.wfNode(t, "qa", "e", false, "a")
-	add := twice(t, b, "wf_add", func() (AddResult, error) { return r.WorkflowAdd(ctx, id, b.now, 100, []WorkflowNode{d, e}) })
+	add := twice(t, b, "wf_add", func() (AddResult, error) {
+		return r.WorkflowAdd(ctx, id, b.now, 100, FullQueue{}, []WorkflowNode{d, e})
+	})
 	require.Equal(t, "ok", add.Outcome)
 	require.Len(t, add.Nodes, 2)
 	require.NotNil(t, add.Nodes[0].Def)
 	d2 := d
 	d2.Digest = "changed"
-	mis, err := r.WorkflowAdd(ctx, id, b.now, 100, []WorkflowNode{d2})
+	mis, err := r.WorkflowAdd(ctx, id, b.now, 100, FullQueue{}, []WorkflowNode{d2})
 	require.NoError(t, err)
 	require.Equal(t, AddResult{Outcome: AddMismatch, Ref: "d"}, mis)
 	unk := b.wfNode(t, "qa", "f", false, "nope")
-	mis, err = r.WorkflowAdd(ctx, id, b.now, 100, []WorkflowNode{unk})
+	mis, err = r.WorkflowAdd(ctx, id, b.now, 100, FullQueue{}, []WorkflowNode{unk})
 	require.NoError(t, err)
 	require.Equal(t, AddResult{Outcome: AddUnknownDep, Ref: "f", Dep: "nope"}, mis)
-	mis, err = r.WorkflowAdd(ctx, id, b.now, 5, []WorkflowNode{unk, b.wfNode(t, "qa", "g", false)})
+	mis, err = r.WorkflowAdd(ctx, id, b.now, 5, FullQueue{}, []WorkflowNode{unk, b.wfNode(t, "qa", "g", false)})
 	require.NoError(t, err)
 	require.Equal(t, AddResult{Outcome: AddUnknownDep, Ref: "f", Dep: "nope"}, mis)
-	mis, err = r.WorkflowAdd(ctx, id, b.now, 5, []WorkflowNode{b.wfNode(t, "qa", "g", false), b.wfNode(t, "qa", "h", false)})
+	mis, err = r.WorkflowAdd(ctx, id, b.now, 5, FullQueue{}, []WorkflowNode{b.wfNode(t, "qa", "g", false), b.wfNode(t, "qa", "h", false)})
 	require.NoError(t, err)
 	require.Equal(t, AddResult{Outcome: AddTooMany, Total: 7}, mis)
 	require.NoError(t, r.WorkflowWriteNodes(ctx, id, "qb", b.now, 1000, []WorkflowNode{d}))
@@ -226,9 +228,19 @@ func TestWorkflowScriptsSentTwice(t *testing.T) {
 	act, err := r.WorkflowStart(ctx, id, b.now, time.Hour, []string{"d", "e"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"run:e"}, refsOf(act.Releases))
-	again, err := r.WorkflowAdd(ctx, id, b.now, 100, []WorkflowNode{d, e})
+	again, err := r.WorkflowAdd(ctx, id, b.now, 100, FullQueue{}, []WorkflowNode{d, e})
 	require.NoError(t, err)
 	require.Nil(t, again.Nodes[0].Def, "an activated node is no longer being written")
+	// A full queue refuses a new node there, not nodes added before nor new
+	// nodes elsewhere.
+	full := FullQueue{Name: "qa", Depth: 9}
+	same, err := r.WorkflowAdd(ctx, id, b.now, 100, full, []WorkflowNode{d, e})
+	require.NoError(t, err)
+	require.Equal(t, "ok", same.Outcome)
+	refused, err := r.WorkflowAdd(ctx, id, b.now, 100, full, []WorkflowNode{b.wfNode(t, "qb", "k", false), b.wfNode(t, "qa", "g", false)})
+	require.NoError(t, err)
+	require.Equal(t, AddResult{Outcome: WorkflowQueueFull, Queue: "qa", Depth: 9}, refused)
+	require.False(t, b.c.HExists(ctx, b.keys.WorkflowNodes(id), "t:k").Val(), "a refused call writes nothing")
 
 	out := twice(t, b, "wf_cancel", func() ([]NodeRef, error) {
 		o, _, nodes, err := r.WorkflowCancel(ctx, id, b.now)
@@ -399,7 +411,7 @@ func exerciseWorkflowScripts(t *testing.T, r *RDB) {
 	require.NoError(t, r.WorkflowNote(ctx, id, NoteStarted, "1"))
 	_, err = r.WorkflowApply(ctx, &OutboxEntry{Workflow: id, Ref: "a", Status: dtqtype.StatusFailed}, b.now, time.Hour)
 	require.NoError(t, err)
-	_, err = r.WorkflowAdd(ctx, id, b.now, 10, []WorkflowNode{b.wfNode(t, "emails", "d", false, "c")})
+	_, err = r.WorkflowAdd(ctx, id, b.now, 10, FullQueue{}, []WorkflowNode{b.wfNode(t, "emails", "d", false, "c")})
 	require.NoError(t, err)
 	_, _, _, err = r.WorkflowCancel(ctx, id, b.now)
 	require.NoError(t, err)

@@ -17,8 +17,9 @@
 -- max_attempts,timeout_ms,created-id,started-created,finished-started
 -- [,worker id]" with times as offsets in ms (id: the time in the task id,
 -- nearly always created_at itself) and the worker id in its own field when
--- done would pass 64 bytes; plus the optional fields the task has. Payload and metadata
--- go unless the task was submitted with keep_payload; this attempt's
+-- done would pass 64 bytes; plus the optional fields the task has (metadata included:
+-- it ties the task to its schedule, its trace and the caller's tags). The payload
+-- goes unless the task was submitted with keep_payload; this attempt's
 -- record is done itself, earlier attempts' records stay. The hash is
 -- deleted and written anew: a hash that grew into a hashtable (a payload
 -- over hash-max-listpack-value) never turns back into a listpack.
@@ -61,7 +62,7 @@ local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 local drop = {status = true, type = true, attempt = true, priority = true, max_attempts = true,
   timeout_ms = true, created_at = true, started_at = true, finished_at = true, worker_id = true,
   stream_id = true, claim = true, error_class = true, error_message = true,
-  retryable = true, retry_delay_ms = true, payload = true, metadata = true, held = true, deps = true}
+  retryable = true, retry_delay_ms = true, payload = true, held = true, deps = true}
 for i = 1, n do
   local task_key, result_key = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
   local ab = 12 + 4 * (i - 1)
@@ -99,7 +100,7 @@ for i = 1, n do
     local keep = h.keep == '1'
     for j = 1, #flat, 2 do
       local field = flat[j]
-      if not drop[field] or (keep and (field == 'payload' or field == 'metadata')) then
+      if not drop[field] or (keep and field == 'payload') then
         fields[#fields + 1] = field; fields[#fields + 1] = flat[j + 1]
       end
     end

@@ -9,7 +9,9 @@
 -- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] definitions hash
 --
 -- ARGV[1] now (ms)  ARGV[2] max nodes of a workflow
--- then per node i (base = 3 + 7*(i-1)): ref, task id, queue, deps JSON
+-- ARGV[3] a queue too full for the call's nodes, as the caller read the
+-- depths ("" = none: see wf_create), ARGV[4] its depth
+-- then per node i (base = 5 + 7*(i-1)): ref, task id, queue, deps JSON
 -- ("" = none), "c" for on_dep_failure continue else "", definition digest,
 -- definition JSON
 --
@@ -18,6 +20,8 @@
 --
 -- Returns {"not_found"} | {"not_running", status} | {"mismatch", ref} |
 -- {"unknown_dep", ref, dep} | {"too_many", total} |
+-- {"queue_full", queue, depth} (a new node, not one added before, goes to
+-- the full queue) |
 -- {"ok", per node: ref, task id, definition JSON while the node is still
 -- being written (not yet activated) else ""}.
 --
@@ -27,10 +31,10 @@ local v = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'nodes')
 if not v[1] then return {'not_found'} end
 if v[2] == '1' then return {'not_running', 'cancelled'} end
 if v[1] ~= 'running' then return {'not_running', v[1]} end
-local n = (#ARGV - 2) / 7
+local n = (#ARGV - 4) / 7
 local fresh, order = {}, {}
 for i = 1, n do
-  local b = 3 + 7 * (i - 1)
+  local b = 5 + 7 * (i - 1)
   local ref = ARGV[b]
   local have = redis.call('HGET', KEYS[2], 'h:' .. ref)
   if have then
@@ -50,6 +54,11 @@ for _, ref in ipairs(order) do
 end
 local total = tonumber(v[3]) + #order
 if total > tonumber(ARGV[2]) then return {'too_many', tostring(total)} end
+if ARGV[3] ~= '' then
+  for _, ref in ipairs(order) do
+    if ARGV[fresh[ref] + 2] == ARGV[3] then return {'queue_full', ARGV[3], ARGV[4]} end
+  end
+end
 
 local added = {} -- existing dep -> refs of new dependants
 local blamed = 0
@@ -98,7 +107,7 @@ if #order > 0 then
 end
 local out = {'ok'}
 for i = 1, n do
-  local b = 3 + 7 * (i - 1)
+  local b = 5 + 7 * (i - 1)
   local ref = ARGV[b]
   out[#out + 1] = ref
   out[#out + 1] = redis.call('HGET', KEYS[2], 't:' .. ref)

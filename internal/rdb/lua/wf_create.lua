@@ -12,7 +12,9 @@
 -- ARGV[8] idempotency key ("" = none)
 -- ARGV[9] workflow key prefix (Keys.WorkflowPrefix: an owner's record is
 -- the prefix and its id)
--- then per node i (base = 10 + 8*(i-1)): ref, task id, queue, deps JSON
+-- ARGV[10] a queue too full for this workflow's nodes, as the submitter
+-- read the depths ("" = none), ARGV[11] that queue's depth
+-- then per node i (base = 12 + 8*(i-1)): ref, task id, queue, deps JSON
 -- ("" = none), dependants JSON ("" = none), "c" for on_dep_failure
 -- continue else "", definition digest, definition JSON
 --
@@ -20,8 +22,11 @@
 -- names it, or the record exists) answers {"created", status} again and
 -- writes nothing.
 --
+-- A full queue refuses the workflow after the idempotency check (a keyed
+-- resubmission still gets its workflow) and writes nothing.
+--
 -- Returns {"created", status} | {"in_progress", id} | {"mismatch", id} |
--- {"duplicate", id, status}.
+-- {"duplicate", id, status} | {"queue_full", queue, depth}.
 
 local id = ARGV[2]
 if KEYS[4] then
@@ -38,15 +43,16 @@ if KEYS[4] then
 end
 local st = redis.call('HGET', KEYS[1], 'status')
 if st then return {'created', st} end
+if ARGV[10] ~= '' then return {'queue_full', ARGV[10], ARGV[11]} end
 if KEYS[4] then redis.call('SET', KEYS[4], id, 'EX', ARGV[5]) end
 
-local n = (#ARGV - 9) / 8
+local n = (#ARGV - 11) / 8
 local w = {'status', 'submitting', 'created_at', ARGV[1], 'nodes', n, 'ended', 0, 'c:waiting', n}
 local function opt(f, v) if v ~= '' then w[#w + 1] = f; w[#w + 1] = v end end
 opt('name', ARGV[3]); opt('fp', ARGV[4]); opt('of', ARGV[6]); opt('ret', ARGV[7]); opt('idem', ARGV[8])
 redis.call('HSET', KEYS[1], unpack(w))
 for i = 1, n do
-  local b = 10 + 8 * (i - 1)
+  local b = 12 + 8 * (i - 1)
   local ref = ARGV[b]
   local deps = ARGV[b + 3]
   local f = {'t:' .. ref, ARGV[b + 1], 'q:' .. ref, ARGV[b + 2], 's:' .. ref, 'waiting', 'h:' .. ref, ARGV[b + 6]}

@@ -17,6 +17,9 @@ func (w *workerView) liveness() string {
 	if w.Live {
 		return "live"
 	}
+	if w.Status == "stopped" {
+		return "stopped" // shut down cleanly
+	}
 	return "stale"
 }
 
@@ -38,7 +41,8 @@ func newWorkersListCmd(r *remote) *cobra.Command {
 		Use:   "list",
 		Short: "List the workers seen in the last 24 hours",
 		Long: "List the workers that heartbeated in the last 24 hours, in worker id order.\n" +
-			"A worker is stale when it missed three heartbeats. IN_FLIGHT is running\n" +
+			"A worker is stopped when it shut down cleanly, stale when it missed three\n" +
+			"heartbeats (it may have crashed). IN_FLIGHT is running\n" +
 			"tasks out of its concurrency.",
 	}, listing[workerView]{
 		path: "/api/v1/workers", all: true,

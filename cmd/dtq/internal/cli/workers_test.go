@@ -61,3 +61,21 @@ func TestWorkersAndAudit(t *testing.T) {
 	code, stdout, stderr = b.runWith(t, map[string]string{"DTQ_TOKEN": readerToken}, "audit")
 	requireAPIError(t, code, stdout, stderr, "FORBIDDEN")
 }
+
+func TestWorkerLiveness(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		live   bool
+		status string
+		want   string
+	}{
+		{true, "busy", "live"},
+		{false, "stopped", "stopped"},
+		{false, "busy", "stale"},
+		{false, "draining", "stale"},
+	}
+	for _, c := range cases {
+		w := &workerView{dtqtype.WorkerInfo{Live: c.live, Status: c.status}}
+		require.Equal(t, c.want, w.liveness(), "%+v", c)
+	}
+}

@@ -157,7 +157,7 @@ export function compactJSON(v) {
 
 // --- small UI pieces -------------------------------------------------------
 
-export const STATUSES = ['pending', 'queued', 'running', 'retrying', 'succeeded', 'failed', 'dead_lettered', 'cancelled', 'expired'];
+export const STATUSES = ['waiting', 'pending', 'queued', 'running', 'retrying', 'succeeded', 'failed', 'dead_lettered', 'cancelled', 'expired'];
 export const TERMINAL = new Set(['succeeded', 'failed', 'dead_lettered', 'cancelled', 'expired']);
 
 export function statusLabel(st) { return (st || '').replace('_', ' '); }

@@ -51,7 +51,7 @@ export function mount(root, {app}) {
       tbody))),
     h('div', {class: 'inline-form'}, count, moreBtn),
     h('p', {class: 'muted small'},
-      'Live: tasks not finished yet (queued, delayed, running, retrying). Delivered: handed to a worker and not yet acknowledged. ',
+      'Live: tasks not finished yet (waiting on workflow deps, queued, delayed, running, retrying). Delivered: handed to a worker and not yet acknowledged. ',
       'Scheduled: delayed or waiting for a retry. Kept: finished tasks kept until their retention ends (dead letters count under Dead). ',
       'A paused queue delivers nothing until it is resumed; running tasks finish.'));
 

@@ -7,7 +7,7 @@ import {h, add, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, TE
 import {pageHeader, section, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, markReady} from './common.js';
 
-const CANCELLABLE = new Set(['pending', 'queued', 'running', 'retrying']);
+const CANCELLABLE = new Set(['waiting', 'pending', 'queued', 'running', 'retrying']);
 const RUNNABLE_NOW = new Set(['pending', 'retrying']);
 
 function dl(pairs) {
@@ -19,8 +19,8 @@ function jsonBlock(id, value, emptyText) {
   return h('pre', {class: 'json', id, tabindex: '0'}, prettyJSON(value));
 }
 
-// NOT_KEPT stands in for the payload and metadata of a succeeded task that
-// did not keep them (payload_dropped: both are null in the answer).
+// NOT_KEPT stands in for the payload of a succeeded task that did not keep
+// it (payload_dropped: it is null in the answer; metadata is kept).
 const NOT_KEPT = 'Not kept (succeeded; submit with keep_payload to keep it)';
 
 function droppedBlock(id) {
@@ -128,7 +128,7 @@ export function mount(root, {app, arg: id, setTitle}) {
       h('div', {class: 'grid-3'},
         section('Payload', t.payload_dropped ? droppedBlock('task-payload') : jsonBlock('task-payload', t.payload, 'Empty.')),
         section('Result', result),
-        section('Metadata', t.payload_dropped ? droppedBlock('task-metadata') : jsonBlock('task-metadata', t.metadata, 'None.'))),
+        section('Metadata', jsonBlock('task-metadata', t.metadata, 'None.'))),
       section('Attempts', timeline(t)));
   }
 

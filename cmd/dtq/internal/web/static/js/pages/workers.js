@@ -1,10 +1,17 @@
-// Workers: every worker that sent a heartbeat in the last 24 hours, live or
-// stale, with its slots, counters and the tasks it runs right now.
+// Workers: every worker that sent a heartbeat in the last 24 hours, live,
+// stopped or stale, with its slots, counters and the tasks it runs right now.
 
 import {api, listAll} from '../api.js';
 import {h, add, setText, fmtInt, fmtAgo, shortID} from '../dom.js';
 import {pageHeader} from '../ui.js';
 import {refresher, errorBox, markReady, keepFocus, keyedRows} from './common.js';
+
+// liveness is live, stopped (it shut down cleanly) or stale (it went
+// silent: it may have crashed).
+function liveness(w) {
+  if (w.live) return 'live';
+  return w.status === 'stopped' ? 'stopped' : 'stale';
+}
 
 // At most this many running tasks per worker are looked up for their type.
 const LOOKUP_MAX = 12;
@@ -31,7 +38,7 @@ export function mount(root, {app}) {
         h('th', {class: 'num', scope: 'col'}, 'Failed'), h('th', {class: 'num', scope: 'col'}, 'Retried'),
         h('th', {scope: 'col'}, 'Heartbeat'), h('th', {scope: 'col'}, 'Running now'))),
       tbody))),
-    h('p', {class: 'muted small'}, 'A worker is stale when it missed three heartbeats; it may have crashed, and its leases are reclaimed by its peers.'));
+    h('p', {class: 'muted small'}, 'A worker is stopped when it shut down cleanly (its tasks were drained or handed back), stale when it missed three heartbeats: it may have crashed, and its leases are reclaimed by its peers.'));
 
   const table = keyedRows(tbody, {key: w => w.worker_id, make: makeRow, fill, colspan: 9,
     empty: 'No worker has sent a heartbeat in the last 24 hours.'});
@@ -62,7 +69,7 @@ export function mount(root, {app}) {
   function fill({tr, c}, w) {
     tr.dataset.live = String(w.live);
     tr.dataset.kind = w.kind || 'go';
-    tr.classList.toggle('row-stale', !w.live);
+    tr.classList.toggle('row-stale', liveness(w) === 'stale');
     const http = w.kind === 'http';
     // An HTTP worker (any language, over the API) has no host or slots the
     // server knows of: show when it last asked for tasks instead.
@@ -71,8 +78,9 @@ export function mount(root, {app}) {
     const stateKey = `${w.live}|${w.status}`;
     if (c.state.dataset.key !== stateKey) {
       c.state.dataset.key = stateKey;
-      c.state.replaceChildren(h('span', {class: `badge ${w.live ? 'st-active' : 'st-stale'}`}, w.live ? 'live' : 'stale'), ' ',
-        h('span', {class: 'muted small'}, w.status));
+      const state = liveness(w);
+      c.state.replaceChildren(h('span', {class: `badge st-${state === 'live' ? 'active' : state}`, dataset: {state}}, state),
+        ...(state === 'stopped' ? [] : [' ', h('span', {class: 'muted small'}, w.status)]));
     }
     setText(c.queues, w.queues.join(', '));
     const busy = w.in_flight.length;
@@ -95,8 +103,8 @@ export function mount(root, {app}) {
   }
 
   function render() {
-    const live = workers.filter(w => w.live).length;
-    setText(summary, workers.length ? `${fmtInt(live)} live, ${fmtInt(workers.length - live)} stale (heartbeat in the last 24 hours)` +
+    const count = state => workers.filter(w => liveness(w) === state).length;
+    setText(summary, workers.length ? `${fmtInt(count('live'))} live, ${fmtInt(count('stopped'))} stopped, ${fmtInt(count('stale'))} stale (heartbeat in the last 24 hours)` +
       (more ? `; the first ${fmtInt(workers.length)} records by worker id are shown` : '') : '');
     table.render(workers);
   }
