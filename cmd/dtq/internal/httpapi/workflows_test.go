@@ -440,3 +440,25 @@ func TestWorkflowWaitBounds(t *testing.T) {
 	// A read without wait is not a long-poll.
 	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/api/v1/workflows/"+sub.WorkflowID, "").status)
 }
+
+// TestWorkflowQueueFull: a workflow whose nodes would take a queue past
+// DTQ_MAX_QUEUE_DEPTH is refused whole, 429 QUEUE_FULL with Retry-After,
+// and so is a fan-out.
+func TestWorkflowQueueFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{client: func(c *dtq.ClientConfig) { c.MaxQueueDepth = 2 }})
+	res := b.do(t, http.MethodPost, "/api/v1/workflows", `{"nodes":[{"ref":"a","queue":"full","task_type":"t"},{"ref":"b","queue":"full","task_type":"t"},{"ref":"c","queue":"full","task_type":"t"}]}`)
+	e := res.requireError(t, http.StatusTooManyRequests, codeQueueFull, "")
+	require.Equal(t, "full", e.Details["queue"])
+	require.NotEmpty(t, res.header.Get("Retry-After"))
+	list, err := b.insp.ListWorkflows(b.ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "refused whole")
+
+	res = b.do(t, http.MethodPost, "/api/v1/workflows", `{"nodes":[{"ref":"root","queue":"full","task_type":"t"}]}`)
+	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	root := b.claimOne(t, "full")
+	b.do(t, http.MethodPost, "/api/v1/tasks/"+root.TaskID+"/nodes", `{"lease_token":"`+root.LeaseToken+`","nodes":[
+		{"ref":"x","queue":"full","task_type":"t","deps":["root"]},{"ref":"y","queue":"full","task_type":"t","deps":["root"]}]}`).
+		requireError(t, http.StatusTooManyRequests, codeQueueFull, "")
+}
