@@ -9,9 +9,9 @@ REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X github.com/dtq-io/dtq/internal/buildinfo.version=$(VERSION) \
 	-X github.com/dtq-io/dtq/internal/buildinfo.revision=$(REVISION)
 # Every Go module in the tree (docs/architecture.md, "Modules"): the library
-# at the root, the dtq command, the optional dtqprom and dtqotel, the metrics
+# at the root, the dtq command, the optional dtqprom, dtqotel and dtqoutbox, the metrics
 # both of those share, and bench's tools.
-MODULES := . cmd/dtq dtqprom dtqotel internal/metrics bench
+MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox internal/metrics bench
 # bench's tools are vetted but not held to golangci-lint.
 LINT_MODULES := $(filter-out bench,$(MODULES))
 # in_modules runs $(1) in each module of $(2) (default: MODULES), the rest
@@ -33,9 +33,10 @@ test: ## Run every test with the race detector, module by module (needs redis-se
 race: ## Run every test with the race detector, three times over
 	@$(call in_modules,$(GO) test -race -count=3 ./...)
 
-bench: ## Go benchmarks, the dtq/asynq comparison (bench/, medians of 3 runs), HTTP with wrk and script instruction counts when wrk and valgrind are installed (several minutes)
+bench: ## Go benchmarks, the dtq/asynq comparison (bench/, medians of 3 runs), workflow release latency (5 joins of 10,000 deps, 100 chains; single Redis and Cluster), HTTP with wrk and script instruction counts when wrk and valgrind are installed (several minutes)
 	@$(call in_modules,$(GO) test -run=^$$ -bench=. -benchmem ./...)
 	cd bench && $(GO) run . -compare 3 -n 50000
+	cd bench && $(GO) run . -workflow-join 10000 -rounds 5 -chains 100 && $(GO) run . -workflow-join 10000 -rounds 5 -chains 100 -cluster
 	@if command -v wrk >/dev/null; then bench/wrk.sh 3 && bench/wrk.sh 3 keyed; else echo "bench: wrk not installed (apt-get install -y wrk): HTTP skipped"; fi
 	@if command -v valgrind >/dev/null; then bench/scriptcost.sh; else echo "bench: valgrind not installed (apt-get install -y valgrind): instruction counts skipped"; fi
 

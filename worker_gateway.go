@@ -230,6 +230,12 @@ type LeasedTask struct {
 	// deployment's lease secret, it cannot be forged or altered.
 	LeaseToken     string       `json:"lease_token"`
 	LeaseExpiresAt dtqtype.Time `json:"lease_expires_at"`
+	// WorkflowID and Ref name the workflow node the task is (absent for a
+	// plain task); Deps are its deps' outcomes by ref, {status, result,
+	// error_class} each ({} for a node without deps).
+	WorkflowID string          `json:"workflow_id,omitempty"`
+	Ref        string          `json:"ref,omitempty"`
+	Deps       json.RawMessage `json:"deps,omitempty"`
 }
 
 // leaseToken is what a lease token carries: the attempt it fences and the
@@ -524,8 +530,26 @@ func newLeasedTask(ct *rdb.ClaimedTask, worker, claim string, secret []byte, unt
 		k := ct.IdempotencyKey
 		t.IdempotencyKey = &k
 	}
+	if ct.Workflow != "" {
+		t.WorkflowID, t.Ref, t.Deps = ct.Workflow, ct.Ref, json.RawMessage("{}")
+		if len(ct.Deps) > 0 {
+			t.Deps = json.RawMessage(ct.Deps)
+		}
+	}
 	t.LeaseToken = (&leaseToken{ID: ct.ID, Queue: ct.Queue, Attempt: ct.Attempt, Worker: worker, Claim: claim}).encode(secret)
 	return t
+}
+
+// NodeLease verifies the lease token of task id and returns the lease it
+// names, for Client.AddNodes on behalf of an HTTP worker: a token that is
+// not this deployment's, or of another task, is ErrLeaseLost (whether the
+// lease is still held, AddNodes checks against Redis).
+func (g *WorkerGateway) NodeLease(ctx context.Context, id, token string) (NodeLease, error) {
+	t, err := g.verifiedToken(ctx, id, token)
+	if err != nil {
+		return NodeLease{}, err
+	}
+	return NodeLease{Queue: t.Queue, TaskID: t.ID, Attempt: t.Attempt, WorkerID: t.Worker, Claim: t.Claim}, nil
 }
 
 // writeWorkerRecord updates an HTTP worker's heartbeat record; key names the

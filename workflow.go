@@ -359,8 +359,8 @@ func printable(s string) bool {
 
 // submit runs the steps of a submission after validation.
 func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Time) (*WorkflowResult, error) {
-	score := now.UnixMilli()
-	if err := e.rdb.WorkflowMark(ctx, nw.ID, score, true); err != nil {
+	mark := rdb.NewAttention(nw.ID, now.UnixMilli())
+	if err := e.rdb.WorkflowMark(ctx, mark, true); err != nil {
 		return nil, fmt.Errorf("dtq: submit workflow: %w", err)
 	}
 	cr, err := e.rdb.WorkflowCreate(ctx, now, nw)
@@ -373,16 +373,16 @@ func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Ti
 	}
 	switch cr.Outcome {
 	case rdb.WorkflowQueueFull:
-		_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
+		_ = e.rdb.WorkflowUnmark(ctx, mark)
 		return nil, e.client.queueFull(ctx, cr.Queue, cr.Depth, now)
 	case rdb.WorkflowInProgress:
-		_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
+		_ = e.rdb.WorkflowUnmark(ctx, mark)
 		return nil, &WorkflowConflictError{Key: nw.IdempotencyKey, WorkflowID: cr.ID, err: ErrIdempotencyInProgress}
 	case rdb.WorkflowMismatch:
-		_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
+		_ = e.rdb.WorkflowUnmark(ctx, mark)
 		return nil, &WorkflowConflictError{Key: nw.IdempotencyKey, WorkflowID: cr.ID, err: ErrIdempotencyKeyMismatch}
 	case rdb.WorkflowDuplicate:
-		_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
+		_ = e.rdb.WorkflowUnmark(ctx, mark)
 		info, err := getWorkflow(ctx, e.rdb, cr.ID)
 		if err != nil {
 			return nil, err
@@ -414,7 +414,7 @@ func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Ti
 			}
 		}
 	}
-	_ = e.rdb.WorkflowUnmark(ctx, nw.ID, score)
+	_ = e.rdb.WorkflowUnmark(ctx, mark)
 	return res, nil
 }
 

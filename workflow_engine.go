@@ -245,59 +245,88 @@ func failedRefs(rec *rdb.WorkflowRecord) []string {
 	return refs
 }
 
-// apply carries one outbox entry to its workflow: mark, apply, releases,
-// effects, unmark. The mark lets the sweep finish what a crash leaves. An
-// end the workflow already knew (a resend, or a node cancelled by the
-// cascade) leaves the effects of an ended workflow to the sweep: the
-// relay that ended it is likely emitting them right now.
-func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) error {
-	now := e.clock()
-	score := now.UnixMilli()
-	if err := e.rdb.WorkflowMark(ctx, en.Workflow, score, false); err != nil {
-		return err
+// apply records one outbox entry on its workflow (wf_apply), carries out
+// the releases it decided and, when the entry ended the workflow, its
+// event and on_failure. keep reports that the workflow's attention mark
+// must stay for the sweep: the workflow ended, but by an entry it already
+// knew (a resend, or a node the cascade cancelled), so this relay may not
+// be the one that emits its effects.
+func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) (keep bool, err error) {
+	res, err := e.rdb.WorkflowApply(ctx, en, e.clock(), e.retention)
+	if err != nil || res.Gone {
+		return false, err
 	}
-	res, err := e.rdb.WorkflowApply(ctx, en, now, e.retention)
-	if err != nil {
-		return err
+	if err := e.carryOut(ctx, en.Workflow, res.Releases); err != nil {
+		return false, err
 	}
-	if !res.Gone {
-		if err := e.carryOut(ctx, en.Workflow, res.Releases); err != nil {
-			return err
-		}
-		if res.Final != "" && res.Known {
-			return nil // the mark stays for the sweep
-		}
-		if res.Final != "" {
-			if err := e.effects(ctx, en.Workflow); err != nil {
-				return err
-			}
-		}
+	switch {
+	case res.Final != "" && res.Known:
+		return true, nil
+	case res.Final != "":
+		return false, e.effects(ctx, en.Workflow)
 	}
-	return e.rdb.WorkflowUnmark(ctx, en.Workflow, score)
+	return false, nil
 }
 
 // relayPass carries out up to relayBatch entries of queue's outbox, in
 // order, if this process holds the queue's relay lock (held). It returns
-// the id of the last entry it saw and whether the batch was full.
+// the id of the last entry it carried out and whether the batch was full.
+//
+// The scripts per pass: one attention mark per workflow of the batch
+// before any of its entries is applied (a crash from there on leaves the
+// workflow to the sweep), one wf_apply per entry (and the releases it
+// decided), one wf_ack for the whole batch, one unmark per workflow. A
+// crash before the ack applies those entries again, which wf_apply answers
+// as known. Per entry that is one script instead of four in a row, so that
+// the relay keeps up with the workers' batched finalizes (a 10,000-leaf
+// join, docs/benchmarks.md).
 func (e *workflows) relayPass(ctx context.Context, queue string) (held bool, last string, full bool, err error) {
 	held, err = e.rdb.RelayLock(ctx, queue, e.token, relayLease)
 	if err != nil || !held {
 		return false, "", false, err
 	}
 	es, err := e.rdb.ReadOutbox(ctx, queue, relayBatch)
-	if err != nil {
+	if err != nil || len(es) == 0 {
 		return true, "", false, err
 	}
+	score := e.clock().UnixMilli()
+	marks := map[string]rdb.Attention{}
+	var order []string // the batch's workflows, in order
 	for i := range es {
-		if err := e.apply(ctx, &es[i]); err != nil {
-			return true, last, false, err
+		id := es[i].Workflow
+		if _, ok := marks[id]; ok {
+			continue
 		}
-		if err := e.rdb.AckOutbox(ctx, queue, []string{es[i].ID}); err != nil {
-			return true, last, false, err
+		m := rdb.NewAttention(id, score)
+		if err := e.rdb.WorkflowMark(ctx, m, false); err != nil {
+			return true, "", false, err
 		}
-		last = es[i].ID
+		marks[id] = m
+		order = append(order, id)
 	}
-	return true, last, len(es) == relayBatch, nil
+	keep := map[string]bool{}
+	ids := make([]string, len(es))
+	for i := range es {
+		k, err := e.apply(ctx, &es[i])
+		if err != nil {
+			return true, "", false, err // the marks stay for the sweep
+		}
+		if k {
+			keep[es[i].Workflow] = true
+		}
+		ids[i] = es[i].ID
+	}
+	if err := e.rdb.AckOutbox(ctx, queue, ids); err != nil {
+		return true, "", false, err
+	}
+	for _, id := range order {
+		if !keep[id] {
+			if err := e.rdb.WorkflowUnmark(ctx, marks[id]); err != nil {
+				return true, ids[len(ids)-1], false, err
+			}
+		}
+	}
+	return true, ids[len(ids)-1], len(es) == relayBatch, nil
 }
 
 // runRelay relays queue's workflow outbox until ctx ends: a pass, then a
@@ -366,7 +395,7 @@ func (e *workflows) sweep(ctx context.Context, age time.Duration) (full bool, er
 			failed++
 			continue
 		}
-		if err := e.rdb.WorkflowUnmark(ctx, a.ID, a.Score); err != nil {
+		if err := e.rdb.WorkflowUnmark(ctx, a); err != nil {
 			return false, err
 		}
 	}
@@ -387,7 +416,7 @@ func (e *workflows) finish(ctx context.Context, a rdb.Attention) error {
 		return e.rdb.DropFromWorkflowIndex(ctx, []string{a.ID})
 	}
 	if v[2] == nil {
-		if err := e.rdb.WorkflowMark(ctx, a.ID, a.Score, true); err != nil {
+		if err := e.rdb.WorkflowMark(ctx, a, true); err != nil {
 			return err
 		}
 		if err := e.rdb.WorkflowNote(ctx, a.ID, rdb.NoteListed, "1"); err != nil {

@@ -24,11 +24,12 @@ type WorkflowMaintenanceConfig struct {
 	Logger *slog.Logger
 }
 
-// queueRefresh is how often RunWorkflowMaintenance looks for new queues.
-const queueRefresh = 10 * time.Second
+// queueRefresh is how often RunWorkflowMaintenance looks for new queues:
+// a node's end on a queue it has no relay for yet waits up to this long.
+const queueRefresh = 2 * time.Second
 
 // RunWorkflowMaintenance runs until ctx ends what a Worker runs for the
-// workflows of its queues, for every registered queue (looked up every 10
+// workflows of its queues, for every registered queue (looked up every 2
 // s): the relay of each queue's workflow outbox and the sweep of the
 // attention index. A process that serves no queue (the API server) runs it
 // so that the ends of nodes on queues only HTTP workers serve reach their

@@ -119,9 +119,19 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	if err != nil {
 		return nil, err
 	}
+	// Marked before wf_add: a call whose wf_add landed unanswered leaves
+	// definitions that only the sweep may write, if the node never adds
+	// them again (it is cancelled, or fails for good).
+	mark := rdb.NewAttention(id, now.UnixMilli())
+	if err := c.rdb.WorkflowMark(ctx, mark, false); err != nil {
+		return nil, err
+	}
 	res, err := c.rdb.WorkflowAdd(ctx, id, now, c.cfg.MaxWorkflowNodes, full, built)
 	if err != nil {
-		return nil, err
+		return nil, err // the mark stays for the sweep
+	}
+	if res.Outcome != rdb.AddOK {
+		_ = c.rdb.WorkflowUnmark(ctx, mark)
 	}
 	switch res.Outcome {
 	case rdb.WorkflowQueueFull:
@@ -147,17 +157,13 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 		}
 	}
 	if len(pending) > 0 {
-		score := now.UnixMilli()
-		if err := c.rdb.WorkflowMark(ctx, id, score, false); err != nil {
-			return nil, err
-		}
 		// What does not land now, the sweep completes from the definitions.
 		if _, err := c.wf.activate(ctx, id, pending, now); err != nil {
 			c.wf.log.Warn("workflow fan-out left to maintenance", "workflow_id", id, "err", err)
 			return out, nil // the nodes exist: the sweep writes and releases them
 		}
-		_ = c.rdb.WorkflowUnmark(ctx, id, score)
 	}
+	_ = c.rdb.WorkflowUnmark(ctx, mark)
 	// The nodes' statuses now.
 	refs := make([]rdb.NodeRef, len(out))
 	for i, n := range out {
@@ -296,18 +302,18 @@ func (a *Admin) CancelWorkflow(ctx context.Context, id string) (info *dtqtype.Wo
 		return nil, false, ErrWorkflowNotFound
 	}
 	e := a.client.wf
-	score := a.clock().UnixMilli()
-	if err := a.rdb.WorkflowMark(ctx, id, score, false); err != nil {
+	mark := rdb.NewAttention(id, a.clock().UnixMilli())
+	if err := a.rdb.WorkflowMark(ctx, mark, false); err != nil {
 		return nil, false, err
 	}
 	ended, err = e.cancel(ctx, id)
 	if err != nil {
 		if errors.Is(err, ErrWorkflowNotFound) {
-			_ = a.rdb.WorkflowUnmark(ctx, id, score)
+			_ = a.rdb.WorkflowUnmark(ctx, mark)
 		}
 		return nil, false, err
 	}
-	_ = a.rdb.WorkflowUnmark(ctx, id, score)
+	_ = a.rdb.WorkflowUnmark(ctx, mark)
 	info, err = getWorkflow(ctx, a.rdb, id)
 	return info, ended, err
 }

@@ -3,15 +3,18 @@ package dtq_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workertest"
 	"github.com/dtq-io/dtq/internal/workflow"
@@ -44,7 +47,7 @@ func TestWorkflowSubmitInterruptedIsCompletedBySweep(t *testing.T) {
 			ctx, now := b.ctx, time.Now()
 			nodes := []rdb.WorkflowNode{b.rawNode(t, "x", "a"), b.rawNode(t, "y", "b", "x"), b.rawNode(t, "z", "a", "x")}
 			id := rdb.NewWorkflowID(now, rdb.RandomWorkflowTag())
-			require.NoError(t, r.WorkflowMark(ctx, id, now.UnixMilli(), true))
+			require.NoError(t, r.WorkflowMark(ctx, rdb.NewAttention(id, now.UnixMilli()), true))
 			if i >= 1 {
 				_, err := r.WorkflowCreate(ctx, now, &rdb.NewWorkflow{ID: id, Nodes: nodes})
 				require.NoError(t, err)
@@ -90,6 +93,84 @@ func TestWorkflowSubmitInterruptedIsCompletedBySweep(t *testing.T) {
 				30*time.Second, 20*time.Millisecond, "the sweep leaves no mark behind")
 		})
 	}
+}
+
+// TestWorkflowCutShortMarkOutlivesARelay: a fan-out whose activation was
+// cut short (wf_add landed, the added node was never written) leaves its
+// attention mark for the sweep. A relay marking and unmarking the same
+// workflow meanwhile (a node of it ended) must not take that mark away:
+// the sweep writes and releases the added node and the workflow ends. When
+// every call shared one entry per workflow, the relay's compare-and-remove
+// found its own newer score and removed it, and the workflow stayed
+// running with the added node never written (found by the fault suite).
+func TestWorkflowCutShortMarkOutlivesARelay(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflows(t, nil)
+	r := rdb.New(b.rc, b.prefix)
+	ctx, now := b.ctx, time.Now()
+	id := rdb.NewWorkflowID(now, rdb.RandomWorkflowTag())
+	x := b.rawNode(t, "x", "a")
+	_, err := r.WorkflowCreate(ctx, now, &rdb.NewWorkflow{ID: id, Nodes: []rdb.WorkflowNode{x}})
+	require.NoError(t, err)
+	require.NoError(t, r.WorkflowWriteNodes(ctx, id, "a", now, 100, []rdb.WorkflowNode{x}))
+	st, err := r.WorkflowStart(ctx, id, now, time.Hour, []string{"x"})
+	require.NoError(t, err)
+	require.Len(t, st.Releases, 1)
+	_, err = r.WorkflowRelease(ctx, &st.Releases[0], now, &rdb.ReleaseSettings{EventsMaxLen: 100})
+	require.NoError(t, err)
+	require.NoError(t, r.WorkflowReleased(ctx, id, []string{"x"}))
+
+	// x adds k below itself; the activation never happens.
+	add, err := r.WorkflowAdd(ctx, id, now, 100, rdb.FullQueue{}, []rdb.WorkflowNode{b.rawNode(t, "k", "b", "x")})
+	require.NoError(t, err)
+	require.Equal(t, rdb.AddOK, add.Outcome)
+	require.NoError(t, r.WorkflowMark(ctx, rdb.NewAttention(id, now.UnixMilli()), false))
+	// A relay of the workflow marks it and, its own steps done, unmarks it.
+	relay := rdb.NewAttention(id, now.UnixMilli()+1)
+	require.NoError(t, r.WorkflowMark(ctx, relay, false))
+	require.NoError(t, r.WorkflowUnmark(ctx, relay))
+	require.Equal(t, int64(1), b.rc.ZCard(ctx, b.keys.WorkflowAttention()).Val(), "the fan-out's mark stays")
+
+	workertest.Run(t, b.w)
+	info := b.wait(t, id)
+	require.Equal(t, dtqtype.WorkflowSucceeded, info.Status)
+	require.Equal(t, map[string]dtqtype.Status{"x": dtqtype.StatusSucceeded, "k": dtqtype.StatusSucceeded}, nodeStatus(info))
+}
+
+// TestWorkflowFanOutWhoseReplyWasLost: a node's AddNodes whose wf_add
+// landed but whose reply was lost fails, and the node gives up (fails for
+// good) instead of adding the nodes again. The added nodes, stored but
+// never written, still end (cancelled by their failed dep) and the
+// workflow ends failed: AddNodes marks the workflow for the sweep before
+// wf_add. When it marked only after wf_add answered, nothing ever wrote
+// them and the workflow stayed running (found by the fault suite).
+func TestWorkflowFanOutWhoseReplyWasLost(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflows(t, nil)
+	proxy, err := faultproxy.Start(b.rc.Options().Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rc := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1}) // a lost reply is not sent again
+	t.Cleanup(func() { _ = rc.Close() })
+	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: map[string]int{"a": 1, "b": 1},
+		Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	w.HandleFunc("job", b.job)
+	w.HandleFunc("fan", func(ctx context.Context, task *dtq.Task) (any, error) {
+		if _, err := dtq.AddNodes(ctx, job("k", "b", nil, task.Ref)); err != nil {
+			return nil, dtq.Permanent(err)
+		}
+		return nil, nil
+	})
+	proxy.CutAfter([]byte(rdb.ScriptHash("wf_add")), 1)
+	res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{
+		{Ref: "x", Submission: dtq.Submission{Queue: "a", Type: "fan", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	workertest.Run(t, w)
+	info := b.wait(t, res.WorkflowID)
+	require.EqualValues(t, 1, proxy.Cuts(), "the wf_add reply was lost")
+	require.Equal(t, dtqtype.WorkflowFailed, info.Status)
+	require.Equal(t, map[string]dtqtype.Status{"x": dtqtype.StatusDeadLettered, "k": dtqtype.StatusCancelled}, nodeStatus(info))
 }
 
 // TestWorkflowNodeOfAKilledWorkerIsReclaimed: a node whose worker vanished

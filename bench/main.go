@@ -6,6 +6,8 @@
 //	go run . -scenario enqueue -n 50000 -producers 16
 //	go run . -scenario e2e -n 50000 -concurrency 32
 //	go run . -scenario latency -rate 2000 -duration 10s
+//	go run . -workflow-join 10000 -rounds 20 -chains 100 [-cluster]
+//	go run . -scenario outbox -n 2000 -rate 200
 package main
 
 import (
@@ -47,7 +49,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -64,6 +66,12 @@ func main() {
 	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
 	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
+	wfJoin := flag.Int("workflow-join", 0, "workflow release latency: joins of this many deps (see -rounds, -chains, -cluster)")
+	wfRounds := flag.Int("rounds", 20, "workflow joins to run, one at a time (-workflow-join)")
+	wfChains := flag.Int("chains", 0, "workflow release latency: chains to run, one at a time, for the hop latency (-chain-len)")
+	wfChainLen := flag.Int("chain-len", 6, "nodes per chain (-chains)")
+	wfCluster := flag.Bool("cluster", false, "run the workflow latency scenarios on a 3-master Redis Cluster")
+	wfTrace := flag.Bool("trace", false, "workflow joins: print each round's outbox backlog and the scripts slower than 10 ms")
 	flag.Parse()
 	if *compareRuns > 0 {
 		os.Exit(compare(*compareRuns, *n))
@@ -76,6 +84,12 @@ func main() {
 		}
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *wfJoin > 0 || *wfChains > 0 {
+		code := workflowLatency(context.Background(), wfRun{deps: *wfJoin, rounds: *wfRounds, chains: *wfChains,
+			chainLen: max(2, *wfChainLen), concurrency: *concurrency, cluster: *wfCluster, trace: *wfTrace})
+		pprof.StopCPUProfile()
+		os.Exit(code)
 	}
 
 	srv, err := redistest.Start("--hash-max-listpack-value", strconv.Itoa(*listpackValue))
@@ -132,6 +146,8 @@ func main() {
 			res = queueStats(ctx, rc, *n, payload)
 		case "memory":
 			res = memory(ctx, rc, *n, payload, memoryRun{retention: *retention, idem: *idem})
+		case "outbox":
+			res = outboxBench(ctx, rc, *n, *rate)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)

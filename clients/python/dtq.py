@@ -16,7 +16,8 @@ RetryAfter(seconds, ...) retries after that delay, any other exception is
 retried with the server's backoff while attempts remain. While a handler
 runs, a background thread renews its lease; task.cancelled is set when a
 cancel was requested (the handler should stop and raise), task.lost when
-the lease was lost (its result will be discarded).
+the lease was lost (its result will be discarded). A workflow node's task
+has workflow_id, ref and deps, its deps' outcomes by ref.
 """
 
 import json
@@ -31,9 +32,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-__all__ = ["APIError", "LeaseLost", "Permanent", "RetryAfter", "Task", "Worker", "Producer", "TERMINAL"]
+__all__ = ["APIError", "LeaseLost", "Permanent", "RetryAfter", "Task", "Worker", "Producer", "TERMINAL", "WORKFLOW_TERMINAL"]
 
 TERMINAL = frozenset(["succeeded", "failed", "dead_lettered", "cancelled", "expired"])
+WORKFLOW_TERMINAL = frozenset(["succeeded", "failed", "cancelled"])
 
 # Statuses worth sending a request again for: the server or a proxy could
 # not serve it now.
@@ -157,6 +159,40 @@ class Producer:
                 raise TimeoutError("task %s is still %s" % (task_id, t["status"]))
 
 
+    def submit_workflow(self, nodes, name=None, on_failure=None, idempotency_key=None):
+        """Submits a workflow: nodes are task objects with a ref, and deps and
+        on_dep_failure when needed; on_failure a task object submitted once if
+        the workflow fails.
+
+        Returns {workflow_id, status, nodes: [{ref, task_id, status}]}. Pass an
+        idempotency_key to make resending after a lost reply safe.
+        """
+        body = {"nodes": nodes}
+        if name is not None:
+            body["name"] = name
+        if on_failure is not None:
+            body["on_failure"] = on_failure
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        return self._http.call("POST", "/api/v1/workflows", body, timeout=60, retry=idempotency_key is not None)
+
+    def get_workflow(self, workflow_id):
+        """Returns the workflow: status, counts and every node with its status."""
+        return self._http.call("GET", "/api/v1/workflows/" + urllib.parse.quote(workflow_id, safe=""))
+
+    def wait_workflow(self, workflow_id, timeout=60.0):
+        """Waits until the workflow ended (long-polls); returns it, or raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            path = "/api/v1/workflows/%s?wait=%.3f" % (urllib.parse.quote(workflow_id, safe=""), max(0.0, min(left, 30.0)))
+            w = self._http.call("GET", path, timeout=45)
+            if w["status"] in WORKFLOW_TERMINAL:
+                return w
+            if left <= 0:
+                raise TimeoutError("workflow %s is still %s" % (workflow_id, w["status"]))
+
+
 class Task:
     """A claimed task. Read payload and metadata; watch cancelled and lost."""
 
@@ -171,6 +207,11 @@ class Task:
         self.timeout_ms = raw.get("timeout_ms")
         self.idempotency_key = raw.get("idempotency_key")
         self.lease_token = raw["lease_token"]
+        # A workflow node's workflow, ref and its deps' outcomes by ref:
+        # {ref: {"status", "result", "error_class"}} ({} for a plain task).
+        self.workflow_id = raw.get("workflow_id")
+        self.ref = raw.get("ref")
+        self.deps = raw.get("deps") or {}
         self.cancelled = threading.Event()
         self.lost = threading.Event()
         if raw.get("cancel_requested"):

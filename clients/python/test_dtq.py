@@ -169,6 +169,36 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(final["status"], "succeeded")
         self.assertEqual(calls, [1, 2])
 
+    def test_two_node_workflow(self):
+        q = fresh_queue("wf")
+        seen = {}
+
+        def fetch(task):
+            return {"bytes": task.payload["size"]}
+
+        def resize(task):
+            seen["deps"] = task.deps
+            seen["ref"] = task.ref
+            seen["workflow_id"] = task.workflow_id
+            return {"half": task.deps["fetch"]["result"]["bytes"] // 2}
+
+        w = self.producer.submit_workflow([
+            {"ref": "fetch", "queue": q, "task_type": "fetch", "payload": {"size": 84}},
+            {"ref": "resize", "queue": q, "task_type": "resize", "deps": ["fetch"]},
+        ], name="py-pair", idempotency_key=fresh_queue("py-pair"))
+        self.assertEqual(w["status"], "running")
+        self.assertEqual([n["status"] for n in w["nodes"]], ["queued", "waiting"])
+        worker = dtq.Worker(URL, WORKER, [q], wait=1).handle("fetch", fetch).handle("resize", resize)
+        with Running(worker):
+            final = self.producer.wait_workflow(w["workflow_id"], timeout=60)
+        self.assertEqual(final["status"], "succeeded")
+        self.assertEqual(final["counts"], {"succeeded": 2})
+        self.assertEqual(seen["ref"], "resize")
+        self.assertEqual(seen["workflow_id"], w["workflow_id"])
+        self.assertEqual(seen["deps"], {"fetch": {"status": "succeeded", "result": {"bytes": 84}}})
+        resized = self.producer.get(final["nodes"][1]["task_id"])
+        self.assertEqual(resized["result"], {"half": 42})
+
     def test_permanent_failure_dead_letters(self):
         q = fresh_queue("perm")
 

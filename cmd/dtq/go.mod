@@ -9,8 +9,10 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/dtq-io/dtq v0.0.0
 	github.com/dtq-io/dtq/dtqotel v0.0.0
+	github.com/dtq-io/dtq/dtqoutbox v0.0.0
 	github.com/dtq-io/dtq/dtqprom v0.0.0
 	github.com/dtq-io/dtq/internal/metrics v0.0.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
@@ -31,6 +33,9 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -42,7 +47,9 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
@@ -52,6 +59,7 @@ require (
 replace (
 	github.com/dtq-io/dtq => ../..
 	github.com/dtq-io/dtq/dtqotel => ../../dtqotel
+	github.com/dtq-io/dtq/dtqoutbox => ../../dtqoutbox
 	github.com/dtq-io/dtq/dtqprom => ../../dtqprom
 	github.com/dtq-io/dtq/internal/metrics => ../../internal/metrics
 )

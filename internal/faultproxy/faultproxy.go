@@ -24,7 +24,7 @@ type Proxy struct {
 	links   map[*link]struct{}
 	down    bool
 	latency time.Duration
-	cut     []byte // requests containing this are cut
+	cut     [][]byte // requests containing every one of these are cut
 	cutLeft int
 	cutSend bool // cut after sending the request (its reply is lost), else before
 	closed  bool
@@ -59,7 +59,8 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Resets counts connections reset by ResetAll, SetDown or refused while down.
 func (p *Proxy) Resets() int64 { return p.resets.Load() }
 
-// Cuts counts connections cut after a matching request.
+// Cuts counts the matching requests whose connection was (or is being)
+// cut, before or after sending them.
 func (p *Proxy) Cuts() int64 { return p.cuts.Load() }
 
 func (p *Proxy) accept() {
@@ -107,7 +108,6 @@ func (p *Proxy) pumpUp(l *link) {
 		if n > 0 {
 			cut, send := p.shouldCut(buf[:n])
 			if cut && !send {
-				p.cuts.Add(1)
 				return // the request never reaches the server
 			}
 			if cut {
@@ -120,7 +120,6 @@ func (p *Proxy) pumpUp(l *link) {
 				// Give the server time to run the request, then cut both
 				// sides: the write lands, its answer is lost.
 				time.Sleep(100 * time.Millisecond)
-				p.cuts.Add(1)
 				return
 			}
 		}
@@ -161,10 +160,16 @@ func (p *Proxy) pumpDown(l *link) {
 func (p *Proxy) shouldCut(chunk []byte) (cut, send bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cutLeft <= 0 || len(p.cut) == 0 || !bytes.Contains(chunk, p.cut) {
+	if p.cutLeft <= 0 || len(p.cut) == 0 {
 		return false, false
 	}
+	for _, pat := range p.cut {
+		if !bytes.Contains(chunk, pat) {
+			return false, false
+		}
+	}
 	p.cutLeft--
+	p.cuts.Add(1) // counted when matched: a reply lost after the call lands may be lost after its effects are seen
 	return true, p.cutSend
 }
 
@@ -228,15 +233,37 @@ func (p *Proxy) SetLatency(d time.Duration) {
 // CutAfter makes the next n requests whose bytes contain pattern reach the
 // server, then cuts their connection before the reply reaches the client:
 // the write lands, its answer is lost. A nil pattern stops cutting.
-func (p *Proxy) CutAfter(pattern []byte, n int) { p.setCut(pattern, n, true) }
+func (p *Proxy) CutAfter(pattern []byte, n int) { p.setCut(one(pattern), n, true) }
 
 // CutBefore resets the connection of the next n requests whose bytes
 // contain pattern instead of sending them: the write never lands.
-func (p *Proxy) CutBefore(pattern []byte, n int) { p.setCut(pattern, n, false) }
+func (p *Proxy) CutBefore(pattern []byte, n int) { p.setCut(one(pattern), n, false) }
 
-func (p *Proxy) setCut(pattern []byte, n int, send bool) {
+// CutAfterAll is CutAfter for the next n requests whose bytes contain every
+// one of patterns (a script's hash and one of its keys, say: that script's
+// call about that key only). No pattern stops cutting.
+func (p *Proxy) CutAfterAll(n int, patterns ...[]byte) { p.setCut(patterns, n, true) }
+
+// CutBeforeAll is CutBefore for the next n requests whose bytes contain
+// every one of patterns.
+func (p *Proxy) CutBeforeAll(n int, patterns ...[]byte) { p.setCut(patterns, n, false) }
+
+func one(pattern []byte) [][]byte {
+	if len(pattern) == 0 {
+		return nil
+	}
+	return [][]byte{pattern}
+}
+
+func (p *Proxy) setCut(patterns [][]byte, n int, send bool) {
+	cut := make([][]byte, 0, len(patterns))
+	for _, pat := range patterns {
+		if len(pat) > 0 {
+			cut = append(cut, bytes.Clone(pat))
+		}
+	}
 	p.mu.Lock()
-	p.cut, p.cutLeft, p.cutSend = bytes.Clone(pattern), n, send
+	p.cut, p.cutLeft, p.cutSend = cut, n, send
 	p.mu.Unlock()
 }
 

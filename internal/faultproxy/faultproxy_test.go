@@ -84,3 +84,19 @@ func TestLatencyDelaysReplies(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(began), 200*time.Millisecond, "a lower bound only: the delay is added")
 	b.proxy.SetLatency(0)
 }
+
+func TestCutAllNeedsEveryPattern(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.proxy.CutBeforeAll(1, []byte("fp:all-"), []byte("target"))
+	require.NoError(t, b.via.Set(b.ctx, "fp:all-other", "x", time.Minute).Err(), "one pattern of two is no match")
+	require.Error(t, b.via.Set(b.ctx, "fp:all-x", "target", time.Minute).Err())
+	require.Zero(t, b.direct.Exists(b.ctx, "fp:all-x").Val())
+	require.EqualValues(t, 1, b.proxy.Cuts())
+
+	b.proxy.CutAfterAll(1, []byte("fp:all-y"), []byte("landed"))
+	require.Error(t, b.via.Set(b.ctx, "fp:all-y", "landed", time.Minute).Err())
+	require.Equal(t, "landed", b.direct.Get(b.ctx, "fp:all-y").Val())
+	b.proxy.CutAfterAll(5)
+	require.NoError(t, b.via.Set(b.ctx, "fp:all-y", "landed", time.Minute).Err(), "no pattern cuts nothing")
+}

@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -402,8 +404,9 @@ func (r *RDB) WorkflowDefinitions(ctx context.Context, id string) ([]WorkflowNod
 	return out, nil
 }
 
-// Fan-out outcomes of WorkflowAdd besides "ok".
+// Fan-out outcomes of WorkflowAdd.
 const (
+	AddOK         = "ok"
 	AddNotFound   = "not_found"
 	AddNotRunning = "not_running"
 	AddMismatch   = "mismatch"
@@ -449,7 +452,7 @@ func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNode
 	}
 	res := AddResult{Outcome: v[0]}
 	switch res.Outcome {
-	case "ok":
+	case AddOK:
 		for i := 1; i+2 < len(v); i += 3 {
 			an := AddedNode{Ref: v[i], TaskID: v[i+1]}
 			if v[i+2] != "" {
@@ -515,27 +518,48 @@ func (r *RDB) WorkflowNote(ctx context.Context, id, field, value string) error {
 	return r.run(ctx, scriptWfNote, []string{r.keys.Workflow(id)}, field, value).Err()
 }
 
-// WorkflowMark puts workflow id in the attention index with score (ms) and,
-// when list, in the listing index (score 0: ids sort by creation time, so
-// the index is read by id, ZRANGEBYLEX).
-func (r *RDB) WorkflowMark(ctx context.Context, id string, score int64, list bool) error {
+// WorkflowMark puts a's entry in the attention index with its score (ms)
+// and, when list, its workflow in the listing index (score 0: ids sort by
+// creation time, so the index is read by id, ZRANGEBYLEX).
+func (r *RDB) WorkflowMark(ctx context.Context, a Attention, list bool) error {
 	k := r.keys
 	if list {
-		return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention(), k.WorkflowIndex()}, id, score, 0).Err()
+		return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention(), k.WorkflowIndex()}, a.member(), a.Score, a.ID).Err()
 	}
-	return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention()}, id, score).Err()
+	return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention()}, a.member(), a.Score).Err()
 }
 
-// WorkflowUnmark removes workflow id's attention entry if its score is
-// still score.
-func (r *RDB) WorkflowUnmark(ctx context.Context, id string, score int64) error {
-	return r.run(ctx, scriptWfUnmark, []string{r.keys.WorkflowAttention()}, id, score).Err()
+// WorkflowUnmark removes a's entry from the attention index if its score is
+// still a.Score.
+func (r *RDB) WorkflowUnmark(ctx context.Context, a Attention) error {
+	return r.run(ctx, scriptWfUnmark, []string{r.keys.WorkflowAttention()}, a.member(), a.Score).Err()
 }
 
-// Attention is one entry of the attention index.
+// Attention is one entry of the attention index: a workflow, and the mark
+// one call left there. Every marking call has an entry of its own (Token):
+// a caller that removes its entry once its own steps are done never
+// removes another's, whose steps may have been cut short and wait for the
+// sweep.
 type Attention struct {
 	ID    string
+	Token string // "" for an entry named by the workflow id alone
 	Score int64
+}
+
+// NewAttention is a new entry, of its caller's own, for workflow id marked
+// at score (ms).
+func NewAttention(id string, score int64) Attention {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return Attention{ID: id, Token: hex.EncodeToString(b[:]), Score: score}
+}
+
+// member is a's member of the attention index: "<workflow id>|<token>".
+func (a Attention) member() string {
+	if a.Token == "" {
+		return a.ID
+	}
+	return a.ID + "|" + a.Token
 }
 
 // WorkflowsNeedingAttention returns up to n attention entries marked before
@@ -548,7 +572,8 @@ func (r *RDB) WorkflowsNeedingAttention(ctx context.Context, before time.Time, n
 	}
 	out := make([]Attention, len(zs))
 	for i, z := range zs {
-		out[i] = Attention{ID: z.Member.(string), Score: int64(z.Score)}
+		id, token, _ := strings.Cut(z.Member.(string), "|")
+		out[i] = Attention{ID: id, Token: token, Score: int64(z.Score)}
 	}
 	return out, nil
 }

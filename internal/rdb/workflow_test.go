@@ -253,8 +253,9 @@ func TestWorkflowScriptsSentTwice(t *testing.T) {
 	}
 	require.Equal(t, []string{"b", "c", "d", "e"}, left)
 
-	twice(t, b, "wf_mark", func() (int, error) { return 0, r.WorkflowMark(ctx, id, 5, true) })
-	twice(t, b, "wf_unmark", func() (int, error) { return 0, r.WorkflowUnmark(ctx, id, 5) })
+	mark := NewAttention(id, 5)
+	twice(t, b, "wf_mark", func() (int, error) { return 0, r.WorkflowMark(ctx, mark, true) })
+	twice(t, b, "wf_unmark", func() (int, error) { return 0, r.WorkflowUnmark(ctx, mark) })
 	twice(t, b, "wf_unlist", func() (int, error) { return 0, r.DropFromWorkflowIndex(ctx, []string{id}) })
 	ok := twice(t, b, "wf_lock", func() (bool, error) { return r.RelayLock(ctx, "qa", "me", time.Minute) })
 	require.True(t, ok)
@@ -394,7 +395,8 @@ func exerciseWorkflowScripts(t *testing.T, r *RDB) {
 	a, c := b.wfNode(t, "emails", "a", false), b.wfNode(t, "emails", "c", true, "a")
 	id := NewWorkflowID(b.now, WorkflowKeyTag("k"))
 	w := &NewWorkflow{ID: id, Nodes: []WorkflowNode{a, c}, IdempotencyKey: "k", IdemTTL: 60}
-	require.NoError(t, r.WorkflowMark(ctx, id, b.now.UnixMilli(), true))
+	mark := NewAttention(id, b.now.UnixMilli())
+	require.NoError(t, r.WorkflowMark(ctx, mark, true))
 	_, err := r.WorkflowCreate(ctx, b.now, w)
 	require.NoError(t, err)
 	w.IdempotencyKey = ""
@@ -418,6 +420,6 @@ func exerciseWorkflowScripts(t *testing.T, r *RDB) {
 	require.NoError(t, r.AckOutbox(ctx, "emails", []string{"1-1"}))
 	_, err = r.RelayLock(ctx, "emails", "tok", time.Second)
 	require.NoError(t, err)
-	require.NoError(t, r.WorkflowUnmark(ctx, id, b.now.UnixMilli()))
+	require.NoError(t, r.WorkflowUnmark(ctx, mark))
 	require.NoError(t, r.DropFromWorkflowIndex(ctx, []string{id}))
 }

@@ -3,14 +3,18 @@
 -- in the listing index by its creation time. Both are global keys of one
 -- slot (the {_wf} tag).
 --
+-- Each marking call has an entry of its own ("<workflow id>|<token>"), so
+-- that a call that removes its entry once its steps are done (wf_unmark)
+-- never removes the entry of another call whose steps were cut short.
+--
 -- KEYS[1] attention ZSET  KEYS[2] optional: listing index ZSET
--- ARGV[1] workflow id  ARGV[2] attention score (ms)  ARGV[3] optional:
--- its listing index score (0), with KEYS[2]
+-- ARGV[1] the attention entry  ARGV[2] its score (ms)  ARGV[3] optional:
+-- the workflow id, put in the listing index (score 0), with KEYS[2]
 --
 -- Safe to send twice (the entry gets the same score again).
 --
 -- Returns "ok".
 
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1]) end
+if KEYS[2] then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
 return 'ok'

@@ -1,9 +1,9 @@
--- wf_unmark: remove a workflow's attention entry, only if its score is still
--- the one the caller read (compare and remove): a relay that marked it
--- again meanwhile keeps its mark.
+-- wf_unmark: remove an attention entry (the caller's own, or one the sweep
+-- finished), only if its score is still the one the caller wrote or read
+-- (compare and remove): an entry marked again meanwhile stays.
 --
 -- KEYS[1] attention ZSET
--- ARGV[1] workflow id  ARGV[2] the score read (ms)
+-- ARGV[1] the entry ("<workflow id>|<token>", see wf_mark)  ARGV[2] the score (ms)
 --
 -- Safe to send twice: the second call finds no entry of that score.
 --

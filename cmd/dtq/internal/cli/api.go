@@ -132,10 +132,15 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	}
 	// HTTP workers: claims go through the worker scripts; expired leases of
 	// the queues claimed through this process come back here.
-	gateway, err := dtq.NewWorkerGateway(p.redis, cfg.WorkerGatewayConfig(log))
+	gwCfg := cfg.WorkerGatewayConfig(log)
+	gateway, err := dtq.NewWorkerGateway(p.redis, gwCfg)
 	if err != nil {
 		return err
 	}
+	// Workflows progress with only this process and HTTP workers running:
+	// the relay of every queue's workflow outbox and the sweep run here too.
+	wfCfg := &dtq.WorkflowMaintenanceConfig{Client: client, SucceededRetention: gwCfg.SucceededRetention,
+		FailedRetention: gwCfg.FailedRetention, Logger: log}
 	hub, err := events.NewHub(p.redis, cfg.KeyPrefix, &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
 	if err != nil {
 		return err
@@ -198,10 +203,12 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	go func() { schedDone <- sched.Run(hubCtx) }() // every API process fires due schedules too
 	gatewayDone := make(chan error, 1)
 	go func() { gatewayDone <- gateway.Run(hubCtx) }()
+	wfDone := make(chan error, 1)
+	go func() { wfDone <- dtq.RunWorkflowMaintenance(hubCtx, wfCfg) }()
 	err = serveHTTP(ctx, ln, withDashboard(api), log)
 	stopHub()
 	gateway.Close()
-	return errors.Join(err, <-hubDone, <-schedDone, <-gatewayDone)
+	return errors.Join(err, <-hubDone, <-schedDone, <-gatewayDone, <-wfDone)
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down: new connections

@@ -144,7 +144,7 @@ func newRootCmd(e *env) *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w (see dtq %s --help)", err, cmd.Name()))
 	})
-	root.AddCommand(newAPICmd(e), newDevCmd(e), newWorkerCmd(e), newVersionCmd(e))
+	root.AddCommand(newAPICmd(e), newDevCmd(e), newWorkerCmd(e), newOutboxCmd(e), newVersionCmd(e))
 	root.AddCommand(operatorCommands(e)...)
 	return root
 }

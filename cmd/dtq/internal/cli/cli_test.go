@@ -63,7 +63,7 @@ func TestDevSmoke(t *testing.T) {
 			require.NoError(t, rc.Ping(context.Background()).Err())
 			require.NoError(t, rc.Close())
 
-			body := `{"task_type": "sleep", "payload": {"seconds": 20}}`
+			body := `{"task_type": "sleep", "payload": {"seconds": 30}, "timeout_ms": 60000}`
 			key := map[string]string{"Idempotency-Key": "smoke-1"}
 			status, _, created := r.do(t, http.MethodPost, "/api/v1/tasks", key, body)
 			require.Equal(t, http.StatusAccepted, status, "%v", created)

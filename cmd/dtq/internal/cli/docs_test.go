@@ -92,6 +92,10 @@ func transcripts(md string) []docCommand {
 	return out
 }
 
+// catRe matches a transcript's `cat file`, which shows a file later
+// commands read.
+var catRe = regexp.MustCompile(`^cat ([\w.-]+)$`)
+
 var (
 	docTimeRe   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	docNumberRe = regexp.MustCompile(`\d+`)
@@ -129,12 +133,12 @@ func dtqPath(t *testing.T) string {
 
 // runShell runs script with bash in env, bounded, and returns its combined
 // output and exit code.
-func runShell(t *testing.T, env []string, script string) (string, int) {
+func runShell(t *testing.T, dir string, env []string, script string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -199,6 +203,7 @@ func TestCLIDocs(t *testing.T) {
 		}
 	}
 	path := dtqPath(t)
+	workDir := t.TempDir() // where the commands run
 	env := func(apiURL string) []string {
 		return append(os.Environ(), "PATH="+path, "DTQ_API_URL="+apiURL, "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1",
 			"id="+ids["01a22abc8f597000af03a7373a890002"]) // `dtq tasks watch "$id"`
@@ -220,7 +225,7 @@ func TestCLIDocs(t *testing.T) {
 				skipped++
 				continue
 			}
-			out, code := runShell(t, env(r.base), "set -euo pipefail\n"+block)
+			out, code := runShell(t, workDir, env(r.base), "set -euo pipefail\n"+block)
 			require.Equal(t, 0, code, "%s: the block\n%s\nfailed:\n%s", page, block, out)
 			ran++
 		}
@@ -246,7 +251,12 @@ func TestCLIDocs(t *testing.T) {
 				_, _, got := r.do(t, http.MethodGet, "/api/v1/tasks/"+id+"?wait=30s", nil, "")
 				require.Equal(t, "succeeded", got["status"], "%v", got)
 			}
-			out, code := runShell(t, env(apiURL), subst(c.cmd))
+			if m := catRe.FindStringSubmatch(c.cmd); m != nil {
+				// `$ cat file` shows a file the next commands read: write it.
+				require.True(t, filepath.IsLocal(m[1]), c.cmd)
+				require.NoError(t, os.WriteFile(filepath.Join(workDir, m[1]), []byte(strings.Join(c.output, "\n")+"\n"), 0o600))
+			}
+			out, code := runShell(t, workDir, env(apiURL), subst(c.cmd))
 			ran++
 			got, _, _ := strings.Cut(out, "\n")
 			switch {
@@ -305,7 +315,7 @@ func TestHTTPWorkersDoc(t *testing.T) {
 		"--data-dir="+filepath.Join(t.TempDir(), ".dtq"), "--drain-timeout-s=1")
 	walk := blocks[1]
 	require.Contains(t, walk, "DTQ=http://127.0.0.1:8080\n")
-	out, code := runShell(t, append(os.Environ(), "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1"),
+	out, code := runShell(t, t.TempDir(), append(os.Environ(), "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1"),
 		"set -euo pipefail\n"+strings.ReplaceAll(walk, "http://127.0.0.1:8080", r.base))
 	require.Equal(t, 0, code, "the walk-through failed:\n%s", out)
 

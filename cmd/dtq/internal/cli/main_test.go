@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	}
 	// The api tests run `dtq api` on the shared server under fixed
 	// DTQ_KEY_PREFIXes rather than a prefix from redistest.New.
-	redistest.Reserve("apiserves", "apikeys", "apiopen", "apifail")
+	redistest.Reserve("apiserves", "apikeys", "apiopen", "apifail", "apiworkflows")
 	os.Exit(redistest.Main(m))
 }
 

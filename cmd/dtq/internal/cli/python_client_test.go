@@ -15,7 +15,8 @@ import (
 
 // TestPythonClient runs the Python client's tests (clients/python) against
 // a live `dtq api` on a private Redis. python3 is required: .ci/run installs
-// it, and without it this test fails rather than skip.
+// it, and without it this test fails rather than skip. Among them a 2-node
+// workflow runs over HTTP (test_two_node_workflow).
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
 	py, err := exec.LookPath("python3")
@@ -43,4 +44,6 @@ func TestPythonClient(t *testing.T) {
 	require.NoError(t, err, "the Python client's tests failed")
 	require.Contains(t, out.String(), "\nOK")
 	require.NotContains(t, out.String(), "skipped", "no Python test may be skipped")
+	// A 2-node workflow ran over HTTP, its second node reading the first's result.
+	require.Regexp(t, `test_two_node_workflow \(.*\) \.\.\. ok`, out.String())
 }

@@ -41,7 +41,7 @@ type remote struct {
 
 // operatorCommands are the commands that talk to the HTTP API.
 func operatorCommands(e *env) []*cobra.Command {
-	return []*cobra.Command{newTasksCmd(e), newDLQCmd(e), newQueuesCmd(e), newWorkersCmd(e), newAuditCmd(e), newEventsCmd(e), newSchedulesCmd(e)}
+	return []*cobra.Command{newTasksCmd(e), newDLQCmd(e), newQueuesCmd(e), newWorkersCmd(e), newAuditCmd(e), newEventsCmd(e), newSchedulesCmd(e), newWorkflowsCmd(e)}
 }
 
 // groupCmd is a command group of operator commands with the shared flags.

@@ -171,7 +171,7 @@ func TestTasksFinishedTaskAndWatch(t *testing.T) {
 
 	// A running task gets a cancel request; its handler stops and the task
 	// ends cancelled.
-	running := b.submit(t, dtq.Submission{Type: "sleep", Payload: map[string]any{"seconds": 25}}) // within the default 30 s timeout
+	running := b.submit(t, dtq.Submission{Type: "sleep", Payload: map[string]any{"seconds": 60}, Timeout: 2 * time.Minute})
 	b.waitStatus(t, running, dtqtype.StatusRunning)
 	// The answer may already see the task cancelled: the handler stops
 	// within moments.

@@ -4,6 +4,8 @@
 // that every acknowledged task reaches exactly one terminal state, that a
 // handler that returned success while holding its lease ends succeeded,
 // that nothing is left stuck, and that workers and the API recover by
-// themselves; each prints one FAULT line with its figures. See
-// docs/reliability.md.
+// themselves; each prints one FAULT line with its figures. The workflow
+// scenarios (workflow_test.go) check that every workflow ends, no node is
+// stranded, every dependant is released once and every submission is
+// answered truly. See docs/reliability.md.
 package faultsuite

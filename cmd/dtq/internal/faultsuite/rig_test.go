@@ -41,7 +41,11 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietRedis{}) // dial failures are the point here
-	if os.Getenv(childEnv) != "" {
+	switch os.Getenv(childEnv) {
+	case "":
+	case wfChild:
+		os.Exit(runWorkflowChild())
+	default:
 		os.Exit(runChild())
 	}
 	os.Exit(redistest.Main(m))

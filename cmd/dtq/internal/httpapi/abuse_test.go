@@ -156,6 +156,8 @@ func bodyRoutes(s *Server) []bodyRoute {
 			limit = int(s.maxBody)
 		case "/api/v1/tasks/batch":
 			limit = maxBatchBodyBytes
+		case "/api/v1/workflows", "/api/v1/tasks/{id}/nodes":
+			limit = maxWorkflowBodyBytes
 		}
 		out = append(out, bodyRoute{rt.method, fill.Replace(rt.pattern), limit})
 	}

@@ -50,6 +50,8 @@ type authFixture struct {
 	taskID   string // queued in "idle"
 	dlqID    string // dead-lettered; no sample touches it
 	workerID string
+	// workflowID is a running workflow whose nodes are on "idle".
+	workflowID string
 }
 
 func newAuthFixture(t *testing.T, b *bundle) *authFixture {
@@ -62,6 +64,7 @@ func newAuthFixture(t *testing.T, b *bundle) *authFixture {
 	f := &authFixture{b: b, workerID: w.ID()}
 	f.taskID = b.submit(t, dtq.Submission{Type: "echo", Queue: "idle"})
 	f.dlqID = f.deadLettered(t)
+	f.workflowID = f.workflow(t)
 	_, _, err := b.admin.PutSchedule(b.ctx, dtq.Schedule{Name: authSchedule, Spec: "@every 1h", Queue: "idle", TaskType: "echo"})
 	require.NoError(t, err)
 	return f
@@ -69,6 +72,18 @@ func newAuthFixture(t *testing.T, b *bundle) *authFixture {
 
 // authSchedule is the fixture's schedule, on queue "idle".
 const authSchedule = "idle-hourly"
+
+// workflow returns the id of a new running workflow on "idle": one node
+// queued, one waiting for it.
+func (f *authFixture) workflow(t *testing.T) string {
+	t.Helper()
+	res, err := f.b.client.SubmitWorkflow(f.b.ctx, dtq.Workflow{Name: "auth", Nodes: []dtq.Node{
+		{Ref: "first", Submission: dtq.Submission{Queue: "idle", Type: "echo"}},
+		{Ref: "second", Deps: []string{"first"}, Submission: dtq.Submission{Queue: "idle", Type: "echo"}},
+	}})
+	require.NoError(t, err)
+	return res.WorkflowID
+}
 
 // deadLettered returns the id of a new task in the dead-letter queue.
 func (f *authFixture) deadLettered(t *testing.T) string {
@@ -154,10 +169,19 @@ func (f *authFixture) samples() map[string]sample {
 		"POST /api/v1/schedules/{name}/pause":   {method: http.MethodPost, path: "/api/v1/schedules/" + authSchedule + "/pause", ok: 200},
 		"POST /api/v1/schedules/{name}/resume":  {method: http.MethodPost, path: "/api/v1/schedules/" + authSchedule + "/resume", ok: 200},
 		"POST /api/v1/schedules/{name}/trigger": {method: http.MethodPost, path: "/api/v1/schedules/" + authSchedule + "/trigger", ok: 202},
-		"GET /api/v1/workers":                   {method: http.MethodGet, path: "/api/v1/workers", ok: 200},
-		"GET /api/v1/workers/{id}":              {method: http.MethodGet, path: "/api/v1/workers/" + f.workerID, ok: 200},
-		"GET /api/v1/stats":                     {method: http.MethodGet, path: "/api/v1/stats?window=5m", ok: 200},
-		"GET /api/v1/audit":                     {method: http.MethodGet, path: "/api/v1/audit?limit=5", ok: 200},
+		"POST /api/v1/workflows": {method: http.MethodPost, path: "/api/v1/workflows",
+			body: `{"name":"auth","nodes":[{"ref":"a","task_type":"echo","queue":"idle"}]}`, ok: 202},
+		"GET /api/v1/workflows":      {method: http.MethodGet, path: "/api/v1/workflows", ok: 200},
+		"GET /api/v1/workflows/{id}": {method: http.MethodGet, path: "/api/v1/workflows/" + f.workflowID, ok: 200},
+		"POST /api/v1/workflows/{id}/cancel": {method: http.MethodPost, path: "/api/v1/workflows/" + f.workflowID + "/cancel", ok: 202,
+			fresh: func(t *testing.T) string { return "/api/v1/workflows/" + f.workflow(t) + "/cancel" }},
+		// A token of another attempt: allowed callers get LEASE_LOST.
+		"POST /api/v1/tasks/{id}/nodes": {method: http.MethodPost, path: "/api/v1/tasks/" + f.taskID + "/nodes",
+			body: strings.TrimSuffix(staleToken(f.taskID), "}") + `, "nodes": [{"ref": "more", "task_type": "echo", "queue": "idle"}]}`, ok: 409},
+		"GET /api/v1/workers":      {method: http.MethodGet, path: "/api/v1/workers", ok: 200},
+		"GET /api/v1/workers/{id}": {method: http.MethodGet, path: "/api/v1/workers/" + f.workerID, ok: 200},
+		"GET /api/v1/stats":        {method: http.MethodGet, path: "/api/v1/stats?window=5m", ok: 200},
+		"GET /api/v1/audit":        {method: http.MethodGet, path: "/api/v1/audit?limit=5", ok: 200},
 	}
 }
 
@@ -245,6 +269,9 @@ func TestAuthRoles(t *testing.T) {
 		"PUT /api/v1/schedules/{name}": RoleAdmin, "DELETE /api/v1/schedules/{name}": RoleAdmin,
 		"POST /api/v1/schedules/{name}/pause": RoleAdmin, "POST /api/v1/schedules/{name}/resume": RoleAdmin,
 		"POST /api/v1/schedules/{name}/trigger": RoleAdmin,
+		"POST /api/v1/workflows":                RoleProducer, "GET /api/v1/workflows": RoleReader,
+		"GET /api/v1/workflows/{id}": RoleReader, "POST /api/v1/workflows/{id}/cancel": RoleProducer,
+		"POST /api/v1/tasks/{id}/nodes": RoleWorker,
 	}
 	got := map[string]Role{}
 	for _, rt := range s.routeTable() {

@@ -49,6 +49,9 @@ const (
 	codeOutcomeUnknown   = "OUTCOME_UNKNOWN"
 	codeServerBusy       = "SERVER_BUSY"
 	codeTooManyWaits     = "TOO_MANY_WAITS"
+	// Workflows (docs/http-api.md#workflows).
+	codeInvalidWorkflow    = "INVALID_WORKFLOW"
+	codeWorkflowNotRunning = "WORKFLOW_NOT_RUNNING"
 	// TOO_MANY_SUBSCRIBERS is answered by the event feed (internal/events)
 	// when DTQ_MAX_SUBSCRIBERS clients are open.
 )
@@ -122,6 +125,9 @@ func classify(err error) *apiError {
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
 	)
 	var sce *scopeError
+	if e := classifyWorkflow(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.As(err, &sce):
 		return sce.apiError()

@@ -430,7 +430,7 @@ func TestOpenAPIWalk(t *testing.T) {
 		key := auth(roleKey[rt.role])
 		for _, bad := range []string{missingID, "not-an-id", "UPPER", "a%2Fb"} {
 			path := sm.path
-			for _, seg := range []string{f.taskID, f.dlqID, f.workerID, authSchedule, "/idle", missingID} {
+			for _, seg := range []string{f.taskID, f.dlqID, f.workerID, f.workflowID, authSchedule, "/idle", missingID} {
 				if seg == "/idle" {
 					path = strings.Replace(path, "/queues/idle", "/queues/"+bad, 1)
 					continue
@@ -519,6 +519,18 @@ func walkHTTPWorker(t *testing.T, b *bundle) {
 	res = b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/fail", token(l), key...)
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
 	require.JSONEq(t, `{"task_id":"`+l.TaskID+`"}`, string(res.body))
+
+	// A workflow node fans out while it runs.
+	wq := "walk-" + newQueueSuffix()
+	res = b.do(t, http.MethodPost, "/api/v1/workflows", `{"nodes":[{"ref":"root","task_type":"echo","queue":"`+wq+`"}]}`,
+		"Authorization", "Bearer producer-secret")
+	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	l = claim(wq)
+	res = b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/nodes",
+		`{"lease_token":"`+l.LeaseToken+`","nodes":[{"ref":"leaf","task_type":"echo","queue":"`+wq+`","deps":["root"]}]}`, key...)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	res = b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/complete", token(l), key...)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
 
 	// The task a worker runs shows in its record.
 	id := b.submit(t, dtq.Submission{Type: "echo", Queue: "walk-running"})

@@ -231,7 +231,13 @@ func (s *Server) routeTable() []route {
 		{http.MethodPost, "/api/v1/tasks/{id}/run-now", RoleAdmin, s.runNow, scopeTaskID},
 		{http.MethodDelete, "/api/v1/tasks/{id}", RoleAdmin, s.deleteTask, scopeTaskID},
 
+		{http.MethodPost, "/api/v1/workflows", RoleProducer, s.submitWorkflow, scopeInHandler},
+		{http.MethodGet, "/api/v1/workflows", RoleReader, s.listWorkflows, scopeGlobal},
+		{http.MethodGet, "/api/v1/workflows/{id}", RoleReader, s.getWorkflow, scopeInHandler},
+		{http.MethodPost, "/api/v1/workflows/{id}/cancel", RoleProducer, s.cancelWorkflow, scopeInHandler},
+
 		{http.MethodPost, "/api/v1/claims", RoleWorker, s.claim, scopeInHandler},
+		{http.MethodPost, "/api/v1/tasks/{id}/nodes", RoleWorker, s.addNodes, scopeTaskID},
 		{http.MethodPost, "/api/v1/tasks/{id}/heartbeat", RoleWorker, s.heartbeat, scopeTaskID},
 		{http.MethodPost, "/api/v1/tasks/{id}/complete", RoleWorker, s.complete, scopeTaskID},
 		{http.MethodPost, "/api/v1/tasks/{id}/fail", RoleWorker, s.fail, scopeTaskID},
