@@ -22,6 +22,9 @@ type QueueInfo struct {
 	Unserved    bool             `json:"unserved"` // no live worker serves the queue: its tasks wait
 	Throughput  Throughput       `json:"throughput"`
 	Limits      *QueueLimits     `json:"limits,omitempty"` // nil when none are set
+	// TopKeys are the keys with the most queued tasks (at most 10), for a
+	// queue with fairness, key_order or key_rate set.
+	TopKeys []KeyBacklog `json:"top_keys,omitempty"`
 	// Retained counts the finished tasks kept until their retention ends,
 	// by status (succeeded, failed, dead_lettered, cancelled, expired;
 	// statuses with none are left out).
@@ -144,6 +147,31 @@ type QueueLimits struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// KeyConcurrency bounds running tasks at once per concurrency key.
 	KeyConcurrency int `json:"key_concurrency,omitempty"`
+	// Fairness shares the starts of each priority band between the keys
+	// with ready tasks by weight (keyless tasks form one key).
+	Fairness *Fairness `json:"fairness,omitempty"`
+	// KeyRate bounds task starts per period per concurrency key.
+	KeyRate *RateLimit `json:"key_rate,omitempty"`
+	// KeyOrder "fifo" starts each key's tasks in submission order, a
+	// re-entering task (hand-back, reclaim, retry, DLQ requeue) at its
+	// first place; "" keeps no such promise.
+	KeyOrder string `json:"key_order,omitempty"`
+}
+
+// Fairness gives each key a weight: keys with ready tasks get starts in
+// proportion to their weights.
+type Fairness struct {
+	// DefaultWeight is the weight of keys not in Weights and of keyless
+	// tasks (default 1).
+	DefaultWeight int `json:"default_weight,omitempty"`
+	// Weights are per key weights.
+	Weights map[string]int `json:"weights,omitempty"`
+}
+
+// KeyBacklog is one key's queued tasks in a queue with key queues.
+type KeyBacklog struct {
+	Key    string `json:"key"` // "" for the keyless tasks
+	Queued int64  `json:"queued"`
 }
 
 // RateLimit allows Limit task starts per Period, spaced Period/Limit apart;

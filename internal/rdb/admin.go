@@ -108,7 +108,8 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 // Recount recomputes queue's depth counter; it returns the old and new value.
 func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 	k := r.keys
-	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue), k.Waiting(queue))
+	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue), k.Waiting(queue),
+		k.FairState(queue))
 	v, err := r.run(ctx, scriptRecount, keys, Group).Int64Slice()
 	if err != nil {
 		return 0, 0, err

@@ -32,6 +32,7 @@ type claimCall struct {
 	bands                                                 []string // p0..p9
 	limits, rate, keyRunning, held, limited, retained     string
 	outbox                                                string
+	fairState, fairKeys, fairDelay, keyRate, wake         string
 
 	now                      int64
 	worker, group            string
@@ -40,6 +41,7 @@ type claimCall struct {
 	taskPrefix, idemPrefix   string
 	eventsMaxLen, failedRetS int64
 	nonce, keyWaitPrefix     string
+	fairActive, keyQueue     string // prefixes
 }
 
 func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Time, nonce string) *claimCall {
@@ -49,23 +51,27 @@ func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Tim
 		depth: k.Depth(queue), paused: k.Paused(queue), stats: k.Stats(queue, minuteOf(now)), bands: r.bandStreams(queue),
 		limits: k.Limits(queue), rate: k.Rate(queue), keyRunning: k.KeyRunning(queue), held: k.Held(queue),
 		limited: k.Limited(queue), retained: k.Retained(queue), outbox: k.WorkflowOutbox(queue),
+		fairState: k.FairState(queue), fairKeys: k.FairKeys(queue), fairDelay: k.FairDelay(queue), keyRate: k.KeyRate(queue),
+		wake: k.Wake(queue),
 
 		now: now.UnixMilli(), worker: s.WorkerID, group: Group, max: limit, leaseMS: s.Lease.Milliseconds(),
 		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), eventsMaxLen: s.EventsMaxLen,
 		failedRetS: seconds(s.FailedRetention), nonce: nonce, keyWaitPrefix: k.KeyWaitPrefix(queue),
+		fairActive: k.FairActivePrefix(queue), keyQueue: k.KeyQueuePrefix(queue),
 	}
 }
 
 func (c *claimCall) keys() []string {
-	keys := make([]string, 0, 14+len(c.bands))
+	keys := make([]string, 0, 19+len(c.bands))
 	keys = append(keys, c.lease, c.expiry, c.schedule, c.events, c.depth, c.paused, c.stats)
 	keys = append(keys, c.bands...)
-	return append(keys, c.limits, c.rate, c.keyRunning, c.held, c.limited, c.retained, c.outbox)
+	return append(keys, c.limits, c.rate, c.keyRunning, c.held, c.limited, c.retained, c.outbox,
+		c.fairState, c.fairKeys, c.fairDelay, c.keyRate, c.wake)
 }
 
 func (c *claimCall) args() []any {
 	return []any{c.now, c.worker, c.group, c.max, c.leaseMS, c.taskPrefix, c.idemPrefix, c.eventsMaxLen,
-		c.failedRetS, c.nonce, c.keyWaitPrefix}
+		c.failedRetS, c.nonce, c.keyWaitPrefix, c.fairActive, c.keyQueue}
 }
 
 // reclaimCall is reclaim.lua's KEYS and ARGV.
@@ -288,10 +294,12 @@ func (c *finishSucceededCall) args() []any {
 type ingestCall struct {
 	depth, schedule, expiry, recent, events string
 	queueNum                                string // after the tasks' keys
+	limits, fairState, fairKeys, wake       string // after queueNum
 
 	now, maxDepth, eventsMaxLen, recentCap int64
 	taskPrefix, resultPrefix, streamPrefix string
 	settle                                 string
+	fairActive, keyQueue                   string // prefixes
 	tasks                                  []NewTask
 	keyOf                                  Keys // builds each task's two keys
 	queue                                  string
@@ -302,15 +310,17 @@ func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks [
 	return &ingestCall{
 		depth: k.Depth(queue), schedule: k.Schedule(queue), expiry: k.Expiry(queue), recent: k.Recent(queue),
 		events: k.Events(queue), queueNum: k.QueueNum(queue),
+		limits: k.Limits(queue), fairState: k.FairState(queue), fairKeys: k.FairKeys(queue), wake: k.Wake(queue),
 
 		now: now.UnixMilli(), maxDepth: opt.MaxDepth, eventsMaxLen: opt.EventsMaxLen, recentCap: opt.RecentCap,
 		taskPrefix: k.TaskPrefix(queue), resultPrefix: k.ResultPrefix(queue), streamPrefix: k.StreamPrefix(queue),
-		settle: boolArg(settle), tasks: tasks, keyOf: k, queue: queue,
+		settle: boolArg(settle), fairActive: k.FairActivePrefix(queue), keyQueue: k.KeyQueuePrefix(queue),
+		tasks: tasks, keyOf: k, queue: queue,
 	}
 }
 
 func (c *ingestCall) keys() []string {
-	keys := make([]string, 0, 6+2*len(c.tasks))
+	keys := make([]string, 0, 10+2*len(c.tasks))
 	keys = append(keys, c.depth, c.schedule, c.expiry, c.recent, c.events)
 	for i := range c.tasks {
 		t := &c.tasks[i]
@@ -322,13 +332,13 @@ func (c *ingestCall) keys() []string {
 		}
 		keys = append(keys, c.keyOf.Task(c.queue, t.ID), record)
 	}
-	return append(keys, c.queueNum)
+	return append(keys, c.queueNum, c.limits, c.fairState, c.fairKeys, c.wake)
 }
 
 func (c *ingestCall) args() []any {
-	args := make([]any, 0, 9+17*len(c.tasks))
+	args := make([]any, 0, 11+17*len(c.tasks))
 	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
-		len(c.tasks), c.streamPrefix, c.settle)
+		len(c.tasks), c.streamPrefix, c.settle, c.fairActive, c.keyQueue)
 	for i := range c.tasks {
 		t := &c.tasks[i]
 		exp := ""

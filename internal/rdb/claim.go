@@ -88,12 +88,15 @@ type ClaimResult struct {
 	Paused  bool
 	NoGroup bool
 	// LastIDs, set when the bands ran out before the slots did, are the
-	// newest (already delivered) entry ids of bands p9..p0: WaitReady blocks
-	// until an entry newer than them exists.
+	// newest (already delivered) entry ids of bands p9..p0 (and of the wake
+	// stream, for a queue with key queues): WaitReady blocks until an entry
+	// newer than them exists.
 	LastIDs []string
 	// Limited means a flow-control limit allowed no start (nothing was
 	// read): Reason is "rate" or "concurrency", and Wait how long until the
-	// next token, or -1 for "until a running task finishes" (WaitWake).
+	// next token, or -1 for "until a running task finishes" (WaitWake). With
+	// Reason "key_rate", Tasks holds what the call started and Wait is when
+	// the next key's token is due.
 	Limited bool
 	Reason  string
 	Wait    time.Duration
@@ -162,16 +165,21 @@ func decodeClaimed(queue string, v any) []ClaimedTask {
 	return out
 }
 
-// WaitReady blocks until an entry newer than lastIDs (bands p9..p0) exists
-// in any band of queue, or block passes. It reads without a group, so it
-// delivers nothing: the claim script that follows does the delivery.
+// WaitReady blocks until an entry newer than lastIDs (bands p9..p0, and
+// for a queue with key queues the wake stream last) exists in any band of
+// queue, or block passes. It reads without a group, so it delivers
+// nothing: the claim script that follows does the delivery. Ingest into
+// key queues writes no band entry, only the wake stream.
 func (r *RDB) WaitReady(ctx context.Context, queue string, lastIDs []string, block time.Duration) error {
-	if len(lastIDs) != NumBands {
+	if len(lastIDs) != NumBands && len(lastIDs) != NumBands+1 {
 		return nil
 	}
-	streams := make([]string, 0, 2*NumBands)
+	streams := make([]string, 0, 2*len(lastIDs))
 	for b := NumBands - 1; b >= 0; b-- {
 		streams = append(streams, r.keys.Stream(queue, b))
+	}
+	if len(lastIDs) > NumBands {
+		streams = append(streams, r.keys.Wake(queue))
 	}
 	streams = append(streams, lastIDs...)
 	err := r.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Err()

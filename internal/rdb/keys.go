@@ -129,6 +129,43 @@ func (k Keys) Limited(queue string) string { return k.q("limited", queue) }
 // releasing finalize adds an entry (capped at one).
 func (k Keys) Wake(queue string) string { return k.q("wake", queue) }
 
+// FairState is the hash of queue's key queues (lua/_fair.lua): the key
+// sequence counter "seq", and per band the virtual time "vt<b>" and the
+// number of tasks in its key queues "n<b>".
+func (k Keys) FairState(queue string) string { return k.q("fair", queue) }
+
+// FairKeys is the ZSET key -> tasks of queue waiting in that key's queues
+// (the top keys by backlog).
+func (k Keys) FairKeys(queue string) string { return k.q("fairkeys", queue) }
+
+// FairDelay is the ZSET "<band>:<key>" -> when that key's next key_rate
+// token is due, for the keys parked until then.
+func (k Keys) FairDelay(queue string) string { return k.q("fairdelay", queue) }
+
+// KeyRate is the ZSET key -> its key_rate state (GCRA arrival time, epoch
+// ms); a time that has passed is dropped.
+func (k Keys) KeyRate(queue string) string { return k.q("keyrate", queue) }
+
+// FairActivePrefix is the same-slot prefix of the ZSETs, one per band (the
+// prefix and the band), of the keys of queue with tasks waiting, scored by
+// their pass.
+func (k Keys) FairActivePrefix(queue string) string { return k.q("fairact", queue) + ":p" }
+
+// FairActive is band's active keys ZSET of queue.
+func (k Keys) FairActive(queue string, band int) string {
+	return k.FairActivePrefix(queue) + strconv.Itoa(band)
+}
+
+// KeyQueuePrefix is the same-slot prefix of the key queues of queue: the
+// prefix, the band, ':' and the key name a ZSET of task ids by key
+// sequence number.
+func (k Keys) KeyQueuePrefix(queue string) string { return k.q("keyq", queue) + ":p" }
+
+// KeyQueue is the key queue of key in band of queue.
+func (k Keys) KeyQueue(queue string, band int, key string) string {
+	return k.KeyQueuePrefix(queue) + strconv.Itoa(band) + ":" + key
+}
+
 // StatsPrefix is the same-slot prefix of the per-minute counters of queue.
 func (k Keys) StatsPrefix(queue string) string { return k.q("stats", queue) + ":" }
 

@@ -58,6 +58,8 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 	paused := pipe.Exists(ctx, k.Paused(queue))
 	dlq := pipe.ZCard(ctx, k.DLQ(queue))
 	limits := pipe.HGetAll(ctx, k.Limits(queue))
+	fair := pipe.HGetAll(ctx, k.FairState(queue))
+	top := pipe.ZRevRangeWithScores(ctx, k.FairKeys(queue), 0, 9)
 	retained := pipe.HGetAll(ctx, k.Retained(queue))
 	first := minuteOf(now) - int64(minutes) + 1
 	mins := make([]*redis.MapStringStringCmd, minutes)
@@ -67,13 +69,17 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 	_, _ = pipe.Exec(ctx) // per-command errors are checked below
 	qi := &dtqtype.QueueInfo{Name: queue, Ready: make(map[string]int64, NumBands)}
 	// Claims trim what they deliver, so a band stream holds exactly its
-	// undelivered entries.
+	// undelivered entries; with key queues, a band's ready tasks are also
+	// those waiting in its key queues.
+	fs := fair.Val()
 	for b := NumBands - 1; b >= 0; b-- {
 		if p, err := xpend[b].Result(); err == nil {
 			qi.Pending += p.Count
 		}
-		qi.Ready["p"+strconv.Itoa(b)] = xlen[b].Val()
-		qi.ReadyTotal += xlen[b].Val()
+		inKeys, _ := strconv.ParseInt(fs["n"+strconv.Itoa(b)], 10, 64)
+		n := xlen[b].Val() + max(0, inKeys)
+		qi.Ready["p"+strconv.Itoa(b)] = n
+		qi.ReadyTotal += n
 	}
 	if err := depth.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
@@ -85,6 +91,10 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 		return nil, err
 	}
 	qi.Limits = parseLimits(limits.Val())
+	qi.TopKeys = keyBacklogs(top.Val())
+	if len(qi.TopKeys) == 0 {
+		qi.TopKeys = nil
+	}
 	qi.Retained = retainedCounts(retained.Val(), now)
 	tp := &qi.Throughput
 	tp.WindowMinutes = minutes

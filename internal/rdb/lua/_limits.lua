@@ -4,7 +4,8 @@
 -- release_key gives back the concurrency-key slot of a task that stops
 -- running (finalize, hand-back, reclaim that ends or requeues it): its key's
 -- count goes down and the oldest task held back on that key (if any is
--- still queued) goes back to its band stream, where any worker claims it.
+-- still queued) goes back to its band stream, where any worker claims it;
+-- or, with key queues, the key parked first is unparked.
 -- limits: keyrun, held, keywait_prefix, task_prefix, streams (band -> key).
 local function release_key(limits, h)
   if not limits or not h.ckey or h.ckey == '' then return end
@@ -15,14 +16,21 @@ local function release_key(limits, h)
   while true do
     local tid = redis.call('LPOP', list)
     if not tid then return end
-    redis.call('DECR', limits.held)
-    local task_key = limits.task_prefix .. tid
-    local w = redis.call('HMGET', task_key, 'status', 'priority', 'attempt')
-    if w[1] == 'queued' then
-      local sid = redis.call('XADD', limits.streams[tonumber(w[2])], '*', 't', tid, 'a', w[3])
-      redis.call('HSET', task_key, 'stream_id', sid)
-      redis.call('HDEL', task_key, 'held')
-      return
+    if string.byte(tid, 1) == 35 then
+      -- '#' .. band: the key is parked in that band of its key queues
+      -- (lua/_fair.lua): an entry "k" makes the next claim unpark it. All
+      -- its bands are unparked at once, so that its highest one goes first.
+      redis.call('XADD', limits.streams[tonumber(string.sub(tid, 2))], '*', 'k', h.ckey)
+    else
+      redis.call('DECR', limits.held)
+      local task_key = limits.task_prefix .. tid
+      local w = redis.call('HMGET', task_key, 'status', 'priority', 'attempt')
+      if w[1] == 'queued' then
+        local sid = redis.call('XADD', limits.streams[tonumber(w[2])], '*', 't', tid, 'a', w[3])
+        redis.call('HSET', task_key, 'stream_id', sid)
+        redis.call('HDEL', task_key, 'held')
+        return
+      end
     end
   end
 end

@@ -19,6 +19,10 @@
 -- KEYS[18] limits hash      KEYS[19] rate state (GCRA arrival time)
 -- KEYS[20] key-running hash KEYS[21] held counter  KEYS[22] limited flag
 -- KEYS[23] retained counts hash  KEYS[24] workflow outbox stream
+-- KEYS[25] fair state hash  KEYS[26] fair keys ZSET (queued tasks per key)
+-- KEYS[27] fair delay ZSET (keys parked until their key_rate token)
+-- KEYS[28] key rate state ZSET (key -> GCRA arrival time)
+-- KEYS[29] wake stream
 --
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
@@ -27,6 +31,8 @@
 --          reply was lost answers the tasks its first run started (see
 --          replayed) instead of starting more
 -- ARGV[11] key wait list prefix
+-- ARGV[12] fair active keys prefix (+ band)  ARGV[13] key queue prefix
+--          (+ band .. ':' .. key)
 --
 -- Flow control (docs/flow-control.md): the queue's limits cap how many
 -- tasks the call may start: concurrency by the lease set's size (every
@@ -35,22 +41,32 @@
 -- leaves the stream for its key's wait list (held; still queued) and goes
 -- back to its band when a task of that key stops running.
 --
+-- With fairness, key_order or key_rate set (limits field "fair"), tasks wait
+-- in key queues (lua/_fair.lua) and starts rotate over the keys by weight
+-- (stride scheduling, O(log K) per start): the band streams are then only
+-- the key queues' inbox, sorted by each claim (at most 1000 entries a
+-- call). A key at its key_concurrency or out of key_rate tokens is parked
+-- (score +inf), not scanned.
+--
 -- Returns {state, tasks, last_ids, wait_ms, reason, held}:
 --   state "paused" (nothing read), "ok", "nogroup" (a band had no group), or
---          "limited" (a limit allows no start now; nothing read)
+--          "limited" (a limit allows no start now; nothing read; or, with
+--          reason key_rate, the tasks it did start and no other one until
+--          a key's token is due)
 --   wait_ms: with "limited", how long until the next token, or -1: until a
 --          running task finishes (the releasing finalize writes the wake
 --          stream)
---   reason: with "limited", "rate" or "concurrency"
+--   reason: with "limited", "rate", "concurrency" or "key_rate"
 --   held: tasks this call held back by key_concurrency
 --   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
 --          idem_key, created_at, cancel_requested, metadata, priority, wf, deps}
 --   last_ids: when the bands ran out before the slots did, the newest
 --          entry id of each band p9..p0 (all delivered; to block on with
---          XREAD); else empty.
+--          XREAD), and with key queues the wake stream's newest id last;
+--          else empty.
 --
 --! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into
---! include: bucket_field, claimed_tuple, replayed
+--! include: bucket_field, claimed_tuple, replayed, fair_enter, fair_leave, fair_unpark
 
 -- now_s and lease_s go into arguments as text: a Lua number is turned back
 -- into text by a costly float formatting.
@@ -70,7 +86,8 @@ if redis.call('EXISTS', KEYS[6]) == 1 then
   return {'paused', {}, {}, 0, '', 0}
 end
 
-local lim = redis.call('HMGET', KEYS[18], 'rate_limit', 'rate_period_ms', 'burst', 'concurrency', 'key_concurrency')
+local lim = redis.call('HMGET', KEYS[18], 'rate_limit', 'rate_period_ms', 'burst', 'concurrency', 'key_concurrency',
+  'fair')
 local rate_n, period, conc, key_conc = tonumber(lim[1]), tonumber(lim[2]), tonumber(lim[4]), tonumber(lim[5])
 if conc then
   local free = conc - redis.call('ZCARD', KEYS[1])
@@ -101,6 +118,7 @@ local function key_count(ck)
   return n
 end
 local held, started, more = 0, 0, false
+local wait_ms, reason, last_wake = 0, '', false
 
 local streams = {}
 for b = 0, 9 do streams[b] = KEYS[8 + b] end
@@ -117,6 +135,236 @@ local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)
 local leases, acc = {}, {}
 local empty = {} -- bands that held nothing: no read, and 0-0 to block on
+
+-- start moves queued task tid (its fields in h) to running under this
+-- call's lease; entry_fields are its stream entry's, when it has one.
+local function start(tid, task_key, entry_fields)
+  started = started + 1
+  if h.ckey then
+    key_cnt[h.ckey] = key_count(h.ckey) + 1
+    redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+  end
+  -- The entry goes with the trim below: its payload and metadata move
+  -- into the hash in the same write.
+  local p, m = entry_body(entry_fields)
+  if m then
+    h.payload, h.metadata = p, m
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+      'payload', p, 'metadata', m)
+  elseif p then
+    h.payload = p
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+      'payload', p)
+  else
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+  end
+  if h.error_class then -- a retry: clear the previous attempt's outcome
+    redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+  end
+  leases[#leases + 1] = lease_s
+  leases[#leases + 1] = tid
+  if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
+  emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+  local wait = math.max(0, now - tonumber(h.created_at or now))
+  local bf = bucket_field('wait_b', wait)
+  acc['started'] = (acc['started'] or 0) + 1
+  acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
+  acc[bf] = (acc[bf] or 0) + 1
+  tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
+  remaining = remaining - 1
+end
+
+-- finished reports whether status st leaves nothing to run.
+local function finished(st)
+  return st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
+    or st == 'cancelled' or st == 'expired'
+end
+
+if lim[6] then
+  -- Fairness, key_order or key_rate: the key queues (lua/_fair.lua).
+  local fl = redis.call('HMGET', KEYS[18], 'fair_default', 'key_rate_limit', 'key_rate_period_ms', 'key_burst', 'key_order')
+  local F = {state = KEYS[25], keys = KEYS[26], delay = KEYS[27], act_prefix = ARGV[12], kq_prefix = ARGV[13],
+    task_prefix = ctx.task_prefix, vt = {}}
+  local fifo = fl[5] == 'fifo'
+  local default_w = tonumber(fl[1] or '1')
+  local krate_n, kperiod = tonumber(fl[2]), tonumber(fl[3])
+  local kinterval, ktol = nil, 0
+  if krate_n and kperiod and krate_n > 0 then
+    kinterval = kperiod / krate_n
+    ktol = (tonumber(fl[4] or '1') - 1) * kinterval
+  end
+  local strides = {}
+  local function stride(k)
+    local s = strides[k]
+    if s == nil then
+      local w = k ~= '' and tonumber(redis.call('HGET', KEYS[18], 'w:' .. k) or '') or default_w
+      s = math.floor(1000000 / w)
+      strides[k] = s
+    end
+    return s
+  end
+  local budget = 1000 -- entries sorted, and keys parked or emptied, per call
+
+  -- Keys whose key_rate token is due are active again.
+  local due = redis.call('ZRANGEBYSCORE', F.delay, '-inf', now_s, 'LIMIT', 0, 100)
+  if #due > 0 then
+    redis.call('ZREM', F.delay, unpack(due))
+    for _, m in ipairs(due) do fair_unpark(F, tonumber(string.sub(m, 1, 1)), string.sub(m, 3)) end
+  end
+  if kinterval then
+    -- A token time that has passed is a full bucket: drop it.
+    redis.call('ZREMRANGEBYSCORE', KEYS[28], '-inf', now_s)
+  end
+
+  -- The band streams are the key queues' inbox: whatever entered the
+  -- queue without ingest (a retry, hand-back, reclaim, DLQ requeue,
+  -- released workflow node or held task) and, from before fairness was
+  -- set, every task. Each entry is sorted into its key's queue; an entry
+  -- "k" (a key's running task stopped, see release_key) unparks its key.
+  for b = 9, 0, -1 do
+    if redis.call('XLEN', streams[b]) == 0 then
+      empty[b] = true
+    else
+      local res = redis.pcall('XREADGROUP', 'GROUP', group, worker, 'COUNT', budget, 'STREAMS', streams[b], '>')
+      if type(res) == 'table' and res.err then
+        state = 'nogroup'
+      elseif res then
+        local delivered = res[1][2]
+        budget = budget - #delivered
+        if budget <= 0 then more = true end
+        for _, entry in ipairs(delivered) do
+          read = read + 1
+          local eid, entry_fields = entry[1], entry[2]
+          if entry_fields[1] == 'k' then
+            fair_unpark(F, b, entry_fields[2])
+          else
+            local tid = entry_fields[2]
+            local task_key = ctx.task_prefix .. tid
+            h.kseq, h.held = nil, nil
+            hgetall_into(h, task_key, fields)
+            local st = h.status
+            if finished(st) then
+              -- nothing to run
+            elseif st ~= 'queued' or h.stream_id ~= eid then
+              emit(ctx.events, ctx.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
+                cjson.encode({entry_id = eid, status = st}))
+            elseif h.expires_at and tonumber(h.expires_at) <= now then
+              expire_task(ctx, tid, h, entry_fields)
+            else
+              keep_body(task_key, streams[b], eid, entry_fields)
+              local seq = fifo and h.kseq
+              if not seq then
+                seq = redis.call('HINCRBY', F.state, 'seq', 1)
+                redis.call('HSET', task_key, 'kseq', seq)
+              end
+              if h.held then redis.call('HDEL', task_key, 'stream_id', 'held')
+              else redis.call('HDEL', task_key, 'stream_id') end
+              fair_enter(F, b, tid, h.ckey or '', seq)
+            end
+          end
+          redis.call('XACK', streams[b], group, eid)
+        end
+        local minid = #delivered > 0 and after_id(delivered[#delivered][1])
+        if minid then
+          redis.call('XTRIM', streams[b], 'MINID', minid)
+        end
+      end
+    end
+  end
+
+  -- Starts: per band, highest first, the active key with the lowest pass
+  -- gives its oldest task. O(log K) per start.
+  local krate_tat = {}
+  local blocked = false -- a band still has active keys this call left
+  for b = 9, 0, -1 do
+    local act = F.act_prefix .. b
+    while remaining > 0 do
+      if budget <= 0 then blocked = true; break end
+      local top = redis.call('ZRANGE', act, 0, 0, 'WITHSCORES')
+      if #top == 0 or top[2] == 'inf' then break end
+      local k, pass = top[1], top[2]
+      F.vt[b] = pass
+      local kq = F.kq_prefix .. b .. ':' .. k
+      local head = redis.call('ZRANGE', kq, 0, 0)
+      local tid = head[1]
+      if not tid then
+        redis.call('ZREM', act, k) -- emptied outside a claim (fairness switched)
+        budget = budget - 1
+      else
+        local task_key = ctx.task_prefix .. tid
+        hgetall_into(h, task_key, fields)
+        local st = h.status
+        local tat = nil
+        if finished(st) or st ~= 'queued' or h.stream_id then
+          -- gone, finished, or queued in a stream again (sorted anew there)
+          redis.call('ZREM', kq, tid)
+          fair_leave(F, b, k)
+          budget = budget - 1
+        elseif h.expires_at and tonumber(h.expires_at) <= now then
+          redis.call('ZREM', kq, tid)
+          fair_leave(F, b, k)
+          expire_task(ctx, tid, h, nil)
+          budget = budget - 1
+        elseif k ~= '' and key_conc and key_count(k) >= key_conc then
+          -- At its key_concurrency: parked until a task of the key stops
+          -- running (release_key pops the marker and writes a "k" entry).
+          redis.call('ZADD', act, 'XX', '+inf', k)
+          redis.call('RPUSH', ARGV[11] .. k, '#' .. b)
+          held = held + 1
+          budget = budget - 1
+        else
+          if k ~= '' and kinterval then
+            tat = krate_tat[k]
+            if tat == nil then tat = tonumber(redis.call('ZSCORE', KEYS[28], k) or '0') end
+            tat = math.max(tat, now)
+            if tat - now > ktol then
+              -- No key_rate token: parked until the next one.
+              redis.call('ZADD', act, 'XX', '+inf', k)
+              redis.call('ZADD', F.delay, math.ceil(tat - ktol), b .. ':' .. k)
+              budget = budget - 1
+              tat = false
+            end
+          end
+          if tat ~= false then
+            redis.call('ZREM', kq, tid)
+            fair_leave(F, b, k)
+            start(tid, task_key, nil)
+            if tat then krate_tat[k] = tat + kinterval end
+            if redis.call('EXISTS', kq) == 1 then
+              redis.call('ZADD', act, 'XX', tonumber(pass) + stride(k), k)
+            else
+              redis.call('ZREM', act, k)
+            end
+          end
+        end
+      end
+    end
+  end
+  for k, tat in pairs(krate_tat) do
+    redis.call('ZADD', KEYS[28], string.format('%.3f', tat), k)
+  end
+  local vt = {}
+  for b, v in pairs(F.vt) do
+    vt[#vt + 1] = 'vt' .. b
+    vt[#vt + 1] = v
+  end
+  if #vt > 0 then redis.call('HSET', F.state, unpack(vt)) end
+  if remaining > 0 and not more and not blocked and state == 'ok' then
+    -- Nothing more to start now. A key waiting for its key_rate token:
+    -- sleep until then; else block on the bands and the wake stream,
+    -- which fair ingest writes.
+    local first = redis.call('ZRANGE', F.delay, 0, 0, 'WITHSCORES')
+    if first[1] then
+      state = 'limited'
+      wait_ms = math.max(1, math.ceil(tonumber(first[2]) - now))
+      reason = 'key_rate'
+    else
+      last_wake = true
+    end
+  elseif blocked or more then
+    more = true
+  end
+else
 for b = 9, 0, -1 do
   if remaining <= 0 then break end
   -- A band stream holds only undelivered entries (see the trim below), so
@@ -141,8 +389,7 @@ for b = 9, 0, -1 do
       hgetall_into(h, task_key, fields)
       local st = h.status
       local drop = true
-      if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
-          or st == 'cancelled' or st == 'expired' then
+      if finished(st) then
         -- gone or finished: nothing to run
       elseif st ~= 'queued' or h.stream_id ~= eid then
         emit(ctx.events, ctx.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
@@ -161,39 +408,7 @@ for b = 9, 0, -1 do
         held = held + 1
       else
         drop = false
-        started = started + 1
-        if h.ckey then
-          key_cnt[h.ckey] = key_count(h.ckey) + 1
-          redis.call('HINCRBY', KEYS[20], h.ckey, 1)
-        end
-        -- The entry goes with the trim below: its payload and metadata
-        -- move into the hash in the same write.
-        local p, m = entry_body(entry_fields)
-        if m then
-          h.payload, h.metadata = p, m
-          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
-            'payload', p, 'metadata', m)
-        elseif p then
-          h.payload = p
-          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
-            'payload', p)
-        else
-          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
-        end
-        if h.error_class then -- a retry: clear the previous attempt's outcome
-          redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-        end
-        leases[#leases + 1] = lease_s
-        leases[#leases + 1] = tid
-        if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-        emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
-        local wait = math.max(0, now - tonumber(h.created_at or now))
-        local b = bucket_field('wait_b', wait)
-        acc['started'] = (acc['started'] or 0) + 1
-        acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
-        acc[b] = (acc[b] or 0) + 1
-        tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
-        remaining = remaining - 1
+        start(tid, task_key, entry_fields)
       end
       if drop then
         redis.call('XACK', streams[b], group, eid)
@@ -204,6 +419,7 @@ for b = 9, 0, -1 do
       redis.call('XTRIM', streams[b], 'MINID', minid)
     end
   end
+end
 end
 
 if #leases > 0 then
@@ -231,5 +447,9 @@ if remaining > 0 and state == 'ok' and not more then
       last_ids[#last_ids + 1] = newest[1] and newest[1][1] or '0-0'
     end
   end
+  if last_wake then
+    local newest = redis.call('XREVRANGE', KEYS[29], '+', '-', 'COUNT', 1)
+    last_ids[#last_ids + 1] = newest[1] and newest[1][1] or '0-0'
+  end
 end
-return {state, tasks, last_ids, 0, '', held}
+return {state, tasks, last_ids, wait_ms, reason, held}

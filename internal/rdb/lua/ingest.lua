@@ -26,7 +26,9 @@
 --                                   task without a key, the marker its
 --                                   deletion at once leaves (TaskEnded)
 -- then, after the last task's keys (KEYS[6 + 2*n]): the queue's number
--- key (Keys.QueueNum), which every id of the call must carry
+-- key (Keys.QueueNum), which every id of the call must carry; then
+-- KEYS[7 + 2*n] limits hash, KEYS[8 + 2*n] fair state hash,
+-- KEYS[9 + 2*n] fair keys ZSET, KEYS[10 + 2*n] wake stream
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
@@ -35,7 +37,8 @@
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
 -- ARGV[9] "1": settle (see below), else ""
--- then per task i (base = 10 + 17*(i-1)): id, type, payload, priority,
+-- ARGV[10] fair active keys prefix  ARGV[11] key queue prefix
+-- then per task i (base = 12 + 17*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
 -- 32 bytes), record TTL (s),
@@ -65,7 +68,12 @@
 -- lost: it answers as a resend would, except that a task not yet created is
 -- marked never to be created and answered absent, and nothing is created.
 --
---! include: emit, ended_window, later_ms, int_ge
+-- A queue with fairness, key_order or key_rate set (limits field "fair")
+-- takes a task due now into its key's queue (lua/_fair.lua) instead of
+-- its band stream, with its payload in its hash and a key sequence number;
+-- one wake stream entry per call wakes blocked workers.
+--
+--! include: emit, ended_window, later_ms, int_ge, fair_enter
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
@@ -76,7 +84,7 @@ local events_maxlen = ARGV[3]
 local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
-local n = (#ARGV - 9) / 17 -- ARGV[7], without converting it
+local n = (#ARGV - 11) / 17 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 local settle = ARGV[9] == '1'
 
@@ -88,7 +96,7 @@ if n > 0 then
   if not qnum then
     return redis.error_reply('QNUM_MISSING')
   end
-  if tonumber(string.sub(ARGV[10], 29, 32), 16) ~= tonumber(qnum) then
+  if tonumber(string.sub(ARGV[12], 29, 32), 16) ~= tonumber(qnum) then
     return redis.error_reply('QNUM_MISMATCH ' .. qnum)
   end
 end
@@ -99,13 +107,18 @@ local depth_s = redis.call('GET', KEYS[1]) or '0'
 local depth, max_depth = nil, nil -- as numbers, once a call creates a second task
 local created = 0
 local recent = {}
+local F = nil -- the key queues, when the queue has them
+if n > 0 and redis.call('HGET', KEYS[7 + 2 * n], 'fair') then
+  F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[10], kq_prefix = ARGV[11], vt = {}}
+end
+local fair_created = 0
 -- built at a size most tasks fit, so filling it rehashes nothing
 local hset_args = {false, false, false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false}
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
-  local ab = 10 + 17 * (i - 1)
+  local ab = 12 + 17 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
@@ -224,7 +237,7 @@ for i = 1, n do
       args[nf + 1], args[nf + 2] = 'expires_at', expires_at
       nf = nf + 2
     end
-    if delayed then
+    if delayed or F then
       args[nf + 1], args[nf + 2] = 'payload', payload
       nf = nf + 2
       if metadata ~= '' then
@@ -244,10 +257,15 @@ for i = 1, n do
       args[nf + 1], args[nf + 2] = 'keep', '1'
       nf = nf + 2
     end
+    local fseq = nil -- its key sequence number, when it goes to a key queue
     -- The stream entry id is part of the hash, so the entry is added first;
     -- inside the script the order cannot be observed.
     if delayed then
       redis.call('ZADD', KEYS[2], available_at, id)
+    elseif F then
+      fseq = redis.call('HINCRBY', F.state, 'seq', 1)
+      args[nf + 1], args[nf + 2] = 'kseq', fseq
+      nf = nf + 2
     else
       args[nf + 1] = 'stream_id'
       if metadata ~= '' then
@@ -258,6 +276,10 @@ for i = 1, n do
       nf = nf + 2
     end
     redis.call('HSET', task_key, unpack(args, 1, nf))
+    if fseq then
+      fair_enter(F, priority, id, ckey, fseq)
+      fair_created = fair_created + 1
+    end
     if expires_at ~= '' then
       redis.call('ZADD', KEYS[3], expires_at, id)
     end
@@ -282,5 +304,8 @@ if #recent > 0 then
     redis.call('LTRIM', KEYS[4], 0, recent_cap - 1)
   end
   redis.call('INCRBY', KEYS[1], created == 1 and '1' or tostring(created))
+end
+if fair_created > 0 then
+  redis.call('XADD', KEYS[10 + 2 * n], 'MAXLEN', '1', '*', 'w', '1')
 end
 return replies

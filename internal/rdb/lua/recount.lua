@@ -1,13 +1,15 @@
 -- recount: recompute a queue's depth counter from its live structures, to
 -- repair drift after manual edits: undelivered stream entries + running
 -- leases + scheduled (pending and retrying) tasks + tasks held back by
--- key_concurrency + workflow nodes waiting. Each band is first
+-- key_concurrency + workflow nodes waiting + tasks in key queues (the
+-- fair state's per band counts). Each band is first
 -- trimmed up to the group's last delivered entry (claims do that as they
 -- go; this also covers entries older versions left), so XLEN counts the
 -- undelivered ones.
 --
 -- KEYS[1] depth counter  KEYS[2] lease ZSET  KEYS[3] schedule ZSET
 -- KEYS[4..13] band streams p0..p9  KEYS[14] held counter  KEYS[15] waiting ZSET
+-- KEYS[16] fair state hash
 -- ARGV[1] consumer group
 --
 -- Returns {old depth, new depth}.
@@ -16,6 +18,9 @@
 
 local depth = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) +
   math.max(0, tonumber(redis.call('GET', KEYS[14]) or '0')) + redis.call('ZCARD', KEYS[15])
+for b = 0, 9 do
+  depth = depth + math.max(0, tonumber(redis.call('HGET', KEYS[16], 'n' .. b) or '0'))
+end
 for i = 4, 13 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[i])
