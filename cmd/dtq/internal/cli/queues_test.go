@@ -128,6 +128,12 @@ func TestQueuesLimits(t *testing.T) {
 		b.ok(t, "queues", "limits", "set", "emails", "--rate", "10/1s", "--burst", "3", "--concurrency", "5"))
 	require.Equal(t, "queue emails: rate 10/1s (burst 3), concurrency 5\n", b.ok(t, "queues", "limits", "get", "emails"))
 	require.Equal(t, "queue emails: key_concurrency 1\n", b.ok(t, "queues", "limits", "set", "emails", "--key-concurrency", "1"))
+	require.Equal(t, "queue emails: fairness (default weight 1, acme 5, zed 2), key_rate 2/1s (burst 3), key_order fifo\n",
+		b.ok(t, "queues", "limits", "set", "emails", "--weight", "acme=5", "--weight", "zed=2", "--key-rate", "2/1s",
+			"--key-burst", "3", "--key-order", "fifo"))
+	require.Equal(t, "queue emails: fairness (default weight 1, acme 5, zed 2), key_rate 2/1s (burst 3), key_order fifo\n",
+		b.ok(t, "queues", "limits", "get", "emails"))
+	require.Equal(t, "queue emails: fairness (default weight 1)\n", b.ok(t, "queues", "limits", "set", "emails", "--fair"))
 	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "delete", "emails"))
 	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "get", "emails"))
 }

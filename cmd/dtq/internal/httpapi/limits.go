@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,7 +37,9 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) {
 
 // putLimits is PUT /api/v1/queues/{queue}/limits: replaces the queue's
 // limits with the body's, e.g. {"rate": {"limit": 10, "period": "1s"},
-// "concurrency": 5, "key_concurrency": 1}. Audited.
+// "concurrency": 5, "key_concurrency": 1, "fairness": {"weights": {"acme":
+// 5}}, "key_rate": {"limit": 2, "period": "1s"}, "key_order": "fifo"}.
+// Audited.
 func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
 	if _, err := parseQuery(r); err != nil {
 		s.writeError(w, r, err)
@@ -109,6 +112,30 @@ func limitsSummary(l *dtqtype.QueueLimits) string {
 	}
 	if l.KeyConcurrency > 0 {
 		add("key_concurrency=" + strconv.Itoa(l.KeyConcurrency))
+	}
+	if f := l.Fairness; f != nil {
+		add("fairness=default:" + strconv.Itoa(max(1, f.DefaultWeight)))
+		keys := make([]string, 0, len(f.Weights))
+		for k := range f.Weights {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i == 10 {
+				out += ",+" + strconv.Itoa(len(keys)-i) + " more"
+				break
+			}
+			out += "," + k + ":" + strconv.Itoa(f.Weights[k])
+		}
+	}
+	if l.KeyRate != nil {
+		add("key_rate=" + strconv.Itoa(l.KeyRate.Limit) + "/" + time.Duration(l.KeyRate.Period).String())
+		if l.KeyRate.Burst > 1 {
+			add("key_burst=" + strconv.Itoa(l.KeyRate.Burst))
+		}
+	}
+	if l.KeyOrder != "" {
+		add("key_order=" + l.KeyOrder)
 	}
 	return out
 }

@@ -194,6 +194,21 @@ func TestMemoryAndKeptText(t *testing.T) {
 		got := run[kept](tb, `const {keptCounts} = await mod('pages/queues.js'); return keptCounts(`+tt.retained+`);`)
 		require.Equal(t, tt.want, got, tt.retained)
 	}
+
+	limits := []struct{ limits, want string }{
+		{`null`, ""},
+		{`{"rate": {"limit": 10, "period": "1s"}, "key_concurrency": 1}`, "10/1s · 1 per key"},
+		{`{"fairness": {}}`, "fair"},
+		{`{"fairness": {"default_weight": 2, "weights": {"zed": 1, "acme": 5}}, "key_rate": {"limit": 2, "period": "1s", "burst": 3}, "key_order": "fifo"}`,
+			"fair (acme ×5, zed ×1, others ×2) · 2/1s per key (burst 3) · fifo per key"},
+	}
+	for _, tt := range limits {
+		got := run[string](tb, `const {describeLimits} = await mod('pages/queues.js'); return describeLimits(`+tt.limits+`);`)
+		require.Equal(t, tt.want, got, tt.limits)
+	}
+	top := run[string](tb, `const {describeTopKeys} = await mod('pages/queues.js');
+		return describeTopKeys([{key: "acme", queued: 1200}, {key: "", queued: 3}]);`)
+	require.Equal(t, "acme 1,200, (no key) 3", top)
 }
 
 // TestKeyedRows renders lists into a table body and checks that rows

@@ -96,7 +96,9 @@ export function mount(root, {app}) {
     setText(c.scheduled, fmtInt(q.scheduled));
     setText(c.workers, fmtInt(q.live_workers));
     setText(c.rate, fmtRate(q.throughput?.per_minute ?? 0));
-    setText(c.limits, describeLimits(q.limits));
+    const top = describeTopKeys(q.top_keys);
+    setText(c.limits, describeLimits(q.limits) + (top ? ` · top keys: ${top}` : ''));
+    c.limits.title = top ? `Keys with the most queued tasks: ${top}` : '';
     const kept = keptCounts(q.retained);
     c.kept.dataset.value = String(kept.total);
     setText(c.kept, fmtInt(kept.total));
@@ -231,14 +233,29 @@ export function mount(root, {app}) {
 }
 
 // describeLimits names a queue's flow-control limits, e.g.
-// "10/1s · 5 running · 1 per key"; "" when none are set.
+// "10/1s · 5 running · 1 per key · fair (acme ×5) · 2/1s per key · fifo
+// per key"; "" when none are set.
 export function describeLimits(l) {
   if (!l) return '';
   const parts = [];
   if (l.rate) parts.push(`${l.rate.limit}/${l.rate.period}` + (l.rate.burst > 1 ? ` (burst ${l.rate.burst})` : ''));
   if (l.concurrency) parts.push(`${l.concurrency} running`);
   if (l.key_concurrency) parts.push(`${l.key_concurrency} per key`);
+  if (l.fairness) {
+    const w = Object.entries(l.fairness.weights || {}).sort((a, b) => a[0].localeCompare(b[0]));
+    const dw = l.fairness.default_weight > 1 ? [`others ×${l.fairness.default_weight}`] : [];
+    const named = [...w.slice(0, 5).map(([k, n]) => `${k} ×${n}`), ...(w.length > 5 ? [`+${w.length - 5}`] : []), ...dw];
+    parts.push(named.length ? `fair (${named.join(', ')})` : 'fair');
+  }
+  if (l.key_rate) parts.push(`${l.key_rate.limit}/${l.key_rate.period} per key` + (l.key_rate.burst > 1 ? ` (burst ${l.key_rate.burst})` : ''));
+  if (l.key_order === 'fifo') parts.push('fifo per key');
   return parts.join(' · ');
+}
+
+// describeTopKeys names the keys with the most queued tasks, e.g.
+// "acme 1,200, (no key) 3"; "" when there are none.
+export function describeTopKeys(top) {
+  return (top || []).slice(0, 5).map(k => `${k.key === '' ? '(no key)' : k.key} ${fmtInt(k.queued)}`).join(', ');
 }
 
 // keptCounts sums a queue's retained counts (by status; statuses with none
