@@ -49,7 +49,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -65,6 +65,8 @@ func main() {
 	queues := flag.Int("queues", 3, "queues (cluster-e2e)")
 	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
 	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory)")
+	keys := flag.Int("keys", 100, "concurrency keys, round robin (fair-e2e)")
+	fair := flag.Bool("fair", true, "set fairness on the queue (fair-e2e)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
 	wfJoin := flag.Int("workflow-join", 0, "workflow release latency: joins of this many deps (see -rounds, -chains, -cluster)")
 	wfRounds := flag.Int("rounds", 20, "workflow joins to run, one at a time (-workflow-join)")
@@ -148,6 +150,8 @@ func main() {
 			res = memory(ctx, rc, *n, payload, memoryRun{retention: *retention, idem: *idem})
 		case "outbox":
 			res = outboxBench(ctx, rc, *n, *rate)
+		case "fair-e2e":
+			res = fairE2E(ctx, rc, *n, *concurrency, *keys, *fair, payload)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)

@@ -71,7 +71,8 @@ func (r *RDB) DeleteTask(ctx context.Context, queue, id string, now time.Time) (
 }
 
 // PurgeQueue cancels every ready (queued, undelivered) task of queue, 500
-// stream entries per script call. It returns how many it cancelled.
+// stream entries (or key queue tasks) per script call. It returns how many
+// it cancelled.
 func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, now time.Time) (int64, error) {
 	k := r.keys
 	var total int64
@@ -88,6 +89,21 @@ func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, no
 			total += n
 			start, _ = v[1].(string)
 			if start == "" {
+				break
+			}
+		}
+		// With key queues, the band's tasks wait there too.
+		for {
+			v, err := r.run(ctx, scriptPurgeKeys, []string{k.Expiry(queue), k.Events(queue), k.Depth(queue), k.Retained(queue),
+				k.WorkflowOutbox(queue), k.FairState(queue), k.FairKeys(queue)}, now.UnixMilli(), b, MaxPerCall,
+				k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
+				k.FairActivePrefix(queue), k.KeyQueuePrefix(queue)).Slice()
+			if err != nil {
+				return total, err
+			}
+			n, _ := v[0].(int64)
+			total += n
+			if more, _ := v[1].(int64); more == 0 {
 				break
 			}
 		}

@@ -294,23 +294,24 @@ func (c *finishSucceededCall) args() []any {
 type ingestCall struct {
 	depth, schedule, expiry, recent, events string
 	queueNum                                string // after the tasks' keys
-	limits, fairState, fairKeys, wake       string // after queueNum
+	fair                                    bool   // the queue was seen with key queues: pass their keys
+	fairOn, fairState, fairKeys, wake       string // after queueNum, with fair
 
 	now, maxDepth, eventsMaxLen, recentCap int64
 	taskPrefix, resultPrefix, streamPrefix string
 	settle                                 string
-	fairActive, keyQueue                   string // prefixes
+	fairActive, keyQueue                   string // prefixes, after the tasks' args, with fair
 	tasks                                  []NewTask
 	keyOf                                  Keys // builds each task's two keys
 	queue                                  string
 }
 
-func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) *ingestCall {
+func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle, fair bool) *ingestCall {
 	k := r.keys
 	return &ingestCall{
 		depth: k.Depth(queue), schedule: k.Schedule(queue), expiry: k.Expiry(queue), recent: k.Recent(queue),
 		events: k.Events(queue), queueNum: k.QueueNum(queue),
-		limits: k.Limits(queue), fairState: k.FairState(queue), fairKeys: k.FairKeys(queue), wake: k.Wake(queue),
+		fair: fair, fairOn: k.FairOn(queue), fairState: k.FairState(queue), fairKeys: k.FairKeys(queue), wake: k.Wake(queue),
 
 		now: now.UnixMilli(), maxDepth: opt.MaxDepth, eventsMaxLen: opt.EventsMaxLen, recentCap: opt.RecentCap,
 		taskPrefix: k.TaskPrefix(queue), resultPrefix: k.ResultPrefix(queue), streamPrefix: k.StreamPrefix(queue),
@@ -332,13 +333,17 @@ func (c *ingestCall) keys() []string {
 		}
 		keys = append(keys, c.keyOf.Task(c.queue, t.ID), record)
 	}
-	return append(keys, c.queueNum, c.limits, c.fairState, c.fairKeys, c.wake)
+	keys = append(keys, c.queueNum)
+	if c.fair {
+		keys = append(keys, c.fairOn, c.fairState, c.fairKeys, c.wake)
+	}
+	return keys
 }
 
 func (c *ingestCall) args() []any {
 	args := make([]any, 0, 11+17*len(c.tasks))
 	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
-		len(c.tasks), c.streamPrefix, c.settle, c.fairActive, c.keyQueue)
+		len(c.tasks), c.streamPrefix, c.settle)
 	for i := range c.tasks {
 		t := &c.tasks[i]
 		exp := ""
@@ -349,6 +354,9 @@ func (c *ingestCall) args() []any {
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
 			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
 			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli())
+	}
+	if c.fair {
+		args = append(args, c.fairActive, c.keyQueue)
 	}
 	return args
 }

@@ -400,3 +400,111 @@ func TestFairComposesWithQueueLimitsAndPause(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, old, now)
 }
+
+// TestFairDeleteQueueRemovesTheKeyQueues: an emptied queue (its tasks
+// cancelled while in key queues) is deleted with its key queue structures.
+func TestFairDeleteQueueRemovesTheKeyQueues(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}})
+	for _, id := range append(b.ingestKey(t, 2, "a", 5), b.ingestKey(t, 1, "", 3)...) {
+		st, _, err := b.r.CancelTask(b.ctx, "q", id, testAdmin, b.now, "")
+		require.NoError(t, err)
+		require.Equal(t, "cancelled", st)
+	}
+	_, err := b.r.SetLimits(b.ctx, "q", nil)
+	require.NoError(t, err)
+	_, err = b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}})
+	require.NoError(t, err)
+	b.ingestKey(t, 1, "b", 5)
+	cr := b.claimN(t, 1, b.now)
+	errs, err := b.r.FinishSucceeded(b.ctx, "q", testSettings, b.now, []Success{{ID: cr.Tasks[0].ID, Attempt: 1}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	st, _, err := b.r.CancelTask(b.ctx, "q", b.ingestKey(t, 1, "c", 5)[0], testAdmin, b.now, "")
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", st)
+
+	res, err := b.r.DeleteQueue(b.ctx, "q")
+	require.NoError(t, err)
+	require.True(t, res.Deleted, "%+v", res)
+	for _, pattern := range []string{b.keys.FairActivePrefix("q") + "*", b.keys.KeyQueuePrefix("q") + "*",
+		b.keys.FairState("q"), b.keys.FairKeys("q")} {
+		left, err := b.c.Keys(b.ctx, pattern).Result()
+		require.NoError(t, err)
+		require.Empty(t, left, pattern)
+	}
+}
+
+// TestFairWorkflowNodesEnterTheirKeys: workflow nodes released from
+// waiting go through the band stream into their key's queue and take
+// their turn there; a keyed backlog does not hold them up.
+func TestFairWorkflowNodesEnterTheirKeys(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}})
+	b.ingestKey(t, 50, "big", 5)
+	a, c := b.wfNode(t, "q", "a", false), b.wfNode(t, "q", "c", false, "a")
+	a.Task.ConcurrencyKey, c.Task.ConcurrencyKey = "flow", "flow"
+	id := NewWorkflowID(b.now, RandomWorkflowTag())
+	st := b.submitWorkflow(t, &NewWorkflow{ID: id, Nodes: []WorkflowNode{a, c}})
+	b.release(t, id, st.Releases)
+	got := ids(b.claimN(t, 2, b.now).Tasks)
+	require.Contains(t, got, a.Task.ID, "the released root starts within K = 2 claims")
+	errs, err := b.r.FinishSucceeded(b.ctx, "q", testSettings, b.now, []Success{{ID: a.Task.ID, Attempt: 1}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	b.relay(t, "q")
+	got = ids(b.claimN(t, 2, b.now).Tasks)
+	require.Contains(t, got, c.Task.ID, "the node released from waiting starts within K = 2 claims")
+	old, now, err := b.r.Recount(b.ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, old, now)
+}
+
+// TestFairPurgeCancelsTheKeyQueues: a queue purge cancels the tasks waiting
+// in key queues, parked keys' too, and leaves running ones alone.
+func TestFairPurgeCancelsTheKeyQueues(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}, KeyConcurrency: 1})
+	a := b.ingestKey(t, 700, "a", 5)
+	c := b.ingestKey(t, 3, "", 2)
+	cr := b.claimN(t, 2, b.now)
+	require.Equal(t, []string{a[0], c[0]}, ids(cr.Tasks), "a is parked after its first")
+	n, err := b.r.PurgeQueue(b.ctx, "q", testAdmin, b.now)
+	require.NoError(t, err)
+	require.EqualValues(t, 699+2, n, "all but the two running")
+	require.Equal(t, dtqtype.StatusCancelled, b.get(t, a[699]).Status)
+	qi, err := b.r.QueueInfo(b.ctx, "q", b.now, 1)
+	require.NoError(t, err)
+	require.Zero(t, qi.ReadyTotal)
+	require.Empty(t, qi.TopKeys)
+	require.EqualValues(t, 2, qi.Depth, "the two running tasks")
+}
+
+// TestFairWithAStaleFlagStillShares: a process that has not yet seen
+// fairness switched on (its view of the flag is up to a second old) writes
+// band stream entries; the claims sort them into the key queues, and the
+// small key still starts within K claims.
+func TestFairWithAStaleFlagStillShares(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, nil)
+	other := New(b.c, b.keys.Prefix())
+	require.False(t, other.keyQueues(b.ctx, "q"))
+	_, err := b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}})
+	require.NoError(t, err)
+	require.True(t, other.keyQueues(b.ctx, "q") == false, "still the view of a moment ago")
+	b.r = other
+	b.ingestKey(t, 300, "big", 5)
+	small := index(b.ingestKey(t, 3, "small", 5), "small")
+	n, err := b.c.XLen(b.ctx, b.keys.Stream("q", 5)).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 303, n, "into the band stream")
+	var pos []int
+	for i := 1; len(pos) < 3; i++ {
+		cr := b.claimN(t, 1, b.now)
+		require.Len(t, cr.Tasks, 1)
+		if small[cr.Tasks[0].ID] != "" {
+			pos = append(pos, i)
+		}
+	}
+	require.Equal(t, []int{2, 4, 6}, pos)
+}

@@ -102,21 +102,39 @@ func checkCall(c callCounts) error {
 		return fmt.Errorf("%s.lua called with %d ARGV: %w", c.script, c.args, err)
 	}
 	if nk >= 0 && na >= 0 && nk != na {
+		// With optional entries after the items, both sides may be read
+		// the other way: KEYS and ARGV must then agree with them.
+		ak, aok := keys.matchAlt(c.keys)
+		aa, aaok := args.matchAlt(c.args)
+		if aok && aaok && ak == aa {
+			return nil
+		}
 		return fmt.Errorf("%s.lua called with KEYS for %d items and ARGV for %d", c.script, nk, na)
 	}
 	return nil
 }
 
+// matchAlt reports how many items n entries hold when the optional
+// entries after the items are there.
+func (s shape) matchAlt(n int) (int, bool) {
+	if s.altTotal == 0 || s.stride == 0 || n < s.altTotal || (n-s.altTotal)%s.stride != 0 {
+		return -1, false
+	}
+	return (n - s.altTotal) / s.stride, true
+}
+
 // shape is what a header says of one of KEYS and ARGV: entries 1..fixed,
 // the last few of them optional down to min; or an open tail from tail on
 // (in pairs when pairs); or per item blocks of stride entries from base
-// on, the whole being total + totalStride*n entries for n items.
+// on, the whole being total + totalStride*n entries for n items, or
+// altTotal + totalStride*n when entries after the items are optional.
 type shape struct {
 	fixed, min         int
 	tail               int
 	pairs              bool
 	base, stride       int
 	total, totalStride int
+	altTotal           int
 }
 
 // match reports whether n entries fit the shape, and for a per item shape
@@ -124,9 +142,12 @@ type shape struct {
 func (s shape) match(n int) (int, error) {
 	switch {
 	case s.stride > 0:
-		total, stride := s.total, s.totalStride
-		if stride == 0 { // no entries after the items
-			total, stride = s.base-1, s.stride
+		total, stride := s.total, s.stride
+		if total == 0 { // no entries after the items
+			total = s.base - 1
+		}
+		if alt := s.altTotal; alt > 0 && n >= alt && (n-alt)%stride == 0 && (n < total || (n-total)%stride != 0) {
+			return (n - alt) / stride, nil
 		}
 		if n < total || (n-total)%stride != 0 {
 			return -1, fmt.Errorf("want %d + %d per item (entries 1..%d, then items of %d from %d)",
@@ -222,7 +243,11 @@ func parseHeader(src string) (keys, args shape, err error) {
 			s.fixed, s.min = max(s.fixed, to), max(s.min, to)
 		case indexTotal.MatchString(idx):
 			r := indexTotal.FindStringSubmatch(idx)
-			s.total, _ = strconv.Atoi(r[1])
+			if v, _ := strconv.Atoi(r[1]); strings.Contains(about, "optional") {
+				s.altTotal = v // optional entries after the items: the last one counts
+			} else {
+				s.total = v
+			}
 			s.totalStride, _ = strconv.Atoi(r[2])
 		case indexItem.MatchString(idx):
 			r := indexItem.FindStringSubmatch(idx)
@@ -264,6 +289,11 @@ func TestParseHeader(t *testing.T) {
 		{"per item", "-- KEYS[1] a\n-- then per task i (base = 2 + 2*(i-1)):\n-- KEYS[base] h  KEYS[base+1] r\n" +
 			"-- then KEYS[2 + 2*n]: n\n-- ARGV[1] x ARGV[2] y\n-- then per task i (base = 3 + 5*(i-1)): ...\nreturn 1",
 			shape{fixed: 1, min: 1, base: 2, stride: 2, total: 2, totalStride: 2}, shape{fixed: 2, min: 2, base: 3, stride: 5}},
+		{"optional entries after the items", "-- KEYS[1] a\n-- then per task i (base = 2 + 2*(i-1)):\n-- KEYS[base] h\n" +
+			"-- then KEYS[2 + 2*n]: n, KEYS[3 + 2*n] optional: f\n-- ARGV[1] x\n-- then per task i (base = 2 + 5*(i-1)): ...\n" +
+			"-- then ARGV[2 + 5*n] optional: p\nreturn 1",
+			shape{fixed: 1, min: 1, base: 2, stride: 2, total: 2, totalStride: 2, altTotal: 3},
+			shape{fixed: 1, min: 1, base: 2, stride: 5, totalStride: 5, altTotal: 2}},
 		{"item entries", "-- KEYS[1] a\n-- then per task i: KEYS[2 + 2*(i-1)] h, KEYS[3 + 2*(i-1)] r\n-- ARGV[1] x\nreturn 1",
 			shape{fixed: 1, min: 1, base: 2, stride: 2}, shape{fixed: 1, min: 1}},
 		{"later comments do not count", "-- KEYS[1] a\n-- ARGV[1] x\nlocal v = 1\n-- KEYS[9] late\nreturn v",
@@ -302,6 +332,10 @@ func TestShapeMatch(t *testing.T) {
 		{"items without the total", perItem, 5 + 2*3, -1, false},
 		{"items without a trailer", shape{fixed: 9, min: 9, base: 10, stride: 17}, 9 + 17*2, 2, true},
 		{"a partial item", shape{fixed: 9, min: 9, base: 10, stride: 17}, 9 + 17*2 + 1, -1, false},
+		{"optional trailer left out", shape{fixed: 5, min: 5, base: 6, stride: 2, total: 6, totalStride: 2, altTotal: 9}, 6 + 2*3, 3, true},
+		{"optional trailer given", shape{fixed: 5, min: 5, base: 6, stride: 2, total: 6, totalStride: 2, altTotal: 9}, 9 + 2*3, 3, true},
+		{"optional args after items", shape{fixed: 9, min: 9, base: 10, stride: 17, totalStride: 17, altTotal: 11}, 11 + 17*2, 2, true},
+		{"no optional args after items", shape{fixed: 9, min: 9, base: 10, stride: 17, totalStride: 17, altTotal: 11}, 9 + 17*2, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -134,6 +134,10 @@ func (k Keys) Wake(queue string) string { return k.q("wake", queue) }
 // number of tasks in its key queues "n<b>".
 func (k Keys) FairState(queue string) string { return k.q("fair", queue) }
 
+// FairOn exists while queue has key queues (fairness, key_rate or
+// key_order set): ingest reads it with the queue's number in one MGET.
+func (k Keys) FairOn(queue string) string { return k.q("fairon", queue) }
+
 // FairKeys is the ZSET key -> tasks of queue waiting in that key's queues
 // (the top keys by backlog).
 func (k Keys) FairKeys(queue string) string { return k.q("fairkeys", queue) }

@@ -24,6 +24,7 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimit
 			args = append(args, f, v)
 		}
 	}
+	fair := false
 	if l != nil {
 		if rl := l.Rate; rl != nil && rl.Limit > 0 {
 			add("rate_limit", int64(rl.Limit))
@@ -32,7 +33,6 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimit
 		}
 		add("concurrency", int64(l.Concurrency))
 		add("key_concurrency", int64(l.KeyConcurrency))
-		fair := false
 		if f := l.Fairness; f != nil {
 			fair = true
 			add("fair_default", int64(max(1, f.DefaultWeight)))
@@ -59,8 +59,53 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimit
 	}
 	keys := append([]string{k.Limits(queue), k.Rate(queue), k.FairState(queue), k.FairKeys(queue), k.FairDelay(queue),
 		k.KeyRate(queue)}, r.bandStreams(queue)...)
+	keys = append(keys, k.FairOn(queue))
 	n, err := r.run(ctx, scriptLimits, keys, args...).Int64()
+	if err == nil {
+		r.sawKeyQueues(queue, fair)
+	}
 	return n == 1, err
+}
+
+// fairFlagTTL is how long the ingest path trusts what it last read of a
+// queue's fair flag. A stale "off" costs nothing but speed: the task goes
+// to its band stream, and the next claim sorts it into its key queue; a
+// stale "on" only passes keys the script then does not use.
+const fairFlagTTL = time.Second
+
+// fairFlag is what was last read of a queue's fair flag, and when.
+type fairFlag struct {
+	on bool
+	at time.Time
+}
+
+// keyQueues reports whether queue has key queues, as read at most
+// fairFlagTTL ago (one EXISTS a second per queue otherwise). On an error
+// it answers what it knew: the ingest script checks the flag itself.
+func (r *RDB) keyQueues(ctx context.Context, queue string) bool {
+	now := time.Now()
+	r.fairMu.Lock()
+	f, ok := r.fairFlags[queue]
+	r.fairMu.Unlock()
+	if ok && now.Sub(f.at) < fairFlagTTL {
+		return f.on
+	}
+	n, err := r.c.Exists(ctx, r.keys.FairOn(queue)).Result()
+	if err != nil {
+		return f.on
+	}
+	r.sawKeyQueues(queue, n == 1)
+	return n == 1
+}
+
+// sawKeyQueues records what was read (or just written) of queue's fair flag.
+func (r *RDB) sawKeyQueues(queue string, on bool) {
+	r.fairMu.Lock()
+	defer r.fairMu.Unlock()
+	if r.fairFlags == nil {
+		r.fairFlags = map[string]fairFlag{}
+	}
+	r.fairFlags[queue] = fairFlag{on: on, at: time.Now()}
 }
 
 // GetLimits reads queue's limits, nil when none are set.

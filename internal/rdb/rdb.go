@@ -261,6 +261,9 @@ type RDB struct {
 	queueNum   map[string]cachedNum
 	numQueue   map[uint16]cachedName
 	restoredAt time.Time // the last rebuild tried on a miss (queueNameFresh)
+
+	fairMu    sync.Mutex
+	fairFlags map[string]fairFlag // keyQueues
 }
 
 // New returns a Redis layer on c with keys under prefix.
@@ -441,8 +444,9 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	k := r.keys
 	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
 		k.Recent(queue), k.Events(queue), k.Paused(queue)}
-	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.QueueNum(queue))
-	v, err := r.run(ctx, scriptDeleteQueue, keys, Group).Slice()
+	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.QueueNum(queue),
+		k.FairState(queue), k.FairKeys(queue), k.FairDelay(queue), k.KeyRate(queue))
+	v, err := r.run(ctx, scriptDeleteQueue, keys, Group, k.FairActivePrefix(queue), k.KeyQueuePrefix(queue)).Slice()
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,7 @@ var (
 	scriptPromote         = newScript("promote")
 	scriptPruneConsumers  = newScript("prune_consumers")
 	scriptPurgeBand       = newScript("purge_band")
+	scriptPurgeKeys       = newScript("purge_keys")
 	scriptReclaim         = newScript("reclaim")
 	scriptRecount         = newScript("recount")
 	scriptRegisterQueue   = newScript("register_queue")

@@ -22,7 +22,7 @@
 -- KEYS[25] fair state hash  KEYS[26] fair keys ZSET (queued tasks per key)
 -- KEYS[27] fair delay ZSET (keys parked until their key_rate token)
 -- KEYS[28] key rate state ZSET (key -> GCRA arrival time)
--- KEYS[29] wake stream
+-- KEYS[29] wake stream (fair ingest writes it)
 --
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
@@ -136,52 +136,52 @@ local h = {} -- each entry's task fields, refilled (hget_into)
 local leases, acc = {}, {}
 local empty = {} -- bands that held nothing: no read, and 0-0 to block on
 
--- start moves queued task tid (its fields in h) to running under this
--- call's lease; entry_fields are its stream entry's, when it has one.
-local function start(tid, task_key, entry_fields)
-  started = started + 1
-  if h.ckey then
-    key_cnt[h.ckey] = key_count(h.ckey) + 1
-    redis.call('HINCRBY', KEYS[20], h.ckey, 1)
-  end
-  -- The entry goes with the trim below: its payload and metadata move
-  -- into the hash in the same write.
-  local p, m = entry_body(entry_fields)
-  if m then
-    h.payload, h.metadata = p, m
-    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
-      'payload', p, 'metadata', m)
-  elseif p then
-    h.payload = p
-    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
-      'payload', p)
-  else
-    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
-  end
-  if h.error_class then -- a retry: clear the previous attempt's outcome
-    redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-  end
-  leases[#leases + 1] = lease_s
-  leases[#leases + 1] = tid
-  if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-  emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
-  local wait = math.max(0, now - tonumber(h.created_at or now))
-  local bf = bucket_field('wait_b', wait)
-  acc['started'] = (acc['started'] or 0) + 1
-  acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
-  acc[bf] = (acc[bf] or 0) + 1
-  tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
-  remaining = remaining - 1
-end
-
--- finished reports whether status st leaves nothing to run.
-local function finished(st)
-  return st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
-    or st == 'cancelled' or st == 'expired'
-end
-
 if lim[6] then
   -- Fairness, key_order or key_rate: the key queues (lua/_fair.lua).
+  -- start moves queued task tid (its fields in h) to running under this
+  -- call's lease; entry_fields are its stream entry's, when it has one.
+  local function start(tid, task_key, entry_fields)
+    started = started + 1
+    if h.ckey then
+      key_cnt[h.ckey] = key_count(h.ckey) + 1
+      redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+    end
+    -- The entry goes with the trim below: its payload and metadata move
+    -- into the hash in the same write.
+    local p, m = entry_body(entry_fields)
+    if m then
+      h.payload, h.metadata = p, m
+      redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+        'payload', p, 'metadata', m)
+    elseif p then
+      h.payload = p
+      redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+        'payload', p)
+    else
+      redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+    end
+    if h.error_class then -- a retry: clear the previous attempt's outcome
+      redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+    end
+    leases[#leases + 1] = lease_s
+    leases[#leases + 1] = tid
+    if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
+    emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+    local wait = math.max(0, now - tonumber(h.created_at or now))
+    local bf = bucket_field('wait_b', wait)
+    acc['started'] = (acc['started'] or 0) + 1
+    acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
+    acc[bf] = (acc[bf] or 0) + 1
+    tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
+    remaining = remaining - 1
+  end
+
+  -- finished reports whether status st leaves nothing to run.
+  local function finished(st)
+    return st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
+      or st == 'cancelled' or st == 'expired'
+  end
+
   local fl = redis.call('HMGET', KEYS[18], 'fair_default', 'key_rate_limit', 'key_rate_period_ms', 'key_burst', 'key_order')
   local F = {state = KEYS[25], keys = KEYS[26], delay = KEYS[27], act_prefix = ARGV[12], kq_prefix = ARGV[13],
     task_prefix = ctx.task_prefix, vt = {}}
@@ -351,8 +351,8 @@ if lim[6] then
   if #vt > 0 then redis.call('HSET', F.state, unpack(vt)) end
   if remaining > 0 and not more and not blocked and state == 'ok' then
     -- Nothing more to start now. A key waiting for its key_rate token:
-    -- sleep until then; else block on the bands and the wake stream,
-    -- which fair ingest writes.
+    -- sleep until then; else block on the bands (a release that unparks
+    -- a key writes there) and the wake stream (fair ingest writes there).
     local first = redis.call('ZRANGE', F.delay, 0, 0, 'WITHSCORES')
     if first[1] then
       state = 'limited'
@@ -389,7 +389,8 @@ for b = 9, 0, -1 do
       hgetall_into(h, task_key, fields)
       local st = h.status
       local drop = true
-      if finished(st) then
+      if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
+          or st == 'cancelled' or st == 'expired' then
         -- gone or finished: nothing to run
       elseif st ~= 'queued' or h.stream_id ~= eid then
         emit(ctx.events, ctx.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
@@ -408,7 +409,39 @@ for b = 9, 0, -1 do
         held = held + 1
       else
         drop = false
-        start(tid, task_key, entry_fields)
+        started = started + 1
+        if h.ckey then
+          key_cnt[h.ckey] = key_count(h.ckey) + 1
+          redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+        end
+        -- The entry goes with the trim below: its payload and metadata
+        -- move into the hash in the same write.
+        local p, m = entry_body(entry_fields)
+        if m then
+          h.payload, h.metadata = p, m
+          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+            'payload', p, 'metadata', m)
+        elseif p then
+          h.payload = p
+          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+            'payload', p)
+        else
+          redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+        end
+        if h.error_class then -- a retry: clear the previous attempt's outcome
+          redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+        end
+        leases[#leases + 1] = lease_s
+        leases[#leases + 1] = tid
+        if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
+        emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+        local wait = math.max(0, now - tonumber(h.created_at or now))
+        local b = bucket_field('wait_b', wait)
+        acc['started'] = (acc['started'] or 0) + 1
+        acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
+        acc[b] = (acc[b] or 0) + 1
+        tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
+        remaining = remaining - 1
       end
       if drop then
         redis.call('XACK', streams[b], group, eid)

@@ -12,8 +12,15 @@
 -- KEYS[9..18] band streams p0..p9
 -- KEYS[19] retained counts hash     KEYS[20] tidy cursor
 -- KEYS[21] the queue's number key (a queue created again may get another)
+-- KEYS[22] fair state hash  KEYS[23] fair keys ZSET  KEYS[24] fair delay ZSET
+-- KEYS[25] key rate state (the limits, and so the fair flag, stay)
 --
--- ARGV[1] consumer group name
+-- ARGV[1] consumer group name  ARGV[2] fair active keys prefix
+-- ARGV[3] key queue prefix
+--
+-- The key queues (lua/_fair.lua) of an empty queue hold at most entries of
+-- finished tasks, which a claim would have dropped: they go too, found
+-- through the fair keys ZSET.
 --
 -- Returns {1} when deleted, or {0, what, count} when not empty, what one of
 -- "live", "scheduled", "running", "expiring", "dead_lettered", "ready",
@@ -40,5 +47,9 @@ for i = 9, 18 do
     return {0, 'delivered', tonumber(pending[1])}
   end
 end
+for _, k in ipairs(redis.call('ZRANGE', KEYS[23], 0, -1)) do
+  for b = 0, 9 do redis.call('DEL', ARGV[3] .. b .. ':' .. k) end
+end
+for b = 0, 9 do redis.call('DEL', ARGV[2] .. b) end
 redis.call('DEL', unpack(KEYS))
 return {1}

@@ -26,9 +26,11 @@
 --                                   task without a key, the marker its
 --                                   deletion at once leaves (TaskEnded)
 -- then, after the last task's keys (KEYS[6 + 2*n]): the queue's number
--- key (Keys.QueueNum), which every id of the call must carry; then
--- KEYS[7 + 2*n] limits hash, KEYS[8 + 2*n] fair state hash,
--- KEYS[9 + 2*n] fair keys ZSET, KEYS[10 + 2*n] wake stream
+-- key (Keys.QueueNum), which every id of the call must carry; then, in a
+-- call for a queue the caller saw with key queues (the fair keys),
+-- KEYS[7 + 2*n] optional: fair flag (set while the queue has key queues),
+-- KEYS[8 + 2*n] optional: fair state hash, KEYS[9 + 2*n] optional: fair
+-- keys ZSET, KEYS[10 + 2*n] optional: wake stream
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
@@ -37,14 +39,15 @@
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
 -- ARGV[9] "1": settle (see below), else ""
--- ARGV[10] fair active keys prefix  ARGV[11] key queue prefix
--- then per task i (base = 12 + 17*(i-1)): id, type, payload, priority,
+-- then per task i (base = 10 + 17*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
 -- 32 bytes), record TTL (s),
 -- created_at, concurrency key ("" = none), retention once finished (s; ""
 -- = the workers' setting), "1" to keep the payload once succeeded, the
 -- creation event's ts (now less the id's time, ms: see event_ts)
+-- then, with the fair keys: ARGV[10 + 17*n] optional: fair active keys
+-- prefix, ARGV[11 + 17*n] optional: key queue prefix
 --
 -- Safe to send twice: a task this call already created (its record names
 -- it, or its hash or ended marker exists) answers {"created", id, status}
@@ -68,12 +71,15 @@
 -- lost: it answers as a resend would, except that a task not yet created is
 -- marked never to be created and answered absent, and nothing is created.
 --
--- A queue with fairness, key_order or key_rate set (limits field "fair")
--- takes a task due now into its key's queue (lua/_fair.lua) instead of
--- its band stream, with its payload in its hash and a key sequence number;
--- one wake stream entry per call wakes blocked workers.
+-- A queue with fairness, key_order or key_rate set (the fair flag, which a
+-- call with the fair keys reads with the queue's number in one MGET) takes
+-- a task due now into its key's queue (lua/_fair.lua) instead of its band
+-- stream, with its payload in its hash and a key sequence number; one wake
+-- stream entry per call wakes blocked workers. A call without the fair
+-- keys (the caller's view of the flag is at most a second old) writes band
+-- stream entries, which the claims sort into the key queues.
 --
---! include: emit, ended_window, later_ms, int_ge, fair_enter
+--! include: emit, ended_window, later_ms, int_ge
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
@@ -84,19 +90,32 @@ local events_maxlen = ARGV[3]
 local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
-local n = (#ARGV - 11) / 17 -- ARGV[7], without converting it
+local fair_call = (#ARGV - 9) % 17 ~= 0 -- two more ARGV: the fair prefixes
+local n = (#ARGV - (fair_call and 11 or 9)) / 17 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 local settle = ARGV[9] == '1'
+
+local F = nil -- the key queues, when the queue has them
 
 -- The ids carry the queue's number in their last four hex digits; it must
 -- be the number the queue was first registered under, so that the registry,
 -- rebuilt from the per-queue keys, resolves every id to its own queue.
 if n > 0 then
-  local qnum = redis.call('GET', KEYS[6 + 2 * n])
+  local qnum
+  if fair_call then
+    local got = redis.call('MGET', KEYS[6 + 2 * n], KEYS[7 + 2 * n])
+    qnum = got[1]
+    if got[2] then
+      F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[10 + 17 * n],
+        kq_prefix = ARGV[11 + 17 * n], vt = {}}
+    end
+  else
+    qnum = redis.call('GET', KEYS[6 + 2 * n])
+  end
   if not qnum then
     return redis.error_reply('QNUM_MISSING')
   end
-  if tonumber(string.sub(ARGV[12], 29, 32), 16) ~= tonumber(qnum) then
+  if tonumber(string.sub(ARGV[10], 29, 32), 16) ~= tonumber(qnum) then
     return redis.error_reply('QNUM_MISMATCH ' .. qnum)
   end
 end
@@ -107,18 +126,14 @@ local depth_s = redis.call('GET', KEYS[1]) or '0'
 local depth, max_depth = nil, nil -- as numbers, once a call creates a second task
 local created = 0
 local recent = {}
-local F = nil -- the key queues, when the queue has them
-if n > 0 and redis.call('HGET', KEYS[7 + 2 * n], 'fair') then
-  F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[10], kq_prefix = ARGV[11], vt = {}}
-end
-local fair_created = 0
+local fair_band = nil -- set when a task of this call entered a key queue
 -- built at a size most tasks fit, so filling it rehashes nothing
 local hset_args = {false, false, false, false, false, false, false, false, false, false, false, false, false, false,
   false, false, false, false, false, false, false, false, false, false}
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
-  local ab = 12 + 17 * (i - 1)
+  local ab = 10 + 17 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
@@ -277,8 +292,15 @@ for i = 1, n do
     end
     redis.call('HSET', task_key, unpack(args, 1, nf))
     if fseq then
-      fair_enter(F, priority, id, ckey, fseq)
-      fair_created = fair_created + 1
+      -- fair_enter (lua/_fair.lua) written out: as a helper it would cost
+      -- every call, fair or not, its closure.
+      local vt = F.vt[priority] or redis.call('HGET', F.state, 'vt' .. priority) or '0'
+      F.vt[priority] = vt
+      redis.call('ZADD', F.kq_prefix .. priority .. ':' .. ckey, fseq, id)
+      redis.call('HINCRBY', F.state, 'n' .. priority, 1)
+      redis.call('ZINCRBY', F.keys, 1, ckey)
+      redis.call('ZADD', F.act_prefix .. priority, 'NX', vt, ckey)
+      fair_band = priority
     end
     if expires_at ~= '' then
       redis.call('ZADD', KEYS[3], expires_at, id)
@@ -305,7 +327,7 @@ if #recent > 0 then
   end
   redis.call('INCRBY', KEYS[1], created == 1 and '1' or tostring(created))
 end
-if fair_created > 0 then
+if fair_band then
   redis.call('XADD', KEYS[10 + 2 * n], 'MAXLEN', '1', '*', 'w', '1')
 end
 return replies

@@ -9,7 +9,7 @@
 --
 -- KEYS[1] limits hash  KEYS[2] rate state  KEYS[3] fair state hash
 -- KEYS[4] fair keys ZSET  KEYS[5] fair delay ZSET  KEYS[6] key rate state
--- KEYS[7..16] band streams p0..p9
+-- KEYS[7..16] band streams p0..p9  KEYS[17] fair flag (ingest reads it)
 -- ARGV[1] "set" | "delete"  ARGV[2] fair active keys prefix
 -- ARGV[3] key queue prefix  ARGV[4] task key prefix
 -- ARGV[5..] with "set": field/value pairs (rate_limit, rate_period_ms,
@@ -30,7 +30,13 @@ if ARGV[1] == 'set' and #ARGV > 4 then
 else
   redis.call('DEL', KEYS[2], KEYS[6])
 end
-if was_fair and redis.call('HEXISTS', KEYS[1], 'fair') == 0 then
+local is_fair = redis.call('HEXISTS', KEYS[1], 'fair') == 1
+if is_fair then
+  redis.call('SET', KEYS[17], '1')
+else
+  redis.call('DEL', KEYS[17])
+end
+if was_fair and not is_fair then
   local streams = {}
   for b = 0, 9 do streams[b] = KEYS[7 + b] end
   fair_drain({state = KEYS[3], keys = KEYS[4], delay = KEYS[5], act_prefix = ARGV[2], kq_prefix = ARGV[3],
