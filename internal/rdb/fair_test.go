@@ -508,3 +508,25 @@ func TestFairWithAStaleFlagStillShares(t *testing.T) {
 	}
 	require.Equal(t, []int{2, 4, 6}, pos)
 }
+
+// TestFairIngestSentAgainWritesNothing: an ingest into key queues sent
+// again after its reply was lost answers what it answered and writes
+// nothing: no second key queue entry, count or sequence number.
+func TestFairIngestSentAgainWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, &dtqtype.QueueLimits{KeyOrder: "fifo"})
+	tasks := make([]NewTask, 3)
+	for i := range tasks {
+		tasks[i] = b.task(t, "q", "")
+		tasks[i].ConcurrencyKey = "a"
+	}
+	tasks[2].IdempotencyKey, tasks[2].Fingerprint = "k-1", "fp"
+	first := b.ingest(t, "q", tasks...)
+	before := b.snapshot(t)
+	again := b.ingest(t, "q", tasks...)
+	require.Equal(t, first, again)
+	require.Equal(t, before, b.snapshot(t))
+	n, err := b.c.ZCard(b.ctx, b.keys.KeyQueue("q", 5, "a")).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+}

@@ -331,7 +331,8 @@ if lim[6] then
             start(tid, task_key, nil)
             if tat then krate_tat[k] = tat + kinterval end
             if redis.call('EXISTS', kq) == 1 then
-              redis.call('ZADD', act, 'XX', tonumber(pass) + stride(k), k)
+              -- %.0f: integers exact to 2^53, where the default %.14g would round
+              redis.call('ZADD', act, 'XX', string.format('%.0f', tonumber(pass) + stride(k)), k)
             else
               redis.call('ZREM', act, k)
             end
