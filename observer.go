@@ -17,7 +17,7 @@ type Observer interface {
 	// written (or could not be).
 	TaskFinished(e TaskEnd)
 	// Throttled is called when a flow-control limit held starts back: n
-	// starts for reason "rate", "concurrency" or "key_concurrency".
+	// starts for reason "rate", "concurrency", "key_concurrency" or "key_rate".
 	Throttled(queue, reason string, n int)
 	// FinalizeRetried is called when an attempt's outcome is written again
 	// after a Redis error.

@@ -71,7 +71,7 @@ var (
 	// AttemptResults are the result labels of dtq_task_attempts_total.
 	AttemptResults = []string{"success", "retry", "failure", "cancelled", "lease_lost", "error"}
 	// ThrottleReasons are the reason labels of dtq_tasks_throttled_total.
-	ThrottleReasons = []string{"rate", "concurrency", "key_concurrency"}
+	ThrottleReasons = []string{"rate", "concurrency", "key_concurrency", "key_rate"}
 )
 
 // Init creates every counter series of queues and task types at zero, so
