@@ -145,3 +145,48 @@ func TestFairnessLimitsAreValidated(t *testing.T) {
 	require.EqualValues(t, 3, qi.ReadyTotal)
 	require.EqualValues(t, 3, qi.Depth)
 }
+
+// TestFairnessWeightsEndToEnd: weights 3:1 give shares within ±5 % over the
+// first 10,000 starts of a worker, both keys backlogged throughout.
+func TestFairnessWeightsEndToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *dtq.ClientConfig) { c.MaxQueueDepth = 30000 })
+	require.NoError(t, b.admin(t).SetLimits(b.ctx, "weighted", dtqtype.QueueLimits{
+		Fairness: &dtqtype.Fairness{Weights: map[string]int{"heavy": 3}}}))
+	for _, key := range []string{"heavy", "light"} {
+		for done := 0; done < 10000; done += 1000 {
+			subs := make([]dtq.Submission, 1000)
+			for i := range subs {
+				subs[i] = dtq.Submission{Queue: "weighted", Type: "job", ConcurrencyKey: key, Payload: map[string]string{"key": key}}
+			}
+			items, err := b.client.SubmitBatch(b.ctx, subs)
+			require.NoError(t, err)
+			for _, it := range items {
+				require.NoError(t, it.Err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	count := map[string]int{}
+	total := 0
+	enough := make(chan struct{})
+	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"weighted": 1}; c.Concurrency = 8 })
+	w.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if total < 10000 {
+			count[payloadKey(task)]++
+			if total++; total == 10000 {
+				close(enough)
+			}
+		}
+		return nil, nil
+	})
+	workertest.Run(t, w)
+	<-enough
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("first 10000 starts: heavy %d, light %d", count["heavy"], count["light"])
+	require.InDelta(t, 7500, count["heavy"], 375)
+	require.InDelta(t, 2500, count["light"], 125)
+}
