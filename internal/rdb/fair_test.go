@@ -530,3 +530,33 @@ func TestFairIngestSentAgainWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 }
+
+// TestFairParkedKeyComesBackInEveryBand: a key at its key_concurrency is
+// parked in each band it has tasks in; the release of its running task
+// unparks all of them, the higher band first, and nothing is left behind.
+func TestFairParkedKeyComesBackInEveryBand(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}, KeyConcurrency: 1})
+	high := b.ingestKey(t, 2, "a", 7)
+	low := b.ingestKey(t, 2, "a", 2)
+	var order []string
+	for len(order) < 4 {
+		cr := b.claimN(t, 8, b.now)
+		require.Len(t, cr.Tasks, 1, "one at a time: the key is parked in the other band")
+		ct := cr.Tasks[0]
+		order = append(order, ct.ID)
+		errs, err := b.r.FinishSucceeded(b.ctx, "q", testSettings, b.now, []Success{{ID: ct.ID, Attempt: ct.Attempt}})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+	}
+	require.Equal(t, append(append([]string{}, high...), low...), order)
+	cr := b.claimN(t, 8, b.now)
+	require.Empty(t, cr.Tasks)
+	left, err := b.c.LLen(b.ctx, b.keys.KeyWaitPrefix("q")+"a").Result()
+	require.NoError(t, err)
+	require.Zero(t, left, "no marker left")
+	old, now, err := b.r.Recount(b.ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, old, now)
+	require.Zero(t, now)
+}
