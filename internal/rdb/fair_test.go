@@ -560,3 +560,26 @@ func TestFairParkedKeyComesBackInEveryBand(t *testing.T) {
 	require.Equal(t, old, now)
 	require.Zero(t, now)
 }
+
+// TestFairSwitchingOnOverABigBacklogStartsAtOnce: switched on over more
+// band stream entries than a claim sorts, every claim still starts tasks,
+// and all of them start once.
+func TestFairSwitchingOnOverABigBacklogStartsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, nil)
+	b.ingestKey(t, 2500, "a", 5)
+	_, err := b.r.SetLimits(b.ctx, "q", &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}})
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for len(seen) < 2500 {
+		cr := b.claimN(t, 10, b.now)
+		require.NotEmpty(t, cr.Tasks, "a claim that sorts also starts")
+		for _, ct := range cr.Tasks {
+			require.False(t, seen[ct.ID])
+			seen[ct.ID] = true
+		}
+	}
+	old, now, err := b.r.Recount(b.ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, old, now)
+}

@@ -26,12 +26,14 @@ local function fair_vt(F, b)
 end
 
 -- fair_enter puts queued task tid of key k in its key queue of band b with
--- sequence number seq, and makes k active unless it is active or parked.
+-- sequence number seq, and makes k active unless it is active or parked. A
+-- task already there only takes the new number: it is counted once.
 --! uses: fair_vt
 local function fair_enter(F, b, tid, k, seq)
-  redis.call('ZADD', F.kq_prefix .. b .. ':' .. k, seq, tid)
-  redis.call('HINCRBY', F.state, 'n' .. b, 1)
-  redis.call('ZINCRBY', F.keys, 1, k)
+  if redis.call('ZADD', F.kq_prefix .. b .. ':' .. k, seq, tid) == 1 then
+    redis.call('HINCRBY', F.state, 'n' .. b, 1)
+    redis.call('ZINCRBY', F.keys, 1, k)
+  end
   redis.call('ZADD', F.act_prefix .. b, 'NX', fair_vt(F, b), k)
 end
 

@@ -203,7 +203,7 @@ if lim[6] then
     end
     return s
   end
-  local budget = 1000 -- entries sorted, and keys parked or emptied, per call
+  local budget = 1000 -- entries sorted per call
 
   -- Keys whose key_rate token is due are active again.
   local due = redis.call('ZRANGEBYSCORE', F.delay, '-inf', now_s, 'LIMIT', 0, 100)
@@ -276,6 +276,7 @@ if lim[6] then
   -- gives its oldest task. O(log K) per start.
   local krate_tat = {}
   local blocked = false -- a band still has active keys this call left
+  budget = 1000 -- keys parked and entries dropped per call
   for b = 9, 0, -1 do
     local act = F.act_prefix .. b
     while remaining > 0 do
