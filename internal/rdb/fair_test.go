@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq/dtqtype"
@@ -582,4 +583,24 @@ func TestFairSwitchingOnOverABigBacklogStartsAtOnce(t *testing.T) {
 	old, now, err := b.r.Recount(b.ctx, "q")
 	require.NoError(t, err)
 	require.Equal(t, old, now)
+}
+
+// TestFairIdleClaimWaitsOnTheWakeStream: a claim of a queue with key queues
+// that finds nothing answers the bands' ids and the wake stream's, and a
+// submission into a key queue adds a wake entry newer than it, so a
+// worker blocked on them wakes (WaitReady reads all eleven).
+func TestFairIdleClaimWaitsOnTheWakeStream(t *testing.T) {
+	t.Parallel()
+	b := fairRDB(t, &dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}})
+	cr := b.claimN(t, 4, b.now)
+	require.Empty(t, cr.Tasks)
+	require.Len(t, cr.LastIDs, NumBands+1)
+	require.Equal(t, "0-0", cr.LastIDs[NumBands], "no wake entry yet")
+	b.ingestKey(t, 1, "a", 5)
+	res, err := b.c.XRead(b.ctx, &redis.XReadArgs{Streams: []string{b.keys.Wake("q"), cr.LastIDs[NumBands]}, Count: 1, Block: -1}).Result()
+	require.NoError(t, err)
+	require.Len(t, res[0].Messages, 1, "the submission wrote a wake entry after the claim's")
+	require.NoError(t, b.r.WaitReady(b.ctx, "q", cr.LastIDs, time.Millisecond))
+	cr = b.claimN(t, 4, b.now)
+	require.Len(t, cr.Tasks, 1)
 }
