@@ -24,25 +24,60 @@ import (
 // task dead-lettered.
 func TestFaultConnectionResetMidFinalize(t *testing.T) {
 	run(t, scenario{name: "reset_mid_finalize", maxAttempts: 1, keys: 4,
-		limits: `{"rate": {"limit": 400, "period": "1s", "burst": 20}, "concurrency": 12, "key_concurrency": 2}`, fault: func(t *testing.T, r *rig) {
-			calls := [][]byte{[]byte(rdb.ScriptHash("finish_succeeded")), []byte(rdb.ScriptHash("claim")),
-				[]byte(rdb.ScriptHash("ingest")), []byte(rdb.ScriptHash("renew"))}
-			end := time.Now().Add(3 * time.Second)
-			for i := 0; time.Now().Before(end); i++ {
-				call := calls[(i/2)%len(calls)]
-				if i%2 == 0 {
-					r.proxy.CutAfter(call, 2)
-				} else {
-					r.proxy.CutBefore(call, 2)
-				}
-				time.Sleep(150 * time.Millisecond)
-				if i%3 == 2 {
-					r.proxy.ResetAll()
-				}
-			}
-			r.proxy.CutAfter(nil, 0)
-			require.Positive(t, r.proxy.Cuts(), "no call was cut")
-		}})
+		limits: `{"rate": {"limit": 400, "period": "1s", "burst": 20}, "concurrency": 12, "key_concurrency": 2}`, fault: resetMidFinalize})
+}
+
+// resetMidFinalize is the fault of TestFaultConnectionResetMidFinalize.
+func resetMidFinalize(t *testing.T, r *rig) {
+	calls := [][]byte{[]byte(rdb.ScriptHash("finish_succeeded")), []byte(rdb.ScriptHash("claim")),
+		[]byte(rdb.ScriptHash("ingest")), []byte(rdb.ScriptHash("renew"))}
+	end := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(end); i++ {
+		call := calls[(i/2)%len(calls)]
+		if i%2 == 0 {
+			r.proxy.CutAfter(call, 2)
+		} else {
+			r.proxy.CutBefore(call, 2)
+		}
+		time.Sleep(150 * time.Millisecond)
+		if i%3 == 2 {
+			r.proxy.ResetAll()
+		}
+	}
+	r.proxy.CutAfter(nil, 0)
+	require.Positive(t, r.proxy.Cuts(), "no call was cut")
+}
+
+// fairLimits share the queue between the scenario's keys (weights,
+// per-key order, per-key rate and concurrency: docs/flow-control.md), so
+// that claims go through the key queues and their turns.
+const fairLimits = `{"fairness": {"default_weight": 1, "weights": {"k0": 3}}, "key_order": "fifo",
+	"key_rate": {"limit": 300, "period": "1s", "burst": 10}, "key_concurrency": 2, "concurrency": 12}`
+
+// TestFaultFairResets is TestFaultConnectionResetMidFinalize on a queue
+// shared fairly between four keys: a claim whose reply is lost, sent
+// again, must answer what it started without taking a key's slot or turn
+// twice; a lost finalize must give the slot back once.
+func TestFaultFairResets(t *testing.T) {
+	run(t, scenario{name: "fair_resets", maxAttempts: 1, keys: 4, limits: fairLimits, fault: resetMidFinalize})
+}
+
+// TestFaultFairOutage takes Redis away for 5 s under load on a fairly
+// shared queue.
+func TestFaultFairOutage(t *testing.T) {
+	run(t, scenario{name: "fair_outage_5s", visibility: 9 * time.Second, keys: 4, limits: fairLimits, fault: func(t *testing.T, r *rig) {
+		r.proxy.SetDown(true)
+		time.Sleep(5 * time.Second)
+		r.proxy.SetDown(false)
+	}})
+}
+
+// TestFaultFairWorkerPaused is TestFaultWorkerPaused on a fairly shared
+// queue: the stopped worker's tasks are reclaimed, run again in their
+// key's order, and its late outcomes fenced out.
+func TestFaultFairWorkerPaused(t *testing.T) {
+	run(t, scenario{name: "fair_sigstop_past_lease", workers: 1, child: true, work: 300 * time.Millisecond, every: 100 * time.Millisecond,
+		keys: 4, limits: fairLimits, fault: pauseChildPastLease})
 }
 
 // TestFaultHTTPWorkerResets runs the HTTP worker protocol (claims and
@@ -110,35 +145,38 @@ func TestFaultLatency(t *testing.T) {
 // once.
 func TestFaultWorkerPaused(t *testing.T) {
 	run(t, scenario{name: "sigstop_past_lease", workers: 1, child: true, work: 300 * time.Millisecond, every: 100 * time.Millisecond,
-		fault: func(t *testing.T, r *rig) {
-			ctx := context.Background()
-			keys := rdb.NewKeys(r.prefix)
-			// Stop it while it holds a lease (its handlers take 2 s).
-			require.Eventually(t, func() bool {
-				ids, err := r.direct.ZRange(ctx, keys.Lease(queue), 0, -1).Result()
-				require.NoError(t, err)
-				for _, id := range ids {
-					if r.direct.HGet(ctx, keys.Task(queue, id), "worker_id").Val() == "child" {
-						return true
-					}
-				}
-				return false
-			}, 30*time.Second, 10*time.Millisecond, "the child worker never held a lease")
-			start, err := r.direct.XRevRangeN(ctx, keys.Events(queue), "+", "-", 1).Result()
-			require.NoError(t, err)
-			require.NoError(t, r.child.Process.Signal(syscall.SIGSTOP))
-			require.Eventually(t, func() bool {
-				evs, err := r.direct.XRange(ctx, keys.Events(queue), start[0].ID, "+").Result()
-				require.NoError(t, err)
-				for _, e := range evs {
-					if e.Values["type"] == "TASK_LEASE_LOST" {
-						return true
-					}
-				}
-				return false
-			}, 60*time.Second, 50*time.Millisecond, "no lease of the stopped worker was taken over")
-			require.NoError(t, r.child.Process.Signal(syscall.SIGCONT))
-		}})
+		fault: pauseChildPastLease})
+}
+
+// pauseChildPastLease is the fault of TestFaultWorkerPaused.
+func pauseChildPastLease(t *testing.T, r *rig) {
+	ctx := context.Background()
+	keys := rdb.NewKeys(r.prefix)
+	// Stop it while it holds a lease (its handlers take 2 s).
+	require.Eventually(t, func() bool {
+		ids, err := r.direct.ZRange(ctx, keys.Lease(queue), 0, -1).Result()
+		require.NoError(t, err)
+		for _, id := range ids {
+			if r.direct.HGet(ctx, keys.Task(queue, id), "worker_id").Val() == "child" {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the child worker never held a lease")
+	start, err := r.direct.XRevRangeN(ctx, keys.Events(queue), "+", "-", 1).Result()
+	require.NoError(t, err)
+	require.NoError(t, r.child.Process.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool {
+		evs, err := r.direct.XRange(ctx, keys.Events(queue), start[0].ID, "+").Result()
+		require.NoError(t, err)
+		for _, e := range evs {
+			if e.Values["type"] == "TASK_LEASE_LOST" {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 50*time.Millisecond, "no lease of the stopped worker was taken over")
+	require.NoError(t, r.child.Process.Signal(syscall.SIGCONT))
 }
 
 // TestFaultRedisRestart kills Redis (SIGKILL) under load and starts it

@@ -598,6 +598,23 @@ func run(t *testing.T, sc scenario) {
 	// Flow control gave back every slot it took, once.
 	require.Zero(t, r.direct.HLen(ctx, keys.KeyRunning(queue)).Val(), "key slots left taken")
 	require.Contains(t, []string{"", "0"}, r.direct.Get(ctx, keys.Held(queue)).Val(), "held tasks left")
+	// Fair sharing: every key's queue drained, no key left active or
+	// parked, the per-band task counts back to zero.
+	left, err := r.direct.Keys(ctx, keys.KeyQueuePrefix(queue)+"*").Result()
+	require.NoError(t, err)
+	require.Empty(t, left, "key queues left with tasks")
+	for b := range 10 {
+		require.Zero(t, r.direct.ZCard(ctx, keys.FairActive(queue, b)).Val(), "band %d has active keys left", b)
+		require.Contains(t, []string{"", "0"}, r.direct.HGet(ctx, keys.FairState(queue), fmt.Sprintf("n%d", b)).Val(), "band %d counts tasks left", b)
+	}
+	require.Zero(t, r.direct.ZCard(ctx, keys.FairKeys(queue)).Val(), "keys with tasks left")
+	require.Zero(t, r.direct.ZCard(ctx, keys.FairDelay(queue)).Val(), "parked keys left")
+	if strings.Contains(sc.limits, "fairness") {
+		// and the tasks did go through the key queues.
+		seq, _ := r.direct.HGet(ctx, keys.FairState(queue), "seq").Int64()
+		require.Positive(t, seq, "no task went through a key queue")
+		require.Equal(t, int64(1), r.direct.Exists(ctx, keys.FairOn(queue)).Val(), "key queues not on")
+	}
 	// Retention started once per finished task: a finalize sent again
 	// never counts a task twice.
 	finished := map[string]int64{}
