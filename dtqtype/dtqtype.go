@@ -125,6 +125,21 @@ type TaskInfo struct {
 	// task submitted on its own.
 	WorkflowID string `json:"workflow_id,omitempty"`
 	Ref        string `json:"ref,omitempty"`
+	// Progress is the last progress the task's handler reported (a number
+	// 0..100 or a JSON object), nil when it reported none.
+	Progress json.RawMessage `json:"progress,omitempty"`
+	// ProgressAt is when Progress was written; nil when there is none.
+	ProgressAt *Time `json:"progress_at,omitempty"`
+	// LogAttempts is the highest attempt that logged lines (read them with
+	// the task's logs); 0 when none did.
+	LogAttempts int `json:"log_attempts,omitempty"`
+}
+
+// LogLine is one line a task's handler logged (docs/progress.md).
+type LogLine struct {
+	Attempt int    `json:"attempt"`
+	TS      Time   `json:"ts"`
+	Line    string `json:"line"`
 }
 
 // Execution describes the current or last attempt of a task.

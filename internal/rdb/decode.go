@@ -76,6 +76,12 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 	}
 	t.KeepPayload = h["keep"] == "1"
 	t.WorkflowID, t.Ref, _ = strings.Cut(h["wf"], ":")
+	if v, ok := h["progress"]; ok {
+		t.Progress = json.RawMessage(v)
+		at := dtqtype.MillisTime(atoi64(h["progress_at"]))
+		t.ProgressAt = &at
+	}
+	t.LogAttempts = int(atoi64(h["lg"]))
 	switch {
 	case result != nil:
 		t.Result = json.RawMessage(*result)

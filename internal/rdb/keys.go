@@ -57,6 +57,13 @@ func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
 // and mark_ended in lua/_retention.lua, which appends the same suffix).
 func (k Keys) TaskEnded(queue, id string) string { return k.Task(queue, id) + ":ended" }
 
+// TaskLog is the log list of one attempt of a task (see lua/progress.lua):
+// the task key with ":log:<attempt>" appended, so it shares the task's
+// slot; retain_logs in lua/_retention.lua appends the same suffix.
+func (k Keys) TaskLog(queue, id string, attempt int) string {
+	return k.Task(queue, id) + ":log:" + strconv.Itoa(attempt)
+}
+
 // ResultPrefix is the same-slot prefix of result keys of queue.
 func (k Keys) ResultPrefix(queue string) string { return k.q("result", queue) + ":" }
 

@@ -27,7 +27,7 @@ var unacked = map[string]bool{
 	"prune_consumers": true, "worker_start": true, "worker_beat": true, "op_claim": true,
 	"op_finish": true, "register_queue": true, "remote_beat": true,
 	"worker_admit": true, "worker_forget": true,
-	"list_page": true, // a read
+	"list_page": true, "log_page": true, // reads
 }
 
 // SetReplicaAcks makes every acknowledged write (submission, finalize,

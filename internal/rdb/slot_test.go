@@ -249,6 +249,12 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	refs := []LeaseRef{{got[0].ID, got[0].Attempt}, {got[1].ID, got[1].Attempt}}
 	_, err = r.RenewLeases(ctx, "emails", ws, now, refs)
 	require.NoError(t, err)
+	// Progress and log lines of a running attempt, then a page of them.
+	_, err = r.WriteProgress(ctx, ws, now, &ProgressWrite{Queue: "emails", ID: got[1].ID, Attempt: got[1].Attempt, Seq: 1,
+		Progress: []byte("50"), Lines: []LogEntry{{TS: now, Line: "half way"}}}, DefaultLogCaps)
+	require.NoError(t, err)
+	_, err = r.TaskLogs(ctx, got[1].ID, 0, "", 10)
+	require.NoError(t, err)
 	as := &AdminSettings{EventsMaxLen: 1000, FailedRetention: time.Hour, IdempotencyTTL: time.Hour, DLQEnabled: true, AuditMaxLen: 100}
 	_, _, err = r.CancelTask(ctx, "emails", got[0].ID, as, now, "test") // running: a cancel request
 	require.NoError(t, err)

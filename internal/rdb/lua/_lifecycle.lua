@@ -107,11 +107,11 @@ end
 -- ctx: now, task_prefix, idem_prefix, dlq, events, events_maxlen, depth,
 -- streams, expiry, expires_at ("" = none), attempts_cap, idem_ttl,
 -- allow_failed. Returns "requeued", "conflict" or "not_found".
---! uses: emit, hget_map, trim_history_to
+--! uses: emit, hget_map, trim_history_to, retain_logs
 local function dlq_requeue_one(ctx, tid)
   local task_key = ctx.task_prefix .. tid
   local h = hget_map(task_key, {'status', 'priority', 'type', 'idem_key', 'fingerprint', 'previous_attempts',
-    'max_attempts'})
+    'max_attempts', 'lg'})
   if not h.status then return 'not_found' end
   if h.status == 'dead_lettered' then
     -- A discarded or dropped entry has left the index: it is not in the DLQ.
@@ -121,6 +121,8 @@ local function dlq_requeue_one(ctx, tid)
   end
   redis.call('ZREM', ctx.dlq, tid)
   redis.call('PERSIST', task_key)
+  -- Its logs stay while it is live again; the new run appends to them.
+  if h.lg then retain_logs(task_key, h.lg, -1) end
   local sid = redis.call('XADD', ctx.streams[tonumber(h.priority)], '*', 't', tid, 'a', 1)
   redis.call('HSET', task_key, 'status', 'queued', 'attempt', 1, 'stream_id', sid, 'available_at', ctx.now,
     'previous_attempts', tonumber(h.previous_attempts or '0') + 1)

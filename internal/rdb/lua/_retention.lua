@@ -47,6 +47,23 @@ local function mark_ended(task_key, now)
   end
 end
 
+-- retain_logs gives the log lists of a task's attempts 1..lg (keys.go
+-- TaskLog: the task key with ':log:<attempt>' appended, same slot) the
+-- task's retention of ms, or deletes them when it is 0 (or persists them,
+-- ms < 0: the task is live again).
+local function retain_logs(task_key, lg, ms)
+  for a = 1, tonumber(lg) do
+    local key = task_key .. ':log:' .. a
+    if ms < 0 then
+      redis.call('PERSIST', key)
+    elseif ms == 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('PEXPIRE', key, ms)
+    end
+  end
+end
+
 local ret_ms = {}
 
 -- retention_ms is a retention in seconds (text) as ms, remembered: most
@@ -68,20 +85,25 @@ end
 -- retention: retained (hash key), idem_prefix, now (ms). h holds ret and
 -- idem_key when the caller read them (nil: read here). Returns the
 -- retention in ms, 0 when the task was deleted.
---! uses: retained_field, retention_gran, mark_ended, retention_ms
+--! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs
 local function retain(retention, task_key, status, default_s, h, acc)
-  local ret, ikey
+  local ret, ikey, lg
   if h then
-    ret, ikey = h.ret, h.idem_key
+    ret, ikey, lg = h.ret, h.idem_key, h.lg
+    -- h[true] says h holds every field (an HGETALL): a task without logs
+    -- then costs nothing more. Other callers read only the fields they
+    -- need, so lg is read here.
+    if not lg and not h[true] then lg = redis.call('HGET', task_key, 'lg') end
   else
-    local v = redis.call('HMGET', task_key, 'ret', 'idem_key')
-    ret, ikey = v[1], v[2]
+    local v = redis.call('HMGET', task_key, 'ret', 'idem_key', 'lg')
+    ret, ikey, lg = v[1], v[2], v[3]
   end
   local ms = retention_ms(ret or default_s)
   if ikey and ikey ~= '' then
     local left = redis.call('PTTL', retention.idem_prefix .. ikey)
     if left > ms then ms = left end
   end
+  if lg then retain_logs(task_key, lg, ms) end
   if ms <= 0 then
     redis.call('DEL', task_key)
     if not (ikey and ikey ~= '') then mark_ended(task_key, retention.now) end

@@ -1,4 +1,4 @@
--- delete_task: remove a terminal task: its hash, result and index entries.
+-- delete_task: remove a terminal task: its hash, result, log lists and index entries.
 -- An idempotency record still naming it becomes stale (its next use creates a
 -- new task). A task without a key deleted within a minute of its creation
 -- leaves its ended marker (see mark_ended). A task whose retention had started leaves the retained counts.
@@ -9,9 +9,9 @@
 --
 -- Returns {"deleted"} | {"conflict", status} | {"not_found"}.
 --
---! include: retained_field, mark_ended
+--! include: retained_field, mark_ended, retain_logs
 
-local v = redis.call('HMGET', KEYS[1], 'status', 'idem_key')
+local v = redis.call('HMGET', KEYS[1], 'status', 'idem_key', 'lg')
 local st = v[1]
 if not st then return {'not_found'} end
 if st ~= 'succeeded' and st ~= 'failed' and st ~= 'dead_lettered' and st ~= 'cancelled' and st ~= 'expired' then
@@ -29,6 +29,7 @@ if left > 0 then
   end
 end
 redis.call('DEL', KEYS[1], KEYS[2])
+if v[3] then retain_logs(KEYS[1], v[3], 0) end
 -- A task without a key leaves the marker an ingest call sent again looks
 -- for (a keyed one's record, now stale, names it instead).
 if not v[2] then mark_ended(KEYS[1], ARGV[2]) end

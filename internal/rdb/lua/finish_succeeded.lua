@@ -53,6 +53,7 @@ local n = tonumber(ARGV[8])
 local result_ms = tonumber(ARGV[7]) * 1000
 local out, acks, leases, done = {}, {}, {}, 0
 local h, prev = {}, {}
+h[true] = true -- h holds every field of the task (see retain)
 local acc, kept = {}, {}
 local lk = limit_keys(15, 5, 9)
 local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
@@ -62,7 +63,7 @@ local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 local drop = {status = true, type = true, attempt = true, priority = true, max_attempts = true,
   timeout_ms = true, created_at = true, started_at = true, finished_at = true, worker_id = true,
   stream_id = true, claim = true, error_class = true, error_message = true,
-  retryable = true, retry_delay_ms = true, payload = true, held = true, deps = true}
+  retryable = true, retry_delay_ms = true, payload = true, held = true, deps = true, pq = true}
 for i = 1, n do
   local task_key, result_key = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
   local ab = 12 + 4 * (i - 1)

@@ -1,0 +1,20 @@
+-- log_page: a page of an attempt's log lines, oldest first (read only).
+--
+-- KEYS[1] log list of the attempt (see progress.lua: a header
+-- "<dropped lines> <stored bytes>", then the lines)
+-- ARGV[1] cursor: the number of the first line to answer, counted over
+-- every line the attempt logged, dropped ones included (0 = from the start)
+-- ARGV[2] how many
+--
+-- Returns {dropped lines, number of the first line answered, lines...}; an
+-- absent log answers {0, 0}.
+
+local head = redis.call('LINDEX', KEYS[1], 0)
+if not head then return {0, 0} end
+local d = tonumber(string.match(head, '^(%d+) ')) or 0
+local from = math.max(tonumber(ARGV[1]), d)
+local first = from - d + 1
+local out = {d, from}
+local lines = redis.call('LRANGE', KEYS[1], first, first + tonumber(ARGV[2]) - 1)
+for i = 1, #lines do out[#out + 1] = lines[i] end
+return out
