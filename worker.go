@@ -84,6 +84,11 @@ type WorkerConfig struct {
 	// (AddNodes) and submit on_failure tasks with. Its other deployment
 	// settings are the worker's. Default: default limits.
 	SchedulerClient *ClientConfig
+	// TaskLogLines and TaskLogBytes cap what one attempt's task log keeps
+	// (its newest lines; docs/progress.md). Defaults DefaultTaskLogLines,
+	// DefaultTaskLogBytes; at most 100,000 lines and 16 MiB.
+	TaskLogLines int
+	TaskLogBytes int
 }
 
 // Default worker record bounds (MaxWorkers, WorkerGatewayConfig.MaxWorkersPerKey).
@@ -151,6 +156,11 @@ func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	orDefault(&o.ResultMaxBytes, 8192)
 	orDefault(&o.DrainTimeout, 30*time.Second)
+	orDefault(&o.TaskLogLines, DefaultTaskLogLines)
+	orDefault(&o.TaskLogBytes, DefaultTaskLogBytes)
+	if o.TaskLogLines < 1 || o.TaskLogLines > 100000 || o.TaskLogBytes < MaxLogLineBytes || o.TaskLogBytes > 16<<20 {
+		return o, errors.New("dtq: TaskLogLines must be 1..100000 and TaskLogBytes 1 KiB..16 MiB")
+	}
 	if o.Observer == nil {
 		o.Observer = noObserver{}
 	}
@@ -204,6 +214,8 @@ type running struct {
 	// returned is set once the handler returned: the task is only being
 	// finalized, so the drain must not hand it back.
 	returned atomic.Bool
+	// log buffers the attempt's progress and log lines (progress.go).
+	log *taskLog
 }
 
 // Causes with which a handler's context is cancelled.
@@ -377,6 +389,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	spawn(ctx, w.wf.runSweep)
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)
+	spawn(loopCtx, w.progressLoop)
 	if w.sched != nil {
 		spawn(ctx, func(c context.Context) { _ = w.sched.Run(c) })
 	}

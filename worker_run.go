@@ -176,7 +176,8 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		CreatedAt: time.UnixMilli(ct.CreatedAt).UTC(), Deadline: deadline, WorkerID: w.cfg.WorkerID,
 		WorkflowID: ct.Workflow, Ref: ct.Ref, deps: ct.Deps,
 	}
-	r := &running{task: t, ct: ct, cancel: cancel}
+	r := &running{task: t, ct: ct, cancel: cancel,
+		log: newTaskLog(&ct, w.cfg.taskLogCaps(), w.dep.clock, w.cfg.Logger.Handler())}
 	w.mu.Lock()
 	if _, dup := w.inflight[key]; dup {
 		w.mu.Unlock()
@@ -194,7 +195,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	}
 	w.handlers.Go(func() {
 		began := time.Now()
-		res, panicked, err := w.invoke(w.handlerContext(tctx, &ct), t)
+		res, panicked, err := w.invoke(context.WithValue(w.handlerContext(tctx, &ct), progressKey{}, r.log), t)
 		took, cause := time.Since(began), context.Cause(tctx)
 		r.returned.Store(true)
 		tcancel()
@@ -203,6 +204,8 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		// returns, so the next claim overlaps this task's finalize. The task
 		// stays in flight (its lease renewed) until the finalize is done.
 		w.slots.Release(1)
+		// What the handler reported lands before its outcome does.
+		r.log.flushFinal(hardCtx, w)
 		w.finish(hardCtx, r, res, err, panicked, cause, took)
 		w.mu.Lock()
 		delete(w.inflight, key)

@@ -45,7 +45,8 @@ type ProgressWrite struct {
 	ID      string
 	Attempt int
 	// Seq increases with every write of the run: a write whose Seq is not
-	// above the last one applied writes nothing (a call sent again).
+	// above the last one applied writes nothing (a call sent again) and
+	// answers as the last one did. 0 is the next number, unchecked.
 	Seq int64
 	// Progress is the progress JSON; nil leaves it unchanged.
 	Progress []byte
@@ -62,9 +63,10 @@ type ProgressStatus int
 
 // Progress write outcomes.
 const (
+	// ProgressWritten: written, or written by an earlier send of the same
+	// Seq (then nothing more is).
 	ProgressWritten   ProgressStatus = 1
 	ProgressLeaseLost ProgressStatus = 0 // nothing written
-	ProgressDuplicate ProgressStatus = 2 // written by an earlier send of the same Seq
 	ProgressTooSoon   ProgressStatus = 3 // nothing written: within MinInterval of the last write
 )
 

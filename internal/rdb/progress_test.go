@@ -69,16 +69,39 @@ func TestProgressIsFencedByTheLease(t *testing.T) {
 }
 
 // TestProgressSentAgainWritesNothing: a write sent again (its reply lost)
-// answers "already written" and adds no line; a later write lands.
+// answers what it answered the first time and changes nothing, so no line
+// lands twice; an older number writes nothing either; the next one lands.
 func TestProgressSentAgainWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
 	ct := b.claimOne(t, "pr", nil)
-	require.Equal(t, ProgressWritten, b.progress(t, testSettings, ct, 1, "", "a", "b").Status)
-	require.Equal(t, ProgressDuplicate, b.progress(t, testSettings, ct, 1, "", "a", "b").Status)
-	require.Equal(t, ProgressDuplicate, b.progress(t, testSettings, ct, 0, "", "older").Status)
-	require.Equal(t, ProgressWritten, b.progress(t, testSettings, ct, 2, "", "c").Status)
-	require.Equal(t, []string{"1 a", "1 b", "1 c"}, b.logLines(t, ct.ID, 1))
+	caps := LogCaps{Lines: 2, Bytes: 1 << 20}
+	write := func(seq int64, p string, lines ...string) func() (ProgressResult, error) {
+		return func() (ProgressResult, error) {
+			w := &ProgressWrite{Queue: "pr", ID: ct.ID, Attempt: ct.Attempt, Seq: seq, Progress: []byte(p)}
+			for _, l := range lines {
+				w.Lines = append(w.Lines, LogEntry{TS: b.now, Line: l})
+			}
+			return b.r.WriteProgress(b.ctx, testSettings, b.now, w, caps)
+		}
+	}
+	res := twice(t, b, "progress", write(1, "10", "a", "b", "c"))
+	require.Equal(t, ProgressResult{Status: ProgressWritten, Dropped: 1}, res)
+	before := b.snapshot(t)
+	_, err := write(1, "99", "late resend")()
+	require.NoError(t, err)
+	require.Equal(t, before, b.snapshot(t), "a write numbered as an applied one must change nothing")
+	res = twice(t, b, "progress", write(2, "20", "d"))
+	require.Equal(t, ProgressResult{Status: ProgressWritten, Dropped: 1}, res)
+	require.Equal(t, []string{"1 " + TruncatedMarker(2), "1 c", "1 d"}, b.logLines(t, ct.ID, 1))
+	require.JSONEq(t, "20", string(b.get(t, ct.ID).Progress))
+	// Unnumbered writes (0) are not checked: each lands.
+	for range 2 {
+		res, err := write(0, "", "e")()
+		require.NoError(t, err)
+		require.Equal(t, ProgressWritten, res.Status)
+	}
+	require.Equal(t, []string{"1 " + TruncatedMarker(4), "1 e", "1 e"}, b.logLines(t, ct.ID, 1))
 }
 
 // TestProgressWindowRefusesFasterWrites: with a least interval, a write

@@ -3,8 +3,10 @@
 -- attempt was started with, when one is given). A stale attempt writes
 -- nothing. Each write of an attempt carries a sequence number, increasing
 -- per attempt; a write whose number is not above the last one applied (a
--- call sent again after its reply was lost) answers 2 and writes nothing,
--- so no line lands twice.
+-- call sent again after its reply was lost) writes nothing and answers
+-- what the last one answered, so no line lands twice. A sequence number of 0 is the next one: such a
+-- write is not checked (a writer that numbers none relies on the least
+-- interval instead).
 --
 -- The log of an attempt is one LIST: its first element is a header
 -- "<dropped lines> <stored bytes>", then the lines oldest first, each
@@ -12,7 +14,7 @@
 -- past cap lines or cap bytes the oldest go and are counted as dropped. The
 -- task hash records, for retention (retain in _retention.lua), the highest
 -- attempt that logged (lg), and the last write applied (pq = "<claim
--- nonce of the run>:<seq>:<ms>").
+-- nonce of the run>:<seq>:<ms>:<lines it dropped>").
 --
 -- KEYS[1] task hash  KEYS[2] log list of the attempt  KEYS[3] event stream
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
@@ -23,9 +25,10 @@
 -- ARGV[12] lines the writer dropped before sending (oldest, over the cap)
 -- ARGV[13..] log entries, oldest first
 --
--- Returns {code, n}: code 1 written (n: lines this write dropped), 0 lease
--- lost (nothing written), 2 already written by an earlier send, 3 too soon
--- after the run's last write (nothing written; n: ms until one may land).
+-- Returns {code, n}: code 1 written (n: lines this write dropped; a write
+-- sent again answers the same), 0 lease lost (nothing written), 3 too
+-- soon after the run's last write (nothing written; n: ms until one may
+-- land).
 --
 --! include: hget_map, emit
 
@@ -40,15 +43,18 @@ end
 -- handed back at shutdown runs again under the same number.
 local run = h.claim or ''
 local now = tonumber(ARGV[1])
+local seq_s = ARGV[6]
 if h.pq then
-  local c, s, at = string.match(h.pq, '^(.*):(%d+):(%d+)$')
+  local c, s, at, dr = string.match(h.pq, '^(.*):(%d+):(%d+):(%d+)$')
   if c == run then
-    if tonumber(s) >= seq then return {2, 0} end
+    if seq > 0 and tonumber(s) >= seq then return {1, tonumber(dr)} end
     local wait = tonumber(at) + tonumber(ARGV[11]) - now
     if wait > 0 then return {3, wait} end
+    if seq == 0 then seq_s = string.format('%d', tonumber(s) + 1) end
   end
 end
-local set = {'pq', run .. ':' .. ARGV[6] .. ':' .. ARGV[1]}
+if seq == 0 and seq_s == '0' then seq_s = '1' end
+local set = {'pq', false}
 if ARGV[7] ~= '' then
   set[#set + 1] = 'progress'; set[#set + 1] = ARGV[7]
   set[#set + 1] = 'progress_at'; set[#set + 1] = ARGV[1]
@@ -92,6 +98,7 @@ if #ARGV >= 13 or dropped > 0 then
   end
   out[2] = now_dropped
 end
+set[2] = run .. ':' .. seq_s .. ':' .. ARGV[1] .. ':' .. out[2]
 redis.call('HSET', KEYS[1], unpack(set))
 if ARGV[7] ~= '' then
   emit(KEYS[3], ARGV[8], 'TASK_PROGRESS', tid, h.type, attempt, ARGV[1], worker, '{"progress":' .. ARGV[7] .. '}')
