@@ -363,9 +363,10 @@ func (e *ProgressTooSoonError) Error() string {
 // HTTP worker's attempt.
 const progressWindow = time.Second
 
-// validate checks a report: the progress value, the number of lines and
+// Validate checks a report (and normalizes its progress JSON): the
+// progress value, the number of lines and
 // each line's size.
-func (p *ProgressReport) validate() error {
+func (p *ProgressReport) Validate() error {
 	if len(p.Progress) > 0 && string(bytes.TrimSpace(p.Progress)) != "null" {
 		raw, err := ProgressJSON(p.Progress)
 		if err != nil {
@@ -398,7 +399,7 @@ func (g *WorkerGateway) Progress(ctx context.Context, id, token string, p Progre
 	if err != nil {
 		return err
 	}
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	if p.Progress == nil && len(p.Logs) == 0 {

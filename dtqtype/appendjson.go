@@ -140,6 +140,20 @@ func (t *TaskInfo) appendMembers(b []byte) ([]byte, error) {
 		b = append(b, `,"ref":`...)
 		b = appendString(b, t.Ref)
 	}
+	if len(t.Progress) > 0 {
+		b = append(b, `,"progress":`...)
+		if b, err = appendRaw(b, t.Progress, "progress"); err != nil {
+			return b, err
+		}
+	}
+	if t.ProgressAt != nil {
+		b = append(b, `,"progress_at":`...)
+		b = t.ProgressAt.appendJSON(b)
+	}
+	if t.LogAttempts != 0 {
+		b = append(b, `,"log_attempts":`...)
+		b = strconv.AppendInt(b, int64(t.LogAttempts), 10)
+	}
 	return b, nil
 }
 

@@ -352,6 +352,10 @@ func (g taskGen) task() *TaskInfo {
 	if r.IntN(2) == 0 {
 		ti.WorkflowID, ti.Ref = g.string(), g.string()
 	}
+	if r.IntN(2) == 0 {
+		at := g.time()
+		ti.Progress, ti.ProgressAt, ti.LogAttempts = g.raw(), &at, r.IntN(3)
+	}
 	if r.IntN(3) > 0 {
 		ti.Execution.Retryable = ptr(r.IntN(2) == 0)
 	}

@@ -47,6 +47,9 @@ const (
 	TypeTaskExpired = "TASK_EXPIRED"
 	// TypeTaskDuplicateAbsorbed: a stale stream entry of the task was dropped.
 	TypeTaskDuplicateAbsorbed = "TASK_DUPLICATE_ABSORBED"
+	// TypeTaskProgress: a running task reported progress (at most one a
+	// second per task; metadata {progress}).
+	TypeTaskProgress = "TASK_PROGRESS"
 	// TypeQueuePaused: the queue was paused.
 	TypeQueuePaused = "QUEUE_PAUSED"
 	// TypeQueueResumed: the queue was resumed.
@@ -65,7 +68,7 @@ const (
 var Types = []string{
 	TypeTaskPending, TypeTaskQueued, TypeTaskRetried, TypeTaskStarted, TypeTaskLeaseLost,
 	TypeTaskSucceeded, TypeTaskRetryScheduled, TypeTaskFailed, TypeTaskDeadLettered,
-	TypeTaskCancelled, TypeTaskCancelRequested, TypeTaskExpired, TypeTaskDuplicateAbsorbed,
+	TypeTaskCancelled, TypeTaskCancelRequested, TypeTaskExpired, TypeTaskDuplicateAbsorbed, TypeTaskProgress,
 	TypeQueuePaused, TypeQueueResumed, TypeWorkerStarted, TypeWorkerStopped,
 	TypeScheduleFired,
 }

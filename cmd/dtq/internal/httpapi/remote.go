@@ -128,22 +128,55 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 type heartbeatBody struct {
 	LeaseToken string   `json:"lease_token"`
 	Lease      duration `json:"lease"`
+	// The progress report a heartbeat may carry (see progress).
+	Progress json.RawMessage `json:"progress"`
+	Logs     []string        `json:"logs"`
+	Seq      int64           `json:"seq"`
+}
+
+// heartbeatAnswer is a heartbeat's answer; progress_written says, for a
+// heartbeat that carried a report, whether it was written (false: within
+// a second of the last write; send it again later).
+type heartbeatAnswer struct {
+	*dtq.Renewal
+	ProgressWritten *bool `json:"progress_written,omitempty"`
 }
 
 // heartbeat is POST /api/v1/tasks/{id}/heartbeat: renews the lease and
 // tells whether a cancel was requested.
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var b heartbeatBody
-	if err := s.decodeWorkerBody(w, r, &b, `{"lease_token": "…", "lease": "30s"}`, maxActionBody); err != nil {
+	if err := s.decodeWorkerBody(w, r, &b, `{"lease_token": "…", "lease": "30s"}`, maxProgressBody); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	ren, err := s.cfg.WorkerGateway.Heartbeat(r.Context(), r.PathValue("id"), b.LeaseToken, time.Duration(b.Lease))
+	p := progressBody{LeaseToken: b.LeaseToken, Progress: b.Progress, Logs: b.Logs, Seq: b.Seq}
+	if !p.empty() {
+		// A bad report is refused before the lease is renewed.
+		rep := p.report()
+		if err := rep.Validate(); err != nil {
+			s.writeError(w, r, queryError(err))
+			return
+		}
+	}
+	id := r.PathValue("id")
+	ren, err := s.cfg.WorkerGateway.Heartbeat(r.Context(), id, b.LeaseToken, time.Duration(b.Lease))
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, ren)
+	ans := heartbeatAnswer{Renewal: ren}
+	if !p.empty() {
+		err := s.cfg.WorkerGateway.Progress(r.Context(), id, b.LeaseToken, p.report())
+		var ts *dtq.ProgressTooSoonError
+		if err != nil && !errors.As(err, &ts) {
+			s.writeError(w, r, queryError(err))
+			return
+		}
+		written := err == nil
+		ans.ProgressWritten = &written
+	}
+	s.writeJSON(w, r, http.StatusOK, ans)
 }
 
 // completeBody is POST /api/v1/tasks/{id}/complete's body.

@@ -241,6 +241,8 @@ func (s *Server) routeTable() []route {
 		{http.MethodPost, "/api/v1/tasks/{id}/heartbeat", RoleWorker, s.heartbeat, scopeTaskID},
 		{http.MethodPost, "/api/v1/tasks/{id}/complete", RoleWorker, s.complete, scopeTaskID},
 		{http.MethodPost, "/api/v1/tasks/{id}/fail", RoleWorker, s.fail, scopeTaskID},
+		{http.MethodPost, "/api/v1/tasks/{id}/progress", RoleWorker, s.progress, scopeTaskID},
+		{http.MethodGet, "/api/v1/tasks/{id}/logs", RoleReader, s.taskLogs, scopeTaskID},
 
 		{http.MethodGet, "/api/v1/queues", RoleReader, s.listQueues, scopeInHandler},
 		{http.MethodGet, "/api/v1/queues/{queue}", RoleReader, s.getQueue, scopePath},
