@@ -158,6 +158,8 @@ func bodyRoutes(s *Server) []bodyRoute {
 			limit = maxBatchBodyBytes
 		case "/api/v1/workflows", "/api/v1/tasks/{id}/nodes":
 			limit = maxWorkflowBodyBytes
+		case "/api/v1/tasks/{id}/progress", "/api/v1/tasks/{id}/heartbeat": // they carry log lines
+			limit = maxProgressBody
 		}
 		out = append(out, bodyRoute{rt.method, fill.Replace(rt.pattern), limit})
 	}

@@ -496,6 +496,13 @@ func walkHTTPWorker(t *testing.T, b *bundle) {
 			l := claim(q)
 			res = b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/heartbeat", `{"lease_token":"`+l.LeaseToken+`","lease":"10s"}`, key...)
 			require.Equal(t, http.StatusOK, res.status, string(res.body))
+			// Progress and a line, then the same on a heartbeat (within the
+			// window: not written) and again (429).
+			res = b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/progress", `{"lease_token":"`+l.LeaseToken+`","progress":{"n":1},"logs":["walk"],"seq":1}`, key...)
+			require.Equal(t, http.StatusOK, res.status, string(res.body))
+			res = b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/heartbeat", `{"lease_token":"`+l.LeaseToken+`","progress":50,"seq":2}`, key...)
+			require.Equal(t, http.StatusOK, res.status, string(res.body))
+			b.do(t, http.MethodPost, "/api/v1/tasks/"+l.TaskID+"/progress", `{"lease_token":"`+l.LeaseToken+`","progress":60,"seq":3}`, key...)
 			body := token(l)
 			if finish == "fail" {
 				body = `{"lease_token":"` + l.LeaseToken + `","error":{"class":"Walk","message":"no"},"retryable":false}`
