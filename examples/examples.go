@@ -120,13 +120,27 @@ func Sleep(ctx context.Context, t *dtq.Task, p SleepPayload) (any, error) {
 		return nil, invalidPayload("a sleep of %v cannot end within this attempt's timeout (it ends at %s); submit with timeout_ms of at least %d",
 			s, t.Deadline.UTC().Format(time.RFC3339), (d + time.Second).Milliseconds())
 	}
+	// It reports its progress each second and logs a line as it starts
+	// and ends (docs/progress.md); outside a worker both do nothing.
+	log := dtq.Logger(ctx)
+	log.Info("sleeping", "seconds", s)
+	began := time.Now()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("sleep interrupted: %w", contextError(ctx))
-	case <-timer.C:
-		return SleepResult{Seconds: s}, nil
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Warn("sleep interrupted", "after_seconds", time.Since(began).Seconds())
+			return nil, fmt.Errorf("sleep interrupted: %w", contextError(ctx))
+		case <-tick.C:
+			_ = dtq.Progress(ctx, math.Min(100, math.Round(float64(time.Since(began))/float64(d)*100)))
+		case <-timer.C:
+			_ = dtq.Progress(ctx, 100)
+			log.Info("slept", "seconds", s)
+			return SleepResult{Seconds: s}, nil
+		}
 	}
 }
 

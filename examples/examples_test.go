@@ -272,3 +272,20 @@ func TestSendReceiptConcurrentTasksSendOnce(t *testing.T) {
 	require.Equal(t, 1, sent)
 	require.Equal(t, "1", b.rc.Get(b.ctx, b.prefix+":examples:receipts:7").Val())
 }
+
+// TestSleepReportsProgress: sleep logs as it starts and ends and reports
+// 100 once done (make dev shows both on the task page).
+func TestSleepReportsProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.submit(t, dtq.Submission{Type: "sleep", Payload: map[string]any{"seconds": 0.05}})
+	ti := b.wait(t, id, dtqtype.StatusSucceeded)
+	require.JSONEq(t, "100", string(ti.Progress))
+	page, err := b.insp.TaskLogs(b.ctx, id, dtq.TaskLogsParams{})
+	require.NoError(t, err)
+	var lines []string
+	for _, it := range page.Items {
+		lines = append(lines, it.Line)
+	}
+	require.Equal(t, []string{"level=INFO msg=sleeping seconds=0.05", "level=INFO msg=slept seconds=0.05"}, lines)
+}
