@@ -132,7 +132,7 @@ func newTasksCmd(e *env) *cobra.Command {
 	r := &remote{}
 	cmd := groupCmd(e, "tasks", "Submit, read, list, cancel and follow tasks", r)
 	cmd.AddCommand(newTasksSubmitCmd(r), newTasksGetCmd(r), newTasksListCmd(r), newTasksCancelCmd(r),
-		newTasksRunNowCmd(r), newTasksDeleteCmd(r), newTasksWatchCmd(r))
+		newTasksRunNowCmd(r), newTasksDeleteCmd(r), newTasksWatchCmd(r), newTasksLogsCmd(r))
 	return cmd
 }
 
