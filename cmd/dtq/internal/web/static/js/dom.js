@@ -166,6 +166,25 @@ export function statusBadge(st) {
   return h('span', {class: `badge st-${st || 'unknown'}`, dataset: {status: st || ''}}, statusLabel(st) || 'unknown');
 }
 
+// progressView shows a task's progress: a bar and its percent for a
+// number, the compact JSON of an object (a bar too when it has numeric
+// done/of or current/total fields); '—' when there is none. A native
+// <progress> element: no inline style (the page's CSP forbids it).
+export function progressView(p) {
+  if (p === undefined || p === null) return '—';
+  let pct = null;
+  if (typeof p === 'number') pct = p;
+  else if (typeof p === 'object') {
+    const done = p.done ?? p.current, of = p.of ?? p.total;
+    if (typeof done === 'number' && typeof of === 'number' && of > 0) pct = Math.min(100, Math.max(0, done / of * 100));
+  }
+  const label = typeof p === 'number' ? `${Math.round(p)}%` : compactJSON(p);
+  if (pct === null) return h('span', {class: 'progress-text', title: label}, label.length > 60 ? label.slice(0, 59) + '…' : label);
+  return h('span', {class: 'progress-cell', title: label},
+    h('progress', {max: '100', value: String(pct), 'aria-label': `progress ${Math.round(pct)}%`}),
+    h('span', {class: 'progress-text'}, typeof p === 'number' ? label : `${Math.round(pct)}%`));
+}
+
 // taskLink links to a task's page, showing its short id.
 export function taskLink(id, full = false) {
   if (!id) return '—';

@@ -3,7 +3,7 @@
 
 import {api, APIError} from '../api.js';
 import {Feed, eventTone, TASK_STATUS_BY_EVENT} from '../feed.js';
-import {h, add, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, TERMINAL} from '../dom.js';
+import {h, add, setText, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, progressView, TERMINAL} from '../dom.js';
 import {pageHeader, section, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, markReady} from './common.js';
 
@@ -50,6 +50,17 @@ export function mount(root, {app, arg: id, setTitle}) {
   const status = h('div', {class: 'page-status'});
   const body = h('div', {class: 'task-body'});
   const eventsBody = h('tbody', {});
+  // The log panel: one attempt's lines, followed while the task runs.
+  const logAttempt = h('select', {id: 'task-log-attempt', name: 'attempt'});
+  const logPanel = h('pre', {class: 'json log-panel', id: 'task-logs', tabindex: '0'});
+  const logNote = h('p', {class: 'card-sub', id: 'task-logs-note'}, 'No lines logged.');
+  const logs = {attempt: 0, cursor: '', busy: false, lines: 0, picked: false};
+  logAttempt.addEventListener('change', () => {
+    logs.attempt = Number(logAttempt.value);
+    logs.picked = true;
+    resetLogs();
+    loadLogs();
+  });
   const eventsNote = h('p', {class: 'card-sub'}, 'Events of this task while they are retained, live.');
 
   add(root,
@@ -58,6 +69,7 @@ export function mount(root, {app, arg: id, setTitle}) {
     admin ? null : readOnlyNote(),
     status,
     body,
+    section('Logs', h('div', {class: 'log-controls'}, h('label', {for: 'task-log-attempt'}, 'Attempt '), logAttempt), logNote, logPanel),
     section('Events', eventsNote, h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'task-events'},
       h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'Time'), h('th', {scope: 'col'}, 'Event'),
         h('th', {class: 'num', scope: 'col'}, 'Attempt'), h('th', {scope: 'col'}, 'Worker'), h('th', {scope: 'col'}, 'Details'))),
@@ -121,6 +133,8 @@ export function mount(root, {app, arg: id, setTitle}) {
           ['Finished', fmtTime(ex.finished_at, true)],
           ['Duration', ex.duration_ms !== null && ex.duration_ms !== undefined ? fmtMS(ex.duration_ms)
             : t.status === 'running' && ex.started_at ? `running for ${fmtMS(Date.now() - new Date(ex.started_at).getTime())}` : '—'],
+          t.progress !== undefined ? ['Progress', progressView(t.progress), 'task-progress'] : null,
+          t.progress_at ? ['Progress at', fmtTime(t.progress_at, true)] : null,
           ['Error', errText, 'task-error'],
           ex.retryable !== null && ex.retryable !== undefined ? ['Retryable', ex.retryable ? 'yes' : 'no'] : null,
           ex.retry_delay_ms !== null && ex.retry_delay_ms !== undefined ? ['Retry delay', fmtMS(ex.retry_delay_ms)] : null,
@@ -149,9 +163,58 @@ export function mount(root, {app, arg: id, setTitle}) {
       a.error_class || a.error_message ? h('div', {class: 'tl-error'}, h('strong', {}, a.error_class || 'Error'), a.error_message ? ': ' + a.error_message : '') : null)));
   }
 
+  // resetLogs empties the panel for another attempt.
+  function resetLogs() {
+    logs.gen = (logs.gen || 0) + 1; // a read in flight for the old attempt is dropped
+    logs.busy = false;
+    logs.cursor = '';
+    logs.lines = 0;
+    logPanel.replaceChildren();
+    setText(logNote, 'No lines logged.');
+  }
+
+  // fillAttempts lists the attempts that may have lines, the latest chosen
+  // until the user picks one.
+  function fillAttempts(t) {
+    const n = Math.max(t.log_attempts || 0, t.attempt || 1);
+    if (logAttempt.options.length === n) return;
+    logAttempt.replaceChildren(...Array.from({length: n}, (_, i) => h('option', {value: String(i + 1)}, `Attempt ${i + 1}`)));
+    if (!logs.picked) { logs.attempt = n; resetLogs(); }
+    logAttempt.value = String(logs.attempt);
+  }
+
+  // loadLogs appends the attempt's lines logged since the last look.
+  async function loadLogs() {
+    if (logs.busy || !logs.attempt) return;
+    logs.busy = true;
+    const gen = logs.gen;
+    try {
+      for (let pages = 0; pages < 20; pages++) {
+        const query = {attempt: String(logs.attempt), limit: '1000'};
+        if (logs.cursor) query.cursor = logs.cursor;
+        const page = await api(`tasks/${id}/logs`, {query, signal: ctrl.signal});
+        if (gen !== logs.gen) return;
+        logs.cursor = page.next_cursor;
+        for (const it of page.items) {
+          logPanel.append(h('span', {class: 'log-line'}, h('span', {class: 'log-ts'}, fmtTime(it.ts, true)), it.line));
+          logs.lines++;
+        }
+        if (page.items.length < 1000) break;
+      }
+      setText(logNote, logs.lines ? `${fmtInt(logs.lines)} line${logs.lines === 1 ? '' : 's'}${task && !TERMINAL.has(task.status) ? ', following' : ''}.` : 'No lines logged.');
+    } catch (e) {
+      if (e.name !== 'AbortError') setText(logNote, `Could not read the logs: ${e.message}`);
+    } finally {
+      if (gen === logs.gen) logs.busy = false;
+    }
+  }
+
   async function load() {
     try {
-      render(await api(`tasks/${id}`, {signal: ctrl.signal}));
+      const t = await api(`tasks/${id}`, {signal: ctrl.signal});
+      render(t);
+      fillAttempts(t);
+      loadLogs();
       status.replaceChildren();
     } catch (e) {
       if (e.name === 'AbortError') return;
@@ -213,6 +276,18 @@ export function mount(root, {app, arg: id, setTitle}) {
   const feed = new Feed({filter, cursor: filter.since ? '' : (app.feed?.firstCursor || app.feed?.cursor || '')});
   feed.on('event', ev => {
     if (seenEvents.has(ev.event_id)) return;
+    if (ev.type === 'TASK_PROGRESS') {
+      // Not a change of state: update the progress and look for new lines.
+      seenEvents.add(ev.event_id);
+      if (task && ev.metadata && 'progress' in ev.metadata && ev.attempt === task.attempt) {
+        task = {...task, progress: ev.metadata.progress, progress_at: ev.ts};
+        const cell = body.querySelector('#task-progress');
+        if (cell) cell.replaceChildren(progressView(task.progress));
+        else render(task);
+      }
+      loadLogs();
+      return;
+    }
     seenEvents.add(ev.event_id);
     eventsBody.querySelector('tr.empty')?.remove();
     const reload = !shownBy(ev);
@@ -248,6 +323,8 @@ export function mount(root, {app, arg: id, setTitle}) {
       if (cell) cell.replaceWith(timeline(task));
     }
   }, 5000);
+  // Lines alone emit no event: a running task's are looked for each second.
+  const logTicker = setInterval(() => { if (task && !TERMINAL.has(task.status)) loadLogs(); }, 1000);
 
   return {
     onReset() { refresh.now(); },
@@ -256,6 +333,7 @@ export function mount(root, {app, arg: id, setTitle}) {
       feed.stop();
       refresh.stop();
       clearInterval(ticker);
+      clearInterval(logTicker);
     },
   };
 }

@@ -3,7 +3,7 @@
 // new tasks that match the filter appear at the top.
 
 import {api} from '../api.js';
-import {h, add, setText, fmtInt, fmtMS, fmtTime, statusBadge, statusLabel, taskLink, isTaskID, STATUSES, TERMINAL} from '../dom.js';
+import {h, add, setText, fmtInt, fmtMS, fmtTime, statusBadge, statusLabel, taskLink, isTaskID, progressView, STATUSES, TERMINAL} from '../dom.js';
 import {TASK_STATUS_BY_EVENT} from '../feed.js';
 import {pageHeader} from '../ui.js';
 import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader, readFilter, showFilter} from './common.js';
@@ -79,7 +79,7 @@ export function mount(root, {app, params}) {
       h('thead', {}, h('tr', {},
         h('th', {scope: 'col'}, 'Task'), h('th', {scope: 'col'}, 'Type'), h('th', {scope: 'col'}, 'Queue'),
         h('th', {scope: 'col'}, 'Status'), h('th', {class: 'num', scope: 'col'}, 'Attempt'),
-        h('th', {scope: 'col'}, 'Created'), h('th', {class: 'num', scope: 'col'}, 'Duration'))),
+        h('th', {scope: 'col'}, 'Created'), h('th', {class: 'num', scope: 'col'}, 'Duration'), h('th', {scope: 'col'}, 'Progress'))),
       tbody))),
     h('div', {class: 'list-foot'}, count, more));
 
@@ -88,6 +88,7 @@ export function mount(root, {app, params}) {
       status: h('td', {class: 'cell-status'}),
       attempt: h('td', {class: 'num'}),
       duration: h('td', {class: 'num'}),
+      progress: h('td', {class: 'cell-progress'}),
     };
     const tr = h('tr', {dataset: {taskId: t.task_id}},
       h('td', {}, taskLink(t.task_id)),
@@ -96,7 +97,8 @@ export function mount(root, {app, params}) {
       cells.status,
       cells.attempt,
       h('td', {class: 'cell-time'}, fmtTime(t.created_at)),
-      cells.duration);
+      cells.duration,
+      cells.progress);
     const row = {tr, cells, task: t};
     fillRow(row, t);
     return row;
@@ -111,6 +113,12 @@ export function mount(root, {app, params}) {
     }
     setText(row.cells.attempt, `${t.attempt} / ${t.max_attempts}`);
     setText(row.cells.duration, durationText(t));
+    const shown = JSON.stringify(t.progress ?? null);
+    if (row.cells.progress.dataset.shown !== shown) {
+      row.cells.progress.dataset.shown = shown;
+      const v = progressView(t.progress);
+      row.cells.progress.replaceChildren(v);
+    }
   }
 
   // render puts items (newest first) in the table, reusing rows so that
@@ -143,7 +151,7 @@ export function mount(root, {app, params}) {
     }
     const placeholder = tbody.querySelector('tr.empty');
     if (rows.size === 0 && !placeholder) {
-      tbody.append(h('tr', {class: 'empty'}, h('td', {colspan: 7}, 'No tasks match these filters.')));
+      tbody.append(h('tr', {class: 'empty'}, h('td', {colspan: 8}, 'No tasks match these filters.')));
     } else if (rows.size && placeholder) placeholder.remove();
     setText(count, rows.size ? `${fmtInt(rows.size)} shown` : '');
     typeList.replaceChildren(...[...types].sort().map(t => h('option', {value: t})));
@@ -205,6 +213,10 @@ export function mount(root, {app, params}) {
     onEvent(ev) {
       if (!ev.task_id) return;
       const row = rows.get(ev.task_id);
+      if (ev.type === 'TASK_PROGRESS') {
+        if (row && ev.metadata && 'progress' in ev.metadata) fillRow(row, {...row.task, progress: ev.metadata.progress});
+        return;
+      }
       const st = TASK_STATUS_BY_EVENT[ev.type];
       if (row && st) {
         const t = {...row.task, status: st, attempt: ev.attempt || row.task.attempt};
