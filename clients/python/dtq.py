@@ -18,6 +18,11 @@ runs, a background thread renews its lease; task.cancelled is set when a
 cancel was requested (the handler should stop and raise), task.lost when
 the lease was lost (its result will be discarded). A workflow node's task
 has workflow_id, ref and deps, its deps' outcomes by ref.
+
+A handler reports how far it got with task.progress(40) (a number 0..100
+or a dict of at most 4 KiB as JSON) and logs lines with task.log("...")
+(each cut to 1 KiB): the worker sends them at most once a second, and once
+more before the task's complete or fail (docs/progress.md).
 """
 
 import json
@@ -193,8 +198,24 @@ class Producer:
                 raise TimeoutError("workflow %s is still %s" % (workflow_id, w["status"]))
 
 
+MAX_PROGRESS_BYTES = 4096
+MAX_LOG_LINE_BYTES = 1024
+MAX_LOG_LINES = 1000  # per report, and buffered between reports (the oldest dropped)
+
+_UNSET = object()
+
+
+def _cut(line, n):
+    """line without its trailing newline, cut to at most n UTF-8 bytes."""
+    b = line.rstrip("\n").encode("utf-8")
+    if len(b) <= n:
+        return b.decode("utf-8")
+    return b[:n].decode("utf-8", "ignore")
+
+
 class Task:
-    """A claimed task. Read payload and metadata; watch cancelled and lost."""
+    """A claimed task. Read payload and metadata; watch cancelled and lost;
+    report with progress() and log()."""
 
     def __init__(self, raw):
         self.id = raw["task_id"]
@@ -216,6 +237,38 @@ class Task:
         self.lost = threading.Event()
         if raw.get("cancel_requested"):
             self.cancelled.set()
+        # The report buffer (see Worker._report): the latest progress and
+        # the lines since the last report; pending is a report whose answer
+        # is unknown, sent again as it was before anything newer.
+        self._buf_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._progress = _UNSET
+        self._lines = []
+        self._seq = 0
+        self._pending = None
+        self.dropped_lines = 0
+
+    def progress(self, value):
+        """Reports progress: a number 0..100 or a dict (JSON of at most 4 KiB).
+        The last value reported within a second wins."""
+        if isinstance(value, bool) or not isinstance(value, (int, float, dict)):
+            raise ValueError("progress is a number 0..100 or a dict")
+        if isinstance(value, dict):
+            if len(json.dumps(value, separators=(",", ":")).encode("utf-8")) > MAX_PROGRESS_BYTES:
+                raise ValueError("a progress dict is at most %d bytes as JSON" % MAX_PROGRESS_BYTES)
+        elif not 0 <= value <= 100:
+            raise ValueError("progress %r is outside 0..100" % value)
+        with self._buf_lock:
+            self._progress = value
+
+    def log(self, line):
+        """Appends a line to the attempt's log (cut to 1 KiB)."""
+        with self._buf_lock:
+            self._lines.append(_cut(str(line), MAX_LOG_LINE_BYTES))
+            if len(self._lines) > MAX_LOG_LINES:
+                over = len(self._lines) - MAX_LOG_LINES
+                del self._lines[:over]
+                self.dropped_lines += over
 
 
 class Worker:
@@ -263,6 +316,8 @@ class Worker:
                 signal.signal(sig, lambda *_: self.stop())
         beat = threading.Thread(target=self._heartbeats, name="dtq-heartbeat", daemon=True)
         beat.start()
+        reports = threading.Thread(target=self._reports, name="dtq-progress", daemon=True)
+        reports.start()
         delay = 0.1
         while not self._stop.is_set():
             free = self._acquire_free()
@@ -287,6 +342,7 @@ class Worker:
         self._drain()
         self._done.set()
         beat.join(timeout=5)
+        reports.join(timeout=5)
 
     def _acquire_free(self):
         """Waits for one free slot, then takes all free ones; returns how many."""
@@ -335,7 +391,55 @@ class Worker:
             body["retry_after"] = "%.3fs" % e.seconds
         return body
 
+    def _report(self, task):
+        """Sends the task's buffered progress and lines (the pending report
+        first); returns True when nothing is left to send."""
+        with task._send_lock:
+            while True:
+                if task.lost.is_set():
+                    return True
+                if task._pending is None:
+                    with task._buf_lock:
+                        if task._progress is _UNSET and not task._lines:
+                            return True
+                        task._seq += 1
+                        body = {"lease_token": task.lease_token, "seq": task._seq}
+                        if task._progress is not _UNSET:
+                            body["progress"] = task._progress
+                        if task._lines:
+                            body["logs"] = task._lines
+                        task._progress, task._lines = _UNSET, []
+                    task._pending = body
+                try:
+                    # A 429 (within a second of the last write) is waited out
+                    # and sent again by _HTTP; so is a lost reply: the seq
+                    # makes a resend land once.
+                    self._http.call("POST", "/api/v1/tasks/%s/progress" % task.id, task._pending)
+                except LeaseLost:
+                    task._pending = None
+                    task.lost.set()
+                    task.cancelled.set()
+                    return True
+                except APIError as e:
+                    if e.status == 429:  # still too soon: nothing was written; next time
+                        return False
+                    self._log("task %s: progress report refused: %s" % (task.id, e))
+                    task._pending = None  # a bad report is not sent again
+                    continue
+                except Exception as e:
+                    self._log("task %s: progress report failed: %s" % (task.id, e))
+                    return False
+                task._pending = None
+
+    def _reports(self):
+        """Sends every running task's reports once a second."""
+        while not self._done.wait(1.0):
+            for task in self._running_tasks():
+                self._report(task)
+
     def _finish(self, task, what, body):
+        # What the handler reported lands before its outcome does.
+        self._report(task)
         if task.lost.is_set():
             self._log("task %s: lease lost; result discarded" % task.id)
             return

@@ -199,6 +199,32 @@ class ClientTest(unittest.TestCase):
         resized = self.producer.get(final["nodes"][1]["task_id"])
         self.assertEqual(resized["result"], {"half": 42})
 
+    def test_progress_and_logs(self):
+        q = fresh_queue("progress")
+
+        def work(task):
+            task.progress(10)
+            for i in range(3):
+                task.log("step %d" % i)
+            task.log("é" * 1000)  # 2000 bytes: cut to 1 KiB
+            with self.assertRaises(ValueError):
+                task.progress(101)
+            task.progress({"done": 2, "of": 2})
+            return "ok"
+
+        t = self.producer.submit("report", queue=q)
+        with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("report", work)):
+            final = self.producer.wait(t["task_id"], timeout=30)
+        self.assertEqual(final["status"], "succeeded")
+        self.assertEqual(final["progress"], {"done": 2, "of": 2}, "the last value wins; sent before complete")
+        self.assertEqual(final["log_attempts"], 1)
+        page = dtq._HTTP(URL, PRODUCER).call("GET", "/api/v1/tasks/%s/logs" % t["task_id"])
+        lines = [it["line"] for it in page["items"]]
+        self.assertEqual(lines[:3], ["step 0", "step 1", "step 2"], "each line once, in order")
+        self.assertEqual(len(lines), 4)
+        self.assertEqual(lines[3], "é" * 512)
+        self.assertTrue(page["next_cursor"])
+
     def test_permanent_failure_dead_letters(self):
         q = fresh_queue("perm")
 
