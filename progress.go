@@ -321,11 +321,27 @@ func (w *Worker) progressLoop(ctx context.Context) {
 			}
 		}
 		w.mu.Unlock()
-		for _, tl := range logs {
-			tl.flush(ctx, w, false)
+		// A few writes at once: one after another, a thousand running
+		// tasks would hold some of them a tenth of a second behind.
+		next := make(chan *taskLog)
+		var wg sync.WaitGroup
+		for range min(progressWriters, len(logs)) {
+			wg.Go(func() {
+				for tl := range next {
+					tl.flush(ctx, w, false)
+				}
+			})
 		}
+		for _, tl := range logs {
+			next <- tl
+		}
+		close(next)
+		wg.Wait()
 	}
 }
+
+// progressWriters bounds the progress writes the ticker makes at once.
+const progressWriters = 8
 
 // taskLogCaps are the worker's caps of an attempt's log.
 func (c *WorkerConfig) taskLogCaps() rdb.LogCaps {

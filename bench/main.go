@@ -49,7 +49,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e | progress")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -152,6 +152,8 @@ func main() {
 			res = outboxBench(ctx, rc, *n, *rate)
 		case "fair-e2e":
 			res = fairE2E(ctx, rc, *n, *concurrency, *keys, *fair, payload)
+		case "progress":
+			res = progressBench(ctx, rc, *n, *concurrency)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)
