@@ -71,7 +71,7 @@ func ProgressJSON(v any) (json.RawMessage, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidProgress, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidProgress, err)
 		}
 		raw = b
 	}
@@ -85,11 +85,11 @@ func ProgressJSON(v any) (json.RawMessage, error) {
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidProgress, err)
+			return nil, fmt.Errorf("%w: not a JSON object: %w", ErrInvalidProgress, err)
 		}
 		var b bytes.Buffer
 		if err := json.Compact(&b, raw); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidProgress, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidProgress, err)
 		}
 		return b.Bytes(), nil
 	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):

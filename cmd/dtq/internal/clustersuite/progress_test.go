@@ -60,7 +60,7 @@ func TestProgressAndLogsOnEveryMaster(t *testing.T) {
 			// An HTTP worker, on a queue of the same master that the Go
 			// worker does not serve: a report lands; after complete it is 409.
 			hq := sameMaster(t, c, keys, q)
-			res, err = client.Submit(ctx, dtq.Submission{Type: "remote", Queue: hq})
+			_, err = client.Submit(ctx, dtq.Submission{Type: "remote", Queue: hq})
 			require.NoError(t, err)
 			status, body = a.call(t, http.MethodPost, "/api/v1/claims", `{"worker_id": "py-`+q+`", "queues": ["`+hq+`"], "wait": "5s"}`)
 			require.Equal(t, http.StatusOK, status, string(body))
