@@ -52,7 +52,9 @@ const (
 	// Workflows (docs/http-api.md#workflows).
 	codeInvalidWorkflow    = "INVALID_WORKFLOW"
 	codeWorkflowNotRunning = "WORKFLOW_NOT_RUNNING"
-	codeProgressTooSoon    = "PROGRESS_TOO_SOON"
+	// A progress report within a second of the attempt's last write
+	// (docs/progress.md).
+	codeProgressTooSoon = "PROGRESS_TOO_SOON"
 	// TOO_MANY_SUBSCRIBERS is answered by the event feed (internal/events)
 	// when DTQ_MAX_SUBSCRIBERS clients are open.
 )
