@@ -83,9 +83,12 @@ func TestWorkflowSubmitInterruptedIsCompletedBySweep(t *testing.T) {
 			info := b.wait(t, id)
 			require.Equal(t, dtqtype.WorkflowSucceeded, info.Status)
 			require.Equal(t, 3, info.Counts[dtqtype.StatusSucceeded])
-			evs := b.sysEvents(t, id)
-			require.Contains(t, evs, "WORKFLOW_STARTED")
-			require.Contains(t, evs, "WORKFLOW_SUCCEEDED")
+			// The events follow the scripts that ended the workflow (from Go,
+			// or from the sweep when that process stopped first).
+			require.Eventually(t, func() bool {
+				evs := b.sysEvents(t, id)
+				return slices.Contains(evs, "WORKFLOW_STARTED") && slices.Contains(evs, "WORKFLOW_SUCCEEDED")
+			}, 30*time.Second, 20*time.Millisecond, "WORKFLOW_STARTED and WORKFLOW_SUCCEEDED")
 			list, err := b.insp.ListWorkflows(ctx, nil)
 			require.NoError(t, err)
 			require.Len(t, list.Items, 1)

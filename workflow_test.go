@@ -108,6 +108,18 @@ func (b *wfBundle) sysEvents(t *testing.T, id string) []string {
 	return out
 }
 
+// waitSysEvents waits until workflow id's _sys events are want: they
+// are emitted from Go after the script that ended the workflow answered,
+// so a reader that saw the end may be a moment early.
+func (b *wfBundle) waitSysEvents(t *testing.T, id string, want ...string) {
+	t.Helper()
+	var got []string
+	require.Eventually(t, func() bool {
+		got = b.sysEvents(t, id)
+		return slices.Equal(got, want)
+	}, 30*time.Second, 20*time.Millisecond, "events of workflow %s: got %v, want %v", id, &got, want)
+}
+
 func TestWorkflowSemantics(t *testing.T) {
 	t.Parallel()
 	fail := map[string]any{"fail": true}
@@ -149,7 +161,7 @@ func TestWorkflowSemantics(t *testing.T) {
 				}
 			}
 			ended := map[dtqtype.WorkflowStatus]string{dtqtype.WorkflowSucceeded: "WORKFLOW_SUCCEEDED", dtqtype.WorkflowFailed: "WORKFLOW_FAILED"}
-			require.Equal(t, []string{"WORKFLOW_STARTED", ended[tc.want]}, b.sysEvents(t, res.WorkflowID))
+			b.waitSysEvents(t, res.WorkflowID, "WORKFLOW_STARTED", ended[tc.want])
 		})
 	}
 }
@@ -245,7 +257,7 @@ func TestWorkflowCancel(t *testing.T) {
 	_, ended, err = b.admin.CancelWorkflow(b.ctx, res.WorkflowID)
 	require.NoError(t, err)
 	require.True(t, ended)
-	require.Equal(t, []string{"WORKFLOW_STARTED", "WORKFLOW_CANCELLED"}, b.sysEvents(t, res.WorkflowID))
+	b.waitSysEvents(t, res.WorkflowID, "WORKFLOW_STARTED", "WORKFLOW_CANCELLED")
 	_, _, err = b.admin.CancelWorkflow(b.ctx, "00000000000000000000000000000000")
 	require.ErrorIs(t, err, dtq.ErrWorkflowNotFound)
 }
