@@ -52,7 +52,11 @@ func printWorkflow(p *printer, w *workflowView) error {
 			done += n
 		}
 	}
-	if err := p.textf("workflow %s is %s: %d of %d nodes ended", w.ID, w.Status, done, len(w.Nodes)); err != nil {
+	state := "is " + string(w.Status) // submitting, running
+	if w.Status.Terminal() {
+		state = string(w.Status)
+	}
+	if err := p.textf("workflow %s %s: %d of %d nodes ended", w.ID, state, done, len(w.Nodes)); err != nil {
 		return err
 	}
 	kv := [][2]string{{"workflow_id", w.ID}, {"name", w.Name}, {"status", string(w.Status)},

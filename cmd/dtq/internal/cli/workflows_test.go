@@ -72,7 +72,7 @@ func TestWorkflowsSubmitGetListCancel(t *testing.T) {
 	out = b.ok(t, "workflows", "cancel", id)
 	require.Regexp(t, `^(workflow `+id+` cancelled|cancel requested: workflow `+id+` ends cancelled once its nodes' ends are recorded \(dtq workflows get `+id+` --wait 30s\))\n`, out)
 	out = b.ok(t, "workflows", "get", id, "--wait", "30s")
-	require.Equal(t, "workflow "+id+" is cancelled: 2 of 2 nodes ended", lines(out)[0])
+	require.Equal(t, "workflow "+id+" cancelled: 2 of 2 nodes ended", lines(out)[0])
 	// Ended: the key replays it.
 	out = b.ok(t, "workflows", "submit", "-f", file, "--idempotency-key", "order-42")
 	require.Equal(t, "duplicate (replayed): the idempotency key belongs to workflow "+id+", which is cancelled", lines(out)[0])
