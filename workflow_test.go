@@ -444,6 +444,9 @@ func TestWorkflowListing(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, res.WorkflowID)
 	}
+	// Newest first by id: its creation millisecond, then its random tag
+	// (workflows of one millisecond come in tag order).
+	slices.Sort(ids)
 	slices.Reverse(ids)
 	page, err := b.insp.ListWorkflows(b.ctx, &dtq.WorkflowListParams{Limit: 3})
 	require.NoError(t, err)
