@@ -411,6 +411,10 @@ for b = 9, 0, -1 do
         held = held + 1
       else
         drop = false
+        -- start's steps (above), written out: this is the path of every
+        -- queue without key queues, and calling start here costs about
+        -- 2,000 instructions per task (bench/scriptcost.sh, claim
+        -- 151,200 -> 153,300 per task).
         started = started + 1
         if h.ckey then
           key_cnt[h.ckey] = key_count(h.ckey) + 1
