@@ -153,15 +153,19 @@ class Producer:
 
     def wait(self, task_id, timeout=60.0):
         """Waits until the task is finished (long-polls); returns it, or raises TimeoutError."""
+        return self._long_poll("/api/v1/tasks/", "task", task_id, TERMINAL, timeout)
+
+    def _long_poll(self, prefix, what, ident, terminal, timeout):
+        """GETs prefix+ident with ?wait= (at most 30 s a call) until its status is in terminal."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            path = "/api/v1/tasks/%s?wait=%.3f" % (urllib.parse.quote(task_id, safe=""), max(0.0, min(left, 30.0)))
-            t = self._http.call("GET", path, timeout=45)
-            if t["status"] in TERMINAL:
-                return t
+            path = "%s%s?wait=%.3f" % (prefix, urllib.parse.quote(ident, safe=""), max(0.0, min(left, 30.0)))
+            v = self._http.call("GET", path, timeout=45)
+            if v["status"] in terminal:
+                return v
             if left <= 0:
-                raise TimeoutError("task %s is still %s" % (task_id, t["status"]))
+                raise TimeoutError("%s %s is still %s" % (what, ident, v["status"]))
 
 
     def submit_workflow(self, nodes, name=None, on_failure=None, idempotency_key=None):
@@ -187,15 +191,7 @@ class Producer:
 
     def wait_workflow(self, workflow_id, timeout=60.0):
         """Waits until the workflow ended (long-polls); returns it, or raises TimeoutError."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            path = "/api/v1/workflows/%s?wait=%.3f" % (urllib.parse.quote(workflow_id, safe=""), max(0.0, min(left, 30.0)))
-            w = self._http.call("GET", path, timeout=45)
-            if w["status"] in WORKFLOW_TERMINAL:
-                return w
-            if left <= 0:
-                raise TimeoutError("workflow %s is still %s" % (workflow_id, w["status"]))
+        return self._long_poll("/api/v1/workflows/", "workflow", workflow_id, WORKFLOW_TERMINAL, timeout)
 
 
 MAX_PROGRESS_BYTES = 4096
