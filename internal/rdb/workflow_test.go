@@ -237,8 +237,9 @@ func TestWorkflowScriptsSentTwice(t *testing.T) {
 	same, err := r.WorkflowAdd(ctx, id, b.now, 100, full, []WorkflowNode{d, e})
 	require.NoError(t, err)
 	require.Equal(t, "ok", same.Outcome)
-	refused, err := r.WorkflowAdd(ctx, id, b.now, 100, full, []WorkflowNode{b.wfNode(t, "qb", "k", false), b.wfNode(t, "qa", "g", false)})
-	require.NoError(t, err)
+	refused := twice(t, b, "wf_add refused", func() (AddResult, error) {
+		return r.WorkflowAdd(ctx, id, b.now, 100, full, []WorkflowNode{b.wfNode(t, "qb", "k", false), b.wfNode(t, "qa", "g", false)})
+	})
 	require.Equal(t, AddResult{Outcome: WorkflowQueueFull, Queue: "qa", Depth: 9}, refused)
 	require.False(t, b.c.HExists(ctx, b.keys.WorkflowNodes(id), "t:k").Val(), "a refused call writes nothing")
 
@@ -422,4 +423,16 @@ func exerciseWorkflowScripts(t *testing.T, r *RDB) {
 	require.NoError(t, err)
 	require.NoError(t, r.WorkflowUnmark(ctx, mark))
 	require.NoError(t, r.DropFromWorkflowIndex(ctx, []string{id}))
+}
+
+// TestWorkflowCreateQueueFullSentTwice: a submission refused for a full
+// queue writes nothing, and sent again answers the same refusal.
+func TestWorkflowCreateQueueFullSentTwice(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	w := &NewWorkflow{ID: NewWorkflowID(b.now, RandomWorkflowTag()), Nodes: []WorkflowNode{b.wfNode(t, "qa", "x", false)},
+		Full: FullQueue{Name: "qa", Depth: 7}}
+	res := twice(t, b, "wf_create refused", func() (CreateResult, error) { return b.r.WorkflowCreate(b.ctx, b.now, w) })
+	require.Equal(t, CreateResult{Outcome: WorkflowQueueFull, Queue: "qa", Depth: 7}, res)
+	require.Zero(t, b.c.Exists(b.ctx, b.keys.Workflow(w.ID), b.keys.WorkflowNodes(w.ID), b.keys.WorkflowDefs(w.ID)).Val())
 }
