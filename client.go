@@ -29,6 +29,10 @@ type ClientConfig struct {
 	ReplicaAcks       int
 	ReplicaAckTimeout time.Duration
 	Clock             func() time.Time
+	// FailedRetention is how long a queued task that a replace or
+	// keep_last submission cancels is kept (docs/deduplication.md), unless
+	// its own retention says otherwise: the workers' FailedRetention.
+	FailedRetention time.Duration
 
 	// MaxQueueDepth is the live-task limit per queue. Default 10000.
 	MaxQueueDepth int64
@@ -120,8 +124,16 @@ type SubmitResult struct {
 	TaskID string
 	// Duplicate is true when the idempotency key replayed an earlier task.
 	Duplicate bool
-	// Task is the task as stored.
+	// Task is the task as stored (nil for a throttled submission whose
+	// key's task is already gone).
 	Task *dtqtype.TaskInfo
+	// Deduplicated is the mode that collapsed the submission into its
+	// dedup key's task, TaskID (drop, throttle, debounce: nothing was
+	// created); "" when the submission was not collapsed.
+	Deduplicated DedupMode
+	// Replaced is the queued task of the dedup key that a replace or
+	// keep_last submission cancelled for this one; "" when none was.
+	Replaced string
 }
 
 // Submit validates s and creates its task, atomically with its idempotency
@@ -278,7 +290,8 @@ func (c *Client) DurabilityWarnings(ctx context.Context) []string {
 }
 
 func (c *Client) ingestOptions() rdb.IngestOptions {
-	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.dep.eventsMaxLen, RecentCap: c.cfg.RecentMaxLen}
+	return rdb.IngestOptions{MaxDepth: c.cfg.MaxQueueDepth, EventsMaxLen: c.dep.eventsMaxLen, RecentCap: c.cfg.RecentMaxLen,
+		CancelledRetention: scriptRetention(c.dep.failedRetention)}
 }
 
 func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb.NewTask, error) {
@@ -305,7 +318,7 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 		MaxAttempts: n.maxAttempts, TimeoutMS: n.timeoutMS, IdempotencyKey: n.key,
 		AvailableAt: n.availableAt, ExpiresAt: n.expiresAt, Metadata: n.metadata,
 		Fingerprint: n.fingerprint, IdemTTL: ttl, CreatedAt: now.UnixMilli(), ConcurrencyKey: n.concurrencyKey,
-		Retention: n.retention, KeepPayload: n.keepPayload,
+		Retention: n.retention, KeepPayload: n.keepPayload, Dedup: n.dedup,
 	}, nil
 }
 
@@ -313,7 +326,9 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 func (c *Client) outcome(ctx context.Context, n *normalized, t *rdb.NewTask, now time.Time, r rdb.IngestResult) (*SubmitResult, error) {
 	switch r.Outcome {
 	case rdb.Created:
-		return &SubmitResult{TaskID: t.ID, Task: createdInfo(n, t, r.Status)}, nil
+		return &SubmitResult{TaskID: t.ID, Task: createdInfo(n, t, r.Status), Replaced: r.Replaced}, nil
+	case rdb.Deduplicated:
+		return &SubmitResult{TaskID: r.TaskID, Task: r.Task, Deduplicated: DedupMode(r.Mode)}, nil
 	case rdb.Duplicate:
 		return &SubmitResult{TaskID: r.TaskID, Duplicate: true, Task: r.Task}, nil
 	case rdb.InProgress:
@@ -364,6 +379,9 @@ func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.Task
 		info.RetentionSeconds = &r
 	}
 	info.KeepPayload = n.keepPayload
+	if n.dedup != nil {
+		info.DedupKey = n.dedup.Key
+	}
 	return info
 }
 

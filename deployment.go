@@ -131,7 +131,8 @@ func (c *ClientConfig) deployment() deployment {
 		return deployment{}
 	}
 	return deployment{keyPrefix: c.KeyPrefix, eventsMaxLen: c.EventsMaxLen, idempotencyTTL: c.IdempotencyTTL,
-		replicaAcks: c.ReplicaAcks, replicaAckTimeout: c.ReplicaAckTimeout, clock: c.Clock}
+		failedRetention: c.FailedRetention,
+		replicaAcks:     c.ReplicaAcks, replicaAckTimeout: c.ReplicaAckTimeout, clock: c.Clock}
 }
 
 func (c *WorkerConfig) deployment() deployment {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dtq-io/dtq/internal/idemkey"
 	"github.com/dtq-io/dtq/internal/jsonscan"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // Submission describes a task to submit. Zero values select the defaults.
@@ -57,6 +58,10 @@ type Submission struct {
 	// default a succeeded task keeps only what replays and the dashboard
 	// show, its metadata included (see docs/operations.md, "Sizing Redis").
 	KeepPayload bool
+	// Dedup collapses this submission with others of the same work
+	// (docs/deduplication.md); nil means none. Not part of the
+	// idempotency fingerprint.
+	Dedup *Dedup
 }
 
 // NoRetention is the retention (Submission.Retention,
@@ -175,6 +180,7 @@ type normalized struct {
 	concurrencyKey string
 	retention      int64 // seconds; 0 = the workers' setting, -1 = none
 	keepPayload    bool
+	dedup          *rdb.DedupSpec // nil = none
 }
 
 // normalize validates s and applies defaults. It is the one validation
@@ -300,6 +306,18 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 				int64(MaxRetention/time.Second))
 		}
 		n.retention = int64(s.Retention / time.Second)
+	}
+	if s.Dedup != nil {
+		if n.dedup, err = normalizeDedup(s.Dedup, n.typ, n.payload); err != nil {
+			return nil, err
+		}
+	}
+	if n.dedup != nil && n.dedup.Mode == string(DedupDebounce) {
+		// A debounced task waits its window before it may start.
+		n.availableAt = max(n.availableAt, created+n.dedup.Window)
+		if n.expiresAt != 0 && n.expiresAt <= n.availableAt {
+			return nil, invalid(expiryField, "the expiry must be after the debounce window ends")
+		}
 	}
 	if n.key != "" {
 		n.fingerprint = n.computeFingerprint() // only a keyed submission is ever compared

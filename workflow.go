@@ -177,6 +177,10 @@ func nodeTask(s *Submission, lim *limits, now time.Time, where string) (*normali
 		return nil, &WorkflowError{Node: where, Reason: "run_at is not allowed in a workflow; delay counts from the node's release"}
 	case !s.ExpiresAt.IsZero():
 		return nil, &WorkflowError{Node: where, Reason: "expires_at is not allowed in a workflow; ttl counts from the node's release"}
+	case s.Dedup != nil:
+		// A collapsed or replaced node would leave its dependants waiting
+		// on a task that is not theirs.
+		return nil, &WorkflowError{Node: where, Reason: "dedup is not allowed on a workflow node (the workflow's idempotency key makes a workflow once)"}
 	}
 	n, err := normalize(s, lim, now)
 	if err != nil {

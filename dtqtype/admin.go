@@ -32,6 +32,12 @@ type QueueInfo struct {
 	// counts until the minute (the hour, for retentions over 6 h) its
 	// retention ends in has passed.
 	Retained map[string]int64 `json:"retained"`
+	// Deduplicated counts the queue's deduplicated submissions by mode
+	// (drop, throttle, debounce: submissions collapsed into their key's
+	// task; replace, keep_last: queued tasks a newer submission
+	// cancelled), since the queue was created; modes with none are left
+	// out.
+	Deduplicated map[string]int64 `json:"deduplicated,omitempty"`
 }
 
 // Throughput summarizes a queue's last few minutes.

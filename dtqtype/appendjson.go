@@ -83,6 +83,10 @@ func (t *TaskInfo) appendMembers(b []byte) ([]byte, error) {
 		b = append(b, `,"concurrency_key":`...)
 		b = appendString(b, t.ConcurrencyKey)
 	}
+	if t.DedupKey != "" {
+		b = append(b, `,"dedup_key":`...)
+		b = appendString(b, t.DedupKey)
+	}
 	b = append(b, `,"status":`...)
 	b = appendString(b, string(t.Status))
 	b = append(b, `,"created_at":`...)

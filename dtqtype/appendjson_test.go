@@ -39,7 +39,7 @@ func finishedTask() *TaskInfo {
 	return &TaskInfo{
 		ID: "0190a5c4e2c07000800000000000abcd", Queue: "emails", Type: "send_receipt",
 		Payload: json.RawMessage(`{"order_id":42}`), Priority: 7, MaxAttempts: 5, Attempt: 2,
-		TimeoutMS: 30000, IdempotencyKey: ptr("order-42"), ConcurrencyKey: "acct-7", Status: StatusSucceeded,
+		TimeoutMS: 30000, IdempotencyKey: ptr("order-42"), ConcurrencyKey: "acct-7", DedupKey: "doc-9", Status: StatusSucceeded,
 		CreatedAt: Time{at}, AvailableAt: Time{at.Add(time.Second)}, ExpiresAt: Time{at.Add(24 * time.Hour)},
 		Metadata: json.RawMessage(`{"trace":"abc"}`), CancelRequested: true,
 		Execution: Execution{StartedAt: Time{at.Add(2 * time.Second)}, FinishedAt: Time{at.Add(3 * time.Second)},

@@ -89,16 +89,20 @@ func MillisTime(ms int64) Time {
 
 // TaskInfo is a task as stored in Redis and shown by the API.
 type TaskInfo struct {
-	ID               string          `json:"task_id"`
-	Queue            string          `json:"queue"`
-	Type             string          `json:"task_type"`
-	Payload          json.RawMessage `json:"payload"`
-	Priority         int             `json:"priority"`
-	MaxAttempts      int             `json:"max_attempts"`
-	Attempt          int             `json:"attempt"`
-	TimeoutMS        int64           `json:"timeout_ms"`
-	IdempotencyKey   *string         `json:"idempotency_key"`
-	ConcurrencyKey   string          `json:"concurrency_key,omitempty"`
+	ID             string          `json:"task_id"`
+	Queue          string          `json:"queue"`
+	Type           string          `json:"task_type"`
+	Payload        json.RawMessage `json:"payload"`
+	Priority       int             `json:"priority"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Attempt        int             `json:"attempt"`
+	TimeoutMS      int64           `json:"timeout_ms"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+	ConcurrencyKey string          `json:"concurrency_key,omitempty"`
+	// DedupKey is the deduplication key the task was submitted with
+	// (docs/deduplication.md): its dedup.key, or the key its dedup.by
+	// paths made; empty when none.
+	DedupKey         string          `json:"dedup_key,omitempty"`
 	Status           Status          `json:"status"`
 	CreatedAt        Time            `json:"created_at"`
 	AvailableAt      Time            `json:"available_at"`

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -301,6 +302,7 @@ type ingestCall struct {
 	taskPrefix, resultPrefix, streamPrefix string
 	settle                                 string
 	fairActive, keyQueue                   string // prefixes, after the tasks' args, with fair
+	dedup                                  string // ARGV[10]: the dedup settings, when a task has a spec
 	tasks                                  []NewTask
 	keyOf                                  Keys // builds each task's two keys
 	queue                                  string
@@ -316,8 +318,22 @@ func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks [
 		now: now.UnixMilli(), maxDepth: opt.MaxDepth, eventsMaxLen: opt.EventsMaxLen, recentCap: opt.RecentCap,
 		taskPrefix: k.TaskPrefix(queue), resultPrefix: k.ResultPrefix(queue), streamPrefix: k.StreamPrefix(queue),
 		settle: boolArg(settle), fairActive: k.FairActivePrefix(queue), keyQueue: k.KeyQueuePrefix(queue),
-		tasks: tasks, keyOf: k, queue: queue,
+		tasks: tasks, keyOf: k, queue: queue, dedup: r.dedupSettings(queue, now, opt, tasks),
 	}
+}
+
+// dedupSettings is ingest.lua's ARGV[10] for tasks: "" unless one of them
+// carries a dedup spec.
+func (r *RDB) dedupSettings(queue string, now time.Time, opt IngestOptions, tasks []NewTask) string {
+	for i := range tasks {
+		if tasks[i].Dedup != nil {
+			k := r.keys
+			return strings.Join([]string{k.DedupPrefix(queue), k.IdempotencyPrefix(queue), k.Retained(queue),
+				k.Stats(queue, now.Unix()/60), k.Waiting(queue), strconv.FormatInt(seconds(opt.CancelledRetention), 10),
+				k.DedupCounts(queue)}, "\t")
+		}
+	}
+	return ""
 }
 
 func (c *ingestCall) keys() []string {
@@ -341,9 +357,9 @@ func (c *ingestCall) keys() []string {
 }
 
 func (c *ingestCall) args() []any {
-	args := make([]any, 0, 11+17*len(c.tasks))
+	args := make([]any, 0, 12+18*len(c.tasks))
 	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
-		len(c.tasks), c.streamPrefix, c.settle)
+		len(c.tasks), c.streamPrefix, c.settle, c.dedup)
 	for i := range c.tasks {
 		t := &c.tasks[i]
 		exp := ""
@@ -353,7 +369,7 @@ func (c *ingestCall) args() []any {
 		meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
 			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
-			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli())
+			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli(), t.Dedup.arg())
 	}
 	if c.fair {
 		args = append(args, c.fairActive, c.keyQueue)

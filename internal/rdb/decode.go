@@ -40,6 +40,9 @@ func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.
 		Attempts:         []dtqtype.AttemptRecord{},
 	}
 	t.ConcurrencyKey = h["ckey"]
+	if dk := h["dk"]; dk != "" {
+		t.DedupKey = dedupKeyOf(queue, dk)
+	}
 	if k, ok := h["idem_key"]; ok {
 		t.IdempotencyKey = &k
 	}
@@ -172,4 +175,14 @@ func decodeHistory(h map[string]string) []dtqtype.AttemptRecord {
 		})
 	}
 	return out
+}
+
+// dedupKeyOf is the deduplication key that record key dk (Keys.Dedup of
+// queue) names: what follows the queue's tag.
+func dedupKeyOf(queue, dk string) string {
+	tag := ":dedup:{" + queue + "}:"
+	if _, key, ok := strings.Cut(dk, tag); ok {
+		return key
+	}
+	return dk
 }

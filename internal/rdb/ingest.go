@@ -18,16 +18,42 @@ type NewTask struct {
 	Priority       int
 	MaxAttempts    int
 	TimeoutMS      int64
-	IdempotencyKey string // "" = none
-	AvailableAt    int64  // epoch ms; after now = pending
-	ExpiresAt      int64  // epoch ms; 0 = none
-	Metadata       []byte // JSON object; nil = {}
-	Fingerprint    string // the SHA-256 of the work, its 32 bytes (what the task hash stores)
-	IdemTTL        int64  // seconds the idempotency record lives
-	CreatedAt      int64  // epoch ms
-	ConcurrencyKey string // "" = none
-	Retention      int64  // seconds kept once finished; 0 = the workers' setting, -1 = none
-	KeepPayload    bool   // keep payload and metadata once succeeded
+	IdempotencyKey string     // "" = none
+	AvailableAt    int64      // epoch ms; after now = pending
+	ExpiresAt      int64      // epoch ms; 0 = none
+	Metadata       []byte     // JSON object; nil = {}
+	Fingerprint    string     // the SHA-256 of the work, its 32 bytes (what the task hash stores)
+	IdemTTL        int64      // seconds the idempotency record lives
+	CreatedAt      int64      // epoch ms
+	ConcurrencyKey string     // "" = none
+	Retention      int64      // seconds kept once finished; 0 = the workers' setting, -1 = none
+	KeepPayload    bool       // keep payload and metadata once succeeded
+	Dedup          *DedupSpec // nil = none
+}
+
+// DedupSpec is a task's deduplication (docs/deduplication.md), as the
+// ingest script takes it: the key already made from dedup.by, durations
+// in ms (0 = none).
+type DedupSpec struct {
+	Key     string // 1..256 printable characters
+	Mode    string // drop, throttle, debounce, replace, keep_last
+	TTL     int64
+	Window  int64
+	MaxWait int64
+}
+
+// arg is the spec as ingest.lua's per-task dedup argument.
+func (d *DedupSpec) arg() string {
+	if d == nil {
+		return ""
+	}
+	ms := func(v int64) string {
+		if v <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	return d.Mode + "\t" + ms(d.TTL) + "\t" + ms(d.Window) + "\t" + ms(d.MaxWait) + "\t" + d.Key
 }
 
 // storedFields are a task's metadata, retention (s; 0 = the workers'
@@ -63,6 +89,9 @@ const (
 	// Absent (SettleIngest only): the task was not created, and the call
 	// it settles can no longer create it.
 	Absent
+	// Deduplicated: the submission was collapsed into its dedup key's
+	// task (drop, throttle, debounce); TaskID and Task are that task's.
+	Deduplicated
 )
 
 // IngestResult is Ingest's answer for one task.
@@ -71,8 +100,12 @@ type IngestResult struct {
 	TaskID  string            // the new task, or the task the key belongs to
 	Status  dtqtype.Status    // Created: pending or queued
 	Depth   int64             // QueueFull: the depth that refused it
-	Task    *dtqtype.TaskInfo // Duplicate: the stored task
-	Err     error             // Absent: set by the caller, why the call's replies were lost
+	Task    *dtqtype.TaskInfo // Duplicate, Deduplicated: the stored task (nil when it is gone)
+	Mode    string            // Deduplicated: the mode that collapsed it
+	// Replaced (Created, replace and keep_last): the task of the dedup key
+	// that was cancelled for this one; "" when none was.
+	Replaced string
+	Err      error // Absent: set by the caller, why the call's replies were lost
 }
 
 // IngestOptions are the queue limits Ingest enforces.
@@ -80,6 +113,9 @@ type IngestOptions struct {
 	MaxDepth     int64
 	EventsMaxLen int64
 	RecentCap    int64
+	// CancelledRetention keeps a queued task a replace or keep_last
+	// submission cancels (unless its own retention says otherwise).
+	CancelledRetention time.Duration
 }
 
 // Ingest creates tasks of one queue with one script call. Each task is
@@ -135,6 +171,19 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		case "created":
 			st, _ := parts[2].(string)
 			out[i] = IngestResult{Outcome: Created, TaskID: val, Status: dtqtype.Status(st)}
+			if len(parts) > 3 {
+				out[i].Replaced, _ = parts[3].(string)
+			}
+		case "deduplicated":
+			mode, _ := parts[2].(string)
+			var res *string
+			if s, ok := parts[4].(string); ok {
+				res = &s
+			}
+			out[i] = IngestResult{Outcome: Deduplicated, TaskID: val, Mode: mode}
+			if h := flatToMap(parts[3]); len(h) > 0 {
+				out[i].Task = decodeTask(queue, val, h, res)
+			}
 		case "duplicate":
 			var res *string
 			if s, ok := parts[3].(string); ok {

@@ -185,6 +185,17 @@ func (k Keys) Stats(queue string, minute int64) string {
 	return k.StatsPrefix(queue) + strconv.FormatInt(minute, 10)
 }
 
+// DedupPrefix is the same-slot prefix of queue's deduplication key records
+// (lua/_dedup.lua): a key is scoped to its queue.
+func (k Keys) DedupPrefix(queue string) string { return k.q("dedup", queue) + ":" }
+
+// Dedup is the record of deduplication key key of queue.
+func (k Keys) Dedup(queue, key string) string { return k.DedupPrefix(queue) + key }
+
+// DedupCounts counts queue's deduplicated submissions by mode (a collapsed
+// submission, or a queued task a replace or keep_last cancelled).
+func (k Keys) DedupCounts(queue string) string { return k.q("dedupn", queue) }
+
 // CancelChannel is the pub/sub channel on which cancel requests for running
 // tasks of queue are announced.
 func (k Keys) CancelChannel(queue string) string { return k.q("cancel", queue) }

@@ -61,6 +61,7 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 	fair := pipe.HGetAll(ctx, k.FairState(queue))
 	top := pipe.ZRevRangeWithScores(ctx, k.FairKeys(queue), 0, 9)
 	retained := pipe.HGetAll(ctx, k.Retained(queue))
+	dedups := pipe.HGetAll(ctx, k.DedupCounts(queue))
 	first := minuteOf(now) - int64(minutes) + 1
 	mins := make([]*redis.MapStringStringCmd, minutes)
 	for i := range mins {
@@ -96,6 +97,14 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 		qi.TopKeys = nil
 	}
 	qi.Retained = retainedCounts(retained.Val(), now)
+	for mode, v := range dedups.Val() {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			if qi.Deduplicated == nil {
+				qi.Deduplicated = map[string]int64{}
+			}
+			qi.Deduplicated[mode] = n
+		}
+	}
 	tp := &qi.Throughput
 	tp.WindowMinutes = minutes
 	for i, m := range mins {

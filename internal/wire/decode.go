@@ -120,6 +120,8 @@ func submissionFromFields(m map[string]json.RawMessage) (dtq.Submission, error) 
 			if err = json.Unmarshal(raw, &s.KeepPayload); err != nil {
 				err = invalid(field, "must be true or false")
 			}
+		case "dedup":
+			s.Dedup, err = jsonDedup(raw)
 		case "run_at":
 			s.RunAt, err = jsonTime(field, raw)
 		case "expires_at":
@@ -164,4 +166,65 @@ func jsonTime(field string, raw json.RawMessage) (time.Time, error) {
 		return time.Time{}, invalid(field, "must be an RFC 3339 time string like 2026-01-02T15:04:05.000Z")
 	}
 	return t, nil
+}
+
+// jsonDedup reads a submission's dedup object (docs/deduplication.md):
+// {"key" or "by", "mode", "ttl", "window", "max_wait"}, durations as Go
+// duration strings ("5s", "10m"). The values are checked by Submit.
+func jsonDedup(raw json.RawMessage) (*dtq.Dedup, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, invalid("dedup", `must be an object like {"key": "doc-42", "mode": "drop"}`)
+	}
+	d := &dtq.Dedup{}
+	for field, v := range m {
+		name := "dedup." + field
+		var err error
+		switch field {
+		case "key":
+			d.Key, err = jsonString(name, v)
+			if err == nil && d.Key == "" {
+				err = invalid(name, "must be 1..256 printable characters")
+			}
+		case "by":
+			if json.Unmarshal(v, &d.By) != nil || len(d.By) == 0 {
+				err = invalid(name, `must be a non-empty array of paths like ["payload.user_id", "task_type"]`)
+			}
+		case "mode":
+			var mode string
+			mode, err = jsonString(name, v)
+			d.Mode = dtq.DedupMode(mode)
+		case "ttl", "window", "max_wait":
+			var dur time.Duration
+			dur, err = jsonDuration(name, v)
+			switch field {
+			case "ttl":
+				d.TTL = dur
+			case "window":
+				d.Window = dur
+			default:
+				d.MaxWait = dur
+			}
+		default:
+			err = invalid(name, "is not a known field (key, by, mode, ttl, window, max_wait)")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if d.Mode == "" {
+		return nil, invalid("dedup.mode", "is required: drop, throttle, debounce, replace or keep_last")
+	}
+	return d, nil
+}
+
+// jsonDuration reads a positive duration string such as "5s" or "10m".
+func jsonDuration(field string, raw json.RawMessage) (time.Duration, error) {
+	var v string
+	if err := json.Unmarshal(raw, &v); err == nil {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d, nil
+		}
+	}
+	return 0, invalid(field, `must be a positive duration like "500ms", "5s" or "10m"`)
 }

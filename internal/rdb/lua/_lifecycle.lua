@@ -50,7 +50,9 @@ end
 -- (capped; the oldest leave the index and start retention), or failed with a
 -- retention TTL when the DLQ is off. Then its event, idempotency record
 -- (failed), entry release, depth -1 and stats. finish carries keys and settings.
---! uses: emit, stat, retain, bucket_field, finish_attempt, release_entry, release_key, wake_limited, wf_outbox
+-- A dead-lettered task's dedup key is released now (dedup_end): it may
+-- stay in the DLQ for long, and retain runs only when it leaves.
+--! uses: emit, stat, retain, bucket_field, finish_attempt, release_entry, release_key, wake_limited, wf_outbox, dedup_end
 local function bury(finish, h, err_class, err_msg, retryable)
   local status = finish.dlq and 'dead_lettered' or 'failed'
   local extra = {'retryable', retryable}
@@ -70,7 +72,12 @@ local function bury(finish, h, err_class, err_msg, retryable)
       end
     end
   end
-  if not finish.dlq then retain(finish, finish.task_key, 'failed', finish.retention, h) end
+  if finish.dlq then
+    local dk = redis.call('HGET', finish.task_key, 'dk')
+    if dk then dedup_end(dk, finish.task_key, finish.tid, 'dead_lettered', finish.now) end
+  else
+    retain(finish, finish.task_key, 'failed', finish.retention, h)
+  end
   release_entry(finish, h)
   release_key(finish.limits, h)
   wake_limited(finish.limits)

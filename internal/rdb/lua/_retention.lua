@@ -85,23 +85,34 @@ end
 -- retention: retained (hash key), idem_prefix, now (ms). h holds ret and
 -- idem_key when the caller read them (nil: read here). Returns the
 -- retention in ms, 0 when the task was deleted.
---! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs
+-- The task's deduplication key, if it has one, is released (dedup_end), or
+-- keeps the task while it holds it.
+--! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs, dedup_end
 local function retain(retention, task_key, status, default_s, h, acc)
-  local ret, ikey, lg
+  local ret, ikey, lg, dk
   if h then
-    ret, ikey, lg = h.ret, h.idem_key, h.lg
+    ret, ikey, lg, dk = h.ret, h.idem_key, h.lg, h.dk
     -- h[true] says h holds every field (an HGETALL): a task without logs
-    -- then costs nothing more. Other callers read only the fields they
-    -- need, so lg is read here.
-    if not lg and not h[true] then lg = redis.call('HGET', task_key, 'lg') end
+    -- or a dedup key then costs nothing more. Other callers read only the
+    -- fields they need, so lg and dk are read here.
+    if not h[true] then
+      local v = redis.call('HMGET', task_key, 'lg', 'dk')
+      lg, dk = v[1], v[2]
+    end
   else
-    local v = redis.call('HMGET', task_key, 'ret', 'idem_key', 'lg')
-    ret, ikey, lg = v[1], v[2], v[3]
+    local v = redis.call('HMGET', task_key, 'ret', 'idem_key', 'lg', 'dk')
+    ret, ikey, lg, dk = v[1], v[2], v[3], v[4]
   end
   local ms = retention_ms(ret or default_s)
   if ikey and ikey ~= '' then
     local left = redis.call('PTTL', retention.idem_prefix .. ikey)
     if left > ms then ms = left end
+  end
+  if dk then
+    -- A throttle key the task still holds keeps it as long: a throttled
+    -- submission answers with it.
+    local held = dedup_end(dk, task_key, string.sub(task_key, -32), status, retention.now)
+    if held > ms then ms = held end
   end
   if lg then retain_logs(task_key, lg, ms) end
   if ms <= 0 then

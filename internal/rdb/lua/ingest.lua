@@ -39,15 +39,22 @@
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
 -- ARGV[9] "1": settle (see below), else ""
--- then per task i (base = 10 + 17*(i-1)): id, type, payload, priority,
+-- ARGV[10] "" or, in a call where a task carries a dedup spec, the dedup
+-- settings, tab-separated: dedup record prefix (keys.go DedupPrefix),
+-- idempotency key prefix, retained counts hash, stats hash (this minute),
+-- waiting ZSET, cancelled retention (s), dedup counts hash — keys of the
+-- queue's slot, named here because only calls that deduplicate use them
+-- then per task i (base = 11 + 18*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
 -- 32 bytes), record TTL (s),
 -- created_at, concurrency key ("" = none), retention once finished (s; ""
 -- = the workers' setting), "1" to keep the payload once succeeded, the
--- creation event's ts (now less the id's time, ms: see event_ts)
--- then, with the fair keys: ARGV[10 + 17*n] optional: fair active keys
--- prefix, ARGV[11 + 17*n] optional: key queue prefix
+-- creation event's ts (now less the id's time, ms: see event_ts), the
+-- dedup spec ("" = none; else mode, ttl, window and max wait in ms ("" =
+-- none) and the key, tab-separated)
+-- then, with the fair keys: ARGV[11 + 18*n] optional: fair active keys
+-- prefix, ARGV[12 + 18*n] optional: key queue prefix
 --
 -- Safe to send twice: a task this call already created (its record names
 -- it, or its hash or ended marker exists) answers {"created", id, status}
@@ -61,6 +68,11 @@
 --   {"mismatch", id}
 --   {"full", depth}
 --   {"absent", id}        (settling only: not created, and now never will be)
+--   {"deduplicated", id, mode, {task hash as flat array}, result or false}
+--                         (drop, throttle, debounce: the submission was
+--                         collapsed into task id, its key's task)
+-- and a created reply of a replace or keep_last submission that cancelled
+-- its key's queued task carries that task's id fourth.
 --
 -- An error reply "QNUM_MISSING" or "QNUM_MISMATCH <number>", before
 -- anything is written, when the queue's number key is absent or differs
@@ -79,7 +91,16 @@
 -- keys (the caller's view of the flag is at most a second old) writes band
 -- stream entries, which the claims sort into the key queues.
 --
---! include: emit, ended_window, later_ms, int_ge
+-- Deduplication (docs/deduplication.md; lua/_dedup.lua holds the record's
+-- layout) is decided after the idempotency check and before the depth
+-- gate: drop, throttle and debounce may collapse the submission into the
+-- key's task (written nowhere but in the record a resend reads: the
+-- idempotency record, or for a keyless task its ended marker, becomes
+-- "=" .. mode letter .. task id [.. fingerprint]); replace and keep_last
+-- cancel the key's queued task (TASK_DEDUPLICATED) and create the new
+-- one, which keep_last creates waiting while the key's task runs.
+--
+--! include: emit, ended_window, later_ms, int_ge, retain, keep_body, stat, hget_map
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
@@ -90,10 +111,20 @@ local events_maxlen = ARGV[3]
 local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
-local fair_call = (#ARGV - 9) % 17 ~= 0 -- two more ARGV: the fair prefixes
-local n = (#ARGV - (fair_call and 11 or 9)) / 17 -- ARGV[7], without converting it
+local fair_call = (#ARGV - 10) % 18 ~= 0 -- two more ARGV: the fair prefixes
+local n = (#ARGV - (fair_call and 12 or 10)) / 18 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 local settle = ARGV[9] == '1'
+
+-- The dedup settings (see the header), in a call that deduplicates.
+local D = nil
+if ARGV[10] ~= '' then
+  local v = {}
+  for part in string.gmatch(ARGV[10], '[^\t]+') do v[#v + 1] = part end
+  D = {prefix = v[1], idem_prefix = v[2], retained = v[3], stats = v[4], waiting = v[5], cancel_ret = v[6],
+    counts = v[7], now_n = tonumber(now)}
+end
+local dedup_modes = {d = 'drop', t = 'throttle', b = 'debounce'}
 
 local F = nil -- the key queues, when the queue has them
 
@@ -106,8 +137,8 @@ if n > 0 then
     local got = redis.call('MGET', KEYS[6 + 2 * n], KEYS[7 + 2 * n])
     qnum = got[1]
     if got[2] then
-      F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[10 + 17 * n],
-        kq_prefix = ARGV[11 + 17 * n], vt = {}}
+      F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[11 + 18 * n],
+        kq_prefix = ARGV[12 + 18 * n], vt = {}}
     end
   else
     qnum = redis.call('GET', KEYS[6 + 2 * n])
@@ -115,7 +146,7 @@ if n > 0 then
   if not qnum then
     return redis.error_reply('QNUM_MISSING')
   end
-  if tonumber(string.sub(ARGV[10], 29, 32), 16) ~= tonumber(qnum) then
+  if tonumber(string.sub(ARGV[11], 29, 32), 16) ~= tonumber(qnum) then
     return redis.error_reply('QNUM_MISMATCH ' .. qnum)
   end
 end
@@ -133,7 +164,7 @@ local hset_args = {false, false, false, false, false, false, false, false, false
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
-  local ab = 10 + 17 * (i - 1)
+  local ab = 11 + 18 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
@@ -141,6 +172,7 @@ for i = 1, n do
   local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
   local created_at, ckey, ret, keep = ARGV[ab + 12], ARGV[ab + 13], ARGV[ab + 14], ARGV[ab + 15]
   local ev_ts = ARGV[ab + 16]
+  local spec = ARGV[ab + 17]
   -- the status a created task has (also what a resend of this call answers)
   local delayed = later_ms(available_at, now)
   local status = delayed and 'pending' or 'queued'
@@ -153,9 +185,21 @@ for i = 1, n do
     if raw == id then
       -- The record names this very task: this call is being sent again
       -- after its reply was lost, and its first run created the task.
-      reply = {'created', id, status}
+      -- (A deduplicated task may have been created waiting: its own
+      -- status says.)
+      reply = {'created', id, spec ~= '' and redis.call('HGET', task_key, 'status') or status}
     elseif raw == '!' .. id then
       reply = {'absent', id} -- settled: never created, and never will be
+    elseif raw and string.byte(raw) == 61 then
+      -- '=': a submission with this key was collapsed into its dedup key's
+      -- task; the same work answers that again (unless the task is gone).
+      local owner = string.sub(raw, 3, 34)
+      if string.sub(raw, 35) ~= fingerprint then
+        reply = {'mismatch', owner}
+      elseif redis.call('EXISTS', task_prefix .. owner) == 1 then
+        reply = {'deduplicated', owner, dedup_modes[string.sub(raw, 2, 2)],
+          redis.call('HGETALL', task_prefix .. owner), redis.call('GET', result_prefix .. owner)}
+      end
     elseif raw then
       -- The record is its task's id. A record whose task hash is gone
       -- (retention) is stale: it is replaced below and the submission is
@@ -182,13 +226,22 @@ for i = 1, n do
   -- again after its reply was lost (ids are unique), or its marker says it
   -- was created and has already ended and been deleted (see retain).
   if ikey == '' then
-    if settle then
-      local m = redis.call('GET', idem_key)
+    local m = nil
+    if settle or spec ~= '' then m = redis.call('GET', idem_key) end
+    if m and string.byte(m) == 61 then
+      -- collapsed by this call's first run (see above)
+      local owner = string.sub(m, 3, 34)
+      reply = {'deduplicated', owner, dedup_modes[string.sub(m, 2, 2)],
+        redis.call('HGETALL', task_prefix .. owner), redis.call('GET', result_prefix .. owner)}
+    elseif settle then
       if m == '!' then
         reply = {'absent', id}
       elseif m or redis.call('EXISTS', task_key) == 1 then
         reply = {'created', id, status}
       end
+    elseif spec ~= '' then
+      local st = redis.call('HGET', task_key, 'status')
+      if m or st then reply = {'created', id, st or status} end
     elseif redis.call('EXISTS', task_key, idem_key) > 0 then
       -- (a '!' marker, see settle, also lands here: that call's answer
       -- reaches nobody, and it writes nothing)
@@ -210,9 +263,78 @@ for i = 1, n do
     reply = {'absent', id}
   end
 
+  -- Deduplication: collapse into the key's task, or find the task to
+  -- displace (replace, keep_last) or wait behind (keep_last).
+  local dk, drec, displace, park = nil, nil, nil, nil
+  if reply == nil and spec ~= '' then
+    local mode, ttl, win, mw, key = string.match(spec, '^([%a_]+)\t(%d*)\t(%d*)\t(%d*)\t(.+)$')
+    dk = D.prefix .. key
+    local r = redis.call('HMGET', dk, 'id', 'm', 'f', 'run')
+    local hid = r[1]
+    local hkey = hid and task_prefix .. hid
+    local hv = hid and redis.call('HMGET', hkey, 'status', 'type', 'attempt', 'available_at') or {}
+    local hst = hv[1]
+    local into = nil -- the mode letter of a collapse
+    if mode == 'drop' then
+      if hst and not terminal[hst] then into = 'd' end
+    elseif mode == 'throttle' then
+      -- The record lives for the ttl, and keeps its task as long (see
+      -- retain); a task deleted by hand frees the key.
+      if hst then into = 't' end
+    elseif mode == 'debounce' then
+      if hst == 'pending' and r[2] == 'debounce' then
+        -- The waiting task takes this payload and waits window more,
+        -- never past the first submission's time + max wait, and never
+        -- less than it already waits (a delay it was given).
+        local due = D.now_n + tonumber(win)
+        if mw ~= '' then due = math.min(due, tonumber(r[3]) + tonumber(mw)) end
+        local cur = tonumber(hv[4] or '0')
+        if due < cur then due = cur end
+        redis.call('HSET', hkey, 'payload', payload, 'available_at', string.format('%d', due))
+        if metadata ~= '' then
+          redis.call('HSET', hkey, 'metadata', metadata)
+        else
+          redis.call('HDEL', hkey, 'metadata')
+        end
+        redis.call('ZADD', KEYS[2], 'XX', due, hid)
+        into = 'b'
+      end
+    elseif mode == 'replace' then
+      if hst == 'pending' or hst == 'queued' then displace = hid end
+    elseif r[4] and not terminal[redis.call('HGET', task_prefix .. r[4], 'status') or 'succeeded'] then
+      -- keep_last, a task waiting behind a running one
+      if hst == 'waiting' then displace = hid end
+      park = r[4]
+    elseif hst == 'pending' or hst == 'queued' then
+      displace = hid
+    elseif hst and not terminal[hst] then
+      park = hid -- running or retrying: the new task waits for it
+    end
+    if into then
+      local mark = '=' .. into .. hid
+      if ikey ~= '' then
+        redis.call('SET', idem_key, mark .. fingerprint, 'EX', idem_ttl)
+      else
+        redis.call('SET', idem_key, mark, 'PX', ended_window)
+      end
+      local mname = dedup_modes[into]
+      redis.call('HINCRBY', D.counts, mname, 1)
+      emit(KEYS[5], events_maxlen, 'TASK_DEDUPLICATED', hid, hv[2] or ttype, hv[3] or '1', now, '',
+        '{"mode":"' .. mname .. '"}')
+      reply = {'deduplicated', hid, mname, redis.call('HGETALL', hkey), redis.call('GET', result_prefix .. hid)}
+    else
+      -- This submission becomes the key's task: its record is written
+      -- with the task (after the depth gate).
+      -- (a debounce task's available_at includes its window already)
+      drec = {mode = mode, ttl = ttl}
+    end
+  end
+
   if reply == nil then
     local full
-    if created == 0 then
+    if displace then
+      full = false -- one task out, one in
+    elseif created == 0 then
       full = int_ge(depth_s, max_depth_s)
     else
       if not depth then depth, max_depth = tonumber(depth_s), tonumber(max_depth_s) end
@@ -222,6 +344,43 @@ for i = 1, n do
       reply = {'full', created == 0 and depth_s or tostring(depth + created)}
       if claimed then redis.call('DEL', idem_key) end
     end
+  end
+
+  if reply == nil and drec then
+    -- A new record: this submission's task is the key's task now.
+    redis.call('DEL', dk)
+    if park then
+      redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'run', park, 'w', D.waiting, 's', KEYS[2])
+    elseif drec.mode == 'debounce' then
+      redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'f', now)
+    else
+      redis.call('HSET', dk, 'id', id, 'm', drec.mode)
+    end
+    if drec.ttl ~= '' then redis.call('PEXPIRE', dk, drec.ttl) end
+  end
+
+  if reply == nil and displace then
+    -- Cancel the key's queued task, as cancel.lua would, with the event
+    -- TASK_DEDUPLICATED (its record is this submission's from now on).
+    local hk = task_prefix .. displace
+    local h = hget_map(hk, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'lg'})
+    h[true] = true -- every field retain needs, and no dk: the record is not its own any more
+    if h.stream_id and h.stream_id ~= '' then
+      local stream = stream_prefix .. h.priority
+      keep_body(hk, stream, h.stream_id)
+      redis.call('XDEL', stream, h.stream_id)
+      redis.call('HDEL', hk, 'stream_id')
+    end
+    redis.call('ZREM', KEYS[2], displace)
+    redis.call('ZREM', KEYS[3], displace)
+    if h.status == 'waiting' then redis.call('ZREM', D.waiting, displace) end
+    redis.call('HSET', hk, 'status', 'cancelled', 'finished_at', now)
+    redis.call('DECR', KEYS[1])
+    emit(KEYS[5], events_maxlen, 'TASK_DEDUPLICATED', displace, h.type, h.attempt, now, '',
+      '{"mode":"' .. string.match(spec, '^[%a_]+') .. '","replaced_by":"' .. id .. '","previous_status":"' .. h.status .. '"}')
+    retain({retained = D.retained, idem_prefix = D.idem_prefix, now = now}, hk, 'cancelled', D.cancel_ret, h)
+    stat(D.stats, 'cancelled', 1)
+    redis.call('HINCRBY', D.counts, string.match(spec, '^[%a_]+'), 1)
   end
 
   if reply == nil then
@@ -235,6 +394,7 @@ for i = 1, n do
     args[1], args[2], args[3], args[4], args[5], args[6] = 'type', ttype, 'priority', priority, 'created_at', created_at
     args[7], args[8], args[9], args[10] = 'max_attempts', max_attempts, 'attempt', '1'
     args[11], args[12] = 'timeout_ms', timeout_ms
+    if park then status = 'waiting' end
     args[13], args[14] = 'status', status
     local nf = 14
     -- available_at is stored only when it differs from created_at: most
@@ -252,7 +412,11 @@ for i = 1, n do
       args[nf + 1], args[nf + 2] = 'expires_at', expires_at
       nf = nf + 2
     end
-    if delayed or F then
+    if dk then
+      args[nf + 1], args[nf + 2] = 'dk', dk
+      nf = nf + 2
+    end
+    if delayed or F or park then
       args[nf + 1], args[nf + 2] = 'payload', payload
       nf = nf + 2
       if metadata ~= '' then
@@ -275,7 +439,9 @@ for i = 1, n do
     local fseq = nil -- its key sequence number, when it goes to a key queue
     -- The stream entry id is part of the hash, so the entry is added first;
     -- inside the script the order cannot be observed.
-    if delayed then
+    if park then
+      redis.call('ZADD', D.waiting, now, id)
+    elseif delayed then
       redis.call('ZADD', KEYS[2], available_at, id)
     elseif F then
       fseq = redis.call('HINCRBY', F.state, 'seq', 1)
@@ -311,9 +477,13 @@ for i = 1, n do
     recent[#recent + 1] = string.sub(id, 1, 28)
     created = created + 1
 
-    emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '', ev_ts)
+    if park then
+      emit(KEYS[5], events_maxlen, 'TASK_PENDING', id, ttype, '1', now, '', '{"waiting_for":"' .. park .. '"}', ev_ts)
+    else
+      emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '', ev_ts)
+    end
 
-    reply = {'created', id, status}
+    reply = {'created', id, status, displace}
   end
   replies[i] = reply
 end

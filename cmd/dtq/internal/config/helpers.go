@@ -21,6 +21,7 @@ func (c *Config) ClientConfig() *dtq.ClientConfig {
 		IdempotencyTTL:  c.IdempotencyTTL,
 		EventsMaxLen:    c.EventsMaxLen,
 		TaskTypes:       append([]string(nil), c.TaskTypes...),
+		FailedRetention: retentionOf(c.FailedRetention),
 
 		MaxWorkflowNodes: int(c.WorkflowMaxNodes),
 

@@ -47,6 +47,11 @@ const (
 	TypeTaskExpired = "TASK_EXPIRED"
 	// TypeTaskDuplicateAbsorbed: a stale stream entry of the task was dropped.
 	TypeTaskDuplicateAbsorbed = "TASK_DUPLICATE_ABSORBED"
+	// TypeTaskDeduplicated: a submission was collapsed into the task (its
+	// dedup key's task: drop, throttle, debounce; metadata {mode}), or the
+	// queued task was cancelled for a newer submission of its key
+	// (replace, keep_last; metadata {mode, replaced_by, previous_status}).
+	TypeTaskDeduplicated = "TASK_DEDUPLICATED"
 	// TypeTaskProgress: a running task reported progress (at most one a
 	// second per task; metadata {progress}).
 	TypeTaskProgress = "TASK_PROGRESS"
@@ -68,7 +73,7 @@ const (
 var Types = []string{
 	TypeTaskPending, TypeTaskQueued, TypeTaskRetried, TypeTaskStarted, TypeTaskLeaseLost,
 	TypeTaskSucceeded, TypeTaskRetryScheduled, TypeTaskFailed, TypeTaskDeadLettered,
-	TypeTaskCancelled, TypeTaskCancelRequested, TypeTaskExpired, TypeTaskDuplicateAbsorbed, TypeTaskProgress,
+	TypeTaskCancelled, TypeTaskCancelRequested, TypeTaskExpired, TypeTaskDuplicateAbsorbed, TypeTaskDeduplicated, TypeTaskProgress,
 	TypeQueuePaused, TypeQueueResumed, TypeWorkerStarted, TypeWorkerStopped,
 	TypeScheduleFired,
 }

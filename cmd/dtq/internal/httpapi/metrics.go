@@ -73,7 +73,7 @@ func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, 
 // observeSubmit counts one submission's outcome.
 func (am *apiMetrics) observeSubmit(res *dtq.SubmitResult, err error) {
 	switch {
-	case err == nil && !res.Duplicate:
+	case err == nil && !res.Duplicate && res.Deduplicated == "":
 		am.m.Submitted.WithLabelValues(am.queueLabel(res.Task.Queue)).Inc()
 	case err == nil:
 	case errors.Is(err, dtq.ErrPayloadTooLarge):
@@ -113,6 +113,9 @@ var (
 	descMemUsed     = prometheus.NewDesc("dtq_redis_used_memory_bytes", "Redis used_memory (summed over a Cluster's masters).", nil, nil)
 	descMemMax      = prometheus.NewDesc("dtq_redis_maxmemory_bytes", "Redis maxmemory (summed over a Cluster's masters); 0 = none set.", nil, nil)
 	descSumRetained = prometheus.NewDesc("dtq_all_queues_retained", "Finished tasks kept, over all queues.", nil, nil)
+	descDedup       = prometheus.NewDesc("dtq_tasks_deduplicated_total",
+		"Deduplicated submissions by mode: collapsed into their key's task (drop, throttle, debounce), or queued tasks a newer submission cancelled (replace, keep_last).",
+		[]string{"queue", "mode"}, nil)
 
 	descQueues        = prometheus.NewDesc("dtq_queues_registered", "Queues in the registry.", nil, nil)
 	descQueuesOmitted = prometheus.NewDesc("dtq_metrics_queues_omitted", "Registered queues without per-queue gauges here (beyond DTQ_METRICS_MAX_QUEUES).", nil, nil)
@@ -135,7 +138,7 @@ type queueCollector struct {
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descReady, descPending, descScheduled, descDLQ, descPaused, descWorkers, descUp,
 		descQueues, descQueuesOmitted, descSumDepth, descSumRunning, descSumScheduled, descSumDLQ, descSumPaused,
-		descRetained, descMemUsed, descMemMax, descSumRetained} {
+		descRetained, descMemUsed, descMemMax, descSumRetained, descDedup} {
 		ch <- d
 	}
 }
@@ -177,6 +180,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPaused, paused, q.Name)
 		for status, n := range q.Retained {
 			gauge(descRetained, float64(n), q.Name, status)
+		}
+		for mode, n := range q.Deduplicated {
+			ch <- prometheus.MustNewConstMetric(descDedup, prometheus.CounterValue, float64(n), q.Name, mode)
 		}
 	}
 	workers, err := allWorkers(ctx, c.in)

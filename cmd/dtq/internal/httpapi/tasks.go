@@ -25,16 +25,26 @@ import (
 const maxWait = 60 * time.Second
 
 // taskResponse is a submission's answer: the task plus whether it replayed
-// an earlier submission.
+// an earlier submission, and what deduplication did (docs/deduplication.md).
 type taskResponse struct {
 	*dtqtype.TaskInfo
 	Duplicate bool `json:"duplicate"`
+	// Deduplicated is the mode that collapsed the submission into the task
+	// shown (its dedup key's task); absent when it was not collapsed.
+	Deduplicated string `json:"deduplicated,omitempty"`
+	// ReplacedTaskID is the queued task a replace or keep_last submission
+	// cancelled for this one.
+	ReplacedTaskID string `json:"replaced_task_id,omitempty"`
 }
 
+// DedupHeader names the mode that collapsed a submission into its dedup
+// key's task (200): drop, throttle or debounce.
+const DedupHeader = "Dtq-Deduplicated"
+
 // AppendJSON appends the bytes json.Marshal gives for r: the task's members
-// (none for a nil task), then duplicate. It shadows the method promoted from
-// *TaskInfo, which would leave duplicate out. It fails only where
-// json.Marshal does, leaving b as it was.
+// (none for a nil task), then duplicate, deduplicated and replaced_task_id.
+// It shadows the method promoted from *TaskInfo, which would leave them
+// out. It fails only where json.Marshal does, leaving b as it was.
 func (r taskResponse) AppendJSON(b []byte) ([]byte, error) {
 	if r.TaskInfo == nil {
 		b = append(b, `{"duplicate":`...)
@@ -46,6 +56,14 @@ func (r taskResponse) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b[:len(b)-1], `,"duplicate":`...) // reopen the task's object
 	}
 	b = strconv.AppendBool(b, r.Duplicate)
+	if r.Deduplicated != "" {
+		b = append(b, `,"deduplicated":`...)
+		b = strconv.AppendQuote(b, r.Deduplicated) // a mode name: plain ASCII
+	}
+	if r.ReplacedTaskID != "" {
+		b = append(b, `,"replaced_task_id":`...)
+		b = strconv.AppendQuote(b, r.ReplacedTaskID) // hex digits
+	}
 	return append(b, '}'), nil
 }
 
@@ -85,23 +103,36 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusAccepted
-	if res.Duplicate {
+	switch {
+	case res.Duplicate:
 		status = http.StatusOK
 		w.Header().Set("Idempotent-Replayed", "true")
-	} else {
+	case res.Deduplicated != "":
+		status = http.StatusOK
+		w.Header().Set(DedupHeader, string(res.Deduplicated))
+	default:
 		s.warnUnserved(w, r, []string{queueOf(sub)})
 	}
 	w.Header().Set("Location", "/api/v1/tasks/"+res.TaskID)
-	s.writeJSON(w, r, status, taskResponse{TaskInfo: res.Task, Duplicate: res.Duplicate})
+	s.writeJSON(w, r, status, submitAnswer(res))
+}
+
+// submitAnswer is the answer body of a submission that res answered.
+func submitAnswer(res *dtq.SubmitResult) taskResponse {
+	out := taskResponse{TaskInfo: res.Task, Duplicate: res.Duplicate, Deduplicated: string(res.Deduplicated),
+		ReplacedTaskID: res.Replaced}
+	return out
 }
 
 // batchItem is one entry of POST /api/v1/tasks/batch's answer.
 type batchItem struct {
-	Index      int               `json:"index"`
-	HTTPStatus int               `json:"http_status"`
-	Duplicate  bool              `json:"duplicate"`
-	Task       *dtqtype.TaskInfo `json:"task,omitempty"`
-	Error      *errorBody        `json:"error,omitempty"`
+	Index          int               `json:"index"`
+	HTTPStatus     int               `json:"http_status"`
+	Duplicate      bool              `json:"duplicate"`
+	Deduplicated   string            `json:"deduplicated,omitempty"`
+	ReplacedTaskID string            `json:"replaced_task_id,omitempty"`
+	Task           *dtqtype.TaskInfo `json:"task,omitempty"`
+	Error          *errorBody        `json:"error,omitempty"`
 }
 
 // submitBatch is POST /api/v1/tasks/batch: each item is decoded, validated
@@ -160,8 +191,10 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 				it.HTTPStatus, it.Error = s.itemError(r, it.Index, res.Err)
 				continue
 			}
-			it.HTTPStatus, it.Duplicate, it.Task = http.StatusAccepted, res.Result.Duplicate, res.Result.Task
-			if res.Result.Duplicate {
+			a := submitAnswer(res.Result)
+			it.HTTPStatus, it.Duplicate, it.Task = http.StatusAccepted, a.Duplicate, a.TaskInfo
+			it.Deduplicated, it.ReplacedTaskID = a.Deduplicated, a.ReplacedTaskID
+			if a.Duplicate || a.Deduplicated != "" {
 				it.HTTPStatus = http.StatusOK
 			} else if !seen[it.Task.Queue] {
 				seen[it.Task.Queue] = true
