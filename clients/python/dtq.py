@@ -83,6 +83,9 @@ class _HTTP:
         self.token = token
         self.retries = retries
         self.timeout = timeout
+        # on_answer(method, path, status, body), when set, sees every answer
+        # (errors and resent ones included): a hook for tests and tracing.
+        self.on_answer = None
 
     def call(self, method, path, body=None, timeout=None, retry=True):
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -99,13 +102,18 @@ class _HTTP:
             try:
                 with urllib.request.urlopen(req, timeout=timeout or self.timeout) as res:
                     raw = res.read()
-                    return json.loads(raw) if raw else None
+                    out = json.loads(raw) if raw else None
+                    if self.on_answer is not None:
+                        self.on_answer(method, path, res.status, out)
+                    return out
             except urllib.error.HTTPError as e:
                 raw = e.read()
                 try:
                     env = json.loads(raw)
                 except ValueError:
                     env = {"code": "HTTP_%d" % e.code, "message": raw.decode("utf-8", "replace")[:200]}
+                if self.on_answer is not None:
+                    self.on_answer(method, path, e.code, env)
                 if retry and e.code in _RETRY_STATUS and attempt <= self.retries:
                     wait = delay
                     ra = e.headers.get("Retry-After")
