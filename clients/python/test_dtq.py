@@ -369,6 +369,20 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.producer.logs(t["task_id"], page_size=0)
 
+    def test_on_answer_sees_every_status(self):
+        q = fresh_queue("answers")
+        seen = []
+        p = dtq.Producer(URL, PRODUCER)
+        p._http.on_answer = lambda method, path, status, body: seen.append((method, path, status, body.get("code")))
+        key = "answers-" + q
+        t = p.submit("t", queue=q, idempotency_key=key)
+        with self.assertRaises(dtq.APIError) as cm:
+            p.submit("t", queue=q, idempotency_key=key)
+        self.assertEqual(cm.exception.details["task_id"], t["task_id"])
+        self.assertEqual(seen, [("POST", "/api/v1/tasks", 202, None),
+                                ("POST", "/api/v1/tasks", 409, "IDEMPOTENCY_IN_PROGRESS")])
+        dtq.Producer(URL, ADMIN).cancel(t["task_id"])
+
     def test_dedup_is_sent_as_given(self):
         sent = {}
 
