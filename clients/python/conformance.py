@@ -450,7 +450,9 @@ def one_line(e):
     if isinstance(e, Failed):
         text = str(e)
     else:
-        tb = traceback.extract_tb(e.__traceback__)
+        # Where in this program: the scenario's line, not the client's.
+        tb = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == __file__] or \
+            traceback.extract_tb(e.__traceback__)
         where = ("%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno)) if tb else ""
         text = "%s: %s (%s)" % (type(e).__name__, e, where)
     return " ".join(text.split())[:500] or type(e).__name__
