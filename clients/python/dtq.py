@@ -17,7 +17,8 @@ retried with the server's backoff while attempts remain. While a handler
 runs, a background thread renews its lease; task.cancelled is set when a
 cancel was requested (the handler should stop and raise), task.lost when
 the lease was lost (its result will be discarded). A workflow node's task
-has workflow_id, ref and deps, its deps' outcomes by ref.
+has workflow_id, ref and deps, its deps' outcomes by ref, and may add nodes
+to its workflow with task.add_nodes([...]) (fan-out).
 
 A handler reports how far it got with task.progress(40) (a number 0..100
 or a dict of at most 4 KiB as JSON) and logs lines with task.log("...")
@@ -82,6 +83,9 @@ class _HTTP:
         self.token = token
         self.retries = retries
         self.timeout = timeout
+        # on_answer(method, path, status, body), when set, sees every answer
+        # (errors and resent ones included): a hook for tests and tracing.
+        self.on_answer = None
 
     def call(self, method, path, body=None, timeout=None, retry=True):
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -98,13 +102,18 @@ class _HTTP:
             try:
                 with urllib.request.urlopen(req, timeout=timeout or self.timeout) as res:
                     raw = res.read()
-                    return json.loads(raw) if raw else None
+                    out = json.loads(raw) if raw else None
+                    if self.on_answer is not None:
+                        self.on_answer(method, path, res.status, out)
+                    return out
             except urllib.error.HTTPError as e:
                 raw = e.read()
                 try:
                     env = json.loads(raw)
                 except ValueError:
                     env = {"code": "HTTP_%d" % e.code, "message": raw.decode("utf-8", "replace")[:200]}
+                if self.on_answer is not None:
+                    self.on_answer(method, path, e.code, env)
                 if retry and e.code in _RETRY_STATUS and attempt <= self.retries:
                     wait = delay
                     ra = e.headers.get("Retry-After")
@@ -128,11 +137,14 @@ class Producer:
     def __init__(self, url, token=None, retries=6):
         self._http = _HTTP(url, token, retries)
 
-    def submit(self, task_type, payload=None, queue=None, idempotency_key=None, **fields):
+    def submit(self, task_type, payload=None, queue=None, idempotency_key=None, dedup=None, **fields):
         """Submits one task; fields are other submission members (priority, delay_s, ...).
 
-        Returns the task as the API answers it. Pass an idempotency_key to make
-        resending after a lost reply safe.
+        Returns the task as the API answers it ("duplicate": true when an
+        idempotency key replayed a finished task). Pass an idempotency_key to
+        make resending after a lost reply safe. dedup is a dict sent as the
+        submission's "dedup" member as it is, e.g. {"key": "user-7", "mode":
+        "drop"} (SPEC section 25; the server checks it).
         """
         body = dict(fields, task_type=task_type)
         if payload is not None:
@@ -141,6 +153,10 @@ class Producer:
             body["queue"] = queue
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
+        if dedup is not None:
+            if not isinstance(dedup, dict):
+                raise TypeError("dedup is a dict such as {\"key\": \"user-7\", \"mode\": \"drop\"}")
+            body["dedup"] = dedup
         return self._http.call("POST", "/api/v1/tasks", body, retry=idempotency_key is not None)
 
     def submit_many(self, tasks):
@@ -150,6 +166,37 @@ class Producer:
     def get(self, task_id):
         """Returns the task with its result and attempts."""
         return self._http.call("GET", "/api/v1/tasks/" + urllib.parse.quote(task_id, safe=""))
+
+    def cancel(self, task_id, reason=None):
+        """Cancels a task (needs an admin key).
+
+        A pending, queued or retrying task is cancelled at once; a running
+        one gets a cancel request, which its worker sees at its next
+        heartbeat. Returns {"task", "cancel_requested"}; cancelling again is
+        no error, a task that ended otherwise raises APIError TASK_TERMINAL.
+        """
+        body = {} if reason is None else {"reason": reason}
+        return self._http.call("POST", "/api/v1/tasks/%s/cancel" % urllib.parse.quote(task_id, safe=""), body)
+
+    def logs(self, task_id, attempt=None, page_size=1000):
+        """Returns a task's log lines, oldest first, reading every page:
+        a list of {"attempt", "ts", "line"}; only one attempt's with attempt."""
+        if not 1 <= page_size <= 1000:
+            raise ValueError("page_size is 1..1000")
+        query = {"limit": str(page_size)}
+        if attempt is not None:
+            query["attempt"] = str(int(attempt))
+        path = "/api/v1/tasks/%s/logs" % urllib.parse.quote(task_id, safe="")
+        lines = []
+        while True:
+            page = self._http.call("GET", path + "?" + urllib.parse.urlencode(query))
+            lines.extend(page["items"])
+            # next_cursor is always set (it resumes after the last line), so
+            # a short page is the end. (A page may hold one item more than
+            # page_size: an attempt's truncation marker is not counted.)
+            if len(page["items"]) < page_size or not page.get("next_cursor"):
+                return lines
+            query["cursor"] = page["next_cursor"]
 
     def wait(self, task_id, timeout=60.0):
         """Waits until the task is finished (long-polls); returns it, or raises TimeoutError."""
@@ -193,6 +240,14 @@ class Producer:
         """Waits until the workflow ended (long-polls); returns it, or raises TimeoutError."""
         return self._long_poll("/api/v1/workflows/", "workflow", workflow_id, WORKFLOW_TERMINAL, timeout)
 
+    def cancel_workflow(self, workflow_id):
+        """Cancels a workflow: every node not ended is cancelled (running ones
+        get a cancel request). Returns the workflow as it is then
+        (cancel_requested, or status cancelled); one that ended otherwise
+        raises APIError WORKFLOW_NOT_RUNNING."""
+        path = "/api/v1/workflows/%s/cancel" % urllib.parse.quote(workflow_id, safe="")
+        return self._http.call("POST", path, {})["workflow"]
+
 
 MAX_PROGRESS_BYTES = 4096
 MAX_LOG_LINE_BYTES = 1024
@@ -213,7 +268,8 @@ class Task:
     """A claimed task. Read payload and metadata; watch cancelled and lost;
     report with progress() and log()."""
 
-    def __init__(self, raw):
+    def __init__(self, raw, http=None):
+        self._http = http  # the worker's, for add_nodes
         self.id = raw["task_id"]
         self.queue = raw["queue"]
         self.type = raw["task_type"]
@@ -256,6 +312,31 @@ class Task:
             raise ValueError("progress %r is outside 0..100" % value)
         with self._buf_lock:
             self._progress = value
+
+    def add_nodes(self, nodes):
+        """Adds nodes to this node's workflow (fan-out): a list of node
+        dicts as in Producer.submit_workflow, which may depend on existing
+        refs and on each other. Returns [{ref, task_id, status}].
+
+        Adding the same refs with the same definitions again is no change
+        (a handler run again after a retry may call it again); another
+        definition raises APIError IDEMPOTENCY_KEY_MISMATCH (422). A lost
+        lease raises LeaseLost (and sets lost and cancelled); a task that is
+        not a workflow node raises APIError INVALID_WORKFLOW.
+        """
+        if self._http is None:
+            raise RuntimeError("add_nodes needs a task claimed by a Worker")
+        if not isinstance(nodes, (list, tuple)) or not nodes:
+            raise ValueError("nodes is a non-empty list of node dicts")
+        body = {"lease_token": self.lease_token, "nodes": list(nodes)}
+        try:
+            # Safe to send again after a lost reply: the same nodes are no change.
+            return self._http.call("POST", "/api/v1/tasks/%s/nodes" % urllib.parse.quote(self.id, safe=""),
+                                   body, timeout=60)["nodes"]
+        except LeaseLost:
+            self.lost.set()
+            self.cancelled.set()
+            raise
 
     def log(self, line):
         """Appends a line to the attempt's log (cut to 1 KiB)."""
@@ -334,7 +415,7 @@ class Worker:
             for _ in range(free - len(got)):
                 self._slots.release()
             for raw in got:
-                self._start(Task(raw))
+                self._start(Task(raw, self._http))
         self._drain()
         self._done.set()
         beat.join(timeout=5)

@@ -225,6 +225,182 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(lines[3], "é" * 512)
         self.assertTrue(page["next_cursor"])
 
+    def test_add_nodes_from_a_running_node(self):
+        q = fresh_queue("fanout")
+        added, again, ran = {}, {}, []
+        lock = threading.Lock()
+        kids = [{"ref": "part-%d" % i, "queue": q, "task_type": "part", "payload": {"i": i}, "deps": ["split"]}
+                for i in range(3)]
+        kids.append({"ref": "join", "queue": q, "task_type": "join", "deps": ["part-0", "part-1", "part-2"]})
+
+        def split(task):
+            added["nodes"] = task.add_nodes(kids)
+            # A handler run again (after a retry) adds them again: no change.
+            again["nodes"] = task.add_nodes(kids)
+            with self.assertRaises(dtq.APIError) as cm:
+                task.add_nodes([dict(kids[0], payload={"i": 99})])
+            again["mismatch"] = (cm.exception.status, cm.exception.code)
+            return "split"
+
+        def part(task):
+            with lock:
+                ran.append(task.ref)
+            return task.payload["i"] * 10
+
+        def join(task):
+            with lock:
+                ran.append(task.ref)
+            return sum(d["result"] for d in task.deps.values())
+
+        w = self.producer.submit_workflow([{"ref": "split", "queue": q, "task_type": "split"}], name="py-fanout")
+        worker = dtq.Worker(URL, WORKER, [q], wait=1).handle("split", split).handle("part", part).handle("join", join)
+        with Running(worker):
+            final = self.producer.wait_workflow(w["workflow_id"], timeout=60)
+        self.assertEqual(final["status"], "succeeded")
+        self.assertEqual(final["counts"], {"succeeded": 5})
+        self.assertEqual([n["ref"] for n in added["nodes"]], ["part-0", "part-1", "part-2", "join"])
+        self.assertEqual([n["status"] for n in added["nodes"]], ["waiting"] * 4, "the adding node still runs")
+        self.assertEqual([n["task_id"] for n in again["nodes"]], [n["task_id"] for n in added["nodes"]])
+        self.assertEqual(again["mismatch"], (422, "IDEMPOTENCY_KEY_MISMATCH"))
+        self.assertEqual(sorted(ran[:3]), ["part-0", "part-1", "part-2"])
+        self.assertEqual(ran[3:], ["join"], "the join runs after its deps")
+        join_task = self.producer.get(added["nodes"][3]["task_id"])
+        self.assertEqual(join_task["result"], 30)
+
+    def test_add_nodes_refused(self):
+        q = fresh_queue("fanout-refused")
+        seen = {}
+
+        def plain(task):
+            # Not a workflow node: refused whatever its state.
+            with self.assertRaises(dtq.APIError) as cm:
+                task.add_nodes([{"ref": "x", "queue": q, "task_type": "plain"}])
+            seen["plain"] = (cm.exception.status, cm.exception.code)
+            # A lease that is not this attempt's: LeaseLost, and the task knows.
+            task.lease_token = task.lease_token[:-4] + ("AAAA" if not task.lease_token.endswith("AAAA") else "BBBB")
+            with self.assertRaises(dtq.LeaseLost):
+                task.add_nodes([{"ref": "x", "queue": q, "task_type": "plain"}])
+            seen["lost"] = task.lost.is_set() and task.cancelled.is_set()
+            return "ok"
+
+        t = self.producer.submit("plain", queue=q)
+        with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("plain", plain)):
+            wait_until(lambda: "lost" in seen, what="the handler")
+            with self.assertRaises(ValueError):
+                dtq.Task({"task_id": "x", "queue": q, "task_type": "t", "attempt": 1, "max_attempts": 1,
+                          "lease_token": "x"}, dtq._HTTP(URL, WORKER)).add_nodes([])
+        self.assertEqual(seen["plain"], (400, "INVALID_WORKFLOW"))
+        self.assertTrue(seen["lost"])
+        # Its result was discarded (the lease was thought lost): the task is
+        # still running until its real lease runs out; cancel it.
+        self.assertEqual(self.producer.get(t["task_id"])["status"], "running")
+        dtq.Producer(URL, ADMIN).cancel(t["task_id"])
+
+    def test_cancel_queued_and_running(self):
+        q = fresh_queue("cancel-api")
+        ops = dtq.Producer(URL, ADMIN)
+        queued = self.producer.submit("never", queue=q)
+        ans = ops.cancel(queued["task_id"], reason="not needed")
+        self.assertEqual((ans["task"]["status"], ans["cancel_requested"]), ("cancelled", False))
+        self.assertEqual(ops.cancel(queued["task_id"])["task"]["status"], "cancelled", "again: no error")
+        with self.assertRaises(dtq.APIError) as cm:
+            self.producer.cancel(queued["task_id"])
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "FORBIDDEN"), "a producer key may not")
+
+        started = threading.Event()
+
+        def hold(task):
+            started.set()
+            if not task.cancelled.wait(30):
+                return "not cancelled"
+            raise RuntimeError("stopped")
+
+        running = self.producer.submit("hold", queue=q)
+        quick = self.producer.submit("quick", queue=q)
+        w = dtq.Worker(URL, WORKER, [q], lease=6, wait=1).handle("hold", hold).handle("quick", lambda task: "done")
+        with Running(w):
+            self.assertTrue(started.wait(20))
+            ans = ops.cancel(running["task_id"])
+            self.assertEqual((ans["task"]["status"], ans["cancel_requested"]), ("running", True))
+            final = self.producer.wait(running["task_id"], timeout=30)
+            self.assertEqual(self.producer.wait(quick["task_id"], timeout=30)["status"], "succeeded")
+        self.assertEqual(final["status"], "cancelled")
+        with self.assertRaises(dtq.APIError) as cm:
+            ops.cancel(quick["task_id"])
+        self.assertEqual((cm.exception.status, cm.exception.code), (409, "TASK_TERMINAL"))
+
+    def test_cancel_workflow(self):
+        q = fresh_queue("cancel-wf")
+        w = self.producer.submit_workflow([
+            {"ref": "a", "queue": q, "task_type": "a"},
+            {"ref": "b", "queue": q, "task_type": "b", "deps": ["a"]},
+        ])
+        got = self.producer.cancel_workflow(w["workflow_id"])
+        self.assertEqual(got["workflow_id"], w["workflow_id"])
+        self.assertTrue(got["status"] == "cancelled" or got["cancel_requested"], got)
+        final = self.producer.wait_workflow(w["workflow_id"], timeout=30)
+        self.assertEqual(final["status"], "cancelled")
+        self.assertEqual(self.producer.cancel_workflow(w["workflow_id"])["status"], "cancelled", "again: no error")
+
+    def test_logs_paging(self):
+        q = fresh_queue("logs")
+        n = 25
+
+        def work(task):
+            for i in range(n):
+                task.log("line %02d" % i)
+            if task.attempt == 1:
+                raise dtq.RetryAfter(0.05, "again")
+            task.log("second attempt")
+            return "ok"
+
+        t = self.producer.submit("chatty", queue=q, max_attempts=2)
+        with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("chatty", work)):
+            final = self.producer.wait(t["task_id"], timeout=30)
+        self.assertEqual(final["status"], "succeeded")
+        want = ["line %02d" % i for i in range(n)]
+        for size in (1, 7, 25, 1000):
+            items = self.producer.logs(t["task_id"], page_size=size)
+            self.assertEqual([it["line"] for it in items], want + want + ["second attempt"], "page size %d" % size)
+            self.assertEqual([it["attempt"] for it in items], [1] * n + [2] * (n + 1))
+        self.assertEqual([it["line"] for it in self.producer.logs(t["task_id"], attempt=2, page_size=10)],
+                         want + ["second attempt"])
+        self.assertEqual(self.producer.logs(t["task_id"], attempt=3), [])
+        with self.assertRaises(ValueError):
+            self.producer.logs(t["task_id"], page_size=0)
+
+    def test_on_answer_sees_every_status(self):
+        q = fresh_queue("answers")
+        seen = []
+        p = dtq.Producer(URL, PRODUCER)
+        p._http.on_answer = lambda method, path, status, body: seen.append((method, path, status, body.get("code")))
+        key = "answers-" + q
+        t = p.submit("t", queue=q, idempotency_key=key)
+        with self.assertRaises(dtq.APIError) as cm:
+            p.submit("t", queue=q, idempotency_key=key)
+        self.assertEqual(cm.exception.details["task_id"], t["task_id"])
+        self.assertEqual(seen, [("POST", "/api/v1/tasks", 202, None),
+                                ("POST", "/api/v1/tasks", 409, "IDEMPOTENCY_IN_PROGRESS")])
+        dtq.Producer(URL, ADMIN).cancel(t["task_id"])
+
+    def test_dedup_is_sent_as_given(self):
+        sent = {}
+
+        class Capture(dtq._HTTP):
+            def call(self, method, path, body=None, timeout=None, retry=True):
+                sent.update(method=method, path=path, body=body)
+                return {"task_id": "x", "status": "queued"}
+
+        p = dtq.Producer(URL, PRODUCER)
+        p._http = Capture(URL, PRODUCER)
+        p.submit("t", {"u": 7}, queue="q", dedup={"key": "user-7", "mode": "drop", "ttl": "10m"})
+        self.assertEqual(sent["body"], {"task_type": "t", "payload": {"u": 7}, "queue": "q",
+                                        "dedup": {"key": "user-7", "mode": "drop", "ttl": "10m"}})
+        p.submit("t")
+        self.assertNotIn("dedup", sent["body"])
+        with self.assertRaises(TypeError):
+            p.submit("t", dedup="user-7")
+
     def test_permanent_failure_dead_letters(self):
         q = fresh_queue("perm")
 

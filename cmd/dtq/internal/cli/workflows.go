@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,20 +44,10 @@ func newWorkflowsCmd(e *env) *cobra.Command {
 	return cmd
 }
 
-// printWorkflow prints a workflow: a status line, its fields, then a
-// table of its nodes.
-func printWorkflow(p *printer, w *workflowView) error {
-	done := 0
-	for st, n := range w.Counts {
-		if st.Terminal() {
-			done += n
-		}
-	}
-	state := "is " + string(w.Status) // submitting, running
-	if w.Status.Terminal() {
-		state = string(w.Status)
-	}
-	if err := p.textf("workflow %s %s: %d of %d nodes ended", w.ID, state, done, len(w.Nodes)); err != nil {
+// printWorkflow prints a workflow: a status line, its fields, its graph
+// (see graphLines) and, with nodes, a table of every node.
+func printWorkflow(p *printer, w *workflowView, nodes bool) error {
+	if err := p.textf("%s", workflowStatusLine(w)); err != nil {
 		return err
 	}
 	kv := [][2]string{{"workflow_id", w.ID}, {"name", w.Name}, {"status", string(w.Status)},
@@ -70,6 +61,12 @@ func printWorkflow(p *printer, w *workflowView) error {
 	if err := p.fields(kv); err != nil {
 		return err
 	}
+	if err := p.textf("\n%s", strings.Join(graphLines(w.Nodes), "\n")); err != nil {
+		return err
+	}
+	if !nodes {
+		return nil
+	}
 	if err := p.textf("\nNODES"); err != nil {
 		return err
 	}
@@ -78,6 +75,22 @@ func printWorkflow(p *printer, w *workflowView) error {
 		rows = append(rows, []string{n.Ref, n.TaskID, n.Queue, string(n.Status), strings.Join(n.Deps, ","), n.ErrorClass})
 	}
 	return p.table([]string{"REF", "TASK_ID", "QUEUE", "STATUS", "DEPS", "ERROR_CLASS"}, rows)
+}
+
+// workflowStatusLine is "workflow <id> is running: 1 of 3 nodes ended" (or
+// "succeeded: …" once it ended).
+func workflowStatusLine(w *workflowView) string {
+	done := 0
+	for st, n := range w.Counts {
+		if st.Terminal() {
+			done += n
+		}
+	}
+	state := "is " + string(w.Status) // submitting, running
+	if w.Status.Terminal() {
+		state = string(w.Status)
+	}
+	return fmt.Sprintf("workflow %s %s: %d of %d nodes ended", w.ID, state, done, len(w.Nodes))
 }
 
 // countsText is "queued=1 succeeded=2", statuses in their documented order.
@@ -168,30 +181,70 @@ func workflowBody(cmd *cobra.Command, file, key string) (map[string]json.RawMess
 }
 
 func newWorkflowsGetCmd(r *remote) *cobra.Command {
-	var wait time.Duration
+	var (
+		wait, interval time.Duration
+		watch, nodes   bool
+	)
 	cmd := &cobra.Command{
 		Use:   "get <workflow-id>",
-		Short: "Show a workflow: its status and a table of its nodes",
-		Long: "Show a workflow: its status, counts and every node with its task's status.\n" +
+		Short: "Show a workflow: its status and its graph of nodes",
+		Long: "Show a workflow: its status, counts and its graph: the nodes in layers by\n" +
+			"dependency depth (layer 0 has no deps), each as \"ref [status]\" with its deps;\n" +
+			"a layer of more than 50 nodes shows its counts by status. --nodes adds a table\n" +
+			"of every node with its task id.\n" +
 			"With --wait, wait up to that long (at most 60s) for the workflow to end;\n" +
-			"check its status to tell whether it did.",
-		Example: "  dtq workflows get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60\n  dtq workflows get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --wait 30s -o json",
-		Args:    cobra.ExactArgs(1),
+			"check its status to tell whether it did. With --watch, follow it until it\n" +
+			"ends: on a terminal the view is redrawn at each change, else each change is\n" +
+			"printed as a line (time, what changed); with -o json each change is a line of\n" +
+			"the workflow's JSON. The watch long-polls the API, so the end is seen at\n" +
+			"once and other changes within --interval.",
+		Example: "  dtq workflows get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60\n  dtq workflows get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --wait 30s -o json\n" +
+			"  dtq workflows get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --watch",
+		Args: cobra.ExactArgs(1),
 	}
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long (at most 60s) for the workflow to end")
+	fs := cmd.Flags()
+	fs.DurationVar(&wait, "wait", 0, "wait up to this long (at most 60s) for the workflow to end")
+	fs.BoolVar(&watch, "watch", false, "follow the workflow until it ends, showing each change")
+	fs.DurationVar(&interval, "interval", time.Second, "with --watch, the longest time between two looks at the workflow (100ms..60s)")
+	fs.BoolVar(&nodes, "nodes", false, "also print a table of every node: task id, queue, status, deps, error class")
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
 		if wait < 0 {
 			return usageError(fmt.Errorf("--wait=%s: must not be negative", wait))
 		}
-		req := request{method: http.MethodGet, path: workflowPath(args[0])}
-		if wait > 0 {
-			req.query = url.Values{"wait": {wait.String()}}
-			req.extra = wait
+		if watch && wait > 0 {
+			return usageError(errors.New("--wait and --watch do not go together: --watch already follows the workflow to its end"))
 		}
+		if interval < minWatchInterval || interval > maxWatchInterval {
+			return usageError(fmt.Errorf("--interval=%s: must be between %s and %s", interval, minWatchInterval, maxWatchInterval))
+		}
+		if watch {
+			s, err := r.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			v := &workflowWatch{s: s, id: args[0], interval: interval, nodes: nodes, redraw: isTerminal(r.e)}
+			if err := v.run(cmd.Context()); !errors.Is(err, errInterrupted) {
+				return err
+			}
+			return nil
+		}
+		req := workflowRequest(args[0], wait)
 		var w workflowView
-		return r.call(cmd, req, &w, func(p *printer, _ *apiResponse) error { return printWorkflow(p, &w) })
+		return r.call(cmd, req, &w, func(p *printer, _ *apiResponse) error { return printWorkflow(p, &w, nodes) })
 	})
 	return cmd
+}
+
+// workflowRequest is GET /api/v1/workflows/{id}, long-polling up to wait
+// for the workflow to end when wait > 0.
+func workflowRequest(id string, wait time.Duration) request {
+	req := request{method: http.MethodGet, path: workflowPath(id)}
+	if wait > 0 {
+		req.query = url.Values{"wait": {wait.String()}}
+		req.extra = wait
+	}
+	return req
 }
 
 func newWorkflowsListCmd(r *remote) *cobra.Command {
@@ -254,7 +307,7 @@ func newWorkflowsCancelCmd(r *remote) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printWorkflow(p, &out.Workflow)
+			return printWorkflow(p, &out.Workflow, false)
 		})
 	})
 	return cmd
