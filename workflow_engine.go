@@ -515,7 +515,9 @@ func getWorkflow(ctx context.Context, r *rdb.RDB, id string) (*dtqtype.WorkflowI
 		return nil, err
 	}
 	for i, st := range sts {
-		if st != "" && !st.Terminal() { // an end not yet relayed shows as the workflow knows it
+		// The task's own status, an end the relay has not recorded yet
+		// included: a node never shows queued once its task ran.
+		if st != "" {
 			info.Nodes[liveAt[i]].Status = st
 		}
 	}
