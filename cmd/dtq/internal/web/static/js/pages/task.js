@@ -63,7 +63,8 @@ export function mount(root, {app, arg: id, setTitle}) {
   });
   const eventsNote = h('p', {class: 'card-sub'}, 'Events of this task while they are retained, live.');
   // A workflow node's deps, read from its workflow's graph.
-  const wfSection = h('section', {class: 'card', id: 'task-wf', hidden: true});
+  const wfSection = h('section', {class: 'card', id: 'task-wf'});
+  const wfWrap = h('div', {class: 'task-wf-wrap'});
   const wfRead = {gen: 0, status: ''};
 
   add(root,
@@ -72,7 +73,7 @@ export function mount(root, {app, arg: id, setTitle}) {
     admin ? null : readOnlyNote(),
     status,
     body,
-    wfSection,
+    wfWrap,
     section('Logs', h('div', {class: 'log-controls'}, h('label', {for: 'task-log-attempt'}, 'Attempt '), logAttempt), logNote, logPanel),
     section('Events', eventsNote, h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'task-events'},
       h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'Time'), h('th', {scope: 'col'}, 'Event'),
@@ -252,7 +253,7 @@ export function mount(root, {app, arg: id, setTitle}) {
       wf = await api(`workflows/${t.workflow_id}`, {signal: ctrl.signal});
     } catch (e) {
       if (e.name === 'AbortError' || gen !== wfRead.gen) return;
-      wfSection.hidden = false;
+      wfWrap.replaceChildren(wfSection);
       wfSection.replaceChildren(h('h2', {class: 'card-title'}, 'Workflow'),
         h('p', {class: 'muted', id: 'task-deps'}, e instanceof APIError && e.status === 404
           ? 'The workflow is gone (its retention passed).' : `Could not read the workflow: ${e.describe ? e.describe() : e.message}`));
@@ -263,7 +264,7 @@ export function mount(root, {app, arg: id, setTitle}) {
     const self = byRef.get(t.ref);
     const deps = (self?.deps || []).map(r => byRef.get(r) || {ref: r});
     const dependants = wf.nodes.filter(n => (n.deps || []).includes(t.ref)).length;
-    wfSection.hidden = false;
+    wfWrap.replaceChildren(wfSection);
     wfSection.replaceChildren(
       h('h2', {class: 'card-title'}, 'Workflow'),
       dl([

@@ -34,7 +34,7 @@ export function mount(root, {app, arg: id, setTitle}) {
   const head = h('div', {class: 'task-head'});
   const actions = h('div', {class: 'page-actions'});
   const status = h('div', {class: 'page-status'});
-  const facts = h('div', {});
+  const facts = h('div', {class: 'wf-facts'});
   const countsBar = statusBar({}, 0, {width: 240, height: 10});
   const countsLine = h('p', {class: 'wf-counts', id: 'wf-counts'});
   const graphNote = h('p', {class: 'card-sub', id: 'wf-graph-note'});
@@ -197,7 +197,7 @@ export function mount(root, {app, arg: id, setTitle}) {
     renderActions();
     try {
       const res = await api(`workflows/${id}/cancel`, {method: 'POST'});
-      toast(res.workflow?.status === 'cancelled' ? 'Workflow cancelled' : 'Cancel requested: running nodes are stopping', 'ok');
+      toast(res.workflow?.status === 'cancelled' ? 'Workflow cancelled' : 'Workflow cancel requested: its nodes are being cancelled', 'ok');
     } catch (e) {
       errorToast(e);
     } finally {

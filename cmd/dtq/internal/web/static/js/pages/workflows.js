@@ -65,7 +65,7 @@ export function mount(root, {app, params}) {
     h('div', {class: 'field field-actions'},
       h('button', {class: 'btn', type: 'submit'}, 'Apply'),
       h('button', {class: 'btn btn-ghost', type: 'button', onclick: () => apply({status: '', name: ''})}, 'Clear')));
-  filters.addEventListener('submit', e => { e.preventDefault(); apply({name: nameInput.value.trim()}); });
+  filters.addEventListener('submit', e => { e.preventDefault(); apply({status: statusSel.value, name: nameInput.value.trim()}); });
   nameInput.addEventListener('change', () => apply({name: nameInput.value.trim()}));
 
   function apply(change) {
