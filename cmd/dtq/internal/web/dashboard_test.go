@@ -425,6 +425,8 @@ func TestFiltersFollowTheURL(t *testing.T) {
 		{"dlq", "/dlq?queue=emails&type=send&error_class=Timeout",
 			map[string]string{"dlq-queue": "emails", "dlq-type": "send", "dlq-class": "Timeout"}},
 		{"dlq", "/dlq?type=other", map[string]string{"dlq-queue": "", "dlq-type": "other", "dlq-class": ""}},
+		{"workflows", "/workflows?status=failed&name=nightly", map[string]string{"workflows-status": "failed", "workflows-name": "nightly"}},
+		{"workflows", "/workflows?name=other", map[string]string{"workflows-status": "", "workflows-name": "other"}},
 		{"events", "/events?queue=emails", map[string]string{"events-queue": "emails", "events-type": "", "events-task": ""}},
 		{"events", "/events?type=TASK_QUEUED&task_id=abc",
 			map[string]string{"events-queue": "", "events-type": "TASK_QUEUED", "events-task": "abc"}},
