@@ -23,8 +23,10 @@ func TestPagesLoadWithoutConsoleErrors(t *testing.T) {
 	// keep_payload: a succeeded task keeps its payload only when asked.
 	done := b.submit(t, `{"task_type": "echo", "payload": {"hello": "world"}, "metadata": {"source": "test"}, "keep_payload": true}`)
 	dead := b.submit(t, `{"task_type": "always_fail", "queue": "emails", "max_attempts": 1}`)
+	wf := b.submitWorkflow(t, "pages", []wfNode{{Ref: "a", TaskType: "echo"}, {Ref: "b", TaskType: "echo", Deps: []string{"a"}}})
 	b.waitStatus(t, done.TaskID, "succeeded")
 	b.waitStatus(t, dead.TaskID, "dead_lettered")
+	b.waitWorkflow(t, wf.WorkflowID, "succeeded")
 
 	tb := newTab(t, b)
 	tb.open("/")
@@ -37,6 +39,9 @@ func TestPagesLoadWithoutConsoleErrors(t *testing.T) {
 		{"/queues", "queues"},
 		{"/dlq", "dlq"},
 		{"/workers", "workers"},
+		{"/workflows", "workflows"},
+		{"/workflows/" + wf.WorkflowID, "workflow"},
+		{"/tasks/" + wf.taskOf(t, "b"), "task"},
 		{"/events", "events"},
 		{"/", "overview"},
 	} {
@@ -215,6 +220,7 @@ func TestReaderKeyCannotAct(t *testing.T) {
 	dead := b.submit(t, `{"task_type": "always_fail", "max_attempts": 1}`)
 	b.waitStatus(t, dead.TaskID, "dead_lettered")
 	pending := b.submit(t, `{"task_type": "echo", "delay_ms": 3600000}`)
+	held := b.submitWorkflow(t, "held", []wfNode{{Ref: "a", TaskType: "echo", DelayMS: 3600000}})
 
 	tb := newTab(t, b)
 	tb.open("/")
@@ -231,6 +237,7 @@ func TestReaderKeyCannotAct(t *testing.T) {
 		{"/queues", "queues", `document.querySelector('#queues-table tr[data-queue="default"]')`},
 		{"/dlq", "dlq", fmt.Sprintf(`document.querySelector('#dlq-list article[data-task-id=%q]')`, dead.TaskID)},
 		{"/tasks/" + pending.TaskID, "task", `document.querySelector('#task-status')?.dataset.status === 'pending'`},
+		{"/workflows/" + held.WorkflowID, "workflow", `document.querySelector('#wf-status')?.dataset.status === 'running'`},
 	}
 	for _, p := range pages {
 		tb.goTo(p.route)
@@ -243,7 +250,7 @@ func TestReaderKeyCannotAct(t *testing.T) {
 	// The same pages offer the actions to an admin key.
 	tb.click("#signout")
 	tb.signIn(adminKey)
-	tb.waitPage("task") // back where the reader left
+	tb.waitPage("workflow") // back where the reader left
 	require.Equal(t, "admin", eval[string](tb, `document.querySelector('#role').dataset.role`))
 	for _, p := range pages {
 		tb.goTo(p.route)
@@ -418,6 +425,8 @@ func TestFiltersFollowTheURL(t *testing.T) {
 		{"dlq", "/dlq?queue=emails&type=send&error_class=Timeout",
 			map[string]string{"dlq-queue": "emails", "dlq-type": "send", "dlq-class": "Timeout"}},
 		{"dlq", "/dlq?type=other", map[string]string{"dlq-queue": "", "dlq-type": "other", "dlq-class": ""}},
+		{"workflows", "/workflows?status=failed&name=nightly", map[string]string{"workflows-status": "failed", "workflows-name": "nightly"}},
+		{"workflows", "/workflows?name=other", map[string]string{"workflows-status": "", "workflows-name": "other"}},
 		{"events", "/events?queue=emails", map[string]string{"events-queue": "emails", "events-type": "", "events-task": ""}},
 		{"events", "/events?type=TASK_QUEUED&task_id=abc",
 			map[string]string{"events-queue": "", "events-type": "TASK_QUEUED", "events-task": "abc"}},

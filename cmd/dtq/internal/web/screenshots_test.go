@@ -131,6 +131,58 @@ func TestScreenshots(t *testing.T) {
 	tb.waitFor(`document.querySelectorAll('#workers-table tr[data-worker-id]').length === 2`)
 	shoot("workers", false)
 
+	// Workflows: one drawn while it runs, one failed, one too large to
+	// draw (summarized per layer), on a queue of their own (the others are
+	// busy with long sleeps by now).
+	b.startWorker(t, "media-2a41", map[string]int{"media": 1})
+	order := b.submitWorkflow(t, "order-4711", []wfNode{
+		{Ref: "fetch", TaskType: "echo", Queue: "media"},
+		{Ref: "resize-small", TaskType: "sleep", Queue: "media", Payload: map[string]any{"seconds": 0.3}, Deps: []string{"fetch"}},
+		{Ref: "resize-medium", TaskType: "sleep", Queue: "media", Payload: map[string]any{"seconds": 20}, Deps: []string{"fetch"}},
+		{Ref: "resize-large", TaskType: "sleep", Queue: "media", Payload: map[string]any{"seconds": 25}, Deps: []string{"fetch"}},
+		{Ref: "scan", TaskType: "echo", Queue: "media", Deps: []string{"fetch"}},
+		{Ref: "thumbs", TaskType: "echo", Queue: "media", Deps: []string{"resize-small"}},
+		{Ref: "upload", TaskType: "echo", Queue: "media", Deps: []string{"resize-small", "resize-medium", "resize-large", "thumbs"}},
+		{Ref: "index", TaskType: "echo", Queue: "media", Deps: []string{"scan", "upload"}},
+		{Ref: "receipt", TaskType: "send_receipt", Queue: "emails", Payload: map[string]any{"order_id": 4711}, Deps: []string{"upload"}},
+		{Ref: "notify", TaskType: "echo", Queue: "media", Deps: []string{"index", "receipt"}},
+	})
+	b.submitWorkflow(t, "import-2024-06", []wfNode{
+		{Ref: "load", TaskType: "always_fail", Queue: "media", Attempts: 1},
+		{Ref: "validate", TaskType: "echo", Queue: "media", Deps: []string{"load"}},
+		{Ref: "publish", TaskType: "echo", Queue: "media", Deps: []string{"validate"}},
+	})
+	b.submitWorkflow(t, "order-4710", []wfNode{{Ref: "fetch", TaskType: "echo", Queue: "media"}, {Ref: "notify", TaskType: "echo", Queue: "media", Deps: []string{"fetch"}}})
+
+	tb.goTo("/workflows")
+	tb.waitPage("workflows")
+	tb.waitFor(`document.querySelectorAll('#workflows-table tbody tr[data-counts]').length === 3`)
+	tb.waitFor(`document.querySelector('#workflows-table tr[data-status="failed"]')`)
+	shoot("workflows", false)
+
+	tb.goTo("/workflows/" + order.WorkflowID)
+	tb.waitPage("workflow")
+	tb.waitFor(`document.querySelector('#wf-dag .dag-node[data-ref="resize-medium"]')?.dataset.status === 'running'`)
+	tb.waitFor(`document.querySelector('#wf-dag .dag-node[data-ref="thumbs"]')?.dataset.status === 'succeeded'`)
+	shoot("workflow", true)
+
+	big := []wfNode{{Ref: "plan", TaskType: "echo", Queue: "media"}}
+	for i := range 300 {
+		big = append(big, wfNode{Ref: fmt.Sprintf("shard-%03d", i), TaskType: "sleep", Queue: "media",
+			Payload: map[string]any{"seconds": 0.1}, Deps: []string{"plan"}})
+	}
+	joins := make([]string, 0, 300)
+	for i := range 300 {
+		joins = append(joins, fmt.Sprintf("shard-%03d", i))
+	}
+	big = append(big, wfNode{Ref: "merge", TaskType: "echo", Queue: "media", Deps: joins}, wfNode{Ref: "report", TaskType: "echo", Queue: "media", Deps: []string{"merge"}})
+	reindex := b.submitWorkflow(t, "reindex", big)
+	tb.goTo("/workflows/" + reindex.WorkflowID)
+	tb.waitPage("workflow")
+	tb.waitFor(`document.querySelector('#wf-graph')?.dataset.mode === 'summary'`)
+	tb.waitFor(`JSON.parse(document.querySelector('#wf-layers tr[data-layer="1"]')?.dataset.counts || '{}').succeeded > 40`)
+	shoot("workflow-summary", false)
+
 	tb.goTo("/events")
 	tb.waitPage("events")
 	b.submit(t, `{"task_type": "flaky", "queue": "emails", "payload": {"fail_times": 1}}`)

@@ -185,6 +185,14 @@ export function progressView(p) {
     h('span', {class: 'progress-text'}, typeof p === 'number' ? label : `${Math.round(pct)}%`));
 }
 
+// dedupKey is a task's dedup key as text ('' when it has none): the
+// lists show it only when present.
+export function dedupKey(t) {
+  const k = t?.dedup_key;
+  if (k === undefined || k === null || k === '') return '';
+  return typeof k === 'string' ? k : compactJSON(k);
+}
+
 // taskLink links to a task's page, showing its short id.
 export function taskLink(id, full = false) {
   if (!id) return '—';

@@ -226,7 +226,12 @@ export const EVENT_TYPES = [
   'TASK_SUCCEEDED', 'TASK_RETRY_SCHEDULED', 'TASK_FAILED', 'TASK_DEAD_LETTERED',
   'TASK_CANCELLED', 'TASK_CANCEL_REQUESTED', 'TASK_EXPIRED', 'TASK_DUPLICATE_ABSORBED', 'TASK_DEDUPLICATED', 'TASK_PROGRESS',
   'QUEUE_PAUSED', 'QUEUE_RESUMED', 'WORKER_STARTED', 'WORKER_STOPPED',
+  'WORKFLOW_STARTED', 'WORKFLOW_SUCCEEDED', 'WORKFLOW_FAILED', 'WORKFLOW_CANCELLED',
 ];
+
+// WORKFLOW_EVENTS start or end a workflow (on _sys; metadata names it:
+// {workflow_id, name, status}).
+export const WORKFLOW_EVENTS = new Set(['WORKFLOW_STARTED', 'WORKFLOW_SUCCEEDED', 'WORKFLOW_FAILED', 'WORKFLOW_CANCELLED']);
 
 // eventTone classifies an event type for its badge colour.
 export function eventTone(type) {

@@ -14,6 +14,8 @@ import * as queues from './pages/queues.js';
 import * as dlq from './pages/dlq.js';
 import * as workers from './pages/workers.js';
 import * as schedules from './pages/schedules.js';
+import * as workflows from './pages/workflows.js';
+import * as workflow from './pages/workflow.js';
 import * as events from './pages/events.js';
 
 const ROUTES = [
@@ -24,6 +26,8 @@ const ROUTES = [
   {re: /^\/dlq\/?$/, page: dlq, nav: 'dlq', title: 'Dead letters'},
   {re: /^\/workers\/?$/, page: workers, nav: 'workers', title: 'Workers'},
   {re: /^\/schedules\/?$/, page: schedules, nav: 'schedules', title: 'Schedules'},
+  {re: /^\/workflows\/([0-9a-f]{32})$/, page: workflow, nav: 'workflows', title: 'Workflow'},
+  {re: /^\/workflows\/?$/, page: workflows, nav: 'workflows', title: 'Workflows'},
   {re: /^\/events\/?$/, page: events, nav: 'events', title: 'Live events'},
 ];
 
@@ -105,7 +109,7 @@ function route() {
     main.dataset.ready = 'true';
     return true;
   }
-  main.dataset.page = r.page === task ? 'task' : r.nav;
+  main.dataset.page = r.page === task ? 'task' : r.page === workflow ? 'workflow' : r.nav;
   document.title = `${r.title} · dtq`;
   app.current = r.page.mount(main, {app, params, arg, setTitle: t => { document.title = `${t} · dtq`; }});
   return true;

@@ -3,7 +3,7 @@
 // that matches after a confirmation that shows how many.
 
 import {api, listAll} from '../api.js';
-import {h, add, setText, fmtInt, fmtTime, prettyJSON, taskLink} from '../dom.js';
+import {h, add, setText, fmtInt, fmtTime, prettyJSON, taskLink, dedupKey} from '../dom.js';
 import {pageHeader, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader, readFilter, showFilter} from './common.js';
 
@@ -78,6 +78,7 @@ export function mount(root, {app, params}) {
           h('span', {class: 'badge ev-bad'}, ex.error_class || 'Error'),
           h('strong', {class: 'cell-type'}, e.task_type),
           h('span', {class: 'muted'}, 'in ', e.queue),
+          dedupKey(e) ? h('span', {class: 'muted dlq-dedup', title: 'Dedup key'}, 'dedup ', h('code', {}, dedupKey(e))) : null,
           taskLink(e.task_id)),
         acts),
       h('p', {class: 'dlq-error'}, ex.error_message || 'No error message was recorded.'),

@@ -3,7 +3,7 @@
 
 import {api, APIError} from '../api.js';
 import {Feed, eventTone, TASK_STATUS_BY_EVENT} from '../feed.js';
-import {h, add, setText, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, progressView, TERMINAL} from '../dom.js';
+import {h, add, setText, fmtInt, fmtMS, fmtTime, prettyJSON, compactJSON, statusBadge, progressView, dedupKey, TERMINAL} from '../dom.js';
 import {pageHeader, section, confirmAction, toast, errorToast, readOnlyNote} from '../ui.js';
 import {refresher, errorBox, markReady} from './common.js';
 
@@ -62,6 +62,10 @@ export function mount(root, {app, arg: id, setTitle}) {
     loadLogs();
   });
   const eventsNote = h('p', {class: 'card-sub'}, 'Events of this task while they are retained, live.');
+  // A workflow node's deps, read from its workflow's graph.
+  const wfSection = h('section', {class: 'card', id: 'task-wf'});
+  const wfWrap = h('div', {class: 'task-wf-wrap'});
+  const wfRead = {gen: 0, status: ''};
 
   add(root,
     h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/tasks'}, 'Tasks'), ' / ', h('span', {class: 'mono'}, id)),
@@ -69,6 +73,7 @@ export function mount(root, {app, arg: id, setTitle}) {
     admin ? null : readOnlyNote(),
     status,
     body,
+    wfWrap,
     section('Logs', h('div', {class: 'log-controls'}, h('label', {for: 'task-log-attempt'}, 'Attempt '), logAttempt), logNote, logPanel),
     section('Events', eventsNote, h('div', {class: 'table-wrap'}, h('table', {class: 'table', id: 'task-events'},
       h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'Time'), h('th', {scope: 'col'}, 'Event'),
@@ -125,6 +130,9 @@ export function mount(root, {app, arg: id, setTitle}) {
           ['Available at', fmtTime(t.available_at, true)],
           ['Expires at', t.expires_at ? fmtTime(t.expires_at, true) : 'never'],
           ['Idempotency key', t.idempotency_key ? h('code', {}, t.idempotency_key) : 'none'],
+          dedupKey(t) ? ['Dedup key', h('code', {}, dedupKey(t)), 'task-dedup-key'] : null,
+          t.workflow_id ? ['Workflow', h('a', {href: `#/workflows/${t.workflow_id}`, class: 'mono', id: 'task-workflow'}, t.workflow_id)] : null,
+          t.workflow_id ? ['Node', h('code', {}, t.ref || '—'), 'task-ref'] : null,
           retentionText(t) ? ['Retention', retentionText(t), 'task-retention'] : null,
         ])),
         section('Current or last attempt', dl([
@@ -215,6 +223,10 @@ export function mount(root, {app, arg: id, setTitle}) {
       render(t);
       fillAttempts(t);
       loadLogs();
+      if (t.workflow_id && wfRead.status !== t.status) {
+        wfRead.status = t.status;
+        loadWorkflow(t);
+      }
       status.replaceChildren();
     } catch (e) {
       if (e.name === 'AbortError') return;
@@ -229,6 +241,39 @@ export function mount(root, {app, arg: id, setTitle}) {
       }
     }
     markReady(root);
+  }
+
+  // loadWorkflow shows the node's place in its workflow: the workflow's
+  // status and each dep with its status, linked to its task. It is read
+  // again when this task's status changes (its deps have moved on by then).
+  async function loadWorkflow(t) {
+    const gen = ++wfRead.gen;
+    let wf;
+    try {
+      wf = await api(`workflows/${t.workflow_id}`, {signal: ctrl.signal});
+    } catch (e) {
+      if (e.name === 'AbortError' || gen !== wfRead.gen) return;
+      wfWrap.replaceChildren(wfSection);
+      wfSection.replaceChildren(h('h2', {class: 'card-title'}, 'Workflow'),
+        h('p', {class: 'muted', id: 'task-deps'}, e instanceof APIError && e.status === 404
+          ? 'The workflow is gone (its retention passed).' : `Could not read the workflow: ${e.describe ? e.describe() : e.message}`));
+      return;
+    }
+    if (gen !== wfRead.gen) return;
+    const byRef = new Map(wf.nodes.map(n => [n.ref, n]));
+    const self = byRef.get(t.ref);
+    const deps = (self?.deps || []).map(r => byRef.get(r) || {ref: r});
+    const dependants = wf.nodes.filter(n => (n.deps || []).includes(t.ref)).length;
+    wfWrap.replaceChildren(wfSection);
+    wfSection.replaceChildren(
+      h('h2', {class: 'card-title'}, 'Workflow'),
+      dl([
+        ['Workflow', [h('a', {href: `#/workflows/${wf.workflow_id}`}, wf.name || wf.workflow_id), ' ', statusBadge(wf.status)]],
+        ['Depends on', deps.length ? h('ul', {class: 'dep-list', id: 'task-deps'}, deps.map(d => h('li', {dataset: {ref: d.ref}},
+          d.task_id ? h('a', {href: `#/tasks/${d.task_id}`, class: 'mono', title: d.task_id}, d.ref) : h('code', {}, d.ref),
+          d.status ? statusBadge(d.status) : null))) : h('span', {class: 'muted', id: 'task-deps'}, 'nothing: a first node')],
+        ['Dependants', `${fmtInt(dependants)} node${dependants === 1 ? '' : 's'} wait for this one`],
+      ]));
   }
 
   async function act(fn, okText) {

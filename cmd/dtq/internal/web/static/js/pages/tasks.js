@@ -3,7 +3,7 @@
 // new tasks that match the filter appear at the top.
 
 import {api} from '../api.js';
-import {h, add, setText, fmtInt, fmtMS, fmtTime, statusBadge, statusLabel, taskLink, isTaskID, progressView, STATUSES, TERMINAL} from '../dom.js';
+import {h, add, setText, fmtInt, fmtMS, fmtTime, statusBadge, statusLabel, taskLink, isTaskID, progressView, dedupKey, STATUSES, TERMINAL} from '../dom.js';
 import {TASK_STATUS_BY_EVENT} from '../feed.js';
 import {pageHeader} from '../ui.js';
 import {refresher, errorBox, queueSelect, fillQueueSelect, field, markReady, moreLoader, readFilter, showFilter} from './common.js';
@@ -92,7 +92,7 @@ export function mount(root, {app, params}) {
     };
     const tr = h('tr', {dataset: {taskId: t.task_id}},
       h('td', {}, taskLink(t.task_id)),
-      h('td', {class: 'cell-type'}, t.task_type),
+      h('td', {class: 'cell-type'}, t.task_type, dedupKey(t) ? h('span', {class: 'cell-dedup', title: 'Dedup key'}, 'dedup ', dedupKey(t)) : null),
       h('td', {}, t.queue),
       cells.status,
       cells.attempt,
