@@ -449,3 +449,33 @@ func TestDedupRefused(t *testing.T) {
 	require.ErrorAs(t, err, &we)
 	require.Contains(t, we.Reason, "dedup")
 }
+
+// TestDedupKeepLastAfterDeadLetter: a keep_last task waiting behind a
+// running one starts when that one is dead-lettered, not when it leaves the
+// DLQ.
+func TestDedupKeepLastAfterDeadLetter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	d := dtq.Dedup{Key: "k", Mode: dtq.DedupKeepLast}
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"q": 1} })
+	w.HandleFunc("doc", func(ctx context.Context, task *dtq.Task) (any, error) {
+		started <- task.ID
+		if string(task.Payload) == `{"v":1}` {
+			<-release
+			return nil, dtq.Permanent(errors.New("bad document"))
+		}
+		return "ok", nil
+	})
+	first := b.dedupSubmit(t, "q", 1, d)
+	workertest.Run(t, w)
+	require.Equal(t, first.TaskID, <-started)
+	second := b.dedupSubmit(t, "q", 2, d)
+	require.Equal(t, dtqtype.StatusWaiting, second.Task.Status)
+	close(release)
+	b.waitStatus(t, first.TaskID, dtqtype.StatusDeadLettered)
+	require.Equal(t, second.TaskID, <-started)
+	b.waitStatus(t, second.TaskID, dtqtype.StatusSucceeded)
+	require.Empty(t, b.dedupRecord(t, "q", "k"), "the key is free once its last task ended")
+}

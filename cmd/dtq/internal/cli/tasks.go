@@ -53,10 +53,15 @@ func taskFields(t *taskView) [][2]string {
 		{"attempt", t.attempts()},
 		{"timeout_ms", itoa(t.TimeoutMS)},
 		{"idempotency_key", optString(t.IdempotencyKey)},
+	}
+	if t.DedupKey != "" {
+		kv = append(kv, [2]string{"dedup_key", t.DedupKey})
+	}
+	kv = append(kv, [][2]string{
 		{"created_at", wireTime(t.CreatedAt)},
 		{"available_at", wireTime(t.AvailableAt)},
 		{"expires_at", wireTime(t.ExpiresAt)},
-	}
+	}...)
 	if !t.FailedAt.IsZero() {
 		kv = append(kv, [2]string{"failed_at", wireTime(t.FailedAt)})
 	}
@@ -142,6 +147,9 @@ type submitFlags struct {
 	priority, maxAttempts                           int
 	timeoutMS                                       int64
 	delay, ttl                                      string
+	dedupKey, dedupMode                             string
+	dedupTTL, dedupWindow, dedupMaxWait             string
+	dedupBy                                         []string
 }
 
 func newTasksSubmitCmd(r *remote) *cobra.Command {
@@ -169,6 +177,12 @@ func newTasksSubmitCmd(r *remote) *cobra.Command {
 	fs.StringVar(&f.expiresAt, "expires-at", "", "give up when not started by this time (RFC 3339); wins over --ttl")
 	fs.StringVar(&f.metadata, "metadata", "", "metadata: a JSON object, shown but never executed")
 	fs.StringVar(&f.key, "idempotency-key", "", "idempotency key: a repeat submission with it returns the same task")
+	fs.StringVar(&f.dedupKey, "dedup-key", "", "dedup key (docs/deduplication.md); needs --dedup-mode")
+	fs.StringSliceVar(&f.dedupBy, "dedup-by", nil, "make the dedup key from these: task_type, payload.<path> (repeat or comma-separate)")
+	fs.StringVar(&f.dedupMode, "dedup-mode", "", "what a submission of a key that has a task does: drop, throttle, debounce, replace, keep_last")
+	fs.StringVar(&f.dedupTTL, "dedup-ttl", "", "throttle's period; for other modes the longest the key is held (duration: 10m)")
+	fs.StringVar(&f.dedupWindow, "dedup-window", "", "debounce: how long the task waits for more submissions (duration: 5s)")
+	fs.StringVar(&f.dedupMaxWait, "dedup-max-wait", "", "debounce: the latest start, counted from the first submission (duration: 1m)")
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
 		body, err := f.body(cmd, args[0])
 		if err != nil {
@@ -177,9 +191,12 @@ func newTasksSubmitCmd(r *remote) *cobra.Command {
 		var t taskView
 		return r.call(cmd, request{method: http.MethodPost, path: "/api/v1/tasks", body: body}, &t, func(p *printer, res *apiResponse) error {
 			var err error
-			if res.status == http.StatusOK {
+			switch mode := res.header.Get("Dtq-Deduplicated"); {
+			case res.status == http.StatusOK && mode != "":
+				err = p.textf("deduplicated (%s): the dedup key's task is %s, which is %s; nothing was created", mode, t.ID, t.Status)
+			case res.status == http.StatusOK:
 				err = p.textf("duplicate (replayed): the idempotency key belongs to task %s, which is %s", t.ID, t.Status)
-			} else {
+			default:
 				err = p.textf("submitted task %s", t.ID)
 			}
 			if err != nil {
@@ -240,6 +257,25 @@ func (f *submitFlags) body(cmd *cobra.Command, typ string) (map[string]any, erro
 			return nil, fmt.Errorf("--ttl=%q: must be a positive whole number of seconds", f.ttl)
 		}
 		body["ttl_seconds"] = int64(d / time.Second)
+	}
+	if f.dedupKey != "" || len(f.dedupBy) > 0 || f.dedupMode != "" {
+		if f.dedupMode == "" {
+			return nil, errors.New("--dedup-key and --dedup-by need --dedup-mode (drop, throttle, debounce, replace, keep_last)")
+		}
+		d := map[string]any{"mode": f.dedupMode}
+		if f.dedupKey != "" {
+			d["key"] = f.dedupKey
+		}
+		if len(f.dedupBy) > 0 {
+			d["by"] = f.dedupBy
+		}
+		// Durations go as given: the API checks them and names the field.
+		for name, v := range map[string]string{"ttl": f.dedupTTL, "window": f.dedupWindow, "max_wait": f.dedupMaxWait} {
+			if v != "" {
+				d[name] = v
+			}
+		}
+		body["dedup"] = d
 	}
 	return body, nil
 }

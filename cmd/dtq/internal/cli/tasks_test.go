@@ -256,3 +256,24 @@ func TestParseDurationArg(t *testing.T) {
 		require.Equal(t, tt.want, got, tt.in)
 	}
 }
+
+// TestTasksSubmitDedup: --dedup-* build the submission's dedup; a collapsed
+// submission says so and names its key's task.
+func TestTasksSubmitDedup(t *testing.T) {
+	t.Parallel()
+	b := setupAPI(t)
+	out := b.ok(t, "tasks", "submit", "reindex", "--payload", `{"doc": 7}`, "--dedup-by", "task_type,payload.doc", "--dedup-mode", "drop")
+	id := hexID.FindString(out)
+	require.Contains(t, out, "submitted task "+id)
+	require.Contains(t, out, `dedup_key`)
+	require.Contains(t, out, `by:task_type="reindex"&payload.doc=7`)
+	out = b.ok(t, "tasks", "submit", "reindex", "--payload", `{"doc": 7, "v": 2}`, "--dedup-by", "task_type", "--dedup-by", "payload.doc", "--dedup-mode", "drop")
+	require.Contains(t, out, "deduplicated (drop): the dedup key's task is "+id+", which is queued; nothing was created")
+
+	code, stdout, stderr := b.run(t, "tasks", "submit", "reindex", "--dedup-key", "k", "--dedup-mode", "throttle")
+	requireAPIError(t, code, stdout, stderr, "INVALID_TASK")
+	require.Contains(t, stderr, "dedup.ttl")
+	code, _, stderr = b.run(t, "tasks", "submit", "reindex", "--dedup-key", "k")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--dedup-mode")
+}
