@@ -479,3 +479,46 @@ func TestDedupKeepLastAfterDeadLetter(t *testing.T) {
 	b.waitStatus(t, second.TaskID, dtqtype.StatusSucceeded)
 	require.Empty(t, b.dedupRecord(t, "q", "k"), "the key is free once its last task ended")
 }
+
+// TestDedupInFairQueue: dedup composes with fairness keys: a replace
+// cancels a task waiting in its key's queue, and only the new one runs;
+// a drop collapses within its key queue's task.
+func TestDedupInFairQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	require.NoError(t, b.admin(t).SetLimits(b.ctx, "tenants", dtqtype.QueueLimits{Fairness: &dtqtype.Fairness{}}))
+	submit := func(v int, d dtq.Dedup) *dtq.SubmitResult {
+		res, err := b.client.Submit(b.ctx, dtq.Submission{Queue: "tenants", Type: "doc", ConcurrencyKey: "acme",
+			Payload: map[string]int{"v": v}, Dedup: &d})
+		require.NoError(t, err)
+		return res
+	}
+	r1 := submit(1, dtq.Dedup{Key: "r", Mode: dtq.DedupReplace})
+	r2 := submit(2, dtq.Dedup{Key: "r", Mode: dtq.DedupReplace})
+	require.Equal(t, r1.TaskID, r2.Replaced)
+	d1 := submit(3, dtq.Dedup{Key: "d", Mode: dtq.DedupDrop})
+	d2 := submit(4, dtq.Dedup{Key: "d", Mode: dtq.DedupDrop})
+	require.Equal(t, d1.TaskID, d2.TaskID)
+
+	var mu sync.Mutex
+	ran := map[string]int{}
+	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Queues = map[string]int{"tenants": 1} })
+	w.HandleFunc("doc", func(ctx context.Context, task *dtq.Task) (any, error) {
+		mu.Lock()
+		ran[task.ID]++
+		mu.Unlock()
+		return nil, nil
+	})
+	workertest.Run(t, w)
+	b.waitStatus(t, r2.TaskID, dtqtype.StatusSucceeded)
+	b.waitStatus(t, d1.TaskID, dtqtype.StatusSucceeded)
+	ti, err := b.insp.GetTask(b.ctx, r1.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, dtqtype.StatusCancelled, ti.Status)
+	mu.Lock()
+	require.Equal(t, map[string]int{r2.TaskID: 1, d1.TaskID: 1}, ran, "the replaced task never ran")
+	mu.Unlock()
+	depth, err := b.rc.Get(b.ctx, b.keys.Depth("tenants")).Int()
+	require.NoError(t, err)
+	require.Zero(t, depth)
+}

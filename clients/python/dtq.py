@@ -144,7 +144,8 @@ class Producer:
         idempotency key replayed a finished task). Pass an idempotency_key to
         make resending after a lost reply safe. dedup is a dict sent as the
         submission's "dedup" member as it is, e.g. {"key": "user-7", "mode":
-        "drop"} (SPEC section 25; the server checks it).
+        "drop"} (docs/deduplication.md; the server checks it). A collapsed
+        submission answers its key's task with "deduplicated": "<mode>".
         """
         body = dict(fields, task_type=task_type)
         if payload is not None:

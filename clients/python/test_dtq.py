@@ -401,6 +401,23 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             p.submit("t", dedup="user-7")
 
+    def test_dedup_against_the_api(self):
+        q = fresh_queue("dedup")
+        first = self.producer.submit("doc", {"doc": 1}, queue=q, dedup={"key": "doc-1", "mode": "drop"})
+        self.assertEqual(first["dedup_key"], "doc-1")
+        self.assertNotIn("deduplicated", first)
+        second = self.producer.submit("doc", {"doc": 1, "rev": 2}, queue=q, dedup={"key": "doc-1", "mode": "drop"})
+        self.assertEqual(second["deduplicated"], "drop")
+        self.assertEqual(second["task_id"], first["task_id"])
+        r1 = self.producer.submit("doc", {"doc": 2}, queue=q, dedup={"by": ["payload.doc"], "mode": "replace"})
+        r2 = self.producer.submit("doc", {"doc": 2}, queue=q, dedup={"by": ["payload.doc"], "mode": "replace"})
+        self.assertEqual(r2["replaced_task_id"], r1["task_id"])
+        self.assertEqual(self.producer.get(r1["task_id"])["status"], "cancelled")
+        with self.assertRaises(dtq.APIError) as bad:
+            self.producer.submit("doc", queue=q, dedup={"key": "k", "mode": "throttle"})
+        self.assertEqual(bad.exception.status, 400)
+        self.assertEqual(bad.exception.details.get("field"), "dedup.ttl")
+
     def test_permanent_failure_dead_letters(self):
         q = fresh_queue("perm")
 
