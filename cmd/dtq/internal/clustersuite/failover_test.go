@@ -78,6 +78,15 @@ func (l *load) submit(ctx context.Context, queue, key string) error {
 			l.acked[key] = id
 			l.mu.Unlock()
 			return nil
+		case http.StatusTooManyRequests:
+			// The queue is full (producers can outrun two workers on a
+			// loaded machine): back off as a producer would, not a failure.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("submit %s: still 429 when its time ran out", key)
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
 		case 0, http.StatusServiceUnavailable:
 		case http.StatusInternalServerError:
 			l.mu.Lock()
