@@ -62,6 +62,7 @@ export class Task {
       lost: false,
       timedOut: false,
       handedBack: false,
+      beating: false, // a heartbeat is in flight
       timer: undefined,
     });
   }
@@ -320,11 +321,13 @@ export class Worker {
     }
     const entry = { task, done: null };
     this.#running.set(task.id, entry);
-    entry.done = this.#execute(task).finally(() => {
-      clearTimeout(st.timer);
-      this.#running.delete(task.id);
-      this.#notify();
-    });
+    entry.done = this.#execute(task)
+      .catch((err) => this.#log(`task ${task.id}: ${err}`))
+      .finally(() => {
+        clearTimeout(st.timer);
+        this.#running.delete(task.id);
+        this.#notify();
+      });
   }
 
   async #execute(task) {
