@@ -28,10 +28,10 @@ const worker = new Worker({
 worker.handle("resize", async (task, signal) => {
   const { width, height } = task.payload;
   if (!(width > 0 && height > 0)) throw new Permanent("width and height must be positive");
-  for (let step = 1; step <= 10; step++) {
+  for (let step = 1; step <= 20; step++) {
     // The work, in steps; a cancel request aborts the signal and the sleep.
     await sleep(50, undefined, { signal });
-    task.progress(step * 10);
+    task.progress(step * 5);
   }
   task.log(`resized ${width}x${height}`);
   return { width: Math.floor(width / 2), height: Math.floor(height / 2) };
