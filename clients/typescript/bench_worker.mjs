@@ -32,7 +32,13 @@ for (let start = 0; start < n; start += 1000) {
 const worker = new Worker({ url, token: process.env.DTQ_WORKER_TOKEN, queues: [q], concurrency: max, wait: 1 });
 worker.handle("noop", () => null);
 const began = performance.now();
-const run = worker.run();
+const run = worker.run().then(() => {
+  // SIGTERM or SIGINT stopped the worker before it was done.
+  if (worker.processed < n) {
+    console.error(`stopped: ${worker.processed} of ${n} tasks done`);
+    process.exit(1);
+  }
+});
 // The worker waits out an API that is away; the bench gives up after 5 minutes.
 const deadline = began + 300_000;
 while (worker.processed < n) {
