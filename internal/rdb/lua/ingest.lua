@@ -359,7 +359,10 @@ for i = 1, n do
     if park then
       redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'run', park, 'w', D.waiting, 's', KEYS[2])
     elseif drec.mode == 'debounce' then
-      redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'f', now)
+      -- max wait counts from the submission's own time, which its
+      -- available_at counts from too: the call may run later (a merged
+      -- call waits for the one before it, a resend comes later still)
+      redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'f', created_at)
     else
       redis.call('HSET', dk, 'id', id, 'm', drec.mode)
     end
