@@ -72,7 +72,9 @@
 --                         (drop, throttle, debounce: the submission was
 --                         collapsed into task id, its key's task)
 -- and a created reply of a replace or keep_last submission that cancelled
--- its key's queued task carries that task's id fourth.
+-- its key's queued task carries that task's id fourth (kept in the new
+-- task's hash, field rp, so that a resend answers it too while the hash
+-- lives).
 --
 -- An error reply "QNUM_MISSING" or "QNUM_MISMATCH <number>", before
 -- anything is written, when the queue's number key is absent or differs
@@ -186,8 +188,13 @@ for i = 1, n do
       -- The record names this very task: this call is being sent again
       -- after its reply was lost, and its first run created the task.
       -- (A deduplicated task may have been created waiting: its own
-      -- status says.)
-      reply = {'created', id, spec ~= '' and redis.call('HGET', task_key, 'status') or status}
+      -- status says, and its hash names the task it cancelled.)
+      if spec ~= '' then
+        local c = redis.call('HMGET', task_key, 'status', 'rp')
+        reply = {'created', id, c[1] or status, c[2]}
+      else
+        reply = {'created', id, status}
+      end
     elseif raw == '!' .. id then
       reply = {'absent', id} -- settled: never created, and never will be
     elseif raw and string.byte(raw) == 61 then
@@ -240,8 +247,8 @@ for i = 1, n do
         reply = {'created', id, status}
       end
     elseif spec ~= '' then
-      local st = redis.call('HGET', task_key, 'status')
-      if m or st then reply = {'created', id, st or status} end
+      local c = redis.call('HMGET', task_key, 'status', 'rp')
+      if m or c[1] then reply = {'created', id, c[1] or status, c[2]} end
     elseif redis.call('EXISTS', task_key, idem_key) > 0 then
       -- (a '!' marker, see settle, also lands here: that call's answer
       -- reaches nobody, and it writes nothing)
@@ -352,7 +359,10 @@ for i = 1, n do
     if park then
       redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'run', park, 'w', D.waiting, 's', KEYS[2])
     elseif drec.mode == 'debounce' then
-      redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'f', now)
+      -- max wait counts from the submission's own time, which its
+      -- available_at counts from too: the call may run later (a merged
+      -- call waits for the one before it, a resend comes later still)
+      redis.call('HSET', dk, 'id', id, 'm', drec.mode, 'f', created_at)
     else
       redis.call('HSET', dk, 'id', id, 'm', drec.mode)
     end
@@ -414,6 +424,11 @@ for i = 1, n do
     end
     if dk then
       args[nf + 1], args[nf + 2] = 'dk', dk
+      nf = nf + 2
+    end
+    if displace then
+      -- the task it cancelled, which a resend of this call answers again
+      args[nf + 1], args[nf + 2] = 'rp', displace
       nf = nf + 2
     end
     if delayed or F or park then

@@ -7,5 +7,9 @@
 // themselves; each prints one FAULT line with its figures. The workflow
 // scenarios (workflow_test.go) check that every workflow ends, no node is
 // stranded, every dependant is released once and every submission is
-// answered truly. See docs/reliability.md.
+// answered truly. The deduplication scenarios (dedup_test.go) check that
+// every answer names a task of its key, that no drop key has two live
+// tasks, no keep_last key two running and no replace a running one
+// cancelled, that throttle and debounce keep their times, and that no key
+// record is left behind. See docs/reliability.md.
 package faultsuite
