@@ -446,6 +446,30 @@ def progress_logs():
           "the lines one a page")
 
 
+@scenario
+def dedup():
+    p, q = producer(), queue_of("dedup")
+    k = key("dedup")
+    first = p.submit("conf", {"n": 1}, queue=q, dedup={"key": k, "mode": "drop"})
+    equal(first.get("dedup_key"), k, "the first task's dedup_key")
+    check("deduplicated" not in first, "the first submission was not collapsed")
+    second = p.submit("conf", {"n": 2}, queue=q, dedup={"key": k, "mode": "drop"})
+    equal(second.get("deduplicated"), "drop", "the second answer's deduplicated")
+    equal(second["task_id"], first["task_id"], "the second answer names the key's task")
+    r1 = p.submit("conf", {"n": 3}, queue=q, dedup={"key": k + "-r", "mode": "replace"})
+    r2 = p.submit("conf", {"n": 4}, queue=q, dedup={"key": k + "-r", "mode": "replace"})
+    equal(r2.get("replaced_task_id"), r1["task_id"], "replaced_task_id")
+    equal(p.get(r1["task_id"])["status"], "cancelled", "the replaced task's status")
+    try:
+        p.submit("conf", queue=q, dedup={"key": k + "-t", "mode": "throttle"})
+    except dtq.APIError as e:
+        equal((e.status, e.code, e.details.get("field")), (400, "INVALID_TASK", "dedup.ttl"), "a throttle without ttl")
+    else:
+        raise Failed("a throttle without ttl was accepted")
+    admin().cancel(first["task_id"])
+    admin().cancel(r2["task_id"])
+
+
 def one_line(e):
     if isinstance(e, Failed):
         text = str(e)

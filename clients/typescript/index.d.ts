@@ -147,22 +147,13 @@ export const TERMINAL: ReadonlySet<wire.Status>;
 export const WORKFLOW_TERMINAL: ReadonlySet<wire.WorkflowStatus>;
 
 /**
- * Deduplication of submissions of the same work (not yet accepted by every
- * server: one without it answers 400).
+ * Deduplication of submissions of the same work (docs/deduplication.md):
+ * `key` or `by`, `mode`, and the durations its mode takes.
  */
-export interface Dedup {
-  /** 1..256 printable characters; or `by`. */
-  key?: string;
-  /** Fields the key is made of, e.g. ["payload.user_id", "task_type"]. */
-  by?: string[];
-  mode: "drop" | "throttle" | "debounce" | "replace" | "keep_last";
-  ttl?: wire.Duration;
-  window?: wire.Duration;
-  max_wait?: wire.Duration;
-}
+export type Dedup = wire.Dedup;
 
-/** A task submission: the API's SubmitRequest, plus dedup. */
-export type SubmitRequest = wire.SubmitRequest & { dedup?: Dedup };
+/** A task submission: the API's SubmitRequest. */
+export type SubmitRequest = wire.SubmitRequest;
 
 export interface ClientOptions {
   /** The API's base URL, e.g. http://127.0.0.1:8080. */

@@ -7,7 +7,7 @@ export type Time = string | null;
 /** @pattern ^[a-z0-9][a-z0-9_-]{0,63}$ */
 export type QueueName = string;
 
-/** waiting = a workflow node whose deps have not all ended; pending = delayed; retrying = waiting for its backoff; the last five are terminal. */
+/** waiting = a workflow node whose deps have not all ended, or a keep_last task waiting for its key's running task; pending = delayed; retrying = waiting for its backoff; the last five are terminal. */
 export type Status = "waiting" | "pending" | "queued" | "running" | "retrying" | "succeeded" | "failed" | "dead_lettered" | "cancelled" | "expired";
 
 export type SubmitRequest = {
@@ -81,6 +81,7 @@ export type SubmitRequest = {
    * @default false
    */
   keep_payload?: boolean;
+  dedup?: Dedup;
 };
 
 export type Task = {
@@ -106,6 +107,8 @@ export type Task = {
   idempotency_key: string | null;
   /** Present when the task has one. */
   concurrency_key?: string;
+  /** Present when the task was submitted with a dedup key (its dedup.key, or the key dedup.by made). */
+  dedup_key?: string;
   status: Status;
   created_at: Time;
   available_at: Time;
@@ -177,9 +180,38 @@ export type DeletedTask = {
   status?: Status;
 };
 
+/** Collapse submissions of the same work (docs/deduplication.md). Exactly one of key and by. The key is scoped to the queue; an idempotency key is checked first. Not part of the idempotency fingerprint. Not allowed on workflow nodes. */
+export type Dedup = {
+  /**
+   * Printable ASCII.
+   * @pattern ^[ -~]{1,256}$
+   * @minLength 1
+   * @maxLength 256
+   */
+  key?: string;
+  /**
+   * Make the key from "task_type" and payload paths such as "payload.user_id" (a number picks an array element; a missing path counts as null).
+   * @minItems 1
+   * @maxItems 8
+   */
+  by?: Array<string>;
+  /** drop: while the key's task is not terminal, return it (200). throttle: one task per key per ttl, counted from the first submission (200). debounce: the task waits window; a submission within it replaces the waiting task's payload and pushes its start to now + window, never past the first submission + max_wait (200). replace: cancel the key's queued (not running) task and queue the new one (202). keep_last: at most one running and one queued per key; the new one cancels the queued one, and waits (status waiting) while one runs (202). */
+  mode: "drop" | "throttle" | "debounce" | "replace" | "keep_last";
+  /** Go duration, 1ms..8760h. throttle: the period (required). Other modes: the longest the key is held (default: until its task ends). */
+  ttl?: string;
+  /** Go duration, debounce only (required there). */
+  window?: string;
+  /** Go duration, debounce only; at least window. Default 10 windows. */
+  max_wait?: string;
+};
+
 export type SubmitResponse = Task & {
   /** true when this replays an earlier submission with the same idempotency key. */
   duplicate: boolean;
+  /** Present when the submission was collapsed into the task returned, its dedup key's task (the Dtq-Deduplicated header says the same). */
+  deduplicated?: "drop" | "throttle" | "debounce";
+  /** Present when a replace or keep_last submission cancelled its key's queued task for this one. */
+  replaced_task_id?: string;
 };
 
 export type TaskList = {
@@ -204,9 +236,13 @@ export type BatchResponse = {
 export type BatchItem = {
   /** Position in the request's tasks array. */
   index: number;
-  /** 202 created, 200 replay, or the error's status. */
+  /** 202 created, 200 replay or deduplicated, or the error's status. */
   http_status: number;
   duplicate: boolean;
+  /** Present when the item was collapsed into its dedup key's task (http_status 200). */
+  deduplicated?: "drop" | "throttle" | "debounce";
+  /** Present when a replace or keep_last item cancelled its key's queued task. */
+  replaced_task_id?: string;
   task?: Task;
   error?: Error;
 };
@@ -334,7 +370,7 @@ export type QueueInfo = {
   pending: number;
   /** Delayed and retrying tasks waiting for their time. */
   scheduled: number;
-  /** Workflow nodes not yet released (their deps have not all ended). */
+  /** Workflow nodes not yet released (their deps have not all ended), and keep_last tasks waiting for their key's running task. */
   waiting: number;
   paused: boolean;
   /** Entries in the queue's dead-letter queue. */
@@ -346,6 +382,8 @@ export type QueueInfo = {
   throughput: Throughput;
   /** Finished tasks kept until their retention ends, by status (succeeded, failed, dead_lettered, cancelled, expired; statuses with none left out). Dead letters still in the DLQ are in dlq. Counted until the minute (the hour, past 6 h of retention) the retention ends in. */
   retained: { [key: string]: number };
+  /** Deduplicated submissions since the queue was created, by mode (drop, throttle, debounce: collapsed into their key's task; replace, keep_last: queued tasks a newer submission cancelled); absent when none. */
+  deduplicated?: { [key: string]: number };
 };
 
 /** The queue's last few minutes. */

@@ -360,6 +360,29 @@ const scenarios = {
       return producer.wait(t.task_id, { timeout: 30 });
     });
   },
+
+  async dedup(s) {
+    const q = queueOf(s);
+    const k = keyOf(s);
+    const first = await producer.submit({ task_type: "job", queue: q, payload: { n: 1 }, dedup: { key: k, mode: "drop" } });
+    assert.equal(first.dedup_key, k);
+    assert.equal(first.deduplicated, undefined);
+    const second = await producer.submit({ task_type: "job", queue: q, payload: { n: 2 }, dedup: { key: k, mode: "drop" } });
+    assert.equal(second.deduplicated, "drop");
+    assert.equal(second.task_id, first.task_id, "the second answer names the key's task");
+    const r1 = await producer.submit({ task_type: "job", queue: q, payload: { n: 3 }, dedup: { key: `${k}-r`, mode: "replace" } });
+    const r2 = await producer.submit({ task_type: "job", queue: q, payload: { n: 4 }, dedup: { key: `${k}-r`, mode: "replace" } });
+    assert.equal(r2.replaced_task_id, r1.task_id);
+    assert.equal((await producer.get(r1.task_id)).status, "cancelled");
+    await assert.rejects(producer.submit({ task_type: "job", queue: q, dedup: { key: `${k}-t`, mode: "throttle" } }), (err) => {
+      assert.equal(err.status, 400);
+      assert.equal(err.code, "INVALID_TASK");
+      assert.equal(err.details.field, "dedup.ttl");
+      return true;
+    });
+    await admin.cancel(first.task_id);
+    await admin.cancel(r2.task_id);
+  },
 };
 
 /** token with one character of its MAC changed (to another of the base64url alphabet). */
