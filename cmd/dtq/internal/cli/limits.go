@@ -83,6 +83,9 @@ func describeLimits(l *dtqtype.QueueLimits) string {
 	if l.Events != "" && l.Events != dtqtype.EventsFull {
 		parts = append(parts, "events "+l.Events)
 	}
+	if len(parts) == 0 {
+		return "no limits" // events "full" alone: the default
+	}
 	return strings.Join(parts, ", ")
 }
 
