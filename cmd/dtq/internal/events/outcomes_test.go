@@ -50,10 +50,16 @@ func TestFeedOfAnOutcomesQueueResumes(t *testing.T) {
 	workertest.Run(t, w)
 
 	type seen struct{ id, typ, task string }
+	// read returns the next task event (the feed of a queue also carries
+	// the workers serving it).
 	read := func(c *sseConn) (seen, string) {
-		f := c.nextEvent(t)
-		env := envelopeOf(t, f.data)
-		return seen{env["event_id"].(string), f.event, env["task_id"].(string)}, f.id
+		for {
+			f := c.nextEvent(t)
+			env := envelopeOf(t, f.data)
+			if task, ok := env["task_id"].(string); ok {
+				return seen{env["event_id"].(string), f.event, task}, f.id
+			}
+		}
 	}
 	first, cursor := read(c)
 	c.close()
