@@ -21,7 +21,9 @@ const (
 // *ValidationError naming the field ("rate.limit", "rate.period",
 // "rate.burst", "concurrency", "key_concurrency", "fairness.default_weight",
 // "fairness.weights", "key_rate.limit", "key_rate.period", "key_rate.burst",
-// "key_order"). Limits apply from the next claim on every worker. Setting
+// "key_order", "events"). Limits apply from the next claim on every worker;
+// events (dtqtype.EventsFull or EventsOutcomes) from the next claim, and
+// within a second for submissions and promotions. Setting
 // fairness, key_rate or key_order sorts the queue's ready tasks into key
 // queues from the next claim on; limits without any of them move the key
 // queues' tasks back into the band streams at once, in order.
@@ -55,9 +57,12 @@ func (i *Inspector) GetLimits(ctx context.Context, queue string) (*dtqtype.Queue
 // checkLimits refuses limits that set nothing or a value out of range.
 func checkLimits(l dtqtype.QueueLimits) error {
 	if l.Rate == nil && l.Concurrency == 0 && l.KeyConcurrency == 0 && l.Fairness == nil && l.KeyRate == nil &&
-		l.KeyOrder == "" {
-		return invalid("rate", "give at least one of rate, concurrency, key_concurrency, fairness, key_rate and key_order "+
-			"(DELETE removes the limits)")
+		l.KeyOrder == "" && l.Events == "" {
+		return invalid("rate", "give at least one of rate, concurrency, key_concurrency, fairness, key_rate, key_order "+
+			"and events (DELETE removes the limits)")
+	}
+	if l.Events != "" && l.Events != dtqtype.EventsFull && l.Events != dtqtype.EventsOutcomes {
+		return invalid("events", `must be "full" or "outcomes"`)
 	}
 	if err := checkRate("rate", l.Rate); err != nil {
 		return err

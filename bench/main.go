@@ -31,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -74,6 +75,7 @@ func main() {
 	wfChainLen := flag.Int("chain-len", 6, "nodes per chain (-chains)")
 	wfCluster := flag.Bool("cluster", false, "run the workflow latency scenarios on a 3-master Redis Cluster")
 	wfTrace := flag.Bool("trace", false, "workflow joins: print each round's outbox backlog and the scripts slower than 10 ms")
+	events := flag.String("events", "", `dtq: set the queue's event detail first, "full" or "outcomes" ("" = leave the default)`)
 	flag.Parse()
 	if *compareRuns > 0 {
 		os.Exit(compare(*compareRuns, *n))
@@ -109,6 +111,12 @@ func main() {
 	defer rc.Close()
 	ctx := context.Background()
 
+	if *events != "" && *system == "dtq" {
+		if err := setEvents(ctx, rc, "default", *events); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	payload := map[string]string{"data": strings.Repeat("x", max(0, *payloadSize-12))}
 	var res result
 	payloadBytes, _ := json.Marshal(payload)
@@ -162,6 +170,9 @@ func main() {
 	pprof.StopCPUProfile()
 	res.System = *system
 	res.Scenario = *scenario
+	if *events != "" {
+		res.Note = strings.TrimSpace(res.Note + " events=" + *events)
+	}
 	fmt.Printf("%-6s %-8s tasks=%-7d %9.0f tasks/s  p50=%6.2fms p99=%6.2fms  cmds/task=%5.1f  cpu/task=%6.1fµs  bytes/task=%6.0f %s\n",
 		res.System, res.Scenario, res.Tasks, res.PerSecond, res.P50ms, res.P99ms, res.CmdsPerTask, res.CPUusPerTask, res.BytesPerTask, res.Note)
 	b, _ := json.Marshal(res)
@@ -544,4 +555,14 @@ func startReplicas(addr string, n int) (stop func()) {
 		rc.Close()
 	}
 	return stop
+}
+
+// setEvents sets queue's event detail (QueueLimits.Events), before the
+// scenario's clients and workers read it.
+func setEvents(ctx context.Context, rc *redis.Client, queue, events string) error {
+	a, err := dtq.NewAdmin(rc, &dtq.AdminConfig{})
+	if err != nil {
+		return err
+	}
+	return a.SetLimits(ctx, queue, dtqtype.QueueLimits{Events: events})
 }

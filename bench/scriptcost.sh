@@ -9,7 +9,8 @@
 #
 # Needs valgrind (apt-get install -y valgrind) and redis-server on PATH.
 # Usage: bench/scriptcost.sh [tasks]   (default 2000; the server runs ~50x
-# slower under callgrind)
+# slower under callgrind). EVENTS=outcomes measures a queue with that event
+# detail (dtq only).
 set -euo pipefail
 tasks=${1:-2000}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +28,7 @@ WRAP
 chmod +x "$work/redis-server"
 
 cd "$root"
-PATH="$work:$PATH" DTQ_SCRIPT_COST_DUMPS=1 go test -run '^$' -bench '^BenchmarkLifecycleScripts$' \
+PATH="$work:$PATH" DTQ_SCRIPT_COST_DUMPS=1 DTQ_SCRIPT_COST_EVENTS="${EVENTS:-}" go test -run '^$' -bench '^BenchmarkLifecycleScripts$' \
   -benchtime "${tasks}x" -count 1 ./internal/rdb >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
 
 printf '%-8s %14s\n' script instr/task
@@ -45,7 +46,7 @@ printf '\n%-8s %14s\n' system instr/submit
 for sys in dtq asynq; do
   rm -f "$work"/cg.out.*
   PATH="$work:$PATH" DTQ_BENCH_CALLGRIND=1 "$work/bench" -system "$sys" -scenario enqueue -producers 1 \
-    -n "$tasks" -listpack-value 64 >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+    -n "$tasks" -listpack-value 64 -events "${EVENTS:-}" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
   f=$(grep -l "^desc: Trigger: dump enqueue\$" "$work"/cg.out.* | tail -1)
   total=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
   printf '%-8s %14.0f\n' "$sys" "$((total / tasks))"

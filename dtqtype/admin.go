@@ -162,7 +162,23 @@ type QueueLimits struct {
 	// re-entering task (hand-back, reclaim, retry, DLQ requeue) at its
 	// first place; "" keeps no such promise.
 	KeyOrder string `json:"key_order,omitempty"`
+	// Events is how much of the task lifecycle the queue's event stream
+	// records: EventsFull ("" reads the same) or EventsOutcomes. It is a
+	// setting, not a limit, kept with the limits (DELETE resets it).
+	Events string `json:"events,omitempty"`
 }
+
+// The event detail settings of a queue (QueueLimits.Events).
+const (
+	// EventsFull records every transition's event (the default).
+	EventsFull = "full"
+	// EventsOutcomes records only the events a user acts on: successes,
+	// retries scheduled, failures and dead letters, cancels, expiries,
+	// lease losses, hand-backs, requeues, deduplications and progress; it
+	// leaves out TASK_PENDING, TASK_QUEUED at submission, promotion and a
+	// workflow node's release, TASK_RETRIED and TASK_STARTED.
+	EventsOutcomes = "outcomes"
+)
 
 // Fairness gives each key a weight: keys with ready tasks get starts in
 // proportion to their weights.

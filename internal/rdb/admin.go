@@ -58,7 +58,8 @@ func outcome(v []string, err error) (string, string, error) {
 func (r *RDB) RunNow(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, string, error) {
 	k := r.keys
 	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Events(queue)}, r.bandStreams(queue)...)
-	v, err := r.run(ctx, scriptRunNow, keys, now.UnixMilli(), id, k.TaskPrefix(queue), s.EventsMaxLen).StringSlice()
+	v, err := r.run(ctx, scriptRunNow, keys, now.UnixMilli(), id, k.TaskPrefix(queue), s.EventsMaxLen,
+		boolArg(r.outcomesOnly(ctx, queue))).StringSlice()
 	return outcome(v, err)
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -94,6 +95,12 @@ func BenchmarkLifecycleScripts(b *testing.B) {
 	ctx := context.Background()
 	if err := r.EnsureGroups(ctx, "bench"); err != nil {
 		b.Fatal(err)
+	}
+	// DTQ_SCRIPT_COST_EVENTS sets the queue's event detail (bench/scriptcost.sh's EVENTS).
+	if ev := os.Getenv("DTQ_SCRIPT_COST_EVENTS"); ev != "" {
+		if _, err := r.SetLimits(ctx, "bench", &dtqtype.QueueLimits{Events: ev}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ws := &WorkerSettings{WorkerID: "bench", Lease: 30 * time.Second, EventsMaxLen: 100000,
 		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 1000}

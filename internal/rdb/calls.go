@@ -300,7 +300,7 @@ type ingestCall struct {
 
 	now, maxDepth, eventsMaxLen, recentCap int64
 	taskPrefix, resultPrefix, streamPrefix string
-	settle                                 string
+	settle                                 string // ARGV[9]: "1" settle, "o" outcome events only, else ""
 	fairActive, keyQueue                   string // prefixes, after the tasks' args, with fair
 	dedup                                  string // ARGV[10]: the dedup settings, when a task has a spec
 	tasks                                  []NewTask
@@ -308,8 +308,14 @@ type ingestCall struct {
 	queue                                  string
 }
 
-func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle, fair bool) *ingestCall {
+func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool,
+	f queueFlags) *ingestCall {
 	k := r.keys
+	mode := boolArg(settle)
+	if !settle && f.outcomes {
+		mode = "o"
+	}
+	fair := f.fair
 	return &ingestCall{
 		depth: k.Depth(queue), schedule: k.Schedule(queue), expiry: k.Expiry(queue), recent: k.Recent(queue),
 		events: k.Events(queue), queueNum: k.QueueNum(queue),
@@ -317,7 +323,7 @@ func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks [
 
 		now: now.UnixMilli(), maxDepth: opt.MaxDepth, eventsMaxLen: opt.EventsMaxLen, recentCap: opt.RecentCap,
 		taskPrefix: k.TaskPrefix(queue), resultPrefix: k.ResultPrefix(queue), streamPrefix: k.StreamPrefix(queue),
-		settle: boolArg(settle), fairActive: k.FairActivePrefix(queue), keyQueue: k.KeyQueuePrefix(queue),
+		settle: mode, fairActive: k.FairActivePrefix(queue), keyQueue: k.KeyQueuePrefix(queue),
 		tasks: tasks, keyOf: k, queue: queue, dedup: r.dedupSettings(queue, now, opt, tasks),
 	}
 }

@@ -137,7 +137,7 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 }
 
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
-	c := r.ingestCall(queue, now, opt, tasks, settle, r.keyQueues(ctx, queue))
+	c := r.ingestCall(queue, now, opt, tasks, settle, r.flags(ctx, queue))
 	reply, err := r.run(ctx, scriptIngest, c.keys(), c.args()...).Slice()
 	if len(tasks) > 0 && isQnumError(err) {
 		// The ids carry a number that is not the queue's (a stale cache,

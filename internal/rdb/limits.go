@@ -11,8 +11,9 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// SetLimits replaces queue's limits (nil, or limits with nothing set,
-// removes them); a rate's burst below 1 is stored as 1. It reports whether
+// SetLimits replaces queue's limits and settings (nil, or limits with
+// nothing set, removes them; events "full" is the default, stored as
+// nothing); a rate's burst below 1 is stored as 1. It reports whether
 // limits existed before. The caller checks the ranges. Fairness, key_rate
 // or key_order turn on the key queues (the field "fair"); limits without
 // them move the key queues' tasks back into the band streams.
@@ -53,6 +54,9 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimit
 		if fair {
 			add("fair", 1)
 		}
+		if l.Events == dtqtype.EventsOutcomes {
+			args = append(args, "events", dtqtype.EventsOutcomes)
+		}
 	}
 	if len(args) == 4 {
 		args[0] = "delete"
@@ -62,50 +66,70 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimit
 	keys = append(keys, k.FairOn(queue))
 	n, err := r.run(ctx, scriptLimits, keys, args...).Int64()
 	if err == nil {
-		r.sawKeyQueues(queue, fair)
+		r.sawFlags(queue, queueFlags{fair: fair, outcomes: l != nil && l.Events == dtqtype.EventsOutcomes})
 	}
 	return n == 1, err
 }
 
 // fairFlagTTL is how long the ingest path trusts what it last read of a
-// queue's fair flag. A stale "off" costs nothing but speed: the task goes
-// to its band stream, and the next claim sorts it into its key queue; a
-// stale "on" only passes keys the script then does not use.
+// queue's flags (fair, events). A stale "off" costs nothing but speed: the
+// task goes to its band stream, and the next claim sorts it into its key
+// queue; a stale "on" only passes keys the script then does not use. A
+// stale events setting writes, for that second, the creation events of the
+// setting before.
 const fairFlagTTL = time.Second
 
-// fairFlag is what was last read of a queue's fair flag, and when.
-type fairFlag struct {
-	on bool
-	at time.Time
+// queueFlags is what was last read of a queue's settings the scripts
+// cannot read for free, and when.
+type queueFlags struct {
+	fair     bool // the queue has key queues (the fair flag)
+	outcomes bool // events: outcomes (dtqtype.EventsOutcomes)
+	at       time.Time
 }
 
 // keyQueues reports whether queue has key queues, as read at most
-// fairFlagTTL ago (one EXISTS a second per queue otherwise). On an error
-// it answers what it knew: the ingest script checks the flag itself.
+// fairFlagTTL ago.
 func (r *RDB) keyQueues(ctx context.Context, queue string) bool {
+	return r.flags(ctx, queue).fair
+}
+
+// outcomesOnly reports whether queue writes only outcome events (events:
+// outcomes), as read at most fairFlagTTL ago.
+func (r *RDB) outcomesOnly(ctx context.Context, queue string) bool {
+	return r.flags(ctx, queue).outcomes
+}
+
+// flags reads queue's fair flag and events setting from its limits hash
+// (limits.lua keeps the fair flag's key in step with the field "fair") at
+// most once per fairFlagTTL: one HMGET a second per queue. On an error it
+// answers what it knew: the ingest script checks the fair flag itself.
+func (r *RDB) flags(ctx context.Context, queue string) queueFlags {
 	now := time.Now()
 	r.fairMu.Lock()
 	f, ok := r.fairFlags[queue]
 	r.fairMu.Unlock()
 	if ok && now.Sub(f.at) < fairFlagTTL {
-		return f.on
+		return f
 	}
-	n, err := r.c.Exists(ctx, r.keys.FairOn(queue)).Result()
-	if err != nil {
-		return f.on
+	v, err := r.c.HMGet(ctx, r.keys.Limits(queue), "fair", "events").Result()
+	if err != nil || len(v) != 2 {
+		return f
 	}
-	r.sawKeyQueues(queue, n == 1)
-	return n == 1
+	ev, _ := v[1].(string)
+	f = queueFlags{fair: v[0] != nil, outcomes: ev == dtqtype.EventsOutcomes}
+	r.sawFlags(queue, f)
+	return f
 }
 
-// sawKeyQueues records what was read (or just written) of queue's fair flag.
-func (r *RDB) sawKeyQueues(queue string, on bool) {
+// sawFlags records what was read (or just written) of queue's flags.
+func (r *RDB) sawFlags(queue string, f queueFlags) {
+	f.at = time.Now()
 	r.fairMu.Lock()
 	defer r.fairMu.Unlock()
 	if r.fairFlags == nil {
-		r.fairFlags = map[string]fairFlag{}
+		r.fairFlags = map[string]queueFlags{}
 	}
-	r.fairFlags[queue] = fairFlag{on: on, at: time.Now()}
+	r.fairFlags[queue] = f
 }
 
 // GetLimits reads queue's limits, nil when none are set.
@@ -130,7 +154,8 @@ func (r *RDB) TopKeys(ctx context.Context, queue string, n int) ([]dtqtype.KeyBa
 // none is set.
 func parseLimits(m map[string]string) *dtqtype.QueueLimits {
 	n := func(f string) int { v, _ := strconv.Atoi(m[f]); return v }
-	l := &dtqtype.QueueLimits{Concurrency: n("concurrency"), KeyConcurrency: n("key_concurrency"), KeyOrder: m["key_order"]}
+	l := &dtqtype.QueueLimits{Concurrency: n("concurrency"), KeyConcurrency: n("key_concurrency"), KeyOrder: m["key_order"],
+		Events: m["events"]}
 	if rl := n("rate_limit"); rl > 0 {
 		l.Rate = &dtqtype.RateLimit{Limit: rl, Period: dtqtype.Duration(time.Duration(n("rate_period_ms")) * time.Millisecond),
 			Burst: n("burst")}
@@ -150,7 +175,8 @@ func parseLimits(m map[string]string) *dtqtype.QueueLimits {
 			}
 		}
 	}
-	if l.Rate == nil && l.Concurrency == 0 && l.KeyConcurrency == 0 && l.Fairness == nil && l.KeyRate == nil && l.KeyOrder == "" {
+	if l.Rate == nil && l.Concurrency == 0 && l.KeyConcurrency == 0 && l.Fairness == nil && l.KeyRate == nil && l.KeyOrder == "" &&
+		l.Events == "" {
 		return nil
 	}
 	return l

@@ -23,7 +23,7 @@ func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now 
 	k := r.keys
 	keys := append([]string{k.Schedule(queue), k.Expiry(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
 	return r.countAndNext(r.run(ctx, scriptPromote, append(keys, k.Retained(queue), k.WorkflowOutbox(queue)), now.UnixMilli(), k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention)))
+		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention), boolArg(r.outcomesOnly(ctx, queue))))
 }
 
 // SweepExpired expires overdue pending/queued/retrying tasks of queue.

@@ -263,7 +263,7 @@ type RDB struct {
 	restoredAt time.Time // the last rebuild tried on a miss (queueNameFresh)
 
 	fairMu    sync.Mutex
-	fairFlags map[string]fairFlag // keyQueues
+	fairFlags map[string]queueFlags // flags
 }
 
 // New returns a Redis layer on c with keys under prefix.

@@ -354,7 +354,7 @@ func (r *RDB) WorkflowRelease(ctx context.Context, rel *Release, now time.Time, 
 	keys := []string{k.Task(q, rel.TaskID), k.Waiting(q), k.Schedule(q), k.Expiry(q), k.Events(q), k.Depth(q),
 		k.Retained(q), k.WorkflowOutbox(q)}
 	st, err := r.run(ctx, scriptWfRelease, keys, now.UnixMilli(), rel.TaskID, rel.Kind, rel.Detail, k.StreamPrefix(q),
-		s.EventsMaxLen, seconds(s.FailedRetention), k.IdempotencyPrefix(q)).Text()
+		s.EventsMaxLen, seconds(s.FailedRetention), k.IdempotencyPrefix(q), boolArg(r.outcomesOnly(ctx, q))).Text()
 	return dtqtype.Status(st), err
 }
 

@@ -89,7 +89,8 @@ end
 
 -- enqueue_due moves a pending or retrying task into its band stream:
 -- pending -> queued (TASK_QUEUED); retrying -> queued with attempt +1
--- (TASK_RETRIED). The caller has removed its schedule entry.
+-- (TASK_RETRIED); ctx.outcomes (events: outcomes) leaves both events out.
+-- The caller has removed its schedule entry.
 --! uses: emit
 local function enqueue_due(ctx, tid, h)
   local attempt = tonumber(h.attempt)
@@ -100,7 +101,7 @@ local function enqueue_due(ctx, tid, h)
   end
   local sid = redis.call('XADD', ctx.streams[tonumber(h.priority)], '*', 't', tid, 'a', attempt)
   redis.call('HSET', ctx.task_prefix .. tid, 'status', 'queued', 'attempt', attempt, 'stream_id', sid)
-  emit(ctx.events, ctx.events_maxlen, etype, tid, h.type, attempt, ctx.now, '', '')
+  if not ctx.outcomes then emit(ctx.events, ctx.events_maxlen, etype, tid, h.type, attempt, ctx.now, '', '') end
 end
 
 -- dlq_requeue_one puts a dead-lettered task that is in the DLQ index (or,

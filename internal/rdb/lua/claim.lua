@@ -10,7 +10,8 @@
 -- Per entry: a task whose hash is gone or terminal is acked and dropped; an
 -- entry that is not the task's current entry is absorbed
 -- (TASK_DUPLICATE_ABSORBED); an overdue task expires (TASK_EXPIRED); else
--- the task starts: status running, lease, TASK_STARTED.
+-- the task starts: status running, lease, TASK_STARTED (left out with the
+-- limits field events = "outcomes").
 --
 -- KEYS[1] lease ZSET        KEYS[2] expiry ZSET      KEYS[3] schedule ZSET
 -- KEYS[4] event stream      KEYS[5] depth counter    KEYS[6] paused flag
@@ -87,7 +88,10 @@ if redis.call('EXISTS', KEYS[6]) == 1 then
 end
 
 local lim = redis.call('HMGET', KEYS[18], 'rate_limit', 'rate_period_ms', 'burst', 'concurrency', 'key_concurrency',
-  'fair')
+  'fair', 'events')
+-- events: outcomes (limits field "events") leaves TASK_STARTED out: read
+-- with the limits, it costs no command.
+local start_events = lim[7] ~= 'outcomes'
 local rate_n, period, conc, key_conc = tonumber(lim[1]), tonumber(lim[2]), tonumber(lim[4]), tonumber(lim[5])
 if conc then
   local free = conc - redis.call('ZCARD', KEYS[1])
@@ -166,7 +170,7 @@ if lim[6] then
     leases[#leases + 1] = lease_s
     leases[#leases + 1] = tid
     if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-    emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+    if start_events then emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '') end
     local wait = math.max(0, now - tonumber(h.created_at or now))
     local bf = bucket_field('wait_b', wait)
     acc['started'] = (acc['started'] or 0) + 1
@@ -440,7 +444,9 @@ for b = 9, 0, -1 do
         leases[#leases + 1] = lease_s
         leases[#leases + 1] = tid
         if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-        emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+        if start_events then
+          emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+        end
         local wait = math.max(0, now - tonumber(h.created_at or now))
         local b = bucket_field('wait_b', wait)
         acc['started'] = (acc['started'] or 0) + 1

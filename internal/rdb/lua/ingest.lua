@@ -38,7 +38,9 @@
 -- ARGV[3] events maxlen             ARGV[4] listing index cap
 -- ARGV[5] task key prefix           ARGV[6] result key prefix
 -- ARGV[7] number of tasks           ARGV[8] band stream prefix
--- ARGV[9] "1": settle (see below), else ""
+-- ARGV[9] "1": settle (see below); "o": the queue's events are outcomes
+-- (events: outcomes, as the caller last read it): no TASK_PENDING or
+-- TASK_QUEUED for the tasks created; else ""
 -- ARGV[10] "" or, in a call where a task carries a dedup spec, the dedup
 -- settings, tab-separated: dedup record prefix (keys.go DedupPrefix),
 -- idempotency key prefix, retained counts hash, stats hash (this minute),
@@ -117,6 +119,7 @@ local fair_call = (#ARGV - 10) % 18 ~= 0 -- two more ARGV: the fair prefixes
 local n = (#ARGV - (fair_call and 12 or 10)) / 18 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 local settle = ARGV[9] == '1'
+local create_events = ARGV[9] ~= 'o'
 
 -- The dedup settings (see the header), in a call that deduplicates.
 local D = nil
@@ -493,8 +496,10 @@ for i = 1, n do
     created = created + 1
 
     if park then
-      emit(KEYS[5], events_maxlen, 'TASK_PENDING', id, ttype, '1', now, '', '{"waiting_for":"' .. park .. '"}', ev_ts)
-    else
+      if create_events then
+        emit(KEYS[5], events_maxlen, 'TASK_PENDING', id, ttype, '1', now, '', '{"waiting_for":"' .. park .. '"}', ev_ts)
+      end
+    elseif create_events then
       emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '', ev_ts)
     end
 

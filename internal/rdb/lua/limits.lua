@@ -14,7 +14,9 @@
 -- ARGV[3] key queue prefix  ARGV[4] task key prefix
 -- ARGV[5..] with "set": field/value pairs (rate_limit, rate_period_ms,
 -- burst, concurrency, key_concurrency, fair, fair_default, w:<key>,
--- key_rate_limit, key_rate_period_ms, key_burst, key_order), only those given
+-- key_rate_limit, key_rate_period_ms, key_burst, key_order, events), only
+-- those given; events = "outcomes" (the claim, and the callers of ingest,
+-- promote, run_now and wf_release, read it) leaves the non-outcome events out
 --
 -- Returns 1 when limits existed before, else 0.
 --

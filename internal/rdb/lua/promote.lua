@@ -10,6 +10,7 @@
 --
 -- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
 -- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
+-- ARGV[7] "1": the queue's events are outcomes (no TASK_QUEUED, TASK_RETRIED)
 --
 -- Returns {moved, next_due, examined} where next_due is the earliest remaining
 -- due time (ms), or -1 when the schedule is empty, and examined the entries
@@ -23,7 +24,7 @@ local streams = {}
 for b = 0, 9 do streams[b] = KEYS[5 + b] end
 local ctx = {now = now, task_prefix = ARGV[2], idem_prefix = ARGV[3], events = KEYS[3],
   events_maxlen = ARGV[5], retention = ARGV[6], streams = streams, schedule = KEYS[1],
-  expiry = KEYS[2], depth = KEYS[4], retained = KEYS[15], outbox = KEYS[16]}
+  expiry = KEYS[2], depth = KEYS[4], retained = KEYS[15], outbox = KEYS[16], outcomes = ARGV[7] == '1'}
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 local moved = 0

@@ -5,6 +5,7 @@
 -- KEYS[1] task hash  KEYS[2] schedule ZSET  KEYS[3] event stream
 -- KEYS[4..13] band streams p0..p9
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] task key prefix  ARGV[4] events maxlen
+-- ARGV[5] "1": the queue's events are outcomes (no TASK_QUEUED, TASK_RETRIED)
 --
 -- Returns {"queued"} | {"terminal", status} | {"conflict", status} | {"not_found"}.
 --
@@ -23,5 +24,5 @@ for b = 0, 9 do streams[b] = KEYS[4 + b] end
 redis.call('ZREM', KEYS[2], tid)
 redis.call('HSET', KEYS[1], 'available_at', ARGV[1])
 enqueue_due({now = tonumber(ARGV[1]), task_prefix = ARGV[3], events = KEYS[3], events_maxlen = ARGV[4],
-  streams = streams}, tid, h)
+  streams = streams, outcomes = ARGV[5] == '1'}, tid, h)
 return {'queued'}

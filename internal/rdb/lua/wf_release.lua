@@ -14,6 +14,7 @@
 -- ARGV[4] run: the deps' outcomes JSON; cancel: the error class
 -- ARGV[5] band stream prefix  ARGV[6] events maxlen
 -- ARGV[7] failed retention (s)  ARGV[8] idempotency key prefix
+-- ARGV[9] "1": the queue's events are outcomes (no TASK_PENDING, TASK_QUEUED)
 --
 -- Safe to send twice: a task no longer waiting is left as it is.
 --
@@ -49,11 +50,11 @@ if h[4] then
   f[#f + 1] = 'status'; f[#f + 1] = 'pending'
   redis.call('HSET', tk, unpack(f))
   redis.call('ZADD', KEYS[3], due, tid)
-  emit(KEYS[5], ARGV[6], 'TASK_PENDING', tid, h[3], '1', now, '', '')
+  if ARGV[9] ~= '1' then emit(KEYS[5], ARGV[6], 'TASK_PENDING', tid, h[3], '1', now, '', '') end
   return 'pending'
 end
 local sid = redis.call('XADD', ARGV[5] .. h[2], '*', 't', tid, 'a', '1')
 f[#f + 1] = 'status'; f[#f + 1] = 'queued'; f[#f + 1] = 'stream_id'; f[#f + 1] = sid
 redis.call('HSET', tk, unpack(f))
-emit(KEYS[5], ARGV[6], 'TASK_QUEUED', tid, h[3], '1', now, '', '')
+if ARGV[9] ~= '1' then emit(KEYS[5], ARGV[6], 'TASK_QUEUED', tid, h[3], '1', now, '', '') end
 return 'queued'

@@ -80,6 +80,12 @@ func describeLimits(l *dtqtype.QueueLimits) string {
 	if l.KeyOrder != "" {
 		parts = append(parts, "key_order "+l.KeyOrder)
 	}
+	if l.Events != "" && l.Events != dtqtype.EventsFull {
+		parts = append(parts, "events "+l.Events)
+	}
+	if len(parts) == 0 {
+		return "no limits" // events "full" alone: the default
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -96,7 +102,7 @@ func newLimitsGetCmd(r *remote) *cobra.Command {
 }
 
 func newLimitsSetCmd(r *remote) *cobra.Command {
-	var rate, keyRate, keyOrder string
+	var rate, keyRate, keyOrder, events string
 	var burst, conc, keyConc, keyBurst, defaultWeight int
 	var fair bool
 	var weights []string
@@ -108,7 +114,8 @@ func newLimitsSetCmd(r *remote) *cobra.Command {
 			"(repeatable) and --default-weight imply --fair.",
 		Example: "  dtq queues limits set emails --rate 10/1s --concurrency 5\n  dtq queues limits set billing --key-concurrency 1\n" +
 			"  dtq queues limits set tenants --fair --weight acme=5 --key-rate 2/1s\n" +
-			"  dtq queues limits set ledger --key-order fifo --key-concurrency 1",
+			"  dtq queues limits set ledger --key-order fifo --key-concurrency 1\n" +
+			"  dtq queues limits set bulk --events outcomes",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: r.completeQueues,
 	}
@@ -122,8 +129,9 @@ func newLimitsSetCmd(r *remote) *cobra.Command {
 	cmd.Flags().StringVar(&keyRate, "key-rate", "", "task starts per period per key, <limit>/<period> (e.g. 2/1s)")
 	cmd.Flags().IntVar(&keyBurst, "key-burst", 0, "starts an idle key may make at once (with --key-rate; default 1)")
 	cmd.Flags().StringVar(&keyOrder, "key-order", "", `"fifo": each key's tasks start in submission order`)
+	cmd.Flags().StringVar(&events, "events", "", `event detail: "full" (default) or "outcomes" (no queued/started events)`)
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		l := dtqtype.QueueLimits{Concurrency: conc, KeyConcurrency: keyConc, KeyOrder: keyOrder}
+		l := dtqtype.QueueLimits{Concurrency: conc, KeyConcurrency: keyConc, KeyOrder: keyOrder, Events: events}
 		var err error
 		if l.Rate, err = parseRateFlag("rate", rate, burst); err != nil {
 			return err
@@ -145,8 +153,9 @@ func newLimitsSetCmd(r *remote) *cobra.Command {
 				l.Fairness.Weights[k] = w
 			}
 		}
-		if l.Rate == nil && conc == 0 && keyConc == 0 && l.Fairness == nil && l.KeyRate == nil && keyOrder == "" {
-			return usageError(fmt.Errorf("give --rate, --concurrency, --key-concurrency, --fair, --key-rate or --key-order " +
+		if l.Rate == nil && conc == 0 && keyConc == 0 && l.Fairness == nil && l.KeyRate == nil && keyOrder == "" &&
+			events == "" {
+			return usageError(fmt.Errorf("give --rate, --concurrency, --key-concurrency, --fair, --key-rate, --key-order or --events " +
 				"(dtq queues limits delete removes them)"))
 		}
 		var out limitsAnswer

@@ -134,6 +134,14 @@ func TestQueuesLimits(t *testing.T) {
 	require.Equal(t, "queue emails: fairness (default weight 1, acme 5, zed 2), key_rate 2/1s (burst 3), key_order fifo\n",
 		b.ok(t, "queues", "limits", "get", "emails"))
 	require.Equal(t, "queue emails: fairness (default weight 1)\n", b.ok(t, "queues", "limits", "set", "emails", "--fair"))
+	require.Equal(t, "queue emails: concurrency 2, events outcomes\n",
+		b.ok(t, "queues", "limits", "set", "emails", "--concurrency", "2", "--events", "outcomes"))
+	require.Equal(t, "queue emails: events outcomes\n", b.ok(t, "queues", "limits", "set", "emails", "--events", "outcomes"))
+	require.Equal(t, "queue emails: events outcomes\n", b.ok(t, "queues", "limits", "get", "emails"))
+	code, _, stderr := b.run(t, "queues", "limits", "set", "emails", "--events", "some")
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "events")
+	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "set", "emails", "--events", "full"))
 	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "delete", "emails"))
 	require.Equal(t, "queue emails: no limits\n", b.ok(t, "queues", "limits", "get", "emails"))
 }

@@ -38,8 +38,8 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) {
 // putLimits is PUT /api/v1/queues/{queue}/limits: replaces the queue's
 // limits with the body's, e.g. {"rate": {"limit": 10, "period": "1s"},
 // "concurrency": 5, "key_concurrency": 1, "fairness": {"weights": {"acme":
-// 5}}, "key_rate": {"limit": 2, "period": "1s"}, "key_order": "fifo"}.
-// Audited.
+// 5}}, "key_rate": {"limit": 2, "period": "1s"}, "key_order": "fifo",
+// "events": "outcomes"}. Audited.
 func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
 	if _, err := parseQuery(r); err != nil {
 		s.writeError(w, r, err)
@@ -136,6 +136,9 @@ func limitsSummary(l *dtqtype.QueueLimits) string {
 	}
 	if l.KeyOrder != "" {
 		add("key_order=" + l.KeyOrder)
+	}
+	if l.Events != "" {
+		add("events=" + l.Events)
 	}
 	return out
 }

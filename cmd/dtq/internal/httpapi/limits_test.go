@@ -58,3 +58,52 @@ func TestFairnessLimitsOverHTTP(t *testing.T) {
 	}
 	require.Equal(t, []string{"fairness=default:1,acme:5 key_rate=2/1s key_order=fifo"}, details)
 }
+
+// TestEventDetailOverHTTP: events goes through PUT and GET
+// /queues/{q}/limits, alone or with limits, shows on GET /queues/{q}, is
+// audited, and anything but "full" or "outcomes" is 400 naming the field;
+// a task of the queue then writes no TASK_QUEUED, and ?wait= still answers
+// it at its end.
+func TestEventDetailOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	for _, body := range []string{`{"events":"outcomes"}`, `{"concurrency":3,"events":"outcomes"}`} {
+		res := b.do(t, http.MethodPut, "/api/v1/queues/quiet/limits", body)
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		res = b.do(t, http.MethodGet, "/api/v1/queues/quiet/limits", "")
+		require.Equal(t, http.StatusOK, res.status, string(res.body))
+		require.JSONEq(t, `{"queue":"quiet","limits":`+body+`}`, string(res.body))
+	}
+	for _, tc := range []struct{ body, code, field string }{
+		{`{"events":"none"}`, codeInvalidTask, "events"},
+		{`{"events":"FULL"}`, codeInvalidTask, "events"},
+		{`{"events":5}`, codeInvalidRequest, "events"},
+		{`{"events":""}`, codeInvalidTask, "rate"}, // nothing set: the message names what may be given
+	} {
+		b.do(t, http.MethodPut, "/api/v1/queues/quiet/limits", tc.body).requireError(t, http.StatusBadRequest, tc.code, tc.field)
+	}
+
+	id := b.submit(t, dtq.Submission{Queue: "quiet", Type: "echo"})
+	res := b.do(t, http.MethodGet, "/api/v1/queues/quiet", "")
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	var qi struct {
+		Limits struct {
+			Events string `json:"events"`
+		} `json:"limits"`
+	}
+	res.decode(t, &qi)
+	require.Equal(t, "outcomes", qi.Limits.Events)
+	require.Zero(t, b.rc.XLen(b.ctx, b.keys.Events("quiet")).Val(), "no TASK_QUEUED")
+	require.NoError(t, b.rc.HSet(b.ctx, b.keys.Task("quiet", id), "status", "succeeded").Err())
+	res = b.do(t, http.MethodGet, "/api/v1/tasks/"+id+"?wait=10s", "")
+	require.Equal(t, http.StatusOK, res.status)
+	require.Equal(t, "succeeded", res.task(t).Status)
+
+	var details []string
+	for _, a := range b.audit(t) {
+		if a.Action == "queue.limits.set" {
+			details = append(details, a.Detail)
+		}
+	}
+	require.Equal(t, []string{"concurrency=3 events=outcomes", "events=outcomes"}, details, "newest first")
+}

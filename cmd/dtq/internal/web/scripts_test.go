@@ -201,6 +201,8 @@ func TestMemoryAndKeptText(t *testing.T) {
 		{`{"fairness": {}}`, "fair"},
 		{`{"fairness": {"default_weight": 2, "weights": {"zed": 1, "acme": 5}}, "key_rate": {"limit": 2, "period": "1s", "burst": 3}, "key_order": "fifo"}`,
 			"fair (acme ×5, zed ×1, others ×2) · 2/1s per key (burst 3) · fifo per key"},
+		{`{"concurrency": 2, "events": "outcomes"}`, "2 running · outcome events only"},
+		{`{"events": "full"}`, ""},
 	}
 	for _, tt := range limits {
 		got := run[string](tb, `const {describeLimits} = await mod('pages/queues.js'); return describeLimits(`+tt.limits+`);`)

@@ -234,7 +234,7 @@ export function mount(root, {app}) {
 
 // describeLimits names a queue's flow-control limits, e.g.
 // "10/1s · 5 running · 1 per key · fair (acme ×5) · 2/1s per key · fifo
-// per key"; "" when none are set.
+// per key · outcome events only"; "" when none are set.
 export function describeLimits(l) {
   if (!l) return '';
   const parts = [];
@@ -249,6 +249,9 @@ export function describeLimits(l) {
   }
   if (l.key_rate) parts.push(`${l.key_rate.limit}/${l.key_rate.period} per key` + (l.key_rate.burst > 1 ? ` (burst ${l.key_rate.burst})` : ''));
   if (l.key_order === 'fifo') parts.push('fifo per key');
+  // Not a limit, but what the queue's live views can show: with outcomes,
+  // no queued or started events.
+  if (l.events === 'outcomes') parts.push('outcome events only');
   return parts.join(' · ');
 }
 
