@@ -307,6 +307,8 @@ export type QueueLimits = {
   };
   /** Each key's tasks start in submission order within a band; a handed-back, reclaimed, retried or requeued task goes back to its first place. With key_concurrency 1, a strict per-key sequence (a task in retry backoff does not hold its key). */
   key_order?: "fifo";
+  /** The queue's event detail (a setting kept with the limits; DELETE resets it): full (the default; left out when read) records every transition; outcomes leaves out TASK_PENDING, TASK_QUEUED at submission, promotion and a workflow node's release, TASK_RETRIED and TASK_STARTED, and keeps the events a user acts on (successes, retries scheduled, failures, dead letters, cancels, expiries, lease losses, hand-backs, requeues, deduplications, progress). */
+  events?: "full" | "outcomes";
 };
 
 export type KeyBacklog = {
