@@ -311,14 +311,15 @@ for i = 1, n do
       end
     elseif mode == 'replace' then
       if hst == 'pending' or hst == 'queued' then displace = hid end
-    elseif r[4] and not terminal[redis.call('HGET', task_prefix .. r[4], 'status') or 'succeeded'] then
-      -- keep_last, a task waiting behind a running one
-      if hst == 'waiting' then displace = hid end
-      park = r[4]
-    elseif hst == 'pending' or hst == 'queued' then
-      displace = hid
-    elseif hst and not terminal[hst] then
-      park = hid -- running or retrying: the new task waits for it
+    else -- keep_last
+      -- The running task a waiting one waits behind (run), if it still runs.
+      local run = r[4]
+      if run and terminal[redis.call('HGET', task_prefix .. run, 'status') or 'succeeded'] then run = nil end
+      if hst == 'pending' or hst == 'queued' or hst == 'waiting' then
+        displace, park = hid, run
+      elseif hst and not terminal[hst] then
+        park = hid -- running or retrying: the new task waits for it
+      end
     end
     if into then
       local mark = '=' .. into .. hid
