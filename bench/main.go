@@ -8,6 +8,8 @@
 //	go run . -scenario latency -rate 2000 -duration 10s
 //	go run . -workflow-join 10000 -rounds 20 -chains 100 [-cluster]
 //	go run . -scenario outbox -n 2000 -rate 200
+//	go run . -scenario dedup -n 50000 -runs 3
+//	go run . -scenario dedup -dedup-case drop-small -producers 1 -n 10000 [-idem]
 package main
 
 import (
@@ -50,7 +52,7 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e | progress")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e | progress | dedup")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
@@ -65,7 +67,7 @@ func main() {
 	replicas := flag.Int("replica-acks", 0, "attach this many replicas and make dtq's writes wait for them (DTQ_REPLICA_ACKS)")
 	queues := flag.Int("queues", 3, "queues (cluster-e2e)")
 	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
-	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory)")
+	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory, dedup)")
 	keys := flag.Int("keys", 100, "concurrency keys, round robin (fair-e2e)")
 	fair := flag.Bool("fair", true, "set fairness on the queue (fair-e2e)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
@@ -76,9 +78,21 @@ func main() {
 	wfCluster := flag.Bool("cluster", false, "run the workflow latency scenarios on a 3-master Redis Cluster")
 	wfTrace := flag.Bool("trace", false, "workflow joins: print each round's outbox backlog and the scripts slower than 10 ms")
 	events := flag.String("events", "", `dtq: set the queue's event detail first, "full" or "outcomes" ("" = leave the default)`)
+	dedupCaseName := flag.String("dedup-case", "", "dedup: run only this case (none | drop-distinct | drop-small | debounce-small | replace-small) with -producers and -idem; \"\" = the whole table")
+	dedupKeys := flag.Int("dedup-keys", 100, "dedup: the keys of the small key space")
+	runs := flag.Int("runs", 3, "dedup: runs of each combination for the table's medians")
 	flag.Parse()
 	if *compareRuns > 0 {
 		os.Exit(compare(*compareRuns, *n))
+	}
+	if *scenario == "dedup" && *dedupCaseName == "" {
+		os.Exit(dedupTable(max(1, *runs), *n, *dedupKeys))
+	}
+	if *scenario == "dedup" {
+		if err := checkDedupFlags(*dedupCaseName, *n, *dedupKeys); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -162,6 +176,8 @@ func main() {
 			res = fairE2E(ctx, rc, *n, *concurrency, *keys, *fair, payload)
 		case "progress":
 			res = progressBench(ctx, rc, *n, *concurrency)
+		case "dedup":
+			res = dedupBench(ctx, rc, *dedupCaseName, *n, *producers, *dedupKeys, *idem, payload)
 		default:
 			fmt.Fprintln(os.Stderr, "unknown scenario", *scenario)
 			os.Exit(2)
