@@ -105,6 +105,16 @@ func TestDedupReplaceSentTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", h["status"])
 	require.JSONEq(t, `{"n":1}`, h["payload"], "the cancelled task keeps its payload")
+	ttl, err := b.c.PTTL(b.ctx, b.keys.Task("q", first.ID)).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 59*time.Minute, "its retention started: the cancelled retention")
+	retained, err := b.c.HGetAll(b.ctx, b.keys.Retained("q")).Result()
+	require.NoError(t, err)
+	require.Len(t, retained, 1)
+	for field, n := range retained {
+		require.Regexp(t, `^cancelled:\d+$`, field)
+		require.Equal(t, "1", n, "counted once")
+	}
 }
 
 // A refused submission (queue full) writes no dedup record, and the key's

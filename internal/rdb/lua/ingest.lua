@@ -102,9 +102,12 @@
 -- idempotency record, or for a keyless task its ended marker, becomes
 -- "=" .. mode letter .. task id [.. fingerprint]); replace and keep_last
 -- cancel the key's queued task (TASK_DEDUPLICATED) and create the new
--- one, which keep_last creates waiting while the key's task runs.
+-- one, which keep_last creates waiting while the key's task runs. The
+-- cancel is written out here (retain's and keep_body's steps for a task
+-- that never ran): as helpers they would cost every call, deduplicating or
+-- not, their closures, some 15,000 instructions a call.
 --
---! include: emit, ended_window, later_ms, int_ge, retain, keep_body, stat, hget_map
+--! include: emit, ended_window, later_ms, int_ge
 
 local now = ARGV[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
@@ -129,7 +132,6 @@ if ARGV[10] ~= '' then
   D = {prefix = v[1], idem_prefix = v[2], retained = v[3], stats = v[4], waiting = v[5], cancel_ret = v[6],
     counts = v[7], now_n = tonumber(now)}
 end
-local dedup_modes = {d = 'drop', t = 'throttle', b = 'debounce'}
 
 local F = nil -- the key queues, when the queue has them
 
@@ -207,7 +209,8 @@ for i = 1, n do
       if string.sub(raw, 35) ~= fingerprint then
         reply = {'mismatch', owner}
       elseif redis.call('EXISTS', task_prefix .. owner) == 1 then
-        reply = {'deduplicated', owner, dedup_modes[string.sub(raw, 2, 2)],
+        local c = string.sub(raw, 2, 2)
+      reply = {'deduplicated', owner, c == 'd' and 'drop' or c == 't' and 'throttle' or 'debounce',
           redis.call('HGETALL', task_prefix .. owner), redis.call('GET', result_prefix .. owner)}
       end
     elseif raw then
@@ -241,7 +244,8 @@ for i = 1, n do
     if m and string.byte(m) == 61 then
       -- collapsed by this call's first run (see above)
       local owner = string.sub(m, 3, 34)
-      reply = {'deduplicated', owner, dedup_modes[string.sub(m, 2, 2)],
+      local c = string.sub(m, 2, 2)
+      reply = {'deduplicated', owner, c == 'd' and 'drop' or c == 't' and 'throttle' or 'debounce',
         redis.call('HGETALL', task_prefix .. owner), redis.call('GET', result_prefix .. owner)}
     elseif settle then
       if m == '!' then
@@ -328,7 +332,7 @@ for i = 1, n do
       else
         redis.call('SET', idem_key, mark, 'PX', ended_window)
       end
-      local mname = dedup_modes[into]
+      local mname = into == 'd' and 'drop' or into == 't' and 'throttle' or 'debounce'
       redis.call('HINCRBY', D.counts, mname, 1)
       emit(KEYS[5], events_maxlen, 'TASK_DEDUPLICATED', hid, hv[2] or ttype, hv[3] or '1', now, '',
         '{"mode":"' .. mname .. '"}')
@@ -377,23 +381,55 @@ for i = 1, n do
     -- Cancel the key's queued task, as cancel.lua would, with the event
     -- TASK_DEDUPLICATED (its record is this submission's from now on).
     local hk = task_prefix .. displace
-    local h = hget_map(hk, {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'lg'})
-    h[true] = true -- every field retain needs, and no dk: the record is not its own any more
-    if h.stream_id and h.stream_id ~= '' then
-      local stream = stream_prefix .. h.priority
-      keep_body(hk, stream, h.stream_id)
-      redis.call('XDEL', stream, h.stream_id)
+    local v = redis.call('HMGET', hk, 'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'lg')
+    local hst, hprio, hattempt, htype, hikey, hsid, hret, hlg = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
+    if hsid and hsid ~= '' then
+      -- its payload and metadata from its stream entry into its hash (keep_body)
+      local stream = stream_prefix .. hprio
+      local e = redis.call('XRANGE', stream, hsid, hsid)
+      local f = e[1] and e[1][2]
+      if f and f[5] == 'p' then
+        if f[7] == 'm' then
+          redis.call('HSET', hk, 'payload', f[6], 'metadata', f[8])
+        else
+          redis.call('HSET', hk, 'payload', f[6])
+        end
+      end
+      redis.call('XDEL', stream, hsid)
       redis.call('HDEL', hk, 'stream_id')
     end
     redis.call('ZREM', KEYS[2], displace)
     redis.call('ZREM', KEYS[3], displace)
-    if h.status == 'waiting' then redis.call('ZREM', D.waiting, displace) end
+    if hst == 'waiting' then redis.call('ZREM', D.waiting, displace) end
     redis.call('HSET', hk, 'status', 'cancelled', 'finished_at', now)
     redis.call('DECR', KEYS[1])
-    emit(KEYS[5], events_maxlen, 'TASK_DEDUPLICATED', displace, h.type, h.attempt, now, '',
-      '{"mode":"' .. string.match(spec, '^[%a_]+') .. '","replaced_by":"' .. id .. '","previous_status":"' .. h.status .. '"}')
-    retain({retained = D.retained, idem_prefix = D.idem_prefix, now = now}, hk, 'cancelled', D.cancel_ret, h)
-    stat(D.stats, 'cancelled', 1)
+    emit(KEYS[5], events_maxlen, 'TASK_DEDUPLICATED', displace, htype, hattempt, now, '',
+      '{"mode":"' .. string.match(spec, '^[%a_]+') .. '","replaced_by":"' .. id .. '","previous_status":"' .. hst .. '"}')
+    -- Its retention (retain): its own or the cancelled one, at least its
+    -- idempotency record's; counted in the retained hash under its bucket.
+    -- Its record is this submission's now: nothing to release.
+    local ms = tonumber(hret or D.cancel_ret) * 1000
+    if hikey then
+      local left = redis.call('PTTL', D.idem_prefix .. hikey)
+      if left > ms then ms = left end
+    end
+    for a = 1, tonumber(hlg or '0') do
+      if ms <= 0 then
+        redis.call('DEL', hk .. ':log:' .. a)
+      else
+        redis.call('PEXPIRE', hk .. ':log:' .. a, ms)
+      end
+    end
+    if ms <= 0 then
+      redis.call('DEL', hk)
+      if not hikey then redis.call('SET', hk .. ':ended', '1', 'PX', ended_window) end
+    else
+      redis.call('PEXPIRE', hk, ms)
+      local gran = ms <= 21600000 and 60000 or 3600000
+      local bucket = math.ceil((D.now_n + ms) / gran) * gran / 1000
+      redis.call('HINCRBY', D.retained, 'cancelled:' .. string.format('%d', bucket), 1)
+    end
+    if redis.call('HINCRBY', D.stats, 'cancelled', 1) == 1 then redis.call('EXPIRE', D.stats, 7200) end
     redis.call('HINCRBY', D.counts, string.match(spec, '^[%a_]+'), 1)
   end
 
