@@ -264,7 +264,7 @@ func (i *Inspector) ListWorkflows(ctx context.Context, params *WorkflowListParam
 		if len(ids) == 0 {
 			return out, nil
 		}
-		sts, names, err := i.rdb.ReadWorkflowStatus(ctx, ids)
+		heads, err := i.rdb.ReadWorkflowStatus(ctx, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -273,13 +273,13 @@ func (i *Inspector) ListWorkflows(ctx context.Context, params *WorkflowListParam
 			scanned++
 			after = id
 			switch {
-			case sts[j] == "":
+			case heads[j].Status == "":
 				gone = append(gone, id)
 				continue
-			case p.Status != "" && dtqtype.WorkflowStatus(sts[j]) != p.Status, p.Name != "" && names[j] != p.Name:
+			case p.Status != "" && heads[j].Status != p.Status, p.Name != "" && heads[j].Name != p.Name:
 				continue
 			}
-			out.Items = append(out.Items, &dtqtype.WorkflowSummary{ID: id, Name: names[j], Status: dtqtype.WorkflowStatus(sts[j])})
+			out.Items = append(out.Items, &heads[j])
 			if len(out.Items) == p.Limit {
 				break
 			}

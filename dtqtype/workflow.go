@@ -71,4 +71,9 @@ type WorkflowSummary struct {
 	ID     string         `json:"workflow_id"`
 	Name   string         `json:"name,omitempty"`
 	Status WorkflowStatus `json:"status"`
+	// Nodes is how many nodes the workflow has, and Ended how many of them
+	// ended, as the workflow has recorded their ends (GET of the workflow
+	// has each node's status).
+	Nodes int `json:"nodes"`
+	Ended int `json:"ended"`
 }

@@ -647,27 +647,35 @@ func (r *RDB) ReadWorkflow(ctx context.Context, id string) (*WorkflowRecord, err
 
 // ReadWorkflowStatus reads the status (and name) of each workflow of ids
 // ("" for one that is gone).
-func (r *RDB) ReadWorkflowStatus(ctx context.Context, ids []string) (status, names []string, err error) {
+func (r *RDB) ReadWorkflowStatus(ctx context.Context, ids []string) ([]dtqtype.WorkflowSummary, error) {
 	if len(ids) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	pipe := r.c.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, r.keys.Workflow(id), "status", "name")
+		cmds[i] = pipe.HMGet(ctx, r.keys.Workflow(id), "status", "name", "nodes", "ended")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, err
+		return nil, err
 	}
-	status, names = make([]string, len(ids)), make([]string, len(ids))
+	out := make([]dtqtype.WorkflowSummary, len(ids))
 	for i, c := range cmds {
 		v := c.Val()
-		if len(v) == 2 {
-			status[i], _ = v[0].(string)
-			names[i], _ = v[1].(string)
+		if len(v) != 4 {
+			continue
 		}
+		s := &out[i]
+		s.ID = ids[i]
+		st, _ := v[0].(string)
+		s.Status = dtqtype.WorkflowStatus(st)
+		s.Name, _ = v[1].(string)
+		nodes, _ := v[2].(string)
+		ended, _ := v[3].(string)
+		s.Nodes, _ = strconv.Atoi(nodes)
+		s.Ended, _ = strconv.Atoi(ended)
 	}
-	return status, names, nil
+	return out, nil
 }
 
 // WorkflowIndexPage reads up to n ids of the listing index, newest first,

@@ -810,6 +810,10 @@ export type WorkflowSummary = {
   workflow_id: string;
   name?: string;
   status: WorkflowStatus;
+  /** How many nodes the workflow has. */
+  nodes?: number;
+  /** How many of its nodes ended, as the workflow has recorded their ends (GET /api/v1/workflows/{id} has each node's status). */
+  ended?: number;
 };
 
 export type WorkflowList = {

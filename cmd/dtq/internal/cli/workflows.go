@@ -275,8 +275,10 @@ func newWorkflowsListCmd(r *remote) *cobra.Command {
 		q := filterQuery(map[string]string{"status": status, "name": name, "cursor": cursor}, limit)
 		return printList(cmd, r, listing[dtqtype.WorkflowSummary]{
 			path: "/api/v1/workflows", query: q, all: all, hint: "dtq workflows list",
-			header: []string{"WORKFLOW_ID", "NAME", "STATUS"},
-			row:    func(w dtqtype.WorkflowSummary) []string { return []string{w.ID, w.Name, string(w.Status)} },
+			header: []string{"WORKFLOW_ID", "NAME", "STATUS", "ENDED"},
+			row: func(w dtqtype.WorkflowSummary) []string {
+				return []string{w.ID, w.Name, string(w.Status), strconv.Itoa(w.Ended) + "/" + strconv.Itoa(w.Nodes)}
+			},
 		})
 	})
 	return cmd

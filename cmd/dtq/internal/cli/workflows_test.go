@@ -63,7 +63,7 @@ func TestWorkflowsSubmitGetListCancel(t *testing.T) {
 	require.Contains(t, b.ok(t, "workflows", "get", id, "--wait", "100ms"), "is running")
 
 	out = b.ok(t, "workflows", "list", "--status", "running")
-	require.Equal(t, []string{"WORKFLOW_ID                       NAME      STATUS", id + "  order-42  running"}, lines(out))
+	require.Equal(t, []string{"WORKFLOW_ID                       NAME      STATUS   ENDED", id + "  order-42  running  0/2"}, lines(out))
 	var items []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "workflows", "list", "--name", "order-42", "-o", "json")), &items))
 	require.Len(t, items, 1)
