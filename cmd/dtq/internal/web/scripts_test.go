@@ -211,6 +211,10 @@ func TestMemoryAndKeptText(t *testing.T) {
 	top := run[string](tb, `const {describeTopKeys} = await mod('pages/queues.js');
 		return describeTopKeys([{key: "acme", queued: 1200}, {key: "", queued: 3}]);`)
 	require.Equal(t, "acme 1,200, (no key) 3", top)
+	for in, want := range map[string]string{`undefined`: "", `{}`: "", `{"replace": 3, "drop": 1200, "keep_last": 0}`: "drop 1,200, replace 3"} {
+		got := run[string](tb, `const {describeDedup} = await mod('pages/queues.js'); return describeDedup(`+in+`);`)
+		require.Equal(t, want, got, in)
+	}
 }
 
 // TestKeyedRows renders lists into a table body and checks that rows

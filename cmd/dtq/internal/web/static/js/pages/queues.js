@@ -97,8 +97,11 @@ export function mount(root, {app}) {
     setText(c.workers, fmtInt(q.live_workers));
     setText(c.rate, fmtRate(q.throughput?.per_minute ?? 0));
     const top = describeTopKeys(q.top_keys);
-    setText(c.limits, describeLimits(q.limits) + (top ? ` · top keys: ${top}` : ''));
-    c.limits.title = top ? `Keys with the most queued tasks: ${top}` : '';
+    const dedup = describeDedup(q.deduplicated);
+    setText(c.limits, [describeLimits(q.limits), top && `top keys: ${top}`, dedup && `deduplicated: ${dedup}`]
+      .filter(Boolean).join(' · '));
+    c.limits.title = [top && `Keys with the most queued tasks: ${top}`,
+      dedup && `Deduplicated submissions since the queue was created: ${dedup}`].filter(Boolean).join('\n');
     const kept = keptCounts(q.retained);
     c.kept.dataset.value = String(kept.total);
     setText(c.kept, fmtInt(kept.total));
@@ -259,6 +262,15 @@ export function describeLimits(l) {
 // "acme 1,200, (no key) 3"; "" when there are none.
 export function describeTopKeys(top) {
   return (top || []).slice(0, 5).map(k => `${k.key === '' ? '(no key)' : k.key} ${fmtInt(k.queued)}`).join(', ');
+}
+
+// describeDedup lists a queue's deduplicated submissions by mode, in the
+// modes' order (docs/deduplication.md), e.g. "drop 12, replace 3".
+export function describeDedup(counts) {
+  const order = ['drop', 'throttle', 'debounce', 'replace', 'keep_last'];
+  return Object.entries(counts || {}).filter(([, n]) => n > 0)
+    .sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]))
+    .map(([mode, n]) => `${mode} ${fmtInt(n)}`).join(', ');
 }
 
 // keptCounts sums a queue's retained counts (by status; statuses with none
