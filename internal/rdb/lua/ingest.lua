@@ -14,7 +14,12 @@
 -- entry, not in its hash: the hash then holds only short fields and Redis
 -- keeps it as a listpack, less than a third of a hashtable's size. The
 -- claim moves them into the hash (see keep_body); a delayed task keeps them
--- in its hash from the start.
+-- in its hash from the start. The entry also carries, in field c, the
+-- fields the claim hands the worker and decides by (type, timeout_ms,
+-- max_attempts, created_at, expires_at, idempotency key, concurrency key,
+-- tab-separated; "" for none): while the entry is the task's current one
+-- (its hash's stream_id) none of them can change, so the claim reads only
+-- status and stream_id of the hash (claim_entry in claim.lua).
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
 -- KEYS[3]  expiry ZSET              KEYS[4]  listing index LIST (ids
@@ -468,10 +473,21 @@ for i = 1, n do
       nf = nf + 2
     else
       args[nf + 1] = 'stream_id'
+      -- c: what the claim would read from the hash (see the header), so
+      -- that it reads only status and stream_id. Left out when a key holds
+      -- a tab (the API allows none): the claim then reads the whole hash.
+      local c = ttype .. '\t' .. timeout_ms .. '\t' .. max_attempts .. '\t' .. created_at .. '\t' .. expires_at ..
+        '\t' .. ikey .. '\t' .. ckey
+      if (ikey ~= '' and string.find(ikey, '\t', 1, true)) or (ckey ~= '' and string.find(ckey, '\t', 1, true)) then
+        c = nil
+      end
+      local stream = stream_prefix .. priority
       if metadata ~= '' then
-        args[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
+        args[nf + 2] = c and redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata, 'c', c)
+          or redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
       else
-        args[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload)
+        args[nf + 2] = c and redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'c', c)
+          or redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload)
       end
       nf = nf + 2
     end
