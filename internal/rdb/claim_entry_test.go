@@ -1,6 +1,7 @@
 package rdb
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,12 +24,16 @@ func TestClaimFromEntryHandsOutTheTask(t *testing.T) {
 	}{
 		{"plain", func(nt *NewTask) { nt.Metadata = nil }, true},
 		{"metadata", func(nt *NewTask) { nt.Metadata = []byte(`{"trace":"x"}`) }, true},
-		{"idempotency key", func(nt *NewTask) { nt.IdempotencyKey = "order 17" }, true},
+		{"idempotency key: whole hash read", func(nt *NewTask) { nt.IdempotencyKey = "order 17" }, false},
 		{"expires later", func(nt *NewTask) { nt.ExpiresAt = nt.CreatedAt + 60000 }, true},
 		{"concurrency key", func(nt *NewTask) { nt.ConcurrencyKey = "tenant-1" }, true},
 		{"priority 9, long type", func(nt *NewTask) { nt.Priority = 9; nt.Type = "billing.invoice:send-v2" }, true},
+		{"created at the time in its id", func(nt *NewTask) { nt.CreatedAt = TaskIDTime(nt.ID).UnixMilli() }, true},
 		{"created before its id", func(nt *NewTask) { nt.CreatedAt -= 1500 }, true},
-		{"key with a tab: whole hash read", func(nt *NewTask) { nt.IdempotencyKey = "a\tb" }, false},
+		{"concurrency key with a tab: whole hash read", func(nt *NewTask) { nt.ConcurrencyKey = "a\tb" }, false},
+		{"expires later, key, metadata", func(nt *NewTask) {
+			nt.ExpiresAt, nt.ConcurrencyKey, nt.Metadata = nt.CreatedAt+60000, "k", []byte(`{"a":1}`)
+		}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,8 +46,12 @@ func TestClaimFromEntryHandsOutTheTask(t *testing.T) {
 			entries, err := b.c.XRange(b.ctx, b.keys.Stream("q", nt.Priority), "-", "+").Result()
 			require.NoError(t, err)
 			require.Len(t, entries, 1)
-			_, has := entries[0].Values["c"]
+			c, has := entries[0].Values["c"]
 			require.Equal(t, tc.entry, has)
+			if has {
+				require.Equal(t, claimFields(&nt, expiresArg(nt.ExpiresAt), b.now.UnixMilli()), c)
+				require.Contains(t, c, nt.Type+"\t30000\t5\t"+createdUnlessID(nt.ID, nt.CreatedAt)+"\t")
+			}
 
 			cr, err := b.r.Claim(b.ctx, "q", testSettings, 1, b.now, "c1")
 			require.NoError(t, err)
@@ -149,4 +158,11 @@ func TestClaimFromEntryTrustsOnlyWhatCannotChange(t *testing.T) {
 			}
 		})
 	}
+}
+
+func expiresArg(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return strconv.FormatInt(ms, 10)
 }

@@ -141,27 +141,30 @@ local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_a
 local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)
 
--- claim_entry fills h for the entry eid of task_key from the entry itself
--- when ingest wrote it (its field c, see ingest.lua), and reads no hash: an
--- entry still in its band is its task's current one, and the task still
--- queued with the fields ingest gave it, since every way out of queued
--- (cancel, expiry, purge, a dedup replace) deletes the entry, and nothing
--- changes those fields of a queued task. A hash gone all the same (deleted
--- by hand, evicted) shows in the reply of the write that starts the task
--- (see gone). Returns false when the caller must read the hash: an entry
--- of a retry, reclaim, hand-back, requeue or release, or an overdue task,
--- which expires with the fields retention needs.
+-- claim_entry fills h for the entry eid of task tid from the entry itself
+-- when ingest wrote it (its field c: type, timeout_ms, max_attempts,
+-- created_at ("" = the time in the id; the reply then leaves it empty too,
+-- and h.created_ms has it as a number), expires_at, concurrency key), and
+-- reads no hash: an entry still in its band is its task's current one, and
+-- the task still queued with the fields ingest gave it, since every way out
+-- of queued (cancel, expiry, purge, a dedup replace) deletes the entry, and
+-- nothing changes those fields of a queued task. A hash gone all the same
+-- (deleted by hand, evicted) shows in the reply of the write that starts
+-- the task (see gone). Returns false when the caller must read the hash: an
+-- entry of a retry, reclaim, hand-back, requeue or release, or an overdue
+-- task, which expires with the fields retention needs.
 local band_text = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
-local function claim_entry(eid, entry_fields, b)
+local function claim_entry(tid, eid, entry_fields, b)
   local c = entry_fields[7] == 'c' and entry_fields[8] or (entry_fields[9] == 'c' and entry_fields[10])
   if not c then return false end
-  local ty, tmo, ma, ca, ex, ik, ck = string.match(c, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  local ty, tmo, ma, ca, ex, ck = string.match(c, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
   if not ty or (ex ~= '' and tonumber(ex) <= now) then return false end
   for i = 1, #fields do h[fields[i]] = nil end
   h.status, h.stream_id, h.attempt, h.type, h.priority = 'queued', eid, entry_fields[4], ty, band_text[b]
   h.timeout_ms, h.max_attempts, h.created_at = tmo, ma, ca
+  -- (hex to a number: cheaper than the decimal created_at would be)
+  h.created_ms = ca == '' and tonumber(string.sub(tid, 1, 12), 16) or tonumber(ca)
   if ex ~= '' then h.expires_at = ex end
-  if ik ~= '' then h.idem_key = ik end
   if ck ~= '' then h.ckey = ck end
   return true
 end
@@ -429,8 +432,11 @@ for b = 9, 0, -1 do
       local eid, entry_fields = entry[1], entry[2]
       local tid = entry_fields[2]
       local task_key = ctx.task_prefix .. tid
-      local fast = claim_entry(eid, entry_fields, b)
-      if not fast then hgetall_into(h, task_key, fields) end
+      local fast = claim_entry(tid, eid, entry_fields, b)
+      if not fast then
+        hgetall_into(h, task_key, fields)
+        h.created_ms = nil
+      end
       local st = h.status
       local drop = true
       if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
@@ -492,7 +498,7 @@ for b = 9, 0, -1 do
         if start_events then
           emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
         end
-        local wait = math.max(0, now - tonumber(h.created_at or now))
+        local wait = math.max(0, now - (h.created_ms or tonumber(h.created_at or now)))
         local b = bucket_field('wait_b', wait)
         acc['started'] = (acc['started'] or 0) + 1
         acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait

@@ -14,12 +14,13 @@
 -- entry, not in its hash: the hash then holds only short fields and Redis
 -- keeps it as a listpack, less than a third of a hashtable's size. The
 -- claim moves them into the hash (see keep_body); a delayed task keeps them
--- in its hash from the start. The entry also carries, in field c, the
+-- in its hash from the start. The entry of a task without an idempotency
+-- key also carries, in field c (built by the caller: rdb.claimFields), the
 -- fields the claim hands the worker and decides by (type, timeout_ms,
--- max_attempts, created_at, expires_at, idempotency key, concurrency key,
--- tab-separated; "" for none): while the entry is the task's current one
--- (its hash's stream_id) none of them can change, so the claim reads only
--- status and stream_id of the hash (claim_entry in claim.lua).
+-- max_attempts, created_at unless it is the time in the id, expires_at,
+-- concurrency key, tab-separated; "" for none): while the entry is in its
+-- band none of them can change, so the claim reads no hash (claim_entry in
+-- claim.lua).
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
 -- KEYS[3]  expiry ZSET              KEYS[4]  listing index LIST (ids
