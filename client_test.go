@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -70,12 +71,18 @@ func TestSubmitCreatesQueuedTask(t *testing.T) {
 	require.Nil(t, got.IdempotencyKey)
 	require.Equal(t, res.Task.CreatedAt, got.CreatedAt)
 
-	// Stream entry carries id, attempt and payload while queued; depth
-	// counts it; one event.
+	// Stream entry carries id, attempt and payload while queued, and what
+	// the claim needs of the task (c: created_at only when it is not the
+	// time in the id); depth counts it; one event.
+	created := ""
+	if ms := res.Task.CreatedAt.UnixMilli(); rdb.TaskIDTime(res.TaskID).UnixMilli() != ms {
+		created = strconv.FormatInt(ms, 10)
+	}
 	entries, err := b.rc.XRange(b.ctx, b.keys.Stream("emails", 5), "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
-	require.Equal(t, map[string]any{"t": res.TaskID, "a": "1", "p": `{"order_id":42}`}, entries[0].Values)
+	require.Equal(t, map[string]any{"t": res.TaskID, "a": "1", "p": `{"order_id":42}`,
+		"c": "send_receipt\t30000\t5\t" + created + "\t\t"}, entries[0].Values)
 	require.Equal(t, "1", b.rc.Get(b.ctx, b.keys.Depth("emails")).Val())
 	evs, err := b.rc.XRange(b.ctx, b.keys.Events("emails"), "-", "+").Result()
 	require.NoError(t, err)

@@ -363,7 +363,7 @@ func (c *ingestCall) keys() []string {
 }
 
 func (c *ingestCall) args() []any {
-	args := make([]any, 0, 12+18*len(c.tasks))
+	args := make([]any, 0, 12+19*len(c.tasks))
 	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
 		len(c.tasks), c.streamPrefix, c.settle, c.dedup)
 	for i := range c.tasks {
@@ -375,10 +375,40 @@ func (c *ingestCall) args() []any {
 		meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
 		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
 			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
-			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli(), t.Dedup.arg())
+			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli(), t.Dedup.arg(), claimFields(t, exp, c.now))
 	}
 	if c.fair {
 		args = append(args, c.fairActive, c.keyQueue)
 	}
 	return args
+}
+
+// claimFields is the field c of the band entry ingest.lua adds for t (see
+// its header): what the claim hands the worker and decides by,
+// tab-separated, so that it reads no hash. created_at is left empty when it
+// is the time in the id (the claim takes it from there), as it nearly always
+// is. "" (no field: the claim reads the hash) for a task not due at now,
+// which gets no entry; for one with an idempotency key, which would be held
+// twice (up to 255 bytes more per queued task); and for one whose type or
+// concurrency key holds a tab, which the fields could not be told apart by.
+func claimFields(t *NewTask, exp string, now int64) string {
+	if t.AvailableAt > now || t.IdempotencyKey != "" || strings.ContainsRune(t.ConcurrencyKey, '\t') ||
+		strings.ContainsRune(t.Type, '\t') {
+		return ""
+	}
+	b := make([]byte, 0, 40+len(t.Type)+len(t.ConcurrencyKey))
+	b = append(b, t.Type...)
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, t.TimeoutMS, 10)
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, int64(t.MaxAttempts), 10)
+	b = append(b, '\t')
+	if t.CreatedAt != TaskIDTime(t.ID).UnixMilli() {
+		b = strconv.AppendInt(b, t.CreatedAt, 10)
+	}
+	b = append(b, '\t')
+	b = append(b, exp...)
+	b = append(b, '\t')
+	b = append(b, t.ConcurrencyKey...)
+	return string(b)
 }

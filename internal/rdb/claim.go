@@ -150,10 +150,16 @@ func decodeClaimed(queue string, v any) []ClaimedTask {
 			continue
 		}
 		str := func(i int) string { s, _ := f[i].(string); return s }
+		created := atoi64(str(7))
+		if str(7) == "" {
+			// A claim from a band entry leaves out a created_at that is
+			// the time in the id (claimFields).
+			created = TaskIDTime(str(0)).UnixMilli()
+		}
 		out = append(out, ClaimedTask{
 			Queue: queue, ID: str(0), Attempt: int(atoi64(str(1))), Type: str(2),
 			Payload: []byte(str(3)), TimeoutMS: atoi64(str(4)), MaxAttempts: int(atoi64(str(5))),
-			IdempotencyKey: str(6), CreatedAt: atoi64(str(7)), CancelRequested: str(8) == "1",
+			IdempotencyKey: str(6), CreatedAt: created, CancelRequested: str(8) == "1",
 			Metadata: []byte(str(9)), Priority: int(atoi64(str(10))),
 		})
 		if len(f) >= 13 && str(11) != "" {

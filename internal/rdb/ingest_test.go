@@ -73,9 +73,11 @@ func TestIngestQueuedTask(t *testing.T) {
 	entries, err := b.c.XRange(b.ctx, b.keys.Stream("q", 7), "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
-	// A queued task's payload and metadata ride in its stream entry.
-	require.Equal(t, map[string]any{"t": nt.ID, "a": "1", "p": `{"n":1}`, "m": `{"trace":"x"}`}, entries[0].Values)
+	// A queued task's payload and metadata ride in its stream entry, and
+	// what the claim needs of its hash (c).
 	ms := strconv.FormatInt(b.now.UnixMilli(), 10)
+	require.Equal(t, map[string]any{"t": nt.ID, "a": "1", "p": `{"n":1}`, "m": `{"trace":"x"}`,
+		"c": "echo\t30000\t5\t" + createdUnlessID(nt.ID, nt.CreatedAt) + "\t\t"}, entries[0].Values)
 	require.Equal(t, map[string]string{
 		"type": "echo", "priority": "7", "max_attempts": "5", "attempt": "1",
 		"timeout_ms": "30000", "status": "queued", "created_at": ms, // available_at = created_at: not stored
@@ -287,4 +289,13 @@ func TestIngestDepthGateComparesAsNumbers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createdUnlessID is created_at as the band entry's field c holds it: ""
+// when it is the time in the id.
+func createdUnlessID(id string, created int64) string {
+	if TaskIDTime(id).UnixMilli() == created {
+		return ""
+	}
+	return strconv.FormatInt(created, 10)
 }

@@ -14,7 +14,13 @@
 -- entry, not in its hash: the hash then holds only short fields and Redis
 -- keeps it as a listpack, less than a third of a hashtable's size. The
 -- claim moves them into the hash (see keep_body); a delayed task keeps them
--- in its hash from the start.
+-- in its hash from the start. The entry of a task without an idempotency
+-- key also carries, in field c (built by the caller: rdb.claimFields), the
+-- fields the claim hands the worker and decides by (type, timeout_ms,
+-- max_attempts, created_at unless it is the time in the id, expires_at,
+-- concurrency key, tab-separated; "" for none): while the entry is in its
+-- band none of them can change, so the claim reads no hash (claim_entry in
+-- claim.lua).
 --
 -- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
 -- KEYS[3]  expiry ZSET              KEYS[4]  listing index LIST (ids
@@ -46,7 +52,7 @@
 -- idempotency key prefix, retained counts hash, stats hash (this minute),
 -- waiting ZSET, cancelled retention (s), dedup counts hash — keys of the
 -- queue's slot, named here because only calls that deduplicate use them
--- then per task i (base = 11 + 18*(i-1)): id, type, payload, priority,
+-- then per task i (base = 11 + 19*(i-1)): id, type, payload, priority,
 -- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
 -- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
 -- 32 bytes), record TTL (s),
@@ -54,9 +60,10 @@
 -- = the workers' setting), "1" to keep the payload once succeeded, the
 -- creation event's ts (now less the id's time, ms: see event_ts), the
 -- dedup spec ("" = none; else mode, ttl, window and max wait in ms ("" =
--- none) and the key, tab-separated)
--- then, with the fair keys: ARGV[11 + 18*n] optional: fair active keys
--- prefix, ARGV[12 + 18*n] optional: key queue prefix
+-- none) and the key, tab-separated), the band entry's field c ("" = none:
+-- the entry then goes without it; see the header)
+-- then, with the fair keys: ARGV[11 + 19*n] optional: fair active keys
+-- prefix, ARGV[12 + 19*n] optional: key queue prefix
 --
 -- Safe to send twice: a task this call already created (its record names
 -- it, or its hash or ended marker exists) answers {"created", id, status}
@@ -118,8 +125,8 @@ local events_maxlen = ARGV[3]
 local recent_cap = tonumber(ARGV[4])
 local task_prefix = ARGV[5]
 local result_prefix = ARGV[6]
-local fair_call = (#ARGV - 10) % 18 ~= 0 -- two more ARGV: the fair prefixes
-local n = (#ARGV - (fair_call and 12 or 10)) / 18 -- ARGV[7], without converting it
+local fair_call = (#ARGV - 10) % 19 ~= 0 -- two more ARGV: the fair prefixes
+local n = (#ARGV - (fair_call and 12 or 10)) / 19 -- ARGV[7], without converting it
 local stream_prefix = ARGV[8]
 local settle = ARGV[9] == '1'
 local create_events = ARGV[9] ~= 'o'
@@ -144,8 +151,8 @@ if n > 0 then
     local got = redis.call('MGET', KEYS[6 + 2 * n], KEYS[7 + 2 * n])
     qnum = got[1]
     if got[2] then
-      F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[11 + 18 * n],
-        kq_prefix = ARGV[12 + 18 * n], vt = {}}
+      F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[11 + 19 * n],
+        kq_prefix = ARGV[12 + 19 * n], vt = {}}
     end
   else
     qnum = redis.call('GET', KEYS[6 + 2 * n])
@@ -171,7 +178,7 @@ local hset_args = {false, false, false, false, false, false, false, false, false
 
 for i = 1, n do
   local kb = 6 + 2 * (i - 1)
-  local ab = 11 + 18 * (i - 1)
+  local ab = 11 + 19 * (i - 1)
   local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
   local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
   local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
@@ -180,6 +187,7 @@ for i = 1, n do
   local created_at, ckey, ret, keep = ARGV[ab + 12], ARGV[ab + 13], ARGV[ab + 14], ARGV[ab + 15]
   local ev_ts = ARGV[ab + 16]
   local spec = ARGV[ab + 17]
+  local cf = ARGV[ab + 18]
   -- the status a created task has (also what a resend of this call answers)
   local delayed = later_ms(available_at, now)
   local status = delayed and 'pending' or 'queued'
@@ -504,10 +512,20 @@ for i = 1, n do
       nf = nf + 2
     else
       args[nf + 1] = 'stream_id'
-      if metadata ~= '' then
-        args[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
+      -- c: what the claim would read from the hash (see the header),
+      -- built by the caller (a concatenation here costs more than the
+      -- argument).
+      local stream = stream_prefix .. priority
+      if cf == '' then
+        if metadata ~= '' then
+          args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
+        else
+          args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload)
+        end
+      elseif metadata ~= '' then
+        args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata, 'c', cf)
       else
-        args[nf + 2] = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload)
+        args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'c', cf)
       end
       nf = nf + 2
     end
