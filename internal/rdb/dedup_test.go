@@ -143,3 +143,27 @@ func TestDedupKeyOf(t *testing.T) {
 		require.Equal(t, key, dedupKeyOf("q-1", k.Dedup("q-1", key)))
 	}
 }
+
+// A collapsed keyless submission resent after its key's task is gone (a
+// retention of 0, a delete by hand) is new work, as a keyed one with a
+// stale record is: never an answer naming a task that is not there.
+func TestDedupResendAfterTheTaskIsGone(t *testing.T) {
+	t.Parallel()
+	for _, idem := range []string{"", "idem"} {
+		t.Run("key="+idem, func(t *testing.T) {
+			t.Parallel()
+			b := newTestRDB(t)
+			spec := &DedupSpec{Key: "k", Mode: "drop"}
+			first := b.task(t, "q", "")
+			first.Dedup = spec
+			b.ingest(t, "q", first)
+			second := b.task(t, "q", idem)
+			second.Dedup = spec
+			require.Equal(t, Deduplicated, b.ingest(t, "q", second)[0].Outcome)
+			require.NoError(t, b.c.Del(b.ctx, b.keys.Task("q", first.ID)).Err())
+			again := b.ingest(t, "q", second)[0]
+			require.Equal(t, IngestResult{Outcome: Created, TaskID: second.ID, Status: dtqtype.StatusQueued}, again)
+			require.Equal(t, again, b.ingest(t, "q", second)[0], "and that answer holds when sent again")
+		})
+	}
+}

@@ -194,6 +194,9 @@ for i = 1, n do
 
   local reply = nil
   local claimed = false -- this call wrote the idempotency record
+  -- "=<mode letter><task id>[fingerprint]": this call's first run collapsed
+  -- the submission into its dedup key's task (see Deduplication below)
+  local mark = nil
   if ikey ~= '' then
     local raw = redis.call('SET', idem_key, id, 'NX', 'GET', 'EX', idem_ttl)
     claimed = not raw
@@ -211,15 +214,12 @@ for i = 1, n do
     elseif raw == '!' .. id then
       reply = {'absent', id} -- settled: never created, and never will be
     elseif raw and string.byte(raw) == 61 then
-      -- '=': a submission with this key was collapsed into its dedup key's
-      -- task; the same work answers that again (unless the task is gone).
-      local owner = string.sub(raw, 3, 34)
+      -- A submission with this key was collapsed into its dedup key's
+      -- task: the same work answers that again (below).
       if string.sub(raw, 35) ~= fingerprint then
-        reply = {'mismatch', owner}
-      elseif redis.call('EXISTS', task_prefix .. owner) == 1 then
-        local c = string.sub(raw, 2, 2)
-      reply = {'deduplicated', owner, c == 'd' and 'drop' or c == 't' and 'throttle' or 'debounce',
-          redis.call('HGETALL', task_prefix .. owner), redis.call('GET', result_prefix .. owner)}
+        reply = {'mismatch', string.sub(raw, 3, 34)}
+      else
+        mark = raw
       end
     elseif raw then
       -- The record is its task's id. A record whose task hash is gone
@@ -246,16 +246,23 @@ for i = 1, n do
   -- A task without a key: its hash exists only if this call is being sent
   -- again after its reply was lost (ids are unique), or its marker says it
   -- was created and has already ended and been deleted (see retain).
-  if ikey == '' then
-    local m = nil
-    if settle or spec ~= '' then m = redis.call('GET', idem_key) end
-    if m and string.byte(m) == 61 then
-      -- collapsed by this call's first run (see above)
-      local owner = string.sub(m, 3, 34)
-      local c = string.sub(m, 2, 2)
+  local m = nil -- a keyless task's marker, when read
+  if ikey == '' and (settle or spec ~= '') then
+    m = redis.call('GET', idem_key)
+    if m and string.byte(m) == 61 then mark, m = m, nil end
+  end
+  -- A collapsed submission answers its key's task again while that task
+  -- exists; once it is gone, the submission is new work (a keyed one's
+  -- record is then stale; a keyless one's first run created nothing).
+  if mark then
+    local owner, c = string.sub(mark, 3, 34), string.sub(mark, 2, 2)
+    if redis.call('EXISTS', task_prefix .. owner) == 1 then
       reply = {'deduplicated', owner, c == 'd' and 'drop' or c == 't' and 'throttle' or 'debounce',
         redis.call('HGETALL', task_prefix .. owner), redis.call('GET', result_prefix .. owner)}
-    elseif settle then
+    end
+  end
+  if ikey == '' and reply == nil then
+    if settle then
       if m == '!' then
         reply = {'absent', id}
       elseif m or redis.call('EXISTS', task_key) == 1 then
@@ -387,7 +394,8 @@ for i = 1, n do
 
   if reply == nil and displace then
     -- Cancel the key's queued task, as cancel.lua would, with the event
-    -- TASK_DEDUPLICATED (its record is this submission's from now on).
+    -- TASK_DEDUPLICATED (its record is this submission's from now on; drec
+    -- holds the mode: a displacing submission always makes a new record).
     local hk = task_prefix .. displace
     local v = redis.call('HMGET', hk, 'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'ret', 'lg')
     local hst, hprio, hattempt, htype, hikey, hsid, hret, hlg = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
@@ -412,7 +420,7 @@ for i = 1, n do
     redis.call('HSET', hk, 'status', 'cancelled', 'finished_at', now)
     redis.call('DECR', KEYS[1])
     emit(KEYS[5], events_maxlen, 'TASK_DEDUPLICATED', displace, htype, hattempt, now, '',
-      '{"mode":"' .. string.match(spec, '^[%a_]+') .. '","replaced_by":"' .. id .. '","previous_status":"' .. hst .. '"}')
+      '{"mode":"' .. drec.mode .. '","replaced_by":"' .. id .. '","previous_status":"' .. hst .. '"}')
     -- Its retention (retain): its own or the cancelled one, at least its
     -- idempotency record's; counted in the retained hash under its bucket.
     -- Its record is this submission's now: nothing to release.
@@ -438,7 +446,7 @@ for i = 1, n do
       redis.call('HINCRBY', D.retained, 'cancelled:' .. string.format('%d', bucket), 1)
     end
     if redis.call('HINCRBY', D.stats, 'cancelled', 1) == 1 then redis.call('EXPIRE', D.stats, 7200) end
-    redis.call('HINCRBY', D.counts, string.match(spec, '^[%a_]+'), 1)
+    redis.call('HINCRBY', D.counts, drec.mode, 1)
   end
 
   if reply == nil then
