@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,11 +83,7 @@ var DedupModes = []DedupMode{DedupDrop, DedupThrottle, DedupDebounce, DedupRepla
 // normalizeDedup checks d (not nil) and makes the ingest script's spec of
 // it for a task of type typ with compact JSON payload.
 func normalizeDedup(d *Dedup, typ string, payload []byte) (*rdb.DedupSpec, error) {
-	known := false
-	for _, m := range DedupModes {
-		known = known || d.Mode == m
-	}
-	if !known {
+	if !slices.Contains(DedupModes, d.Mode) {
 		return nil, invalid("dedup.mode", "must be one of drop, throttle, debounce, replace, keep_last")
 	}
 	spec := &rdb.DedupSpec{Mode: string(d.Mode)}
