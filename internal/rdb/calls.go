@@ -301,7 +301,7 @@ type ingestCall struct {
 	now, maxDepth, eventsMaxLen, recentCap int64
 	taskPrefix, resultPrefix, streamPrefix string
 	settle                                 string // ARGV[9]: "1" settle, "o" outcome events only, else ""
-	fairActive, keyQueue                   string // prefixes, after the tasks' args, with fair
+	fairActive, keyQueue                   string // prefixes: ARGV[12], with fair
 	dedup                                  string // ARGV[10]: the dedup settings, when a task has a spec
 	tasks                                  []NewTask
 	keyOf                                  Keys // builds each task's two keys
@@ -343,17 +343,12 @@ func (r *RDB) dedupSettings(queue string, now time.Time, opt IngestOptions, task
 }
 
 func (c *ingestCall) keys() []string {
-	keys := make([]string, 0, 10+2*len(c.tasks))
+	keys := make([]string, 0, 10+len(c.tasks))
 	keys = append(keys, c.depth, c.schedule, c.expiry, c.recent, c.events)
 	for i := range c.tasks {
-		t := &c.tasks[i]
 		// A task without an idempotency key is fenced by the marker its
-		// deletion at once leaves.
-		record := c.keyOf.TaskEnded(c.queue, t.ID)
-		if t.IdempotencyKey != "" {
-			record = c.keyOf.Idempotency(c.queue, t.IdempotencyKey)
-		}
-		keys = append(keys, c.keyOf.Task(c.queue, t.ID), record)
+		// deletion at once leaves, which the script names from this key.
+		keys = append(keys, c.keyOf.Task(c.queue, c.tasks[i].ID))
 	}
 	keys = append(keys, c.queueNum)
 	if c.fair {
@@ -363,22 +358,80 @@ func (c *ingestCall) keys() []string {
 }
 
 func (c *ingestCall) args() []any {
-	args := make([]any, 0, 12+19*len(c.tasks))
-	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
-		len(c.tasks), c.streamPrefix, c.settle, c.dedup)
-	for i := range c.tasks {
-		t := &c.tasks[i]
-		exp := ""
-		if t.ExpiresAt > 0 {
-			exp = strconv.FormatInt(t.ExpiresAt, 10)
-		}
-		meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
-		args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS,
-			t.IdempotencyKey, t.AvailableAt, exp, meta, t.Fingerprint, t.IdemTTL, t.CreatedAt, t.ConcurrencyKey,
-			ret, keep, c.now-TaskIDTime(t.ID).UnixMilli(), t.Dedup.arg(), claimFields(t, exp, c.now))
+	args := make([]any, 0, 12+10*len(c.tasks))
+	var qnum, fair string
+	if len(c.tasks) > 0 {
+		num, _ := ParseTaskID(c.tasks[0].ID)
+		qnum = strconv.Itoa(int(num))
 	}
 	if c.fair {
-		args = append(args, c.fairActive, c.keyQueue)
+		fair = c.fairActive + "\t" + c.keyQueue
+	}
+	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
+		len(c.tasks), c.streamPrefix, c.settle, c.dedup, qnum, fair)
+	for i := range c.tasks {
+		args = c.appendTask(args, &c.tasks[i])
+	}
+	return args
+}
+
+// appendTask appends t's arguments: the ten every task has, then the
+// values its optional fields announce, in the order of the letters (see
+// ingest.lua's header). Most tasks have none, and pay for none.
+func (c *ingestCall) appendTask(args []any, t *NewTask) []any {
+	exp := ""
+	if t.ExpiresAt > 0 {
+		exp = strconv.FormatInt(t.ExpiresAt, 10)
+	}
+	meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
+	var opt [8]byte
+	x := opt[:0]
+	if t.AvailableAt != t.CreatedAt {
+		x = append(x, 'a')
+	}
+	if t.IdempotencyKey != "" {
+		x = append(x, 'k')
+	}
+	if exp != "" {
+		x = append(x, 'e')
+	}
+	if len(meta) > 0 {
+		x = append(x, 'm')
+	}
+	if t.ConcurrencyKey != "" {
+		x = append(x, 'c')
+	}
+	if ret != "" {
+		x = append(x, 'r')
+	}
+	if keep != "" {
+		x = append(x, 'p')
+	}
+	if t.Dedup != nil {
+		x = append(x, 'd')
+	}
+	args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS, t.CreatedAt,
+		c.now-TaskIDTime(t.ID).UnixMilli(), claimFields(t, exp, c.now), string(x))
+	if t.AvailableAt != t.CreatedAt {
+		args = append(args, t.AvailableAt)
+	}
+	if t.IdempotencyKey != "" {
+		args = append(args, t.IdempotencyKey, c.keyOf.Idempotency(c.queue, t.IdempotencyKey), t.Fingerprint, t.IdemTTL)
+	}
+	if exp != "" {
+		args = append(args, exp)
+	}
+	if len(meta) > 0 {
+		args = append(args, meta)
+	}
+	if t.ConcurrencyKey != "" {
+		args = append(args, t.ConcurrencyKey)
+	}
+	if ret != "" {
+		args = append(args, ret)
+	}
+	if t.Dedup != nil {
+		args = append(args, t.Dedup.arg())
 	}
 	return args
 }

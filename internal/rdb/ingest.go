@@ -138,7 +138,7 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
 	c := r.ingestCall(queue, now, opt, tasks, settle, r.flags(ctx, queue))
-	reply, err := r.run(ctx, scriptIngest, c.keys(), c.args()...).Slice()
+	reply, err := r.run(ctx, scriptIngest, c.keys(), c.args()...).Result()
 	if len(tasks) > 0 && isQnumError(err) {
 		// The ids carry a number that is not the queue's (a stale cache,
 		// a lost registry): nothing was written. Ask the registry, stamp its
@@ -151,16 +151,26 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		for i := range tasks {
 			tasks[i].ID = WithQueueNumber(tasks[i].ID, num)
 		}
-		reply, err = r.run(ctx, scriptIngest, c.keys(), c.args()...).Slice()
+		reply, err = r.run(ctx, scriptIngest, c.keys(), c.args()...).Result()
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(reply) != len(tasks) {
-		return nil, fmt.Errorf("rdb: ingest returned %d replies for %d tasks", len(reply), len(tasks))
+	// A call of one task answers that task's reply alone.
+	items, _ := reply.([]any)
+	if len(tasks) == 1 {
+		items = []any{reply}
+	}
+	if len(items) != len(tasks) {
+		return nil, fmt.Errorf("rdb: ingest returned %d replies for %d tasks", len(items), len(tasks))
 	}
 	out := make([]IngestResult, len(tasks))
-	for i, item := range reply {
+	for i, item := range items {
+		if st, ok := item.(string); ok {
+			// created: the status alone
+			out[i] = IngestResult{Outcome: Created, TaskID: tasks[i].ID, Status: dtqtype.Status(st)}
+			continue
+		}
 		parts, _ := item.([]any)
 		if len(parts) < 2 {
 			return nil, fmt.Errorf("rdb: malformed ingest reply %v", item)

@@ -299,3 +299,63 @@ func createdUnlessID(id string, created int64) string {
 	}
 	return strconv.FormatInt(created, 10)
 }
+
+// TestIngestEveryOptionalField: a task carrying every optional field the
+// call announces by letter (ingest.lua's header), between two plain tasks
+// of the same call, is written field for field; the tasks after it read
+// their own arguments; the call sent again answers the same.
+func TestIngestEveryOptionalField(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	plain1, full, plain2 := b.task(t, "q", ""), b.task(t, "q", "order-9"), b.task(t, "q", "")
+	full.ID = NewTaskID(mustNum(t, b, "q"), b.now.Add(time.Millisecond))
+	plain2.ID = NewTaskID(mustNum(t, b, "q"), b.now.Add(2*time.Millisecond))
+	full.AvailableAt = b.now.Add(time.Minute).UnixMilli()
+	full.ExpiresAt = b.now.Add(time.Hour).UnixMilli()
+	full.Metadata = []byte(`{"trace":"t"}`)
+	full.ConcurrencyKey = "tenant-1"
+	full.Retention = 120
+	full.KeepPayload = true
+	full.Dedup = &DedupSpec{Key: "k1", Mode: "drop"}
+	plain2.Type, plain2.Priority = "other", 2
+	b.opt.CancelledRetention = time.Hour
+
+	tasks := []NewTask{plain1, full, plain2}
+	res := b.ingest(t, "q", tasks...)
+	want := []IngestResult{
+		{Outcome: Created, TaskID: plain1.ID, Status: dtqtype.StatusQueued},
+		{Outcome: Created, TaskID: full.ID, Status: dtqtype.StatusPending},
+		{Outcome: Created, TaskID: plain2.ID, Status: dtqtype.StatusQueued},
+	}
+	require.Equal(t, want, res)
+
+	h := b.c.HGetAll(b.ctx, b.keys.Task("q", full.ID)).Val()
+	require.Equal(t, map[string]string{
+		"type": "echo", "priority": "5", "max_attempts": "5", "attempt": "1", "timeout_ms": "30000",
+		"status": "pending", "created_at": strconv.FormatInt(full.CreatedAt, 10),
+		"available_at": strconv.FormatInt(full.AvailableAt, 10), "idem_key": "order-9", "fingerprint": "fp-order-9",
+		"expires_at": strconv.FormatInt(full.ExpiresAt, 10), "dk": b.keys.DedupPrefix("q") + "k1",
+		"payload": `{"n":1}`, "metadata": `{"trace":"t"}`, "ckey": "tenant-1", "ret": "120", "keep": "1",
+	}, h)
+	require.Equal(t, full.ID, b.c.Get(b.ctx, b.keys.Idempotency("q", "order-9")).Val())
+	require.Equal(t, full.ID, b.c.HGet(b.ctx, b.keys.DedupPrefix("q")+"k1", "id").Val())
+	require.Equal(t, float64(full.ExpiresAt), b.c.ZScore(b.ctx, b.keys.Expiry("q"), full.ID).Val())
+
+	h2 := b.c.HGetAll(b.ctx, b.keys.Task("q", plain2.ID)).Val()
+	require.Equal(t, "other", h2["type"])
+	require.Equal(t, "2", h2["priority"])
+	require.NotContains(t, h2, "ckey")
+	require.Equal(t, "3", b.c.Get(b.ctx, b.keys.Depth("q")).Val())
+
+	again, err := b.r.Ingest(b.ctx, "q", b.now, b.opt, tasks)
+	require.NoError(t, err)
+	require.Equal(t, want, again, "a call sent again answers what its first run answered")
+	require.Equal(t, "3", b.c.Get(b.ctx, b.keys.Depth("q")).Val(), "and writes nothing")
+}
+
+func mustNum(t *testing.T, b *testRDB, queue string) uint16 {
+	t.Helper()
+	num, err := b.r.QueueNumber(b.ctx, queue)
+	require.NoError(t, err)
+	return num
+}

@@ -27,16 +27,16 @@
 --                                   without their last four digits,
 --                                   newest first)
 -- KEYS[5]  event stream
--- then per task i (base = 6 + 2*(i-1)):
--- KEYS[base]   task hash            KEYS[base+1] idempotency record; for a
---                                   task without a key, the marker its
---                                   deletion at once leaves (TaskEnded)
--- then, after the last task's keys (KEYS[6 + 2*n]): the queue's number
+-- then per task i (base = 6 + 1*(i-1)):
+-- KEYS[base]   task hash (a task without an idempotency key is fenced by
+--              the marker its deletion at once leaves, this key with
+--              ":ended" appended: Keys.TaskEnded)
+-- then, after the last task's key (KEYS[6 + 1*n]): the queue's number
 -- key (Keys.QueueNum), which every id of the call must carry; then, in a
 -- call for a queue the caller saw with key queues (the fair keys),
--- KEYS[7 + 2*n] optional: fair flag (set while the queue has key queues),
--- KEYS[8 + 2*n] optional: fair state hash, KEYS[9 + 2*n] optional: fair
--- keys ZSET, KEYS[10 + 2*n] optional: wake stream
+-- KEYS[7 + 1*n] optional: fair flag (set while the queue has key queues),
+-- KEYS[8 + 1*n] optional: fair state hash, KEYS[9 + 1*n] optional: fair
+-- keys ZSET, KEYS[10 + 1*n] optional: wake stream
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
@@ -50,28 +50,41 @@
 -- ARGV[10] "" or, in a call where a task carries a dedup spec, the dedup
 -- settings, tab-separated: dedup record prefix (keys.go DedupPrefix),
 -- idempotency key prefix, retained counts hash, stats hash (this minute),
--- waiting ZSET, cancelled retention (s), dedup counts hash — keys of the
+-- waiting ZSET, cancelled retention (s), dedup counts hash -- keys of the
 -- queue's slot, named here because only calls that deduplicate use them
--- then per task i (base = 11 + 19*(i-1)): id, type, payload, priority,
--- max_attempts, timeout_ms, idempotency key ("" = none), available_at,
--- expires_at ("" = none), metadata ("" = {}), fingerprint (a SHA-256 as its
--- 32 bytes), record TTL (s),
--- created_at, concurrency key ("" = none), retention once finished (s; ""
--- = the workers' setting), "1" to keep the payload once succeeded, the
--- creation event's ts (now less the id's time, ms: see event_ts), the
--- dedup spec ("" = none; else mode, ttl, window and max wait in ms ("" =
--- none) and the key, tab-separated), the band entry's field c ("" = none:
--- the entry then goes without it; see the header)
--- then, with the fair keys: ARGV[11 + 19*n] optional: fair active keys
--- prefix, ARGV[12 + 19*n] optional: key queue prefix
+-- ARGV[11] the queue's number the ids carry (their last four hex digits),
+-- in decimal, as the number key holds it
+-- ARGV[12] "" or, with the fair keys, the fair active keys prefix and the
+-- key queue prefix, tab-separated
+-- ARGV[13..] the tasks, one after the other, each ten arguments and then
+-- what its tenth announces: id, type, payload, priority, max_attempts,
+-- timeout_ms, created_at, the creation event's ts (now less the id's
+-- time, ms: see event_ts), the band entry's field c ("" = none: the entry
+-- then goes without it; see the header), and the optional fields the task
+-- has, as one letter each in this order ("" = none; the task is then due
+-- at created_at), each letter followed, after the ten, by its value(s) in
+-- the same order: a available_at (epoch ms; after now = pending), k
+-- idempotency key, its record key, fingerprint (a SHA-256 as its 32
+-- bytes) and record TTL (s), e expires_at, m metadata (absent = {}), c
+-- concurrency key, r retention once finished (s; absent = the workers'
+-- setting), p keep the payload once succeeded (no value), d the dedup
+-- spec (mode, ttl, window and max wait in ms ("" = none) and the key,
+-- tab-separated)
 --
 -- Safe to send twice: a task this call already created (its record names
--- it, or its hash or ended marker exists) answers {"created", id, status}
+-- it, or its hash or ended marker exists) answers created
 -- again and writes nothing, so a call resent after its reply was lost
 -- answers what its first run answered.
 --
--- Returns one reply per task:
---   {"created", id, status}
+-- Returns one reply per task, in a list; a call of one task returns its
+-- reply alone (a list built for one reply costs its conversion):
+--   status text: created ("queued", "pending" or "waiting"; the id is the
+--                one sent, so it is not repeated)
+--   {"created", id, status, replaced id}
+--                         (a replace or keep_last submission that cancelled
+--                         its key's queued task: that task's id, kept in the
+--                         new task's hash, field rp, so that a resend
+--                         answers it too while the hash lives)
 --   {"duplicate", id, {task hash as flat array}, result or false}
 --   {"in_progress", id}
 --   {"mismatch", id}
@@ -80,10 +93,6 @@
 --   {"deduplicated", id, mode, {task hash as flat array}, result or false}
 --                         (drop, throttle, debounce: the submission was
 --                         collapsed into task id, its key's task)
--- and a created reply of a replace or keep_last submission that cancelled
--- its key's queued task carries that task's id fourth (kept in the new
--- task's hash, field rp, so that a resend answers it too while the hash
--- lives).
 --
 -- An error reply "QNUM_MISSING" or "QNUM_MISMATCH <number>", before
 -- anything is written, when the queue's number key is absent or differs
@@ -116,78 +125,115 @@
 --
 --! include: emit, ended_window, later_ms, int_ge
 
-local now = ARGV[1]
+local A = ARGV -- a local: every task reads a dozen arguments
+local now = A[1]
 -- Numbers stay text where they can: tonumber runs strtod (a thousand
 -- instructions for an epoch-ms time), and a number passed to a command is
 -- formatted back with sprintf.
-local max_depth_s = ARGV[2]
-local events_maxlen = ARGV[3]
-local recent_cap = tonumber(ARGV[4])
-local task_prefix = ARGV[5]
-local result_prefix = ARGV[6]
-local fair_call = (#ARGV - 10) % 19 ~= 0 -- two more ARGV: the fair prefixes
-local n = (#ARGV - (fair_call and 12 or 10)) / 19 -- ARGV[7], without converting it
-local stream_prefix = ARGV[8]
-local settle = ARGV[9] == '1'
-local create_events = ARGV[9] ~= 'o'
+local max_depth_s = A[2]
+local events_maxlen = A[3]
+local task_prefix = A[5]
+local result_prefix = A[6]
+local n = A[7] == '1' and 1 or tonumber(A[7])
+local stream_prefix = A[8]
+local settle = A[9] == '1'
+local create_events = A[9] ~= 'o'
+local fair_call = A[12] ~= ''
 
 -- The dedup settings (see the header), in a call that deduplicates.
 local D = nil
-if ARGV[10] ~= '' then
+if A[10] ~= '' then
   local v = {}
-  for part in string.gmatch(ARGV[10], '[^\t]+') do v[#v + 1] = part end
+  for part in string.gmatch(A[10], '[^\t]+') do v[#v + 1] = part end
   D = {prefix = v[1], idem_prefix = v[2], retained = v[3], stats = v[4], waiting = v[5], cancel_ret = v[6],
     counts = v[7], now_n = tonumber(now)}
 end
 
 local F = nil -- the key queues, when the queue has them
 
+-- ended reports whether a status is terminal (a function: a table of the
+-- five would be built on every call).
+local function ended(st)
+  return st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired'
+end
+
 -- The ids carry the queue's number in their last four hex digits; it must
 -- be the number the queue was first registered under, so that the registry,
--- rebuilt from the per-queue keys, resolves every id to its own queue.
+-- rebuilt from the per-queue keys, resolves every id to its own queue. The
+-- number key and the depth counter are read together.
+local depth_s = '0'
 if n > 0 then
-  local qnum
+  local got
   if fair_call then
-    local got = redis.call('MGET', KEYS[6 + 2 * n], KEYS[7 + 2 * n])
-    qnum = got[1]
-    if got[2] then
-      F = {state = KEYS[8 + 2 * n], keys = KEYS[9 + 2 * n], act_prefix = ARGV[11 + 19 * n],
-        kq_prefix = ARGV[12 + 19 * n], vt = {}}
+    got = redis.call('MGET', KEYS[6 + n], KEYS[1], KEYS[7 + n])
+    if got[3] then
+      local act, kq = string.match(A[12], '^([^\t]*)\t(.*)$')
+      F = {state = KEYS[8 + n], keys = KEYS[9 + n], act_prefix = act, kq_prefix = kq, vt = {}}
     end
   else
-    qnum = redis.call('GET', KEYS[6 + 2 * n])
+    got = redis.call('MGET', KEYS[6 + n], KEYS[1])
   end
+  local qnum = got[1]
   if not qnum then
     return redis.error_reply('QNUM_MISSING')
   end
-  if tonumber(string.sub(ARGV[11], 29, 32), 16) ~= tonumber(qnum) then
+  if qnum ~= A[11] then
     return redis.error_reply('QNUM_MISMATCH ' .. qnum)
   end
+  depth_s = got[2] or '0'
 end
 
-local terminal = {succeeded = true, failed = true, dead_lettered = true, cancelled = true, expired = true}
+-- created is a created task's reply: its status, or with the task a
+-- replace or keep_last submission cancelled, the whole reply.
+local function created_reply(id, st, rp)
+  if rp then return {'created', id, st, rp} end
+  return st
+end
+
 local replies = {}
-local depth_s = redis.call('GET', KEYS[1]) or '0'
 local depth, max_depth = nil, nil -- as numbers, once a call creates a second task
 local created = 0
-local recent = {}
+local recent = nil -- the listing index entries, in a call of several tasks
 local fair_band = nil -- set when a task of this call entered a key queue
--- built at a size most tasks fit, so filling it rehashes nothing
-local hset_args = {false, false, false, false, false, false, false, false, false, false, false, false, false, false,
-  false, false, false, false, false, false, false, false, false, false}
+local hset_args = nil -- the task hash's fields, when a task has optional ones
 
+local ab = 13 -- the first argument of task i
 for i = 1, n do
-  local kb = 6 + 2 * (i - 1)
-  local ab = 11 + 19 * (i - 1)
-  local task_key, idem_key = KEYS[kb], KEYS[kb + 1]
-  local id, ttype, payload = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2]
-  local priority, max_attempts, timeout_ms = ARGV[ab + 3], ARGV[ab + 4], ARGV[ab + 5]
-  local ikey, available_at, expires_at = ARGV[ab + 6], ARGV[ab + 7], ARGV[ab + 8]
-  local metadata, fingerprint, idem_ttl = ARGV[ab + 9], ARGV[ab + 10], ARGV[ab + 11]
-  local created_at, ckey, ret, keep = ARGV[ab + 12], ARGV[ab + 13], ARGV[ab + 14], ARGV[ab + 15]
-  local ev_ts = ARGV[ab + 16]
-  local spec = ARGV[ab + 17]
-  local cf = ARGV[ab + 18]
+  local task_key = KEYS[5 + i]
+  local id, ttype, payload = A[ab], A[ab + 1], A[ab + 2]
+  local priority, max_attempts, timeout_ms = A[ab + 3], A[ab + 4], A[ab + 5]
+  local created_at, ev_ts, cf, x = A[ab + 6], A[ab + 7], A[ab + 8], A[ab + 9]
+  local available_at = created_at
+  local ikey, idem_key, fingerprint, idem_ttl = '', nil, '', nil
+  local expires_at, metadata, ckey, ret, keep, spec = '', '', '', '', '', ''
+  ab = ab + 10
+  if x ~= '' then
+    for c = 1, #x do
+      local l = string.byte(x, c)
+      if l == 97 then -- a
+        available_at = A[ab]
+      elseif l == 107 then -- k: four values
+        ikey, idem_key, fingerprint, idem_ttl = A[ab], A[ab + 1], A[ab + 2], A[ab + 3]
+        ab = ab + 3
+      elseif l == 101 then -- e
+        expires_at = A[ab]
+      elseif l == 109 then -- m
+        metadata = A[ab]
+      elseif l == 99 then -- c
+        ckey = A[ab]
+      elseif l == 114 then -- r
+        ret = A[ab]
+      elseif l == 112 then -- p: no value
+        keep = '1'
+        ab = ab - 1
+      else -- d
+        spec = A[ab]
+      end
+      ab = ab + 1
+    end
+  end
+  -- A task without a key is fenced by its ended marker.
+  if not idem_key then idem_key = task_key .. ':ended' end
   -- the status a created task has (also what a resend of this call answers)
   local delayed = later_ms(available_at, now)
   local status = delayed and 'pending' or 'queued'
@@ -207,9 +253,9 @@ for i = 1, n do
       -- status says, and its hash names the task it cancelled.)
       if spec ~= '' then
         local c = redis.call('HMGET', task_key, 'status', 'rp')
-        reply = {'created', id, c[1] or status, c[2]}
+        reply = created_reply(id, c[1] or status, c[2])
       else
-        reply = {'created', id, status}
+        reply = status
       end
     elseif raw == '!' .. id then
       reply = {'absent', id} -- settled: never created, and never will be
@@ -231,7 +277,7 @@ for i = 1, n do
       if st then
         if o[2] ~= fingerprint then
           reply = {'mismatch', owner}
-        elseif not terminal[st] then
+        elseif not ended(st) then
           reply = {'in_progress', owner}
         else
           local res = redis.call('GET', result_prefix .. owner)
@@ -266,15 +312,15 @@ for i = 1, n do
       if m == '!' then
         reply = {'absent', id}
       elseif m or redis.call('EXISTS', task_key) == 1 then
-        reply = {'created', id, status}
+        reply = status
       end
     elseif spec ~= '' then
       local c = redis.call('HMGET', task_key, 'status', 'rp')
-      if m or c[1] then reply = {'created', id, c[1] or status, c[2]} end
+      if m or c[1] then reply = created_reply(id, c[1] or status, c[2]) end
     elseif redis.call('EXISTS', task_key, idem_key) > 0 then
       -- (a '!' marker, see settle, also lands here: that call's answer
       -- reaches nobody, and it writes nothing)
-      reply = {'created', id, status}
+      reply = status
     end
   end
 
@@ -305,7 +351,7 @@ for i = 1, n do
     local hst = hv[1]
     local into = nil -- the mode letter of a collapse
     if mode == 'drop' then
-      if hst and not terminal[hst] then into = 'd' end
+      if hst and not ended(hst) then into = 'd' end
     elseif mode == 'throttle' then
       -- The record lives for the ttl, and keeps its task as long (see
       -- retain); a task deleted by hand frees the key.
@@ -333,10 +379,10 @@ for i = 1, n do
     else -- keep_last
       -- The running task a waiting one waits behind (run), if it still runs.
       local run = r[4]
-      if run and terminal[redis.call('HGET', task_prefix .. run, 'status') or 'succeeded'] then run = nil end
+      if run and ended(redis.call('HGET', task_prefix .. run, 'status') or 'succeeded') then run = nil end
       if hst == 'pending' or hst == 'queued' or hst == 'waiting' then
         displace, park = hid, run
-      elseif hst and not terminal[hst] then
+      elseif hst and not ended(hst) then
         park = hid -- running or retrying: the new task waits for it
       end
     end
@@ -454,90 +500,106 @@ for i = 1, n do
       redis.call('SET', idem_key, id, 'EX', idem_ttl) -- replaces a stale record
     end
 
-    -- One argument list reused for every task (unpack with an explicit
-    -- length): a table built per task would be grown five times.
-    local args = hset_args
-    args[1], args[2], args[3], args[4], args[5], args[6] = 'type', ttype, 'priority', priority, 'created_at', created_at
-    args[7], args[8], args[9], args[10] = 'max_attempts', max_attempts, 'attempt', '1'
-    args[11], args[12] = 'timeout_ms', timeout_ms
     if park then status = 'waiting' end
-    args[13], args[14] = 'status', status
-    local nf = 14
-    -- available_at is stored only when it differs from created_at: most
-    -- tasks are due at once, and every byte of a task hash counts.
-    if available_at ~= created_at then
-      args[nf + 1], args[nf + 2] = 'available_at', available_at
-      nf = nf + 2
-    end
-    if ikey ~= '' then
-      -- kept so that a DLQ requeue can re-create an expired record
-      args[nf + 1], args[nf + 2], args[nf + 3], args[nf + 4] = 'idem_key', ikey, 'fingerprint', fingerprint
-      nf = nf + 4
-    end
-    if expires_at ~= '' then
-      args[nf + 1], args[nf + 2] = 'expires_at', expires_at
-      nf = nf + 2
-    end
-    if dk then
-      args[nf + 1], args[nf + 2] = 'dk', dk
-      nf = nf + 2
-    end
-    if displace then
-      -- the task it cancelled, which a resend of this call answers again
-      args[nf + 1], args[nf + 2] = 'rp', displace
-      nf = nf + 2
-    end
-    if delayed or F or park then
-      args[nf + 1], args[nf + 2] = 'payload', payload
-      nf = nf + 2
-      if metadata ~= '' then
-        args[nf + 1], args[nf + 2] = 'metadata', metadata
+    local fseq = nil -- its key sequence number, when it goes to a key queue
+    if x == '' and not (delayed or F or dk or displace) then
+      -- The plain task, due at once (park and delay need an optional
+      -- field): its fields as the call's arguments, no table. The stream
+      -- entry id is part of the hash, so the entry is added first; inside
+      -- the script the order cannot be observed. c: what the claim would
+      -- read from the hash (see the header), built by the caller (a
+      -- concatenation here costs more than the argument).
+      local sid
+      if cf == '' then
+        sid = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload)
+      else
+        sid = redis.call('XADD', stream_prefix .. priority, '*', 't', id, 'a', '1', 'p', payload, 'c', cf)
+      end
+      redis.call('HSET', task_key, 'type', ttype, 'priority', priority, 'created_at', created_at,
+        'max_attempts', max_attempts, 'attempt', '1', 'timeout_ms', timeout_ms, 'status', status, 'stream_id', sid)
+    else
+      -- One argument list reused for every task (unpack with an explicit
+      -- length): a table built per task would be grown five times.
+      if not hset_args then
+        hset_args = {false, false, false, false, false, false, false, false, false, false, false, false, false,
+          false, false, false, false, false, false, false, false, false, false, false}
+      end
+      local args = hset_args
+      args[1], args[2], args[3], args[4], args[5], args[6] = 'type', ttype, 'priority', priority, 'created_at', created_at
+      args[7], args[8], args[9], args[10] = 'max_attempts', max_attempts, 'attempt', '1'
+      args[11], args[12] = 'timeout_ms', timeout_ms
+      args[13], args[14] = 'status', status
+      local nf = 14
+      -- available_at is stored only when it differs from created_at: most
+      -- tasks are due at once, and every byte of a task hash counts.
+      if available_at ~= created_at then
+        args[nf + 1], args[nf + 2] = 'available_at', available_at
         nf = nf + 2
       end
-    end
-    if ckey ~= '' then
-      args[nf + 1], args[nf + 2] = 'ckey', ckey
-      nf = nf + 2
-    end
-    if ret ~= '' then
-      args[nf + 1], args[nf + 2] = 'ret', ret
-      nf = nf + 2
-    end
-    if keep == '1' then
-      args[nf + 1], args[nf + 2] = 'keep', '1'
-      nf = nf + 2
-    end
-    local fseq = nil -- its key sequence number, when it goes to a key queue
-    -- The stream entry id is part of the hash, so the entry is added first;
-    -- inside the script the order cannot be observed.
-    if park then
-      redis.call('ZADD', D.waiting, now, id)
-    elseif delayed then
-      redis.call('ZADD', KEYS[2], available_at, id)
-    elseif F then
-      fseq = redis.call('HINCRBY', F.state, 'seq', 1)
-      args[nf + 1], args[nf + 2] = 'kseq', fseq
-      nf = nf + 2
-    else
-      args[nf + 1] = 'stream_id'
-      -- c: what the claim would read from the hash (see the header),
-      -- built by the caller (a concatenation here costs more than the
-      -- argument).
-      local stream = stream_prefix .. priority
-      if cf == '' then
-        if metadata ~= '' then
-          args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
-        else
-          args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload)
-        end
-      elseif metadata ~= '' then
-        args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata, 'c', cf)
-      else
-        args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'c', cf)
+      if ikey ~= '' then
+        -- kept so that a DLQ requeue can re-create an expired record
+        args[nf + 1], args[nf + 2], args[nf + 3], args[nf + 4] = 'idem_key', ikey, 'fingerprint', fingerprint
+        nf = nf + 4
       end
-      nf = nf + 2
+      if expires_at ~= '' then
+        args[nf + 1], args[nf + 2] = 'expires_at', expires_at
+        nf = nf + 2
+      end
+      if dk then
+        args[nf + 1], args[nf + 2] = 'dk', dk
+        nf = nf + 2
+      end
+      if displace then
+        -- the task it cancelled, which a resend of this call answers again
+        args[nf + 1], args[nf + 2] = 'rp', displace
+        nf = nf + 2
+      end
+      if delayed or F or park then
+        args[nf + 1], args[nf + 2] = 'payload', payload
+        nf = nf + 2
+        if metadata ~= '' then
+          args[nf + 1], args[nf + 2] = 'metadata', metadata
+          nf = nf + 2
+        end
+      end
+      if ckey ~= '' then
+        args[nf + 1], args[nf + 2] = 'ckey', ckey
+        nf = nf + 2
+      end
+      if ret ~= '' then
+        args[nf + 1], args[nf + 2] = 'ret', ret
+        nf = nf + 2
+      end
+      if keep == '1' then
+        args[nf + 1], args[nf + 2] = 'keep', '1'
+        nf = nf + 2
+      end
+      if park then
+        redis.call('ZADD', D.waiting, now, id)
+      elseif delayed then
+        redis.call('ZADD', KEYS[2], available_at, id)
+      elseif F then
+        fseq = redis.call('HINCRBY', F.state, 'seq', 1)
+        args[nf + 1], args[nf + 2] = 'kseq', fseq
+        nf = nf + 2
+      else
+        args[nf + 1] = 'stream_id'
+        local stream = stream_prefix .. priority
+        if cf == '' then
+          if metadata ~= '' then
+            args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata)
+          else
+            args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload)
+          end
+        elseif metadata ~= '' then
+          args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'm', metadata, 'c', cf)
+        else
+          args[nf + 2] = redis.call('XADD', stream, '*', 't', id, 'a', '1', 'p', payload, 'c', cf)
+        end
+        nf = nf + 2
+      end
+      redis.call('HSET', task_key, unpack(args, 1, nf))
     end
-    redis.call('HSET', task_key, unpack(args, 1, nf))
     if fseq then
       -- fair_enter (lua/_fair.lua) written out: as a helper it would cost
       -- every call, fair or not, its closure.
@@ -555,7 +617,12 @@ for i = 1, n do
 
     -- The id without its last four digits, the queue's number (the same in
     -- every id of the queue): 28 bytes fit a smaller allocation than 32.
-    recent[#recent + 1] = string.sub(id, 1, 28)
+    if n == 1 then
+      recent = string.sub(id, 1, 28)
+    else
+      if not recent then recent = {} end
+      recent[#recent + 1] = string.sub(id, 1, 28)
+    end
     created = created + 1
 
     if park then
@@ -566,7 +633,7 @@ for i = 1, n do
       emit(KEYS[5], events_maxlen, delayed and 'TASK_PENDING' or 'TASK_QUEUED', id, ttype, '1', now, '', '', ev_ts)
     end
 
-    reply = {'created', id, status, displace}
+    reply = created_reply(id, status, displace)
   end
   replies[i] = reply
 end
@@ -574,13 +641,21 @@ end
 -- Indexes and the counter once per call: the listing index and depth
 -- change only by the tasks created above. A LIST costs ~31 bytes an id
 -- where a ZSET took ~130, and LPUSH answers the length the cap needs.
-if #recent > 0 then
-  if redis.call('LPUSH', KEYS[4], unpack(recent)) > recent_cap then
-    redis.call('LTRIM', KEYS[4], 0, recent_cap - 1)
+if recent then
+  local len
+  if n == 1 then
+    len = redis.call('LPUSH', KEYS[4], recent)
+  else
+    len = redis.call('LPUSH', KEYS[4], unpack(recent))
+  end
+  local cap = tonumber(A[4])
+  if len > cap then
+    redis.call('LTRIM', KEYS[4], 0, cap - 1)
   end
   redis.call('INCRBY', KEYS[1], created == 1 and '1' or tostring(created))
 end
 if fair_band then
-  redis.call('XADD', KEYS[10 + 2 * n], 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', KEYS[10 + n], 'MAXLEN', '1', '*', 'w', '1')
 end
+if n == 1 then return replies[1] end
 return replies
