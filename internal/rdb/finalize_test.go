@@ -1,6 +1,8 @@
 package rdb
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -97,6 +99,72 @@ func TestFinalizeSentAgainAnswersAsTheFirstTime(t *testing.T) {
 	}
 	require.Equal(t, dtqtype.StatusQueued, b.get(t, ct.ID).Status)
 	require.EqualValues(t, 1, b.c.XLen(ctx, b.keys.Stream("handback", ct.Priority)).Val(), "one new entry")
+}
+
+// TestSucceededRecordKeepsWhatItShould: the compact record is status, type
+// and done, plus every field of the running hash but those done replaces
+// and those a success drops (fields no script writes today included), with
+// the payload only under keep. A task named twice in one call is finalized
+// once: its second entry answers "already finalized".
+func TestSucceededRecordKeepsWhatItShould(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	ctx := b.ctx
+	ct := b.claimOne(t, "q", func(nt *NewTask) {
+		nt.Payload, nt.Metadata, nt.KeepPayload, nt.Retention = bigPayload, []byte(`{"trace":"abc"}`), true, 7200
+	})
+	key := b.keys.Task("q", ct.ID)
+	require.NoError(t, b.c.HSet(ctx, key, "h:0:1:123", `{"attempt":1}`, "progress", "40", "progress_at", "1",
+		"cancel_requested", "1", "previous_attempts", "0", "x_later", "kept too",
+		"finished_at", "1", "error_class", "Boom", "error_message", "m", "retryable", "1", "retry_delay_ms", "5",
+		"held", "1", "deps", "[]", "pq", "c:1:1:0").Err())
+	running := b.c.HGetAll(ctx, key).Val()
+
+	b.ingest(t, "q", b.task(t, "q", ""))
+	cr, err := b.r.Claim(ctx, "q", testSettings, 1, b.now, "c2")
+	require.NoError(t, err)
+	require.Len(t, cr.Tasks, 1)
+	plain := cr.Tasks[0]
+	end := b.now.Add(25 * time.Millisecond)
+	errs, err := b.r.FinishSucceeded(ctx, "q", testSettings, end, []Success{
+		{ID: ct.ID, Attempt: 1, Result: []byte(`{"ok":true}`)}, {ID: plain.ID, Attempt: 1}, {ID: ct.ID, Attempt: 1}})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil, nil, nil}, errs)
+
+	// done counts created from the time in the id, which may run ahead of
+	// the test's clock (ids of one process never go back).
+	doneOf := func(id string) string {
+		return "1,5,5,30000," + strconv.FormatInt(b.now.UnixMilli()-TaskIDTime(id).UnixMilli(), 10) + ",0,25,w1"
+	}
+	dropped := []string{"status", "type", "attempt", "priority", "max_attempts", "timeout_ms", "created_at",
+		"started_at", "worker_id", "stream_id", "claim", "finished_at", "error_class", "error_message",
+		"retryable", "retry_delay_ms", "held", "deps", "pq"}
+	want := map[string]string{"status": "succeeded", "type": running["type"], "done": doneOf(ct.ID),
+		"has_result": "1"}
+	for f, v := range running {
+		if !slices.Contains(dropped, f) {
+			want[f] = v
+		}
+	}
+	require.Equal(t, string(bigPayload), want["payload"], "kept with keep_payload")
+	require.Equal(t, want, b.c.HGetAll(ctx, key).Val())
+	require.InDelta(t, 7200, b.c.TTL(ctx, key).Val().Seconds(), 5, "the task's own retention")
+
+	require.Equal(t, map[string]string{"status": "succeeded", "type": "echo", "done": doneOf(plain.ID)},
+		b.c.HGetAll(ctx, b.keys.Task("q", plain.ID)).Val())
+	require.Equal(t, "0", b.c.Get(ctx, b.keys.Depth("q")).Val(), "each task counted once")
+	msgs, err := b.c.XRange(ctx, b.keys.Events("q"), "-", "+").Result()
+	require.NoError(t, err)
+	var ends []map[string]any
+	for _, m := range msgs {
+		if m.Values["type"] == "TASK_SUCCEEDED" {
+			ends = append(ends, m.Values)
+		}
+	}
+	require.Len(t, ends, 2)
+	require.Equal(t, map[string]any{"type": "TASK_SUCCEEDED", "task_id": ct.ID, "task_type": "echo", "attempt": "1",
+		"ts": strconv.FormatInt(end.UnixMilli()-TaskIDTime(ct.ID).UnixMilli(), 10), "worker_id": "w1", "meta": `{"duration_ms":25,"cancel_requested":true}`}, ends[0])
+	require.Equal(t, `{"duration_ms":25}`, ends[1]["meta"])
 }
 
 // TestCancelWinsOverRetryAndDeadLetter: an error after a cancel request

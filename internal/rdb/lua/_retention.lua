@@ -66,6 +66,8 @@ end
 
 local ret_ms = {}
 
+local ms_texts = {}
+
 -- retention_ms is a retention in seconds (text) as ms, remembered: most
 -- tasks of a call have the same one.
 --! uses: ret_ms
@@ -87,7 +89,7 @@ end
 -- retention in ms, 0 when the task was deleted.
 -- The task's deduplication key, if it has one, is released (dedup_end), or
 -- keeps the task while it holds it.
---! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs, dedup_end
+--! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs, dedup_end, ms_texts
 local function retain(retention, task_key, status, default_s, h, acc)
   local ret, ikey, lg, dk
   if h then
@@ -120,7 +122,11 @@ local function retain(retention, task_key, status, default_s, h, acc)
     if not (ikey and ikey ~= '') then mark_ended(task_key, retention.now) end
     return 0
   end
-  redis.call('PEXPIRE', task_key, ms)
+  -- As text, remembered: a number argument is formatted by sprintf, once
+  -- per task.
+  local ms_s = ms_texts[ms]
+  if not ms_s then ms_s = string.format('%d', ms); ms_texts[ms] = ms_s end
+  redis.call('PEXPIRE', task_key, ms_s)
   local field = retained_field(status, tonumber(retention.now) + ms, retention_gran(ms))
   if acc then
     acc[field] = (acc[field] or 0) + 1

@@ -52,9 +52,11 @@ local now = tonumber(now_s)
 local n = tonumber(ARGV[8])
 local result_ms = tonumber(ARGV[7]) * 1000
 local out, acks, leases, done = {}, {}, {}, 0
-local h, prev = {}, {}
-h[true] = true -- h holds every field of the task (see retain)
 local acc, kept = {}, {}
+local starts = {} -- started_at text -> number: the tasks of one claim share it
+-- The compact hash's argument list, refilled for every task (unpack with an
+-- explicit length): a table built per task would be grown on the way.
+local hset_args = {'status', 'succeeded', 'type', false, false, false, false, false, false, false, false, false}
 local lk = limit_keys(15, 5, 9)
 local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 -- Fields the compact hash drops: folded into done, or not needed once the
@@ -68,12 +70,12 @@ for i = 1, n do
   local task_key, result_key = KEYS[20 + 2 * (i - 1)], KEYS[21 + 2 * (i - 1)]
   local ab = 12 + 4 * (i - 1)
   local tid, attempt, result, truncated = ARGV[ab], ARGV[ab + 1], ARGV[ab + 2], ARGV[ab + 3]
-  -- One table for every task, cleared of the previous task's fields: a
-  -- fresh one would be rehashed four times on the way to a task's fields.
-  for j = 1, #prev, 2 do h[prev[j]] = nil end
-  local flat = redis.call('HGETALL', task_key)
-  prev = flat
-  for j = 1, #flat, 2 do h[flat[j]] = flat[j + 1] end
+  -- Read as a RESP3 map, the reply is the field table itself, filled by
+  -- Redis: a flat RESP2 reply would be turned into one by Lua, field by
+  -- field. Back to RESP2 at once: the helpers expect its replies.
+  redis.setresp(3)
+  local h = redis.call('HGETALL', task_key).map
+  redis.setresp(2)
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker
       or (claim ~= '' and h.claim ~= claim) then
     local again = h.status == nil or (h.status == 'succeeded' and succeeded_by(h, attempt, worker))
@@ -82,48 +84,70 @@ for i = 1, n do
     out[i] = 1
     done = done + 1
     local started = h.started_at or now_s
-    local started_n = tonumber(started)
+    local started_n = starts[started]
+    if not started_n then started_n = tonumber(started); starts[started] = started_n end
     local created = h.created_at and tonumber(h.created_at) or started_n
     local dur = math.max(0, now - started_n)
     local dur_s = itoa(dur)
-    local id_ms = tonumber(string.sub(tid, 1, 12), 16) or created
-    local off = created - id_ms -- nearly always 0
+    local id_n = tonumber(string.sub(tid, 1, 12), 16)
+    local off = created - (id_n or created) -- nearly always 0
     local packed = h.attempt .. ',' .. h.priority .. ',' .. (h.max_attempts or '1') .. ',' ..
       (h.timeout_ms or '0') .. ',' .. (off >= 0 and itoa(off) or string.format('%d', off)) .. ',' ..
       itoa(math.max(0, started_n - created)) .. ',' .. dur_s
-    local fields = {'status', 'succeeded', 'type', h.type}
+    local fields, nf = hset_args, 4
+    fields[4] = h.type
     if #packed + 1 + #worker <= 64 then
       packed = packed .. ',' .. worker
     else
-      fields[#fields + 1] = 'worker_id'; fields[#fields + 1] = worker
+      fields[5], fields[6] = 'worker_id', worker
+      nf = 6
     end
-    fields[#fields + 1] = 'done'; fields[#fields + 1] = packed
-    local keep = h.keep == '1'
-    for j = 1, #flat, 2 do
-      local field = flat[j]
-      if not drop[field] or (keep and field == 'payload') then
-        fields[#fields + 1] = field; fields[#fields + 1] = flat[j + 1]
+    fields[nf + 1], fields[nf + 2] = 'done', packed
+    nf = nf + 2
+    local ttype, priority, stream_id = h.type, h.priority, h.stream_id
+    if h.keep == '1' and h.payload then
+      fields[nf + 1], fields[nf + 2] = 'payload', h.payload
+      nf = nf + 2
+    end
+    -- The rest of the hash is copied but for the dropped fields. Those of
+    -- every running task leave h first: they are in locals or in done by
+    -- now, and walking a table costs a C call per field.
+    h.status, h.type, h.attempt, h.priority, h.max_attempts, h.timeout_ms = nil, nil, nil, nil, nil, nil
+    h.created_at, h.started_at, h.worker_id, h.stream_id, h.claim, h.payload = nil, nil, nil, nil, nil, nil
+    for field, value in pairs(h) do
+      if not drop[field] then
+        fields[nf + 1], fields[nf + 2] = field, value
+        nf = nf + 2
       end
     end
+    h[true] = true -- h holds every field the task kept (see retain)
     if truncated == '1' then
-      fields[#fields + 1] = 'result_truncated'; fields[#fields + 1] = '1'
+      fields[nf + 1], fields[nf + 2] = 'result_truncated', '1'
+      nf = nf + 2
     elseif result ~= '' then
-      fields[#fields + 1] = 'has_result'; fields[#fields + 1] = '1'
+      fields[nf + 1], fields[nf + 2] = 'has_result', '1'
+      nf = nf + 2
     end
     redis.call('DEL', task_key)
-    redis.call('HSET', task_key, unpack(fields))
+    redis.call('HSET', task_key, unpack(fields, 1, nf))
     local ms = retain(retention, task_key, 'succeeded', ARGV[6], h, kept)
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
-    emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, h.type, h.attempt, now_s, worker, meta)
+    -- The event's ts as event_ts makes it, from the id's time read above.
+    local ts
+    if id_n then
+      local age = now - id_n
+      ts = (age >= 0 and age < 4096) and itoa(age) or string.format('%d', age)
+    end
+    emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, ttype, attempt, now_s, worker, meta, ts)
     if h.wf then wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
     if truncated ~= '1' and result ~= '' and ms > 0 then
       -- A result outliving its task could never be read.
       redis.call('SET', result_key, result, 'PX', math.min(result_ms, ms))
     end
-    if h.stream_id and h.stream_id ~= '' then
-      local ids = acks[h.priority] -- keyed by the priority's text
-      if not ids then ids = {}; acks[h.priority] = ids end
-      ids[#ids + 1] = h.stream_id
+    if stream_id and stream_id ~= '' then
+      local ids = acks[priority] -- keyed by the priority's text
+      if not ids then ids = {}; acks[priority] = ids end
+      ids[#ids + 1] = stream_id
     end
     leases[#leases + 1] = tid
     release_key(lk, h)
