@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // NumBands is the number of priority bands (streams) per queue: p0 … p9.
@@ -12,26 +15,223 @@ const NumBands = 10
 // Keys builds every Redis key name dtq uses. It is the only place key names
 // are spelled out. Every per-queue key carries the queue as a Cluster hash tag
 // ({queue}) so that one script touches one slot; global keys carry no tag.
+// A Keys from NewKeys remembers the per-queue names of the queues it has
+// built keys for, so that the hot paths (a submission's ingest call, a
+// worker's claim) build no key strings; copies share what it remembers.
 type Keys struct {
 	prefix string
+	cache  *keyCache // nil: build every name (the zero Keys)
 }
 
 // NewKeys returns a key builder for prefix (DTQ_KEY_PREFIX, e.g. "dtq").
-func NewKeys(prefix string) Keys { return Keys{prefix: prefix} }
+// It is safe for concurrent use.
+func NewKeys(prefix string) Keys { return Keys{prefix: prefix, cache: &keyCache{}} }
 
 // Prefix returns the key prefix.
 func (k Keys) Prefix() string { return k.prefix }
 
-func (k Keys) q(kind, queue string) string {
-	return k.prefix + ":" + kind + ":{" + queue + "}"
+// queueKey is one form of per-queue key name: see queueKeyForms.
+type queueKey uint8
+
+// The per-queue key forms.
+const (
+	streamPrefixKey queueKey = iota
+	taskPrefixKey
+	resultPrefixKey
+	idempotencyPrefixKey
+	scheduleKey
+	leaseKey
+	expiryKey
+	depthKey
+	recentKey
+	retainedKey
+	tidyKey
+	dlqKey
+	eventsKey
+	pausedKey
+	limitsKey
+	rateKey
+	keyRunningKey
+	keyWaitPrefixKey
+	heldKey
+	limitedKey
+	wakeKey
+	fairStateKey
+	fairOnKey
+	fairKeysKey
+	fairDelayKey
+	keyRateKey
+	fairActivePrefixKey
+	keyQueuePrefixKey
+	statsPrefixKey
+	dedupPrefixKey
+	dedupCountsKey
+	cancelChannelKey
+	queueNumKey
+	waitingKey
+	workflowOutboxKey
+	workflowRelayLockKey
+	numQueueKeys
+)
+
+// queueKeyForms spells each per-queue key form: "<prefix>:<kind>:{<queue>}"
+// and the suffix.
+var queueKeyForms = [numQueueKeys]struct{ kind, suffix string }{
+	streamPrefixKey:      {"stream", ":p"},
+	taskPrefixKey:        {"task", ":"},
+	resultPrefixKey:      {"result", ":"},
+	idempotencyPrefixKey: {"idempotency", ":"},
+	scheduleKey:          {"schedule", ""},
+	leaseKey:             {"lease", ""},
+	expiryKey:            {"expiry", ""},
+	depthKey:             {"depth", ""},
+	recentKey:            {"listing", ""},
+	retainedKey:          {"retained", ""},
+	tidyKey:              {"tidy", ""},
+	dlqKey:               {"dlq", ""},
+	eventsKey:            {"events", ""},
+	pausedKey:            {"paused", ""},
+	limitsKey:            {"limits", ""},
+	rateKey:              {"rate", ""},
+	keyRunningKey:        {"keyrun", ""},
+	keyWaitPrefixKey:     {"keywait", ":"},
+	heldKey:              {"held", ""},
+	limitedKey:           {"limited", ""},
+	wakeKey:              {"wake", ""},
+	fairStateKey:         {"fair", ""},
+	fairOnKey:            {"fairon", ""},
+	fairKeysKey:          {"fairkeys", ""},
+	fairDelayKey:         {"fairdelay", ""},
+	keyRateKey:           {"keyrate", ""},
+	fairActivePrefixKey:  {"fairact", ":p"},
+	keyQueuePrefixKey:    {"keyq", ":p"},
+	statsPrefixKey:       {"stats", ":"},
+	dedupPrefixKey:       {"dedup", ":"},
+	dedupCountsKey:       {"dedupn", ""},
+	cancelChannelKey:     {"cancel", ""},
+	queueNumKey:          {"qnum", ""},
+	waitingKey:           {"waiting", ""},
+	workflowOutboxKey:    {"wfout", ""},
+	workflowRelayLockKey: {"wfrelay", ""},
+}
+
+// queueKeyNames are one queue's key names: every form, and the band streams.
+type queueKeyNames struct {
+	forms [numQueueKeys]string
+	bands [NumBands]string
+}
+
+// maxCachedQueues bounds the queues a keyCache remembers, so that names a
+// caller makes up (an admin call for a queue that does not exist) cannot
+// grow it without end; keys of queues beyond it are built on each call.
+const maxCachedQueues = 1024
+
+// keyCache maps a queue to its key names. Readers take no lock: the map is
+// never changed once published, an addition publishes a copy.
+type keyCache struct {
+	mu     sync.Mutex // serialises additions
+	queues atomic.Pointer[map[string]*queueKeyNames]
+}
+
+// names returns queue's key names, building them on first use; nil when
+// the cache is full.
+func (k Keys) names(queue string) *queueKeyNames {
+	var known map[string]*queueKeyNames
+	if m := k.cache.queues.Load(); m != nil {
+		known = *m
+	}
+	if n, ok := known[queue]; ok {
+		return n
+	}
+	if len(known) >= maxCachedQueues {
+		return nil
+	}
+	k.cache.mu.Lock()
+	defer k.cache.mu.Unlock()
+	if m := k.cache.queues.Load(); m != nil {
+		known = *m
+	}
+	if n, ok := known[queue]; ok {
+		return n
+	}
+	if len(known) >= maxCachedQueues {
+		return nil
+	}
+	n := k.buildNames(queue)
+	m := make(map[string]*queueKeyNames, len(known)+1)
+	for q, v := range known {
+		m[q] = v
+	}
+	m[strings.Clone(queue)] = n // the caller's string may be a slice of a larger one
+	k.cache.queues.Store(&m)
+	return n
+}
+
+// buildNames spells every key name of queue; their text is one string.
+func (k Keys) buildNames(queue string) *queueKeyNames {
+	size := 0
+	for _, f := range queueKeyForms {
+		size += len(k.prefix) + len(f.kind) + len(queue) + len(f.suffix) + 4
+	}
+	stream := queueKeyForms[streamPrefixKey]
+	size += NumBands * (len(k.prefix) + len(stream.kind) + len(queue) + len(stream.suffix) + 5)
+	var b strings.Builder
+	b.Grow(size)
+	var formEnds [numQueueKeys]int
+	var bandEnds [NumBands]int
+	for i, f := range queueKeyForms {
+		k.writeQueueKey(&b, f.kind, queue, f.suffix)
+		formEnds[i] = b.Len()
+	}
+	for band := range NumBands {
+		k.writeQueueKey(&b, stream.kind, queue, stream.suffix)
+		b.WriteByte(byte('0' + band))
+		bandEnds[band] = b.Len()
+	}
+	all := b.String()
+	n := &queueKeyNames{}
+	start := 0
+	for i, end := range formEnds {
+		n.forms[i], start = all[start:end], end
+	}
+	for i, end := range bandEnds {
+		n.bands[i], start = all[start:end], end
+	}
+	return n
+}
+
+func (k Keys) writeQueueKey(b *strings.Builder, kind, queue, suffix string) {
+	b.WriteString(k.prefix)
+	b.WriteByte(':')
+	b.WriteString(kind)
+	b.WriteString(":{")
+	b.WriteString(queue)
+	b.WriteByte('}')
+	b.WriteString(suffix)
+}
+
+// q is queue's key of form f.
+func (k Keys) q(f queueKey, queue string) string {
+	if k.cache != nil {
+		if n := k.names(queue); n != nil {
+			return n.forms[f]
+		}
+	}
+	form := queueKeyForms[f]
+	return k.prefix + ":" + form.kind + ":{" + queue + "}" + form.suffix
 }
 
 // StreamPrefix is the same-slot prefix of queue's band streams; scripts
 // append the band (0..9) to it.
-func (k Keys) StreamPrefix(queue string) string { return k.q("stream", queue) + ":p" }
+func (k Keys) StreamPrefix(queue string) string { return k.q(streamPrefixKey, queue) }
 
 // Stream is the ready stream of one priority band (0..9) of queue.
 func (k Keys) Stream(queue string, band int) string {
+	if k.cache != nil && band >= 0 && band < NumBands {
+		if n := k.names(queue); n != nil {
+			return n.bands[band]
+		}
+	}
 	return k.StreamPrefix(queue) + strconv.Itoa(band)
 }
 
@@ -46,7 +246,7 @@ func (k Keys) Streams(queue string) []string {
 
 // TaskPrefix is the same-slot prefix of every task hash of queue; scripts
 // that learn task ids append the id to it.
-func (k Keys) TaskPrefix(queue string) string { return k.q("task", queue) + ":" }
+func (k Keys) TaskPrefix(queue string) string { return k.q(taskPrefixKey, queue) }
 
 // Task is the hash holding one task.
 func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
@@ -55,7 +255,7 @@ func (k Keys) Task(queue, id string) string { return k.TaskPrefix(queue) + id }
 // of 0) leaves for a minute after its creation, so that an ingest call sent
 // again after its reply was lost finds the task it created (see ingest.lua
 // and mark_ended in lua/_retention.lua, which appends the same suffix).
-func (k Keys) TaskEnded(queue, id string) string { return k.Task(queue, id) + ":ended" }
+func (k Keys) TaskEnded(queue, id string) string { return k.TaskPrefix(queue) + id + ":ended" }
 
 // TaskLog is the log list of one attempt of a task (see lua/progress.lua):
 // the task key with ":log:<attempt>" appended, so it shares the task's
@@ -65,102 +265,102 @@ func (k Keys) TaskLog(queue, id string, attempt int) string {
 }
 
 // ResultPrefix is the same-slot prefix of result keys of queue.
-func (k Keys) ResultPrefix(queue string) string { return k.q("result", queue) + ":" }
+func (k Keys) ResultPrefix(queue string) string { return k.q(resultPrefixKey, queue) }
 
 // Result holds a succeeded task's result JSON (TTL DTQ_RESULT_RETENTION_S).
 func (k Keys) Result(queue, id string) string { return k.ResultPrefix(queue) + id }
 
 // IdempotencyPrefix is the same-slot prefix of idempotency records of queue.
-func (k Keys) IdempotencyPrefix(queue string) string { return k.q("idempotency", queue) + ":" }
+func (k Keys) IdempotencyPrefix(queue string) string { return k.q(idempotencyPrefixKey, queue) }
 
 // Idempotency is the submission idempotency record for (queue, key).
 func (k Keys) Idempotency(queue, key string) string { return k.IdempotencyPrefix(queue) + key }
 
 // Schedule is the ZSET of pending and retrying tasks by due time (epoch ms).
-func (k Keys) Schedule(queue string) string { return k.q("schedule", queue) }
+func (k Keys) Schedule(queue string) string { return k.q(scheduleKey, queue) }
 
 // Lease is the ZSET of running tasks by lease deadline (epoch ms).
-func (k Keys) Lease(queue string) string { return k.q("lease", queue) }
+func (k Keys) Lease(queue string) string { return k.q(leaseKey, queue) }
 
 // Expiry is the ZSET of not-yet-started tasks by expires_at (epoch ms).
-func (k Keys) Expiry(queue string) string { return k.q("expiry", queue) }
+func (k Keys) Expiry(queue string) string { return k.q(expiryKey, queue) }
 
 // Depth is the exact counter of non-terminal tasks in queue.
-func (k Keys) Depth(queue string) string { return k.q("depth", queue) }
+func (k Keys) Depth(queue string) string { return k.q(depthKey, queue) }
 
 // Recent is the capped listing index of queue: a LIST of its task ids
 // without their last four digits, newest first.
-func (k Keys) Recent(queue string) string { return k.q("listing", queue) }
+func (k Keys) Recent(queue string) string { return k.q(recentKey, queue) }
 
 // Retained counts the finished tasks of queue whose retention runs, by
 // status and the minute (or hour) their retention ends: field
 // <status>:<bucket end, epoch s> -> count.
-func (k Keys) Retained(queue string) string { return k.q("retained", queue) }
+func (k Keys) Retained(queue string) string { return k.q(retainedKey, queue) }
 
 // Tidy holds where the tidy pass over queue's listing index resumes (a
 // position counted from its oldest end).
-func (k Keys) Tidy(queue string) string { return k.q("tidy", queue) }
+func (k Keys) Tidy(queue string) string { return k.q(tidyKey, queue) }
 
 // DLQ is the dead-letter index of queue (ZSET task id → failed_at).
-func (k Keys) DLQ(queue string) string { return k.q("dlq", queue) }
+func (k Keys) DLQ(queue string) string { return k.q(dlqKey, queue) }
 
 // Events is the capped lifecycle event stream of queue.
-func (k Keys) Events(queue string) string { return k.q("events", queue) }
+func (k Keys) Events(queue string) string { return k.q(eventsKey, queue) }
 
 // Paused exists while queue is paused.
-func (k Keys) Paused(queue string) string { return k.q("paused", queue) }
+func (k Keys) Paused(queue string) string { return k.q(pausedKey, queue) }
 
 // Limits is queue's flow-control settings hash (rate, concurrency,
 // key_concurrency), read by the claim script.
-func (k Keys) Limits(queue string) string { return k.q("limits", queue) }
+func (k Keys) Limits(queue string) string { return k.q(limitsKey, queue) }
 
 // Rate is the rate limit's state of queue: its theoretical arrival time
 // (GCRA), epoch ms.
-func (k Keys) Rate(queue string) string { return k.q("rate", queue) }
+func (k Keys) Rate(queue string) string { return k.q(rateKey, queue) }
 
 // KeyRunning is the hash concurrency key -> tasks of queue running with it.
-func (k Keys) KeyRunning(queue string) string { return k.q("keyrun", queue) }
+func (k Keys) KeyRunning(queue string) string { return k.q(keyRunningKey, queue) }
 
 // KeyWaitPrefix is the same-slot prefix of the lists of tasks of queue held
 // back by key_concurrency, one list per concurrency key.
-func (k Keys) KeyWaitPrefix(queue string) string { return k.q("keywait", queue) + ":" }
+func (k Keys) KeyWaitPrefix(queue string) string { return k.q(keyWaitPrefixKey, queue) }
 
 // Held counts the tasks of queue held in those lists (for recount).
-func (k Keys) Held(queue string) string { return k.q("held", queue) }
+func (k Keys) Held(queue string) string { return k.q(heldKey, queue) }
 
 // Limited is set by a claim that a concurrency limit stopped; the next
 // release then writes to Wake.
-func (k Keys) Limited(queue string) string { return k.q("limited", queue) }
+func (k Keys) Limited(queue string) string { return k.q(limitedKey, queue) }
 
 // Wake is the stream a worker blocked by a concurrency limit waits on; a
 // releasing finalize adds an entry (capped at one).
-func (k Keys) Wake(queue string) string { return k.q("wake", queue) }
+func (k Keys) Wake(queue string) string { return k.q(wakeKey, queue) }
 
 // FairState is the hash of queue's key queues (lua/_fair.lua): the key
 // sequence counter "seq", and per band the virtual time "vt<b>" and the
 // number of tasks in its key queues "n<b>".
-func (k Keys) FairState(queue string) string { return k.q("fair", queue) }
+func (k Keys) FairState(queue string) string { return k.q(fairStateKey, queue) }
 
 // FairOn exists while queue has key queues (fairness, key_rate or
 // key_order set): ingest reads it with the queue's number in one MGET.
-func (k Keys) FairOn(queue string) string { return k.q("fairon", queue) }
+func (k Keys) FairOn(queue string) string { return k.q(fairOnKey, queue) }
 
 // FairKeys is the ZSET key -> tasks of queue waiting in that key's queues
 // (the top keys by backlog).
-func (k Keys) FairKeys(queue string) string { return k.q("fairkeys", queue) }
+func (k Keys) FairKeys(queue string) string { return k.q(fairKeysKey, queue) }
 
 // FairDelay is the ZSET "<band>:<key>" -> when that key's next key_rate
 // token is due, for the keys parked until then.
-func (k Keys) FairDelay(queue string) string { return k.q("fairdelay", queue) }
+func (k Keys) FairDelay(queue string) string { return k.q(fairDelayKey, queue) }
 
 // KeyRate is the ZSET key -> its key_rate state (GCRA arrival time, epoch
 // ms); a time that has passed is dropped.
-func (k Keys) KeyRate(queue string) string { return k.q("keyrate", queue) }
+func (k Keys) KeyRate(queue string) string { return k.q(keyRateKey, queue) }
 
 // FairActivePrefix is the same-slot prefix of the ZSETs, one per band (the
 // prefix and the band), of the keys of queue with tasks waiting, scored by
 // their pass.
-func (k Keys) FairActivePrefix(queue string) string { return k.q("fairact", queue) + ":p" }
+func (k Keys) FairActivePrefix(queue string) string { return k.q(fairActivePrefixKey, queue) }
 
 // FairActive is band's active keys ZSET of queue.
 func (k Keys) FairActive(queue string, band int) string {
@@ -170,7 +370,7 @@ func (k Keys) FairActive(queue string, band int) string {
 // KeyQueuePrefix is the same-slot prefix of the key queues of queue: the
 // prefix, the band, ':' and the key name a ZSET of task ids by key
 // sequence number.
-func (k Keys) KeyQueuePrefix(queue string) string { return k.q("keyq", queue) + ":p" }
+func (k Keys) KeyQueuePrefix(queue string) string { return k.q(keyQueuePrefixKey, queue) }
 
 // KeyQueue is the key queue of key in band of queue.
 func (k Keys) KeyQueue(queue string, band int, key string) string {
@@ -178,7 +378,7 @@ func (k Keys) KeyQueue(queue string, band int, key string) string {
 }
 
 // StatsPrefix is the same-slot prefix of the per-minute counters of queue.
-func (k Keys) StatsPrefix(queue string) string { return k.q("stats", queue) + ":" }
+func (k Keys) StatsPrefix(queue string) string { return k.q(statsPrefixKey, queue) }
 
 // Stats holds the per-minute counters of queue for minute (epoch minutes).
 func (k Keys) Stats(queue string, minute int64) string {
@@ -187,24 +387,24 @@ func (k Keys) Stats(queue string, minute int64) string {
 
 // DedupPrefix is the same-slot prefix of queue's deduplication key records
 // (lua/_dedup.lua): a key is scoped to its queue.
-func (k Keys) DedupPrefix(queue string) string { return k.q("dedup", queue) + ":" }
+func (k Keys) DedupPrefix(queue string) string { return k.q(dedupPrefixKey, queue) }
 
 // Dedup is the record of deduplication key key of queue.
 func (k Keys) Dedup(queue, key string) string { return k.DedupPrefix(queue) + key }
 
 // DedupCounts counts queue's deduplicated submissions by mode (a collapsed
 // submission, or a queued task a replace or keep_last cancelled).
-func (k Keys) DedupCounts(queue string) string { return k.q("dedupn", queue) }
+func (k Keys) DedupCounts(queue string) string { return k.q(dedupCountsKey, queue) }
 
 // CancelChannel is the pub/sub channel on which cancel requests for running
 // tasks of queue are announced.
-func (k Keys) CancelChannel(queue string) string { return k.q("cancel", queue) }
+func (k Keys) CancelChannel(queue string) string { return k.q(cancelChannelKey, queue) }
 
 // QueueNum is queue's registry number (decimal), written once when the
 // queue is first registered, in the queue's slot so that ingest can check
 // that the number it stamps into task ids is the queue's: the registry is
 // rebuilt from these keys should it be lost, and never renumbers a queue.
-func (k Keys) QueueNum(queue string) string { return k.q("qnum", queue) }
+func (k Keys) QueueNum(queue string) string { return k.q(queueNumKey, queue) }
 
 // Queues is the global queue registry hash (name → number, #number → name).
 func (k Keys) Queues() string { return k.prefix + ":queues" }
@@ -259,15 +459,15 @@ func (k Keys) ScheduleDef(name string) string { return k.ScheduleDefPrefix() + n
 
 // Waiting is the ZSET of queue's workflow nodes not yet released (status
 // waiting), by creation time (epoch ms).
-func (k Keys) Waiting(queue string) string { return k.q("waiting", queue) }
+func (k Keys) Waiting(queue string) string { return k.q(waitingKey, queue) }
 
 // WorkflowOutbox is the stream of queue's workflow node ends: the script
 // that ends a node appends {w: "<workflow id>:<ref>", s: status, v: result,
 // e: error class}; the relay carries each entry to its workflow's slot.
-func (k Keys) WorkflowOutbox(queue string) string { return k.q("wfout", queue) }
+func (k Keys) WorkflowOutbox(queue string) string { return k.q(workflowOutboxKey, queue) }
 
 // WorkflowRelayLock names the process relaying queue's workflow outbox.
-func (k Keys) WorkflowRelayLock(queue string) string { return k.q("wfrelay", queue) }
+func (k Keys) WorkflowRelayLock(queue string) string { return k.q(workflowRelayLockKey, queue) }
 
 // WorkflowTag is the 20 hex digits after the creation time in a workflow
 // id: random, or the start of sha256(idempotency key) for a keyed workflow,

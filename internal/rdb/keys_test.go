@@ -1,8 +1,11 @@
 package rdb
 
 import (
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -129,3 +132,72 @@ func TestKeysOfDifferentQueuesAreSeparate(t *testing.T) {
 	require.False(t, strings.HasPrefix(k.Task("ab", "x"), k.TaskPrefix("a")))
 	require.False(t, strings.HasPrefix(k.Idempotency("ab", "x"), k.IdempotencyPrefix("a")))
 }
+
+// A Keys from NewKeys hands out remembered names: each must be the name
+// the zero Keys builds on every call.
+func TestRememberedKeyNamesAreTheBuiltOnes(t *testing.T) {
+	t.Parallel()
+	remembered, built := NewKeys("dtq"), Keys{prefix: "dtq"}
+	for _, queue := range []string{"q", "emails", "a-b_c", strings.Repeat("z", 64)} {
+		for range 2 { // the first call builds the names, the second reads them
+			for f := range numQueueKeys {
+				require.Equal(t, built.q(f, queue), remembered.q(f, queue))
+			}
+			for band := range NumBands {
+				require.Equal(t, built.Stream(queue, band), remembered.Stream(queue, band))
+			}
+			require.Equal(t, built.Task(queue, "id"), remembered.Task(queue, "id"))
+			require.Equal(t, built.TaskEnded(queue, "id"), remembered.TaskEnded(queue, "id"))
+		}
+	}
+	require.Equal(t, "dtq:task:{q}:id:ended", remembered.TaskEnded("q", "id"))
+	require.Equal(t, "dtq:stream:{q}:p10", remembered.Stream("q", 10), "a band out of range is still spelled")
+}
+
+// Past maxCachedQueues queues, names are built on each call, and right.
+func TestKeyNamesPastTheRememberedQueues(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	for i := range maxCachedQueues + 10 {
+		queue := "q" + strconv.Itoa(i)
+		require.Equal(t, "dtq:depth:{"+queue+"}", k.Depth(queue))
+		require.Equal(t, "dtq:stream:{"+queue+"}:p3", k.Stream(queue, 3))
+	}
+	require.Len(t, *k.cache.queues.Load(), maxCachedQueues)
+}
+
+func TestKeyNamesConcurrently(t *testing.T) {
+	t.Parallel()
+	k := NewKeys("dtq")
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				queue := "q" + strconv.Itoa((i+g)%20)
+				if k.Events(queue) != "dtq:events:{"+queue+"}" {
+					t.Errorf("events key of %s: %s", queue, k.Events(queue))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkIngestCallKeys builds the key names one ingest call of one task
+// sends (see ingestCall), which runs on every submission.
+func BenchmarkIngestCallKeys(b *testing.B) {
+	k := NewKeys("dtq")
+	id := NewTaskID(1, time.Now())
+	b.ReportAllocs()
+	for b.Loop() {
+		// Kept, as the call keeps them.
+		keySink = append(keySink[:0],
+			k.Depth("default"), k.Schedule("default"), k.Expiry("default"), k.Recent("default"),
+			k.Events("default"), k.QueueNum("default"), k.FairOn("default"), k.FairState("default"),
+			k.FairKeys("default"), k.Wake("default"), k.TaskPrefix("default"), k.ResultPrefix("default"),
+			k.StreamPrefix("default"), k.FairActivePrefix("default"), k.KeyQueuePrefix("default"),
+			k.Task("default", id), k.TaskEnded("default", id))
+	}
+}
+
+var keySink []string
