@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -327,6 +328,9 @@ func normalize(s *Submission, lim *limits, now time.Time) (*normalized, error) {
 
 // objectJSON returns v as compact JSON, which must be an object.
 func objectJSON(field string, v any) ([]byte, error) {
+	if b, ok := plainObjectJSON(v); ok {
+		return b, nil // what json.Marshal would write, without reflection
+	}
 	var raw []byte
 	compact := false // json.Marshal output is compact already
 	switch p := v.(type) {
@@ -365,6 +369,124 @@ func objectJSON(field string, v any) ([]byte, error) {
 			"that is not Unicode text, decoders turn it into U+FFFD, and two such payloads would look alike; send the text as UTF-8 or a valid pair", at+1)
 	}
 	return raw, nil
+}
+
+// plainObjectJSON is objectJSON's answer for the common payload of a map
+// of a few plain members (see plainStringMapJSON), written without
+// reflection; ok is false for any other v.
+func plainObjectJSON(v any) (b []byte, ok bool) {
+	switch m := v.(type) {
+	case map[string]string:
+		return plainStringMapJSON(m)
+	case map[string]any:
+		return plainAnyMapJSON(m)
+	}
+	return nil, false
+}
+
+// plainMaxMembers bounds the maps plainStringMapJSON and plainAnyMapJSON
+// write: their keys are sorted on the stack.
+const plainMaxMembers = 16
+
+// plainStringMapJSON is the text json.Marshal writes for m, written
+// without reflection for the common payload of a few plain strings: ok is
+// false (json.Marshal must write it) unless every key and value is a
+// jsonscan.PlainString, which encoding/json writes as it is between
+// quotes. A nil map is {}, objectJSON's answer for null.
+func plainStringMapJSON(m map[string]string) (b []byte, ok bool) {
+	if len(m) > plainMaxMembers {
+		return nil, false
+	}
+	var buf [plainMaxMembers]string
+	keys := buf[:0]
+	size := 2
+	for k, v := range m {
+		if !jsonscan.PlainString(k) || !jsonscan.PlainString(v) {
+			return nil, false
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v) + 6
+	}
+	slices.Sort(keys) // encoding/json's order
+	b = make([]byte, 0, size)
+	for i, k := range keys {
+		b = appendMemberKey(b, i, k)
+		b = append(b, '"')
+		b = append(b, m[k]...)
+		b = append(b, '"')
+	}
+	return appendObjectEnd(b), true
+}
+
+// plainAnyMapJSON is plainStringMapJSON for a map of values of any type:
+// each must be a plain string, a bool, an int, an int64 or nil.
+func plainAnyMapJSON(m map[string]any) (b []byte, ok bool) {
+	if len(m) > plainMaxMembers {
+		return nil, false
+	}
+	var buf [plainMaxMembers]string
+	keys := buf[:0]
+	size := 2
+	for k, v := range m {
+		if !jsonscan.PlainString(k) {
+			return nil, false
+		}
+		switch v := v.(type) {
+		case string:
+			if !jsonscan.PlainString(v) {
+				return nil, false
+			}
+			size += len(v) + 2
+		case bool, int, int64, nil:
+			size += 20 // the longest int64
+		default:
+			return nil, false
+		}
+		keys = append(keys, k)
+		size += len(k) + 4
+	}
+	slices.Sort(keys)
+	b = make([]byte, 0, size)
+	for i, k := range keys {
+		b = appendMemberKey(b, i, k)
+		switch v := m[k].(type) {
+		case string:
+			b = append(b, '"')
+			b = append(b, v...)
+			b = append(b, '"')
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case nil:
+			b = append(b, "null"...)
+		}
+	}
+	return appendObjectEnd(b), true
+}
+
+// appendMemberKey opens member i of an object: '{' or ',', then the plain
+// key k and ':'.
+func appendMemberKey(b []byte, i int, k string) []byte {
+	if i == 0 {
+		b = append(b, '{')
+	} else {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, k...)
+	return append(b, '"', ':')
+}
+
+// appendObjectEnd closes an object appendMemberKey opened ("{}" when it
+// has no members).
+func appendObjectEnd(b []byte) []byte {
+	if len(b) == 0 {
+		b = append(b, '{')
+	}
+	return append(b, '}')
 }
 
 func metadataTTL(meta []byte) (int64, bool, error) {
