@@ -45,6 +45,7 @@ type Group[I, R any] struct {
 	company  chan struct{} // closed once want calls are pending (Linger)
 	want     int           // the pending calls a lingering flusher waits for
 	expired  int           // lingers that waited their full time (tests read it)
+	idle     sync.Pool     // *gcCall[I, R] no longer in use, channel and all
 }
 
 // peakLingers is how many lingers a peak of calls in flight together
@@ -66,7 +67,7 @@ type gcResult[R any] struct {
 // the item is sent it is withdrawn; once sent, its result is awaited, since
 // it is the truth about what was written.
 func (g *Group[I, R]) Do(ctx context.Context, in I) (R, error) {
-	c := &gcCall[I, R]{in: in, done: make(chan gcResult[R], 1)}
+	c := g.newCall(in)
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
 	want := 0
@@ -109,24 +110,49 @@ func (g *Group[I, R]) Do(ctx context.Context, in I) (R, error) {
 			go g.flush()
 		}
 		res := <-c.done // sent in this batch, or in one the flusher runs
+		g.release(c)
 		return res.r, res.err
 	}
 	g.mu.Unlock()
 	select {
 	case res := <-c.done:
+		g.release(c)
 		return res.r, res.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		if i := slices.Index(g.pending, c); i >= 0 {
 			g.pending = slices.Delete(g.pending, i, i+1)
 			g.mu.Unlock()
+			g.release(c) // withdrawn before any batch took it: nothing will be sent
 			var zero R
 			return zero, ctx.Err()
 		}
 		g.mu.Unlock()
 		res := <-c.done
+		g.release(c)
 		return res.r, res.err
 	}
+}
+
+// newCall returns a call for in: an idle one when there is one, since every
+// Do needs a call and its channel.
+func (g *Group[I, R]) newCall(in I) *gcCall[I, R] {
+	c, _ := g.idle.Get().(*gcCall[I, R])
+	if c == nil {
+		c = &gcCall[I, R]{done: make(chan gcResult[R], 1)}
+	}
+	c.in = in
+	return c
+}
+
+// release makes c idle. Only the call's own Do releases it, once nothing
+// will send on its channel: its result was received, or it was withdrawn
+// from pending before a batch took it. A flusher that sent the result
+// does not touch c again.
+func (g *Group[I, R]) release(c *gcCall[I, R]) {
+	var zero I
+	c.in = zero
+	g.idle.Put(c)
 }
 
 // leave counts a call out of Do (Linger).

@@ -165,3 +165,57 @@ func TestGroupCommitLeftAloneStopsLingering(t *testing.T) {
 	require.GreaterOrEqual(t, expired, 1, "the first call alone waited for company")
 	require.LessOrEqual(t, expired, peakLingers, "%d calls alone: %d lingers waited their full time", 3*peakLingers, expired)
 }
+
+// TestGroupCommitAnswersEachCallItsOwn: calls are reused once answered or
+// withdrawn; every Do still gets its own item's result.
+func TestGroupCommitAnswersEachCallItsOwn(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var held atomic.Bool
+	g := &Group[int, int]{Max: 4, Run: func(batch []int) ([]int, error) {
+		if held.CompareAndSwap(false, true) {
+			<-release // the first run holds the flusher, so the next call waits in pending
+		}
+		out := make([]int, len(batch))
+		for i, v := range batch {
+			out[i] = -v
+		}
+		return out, nil
+	}}
+	first := make(chan int, 1)
+	go func() {
+		r, _ := g.Do(context.Background(), 1)
+		first <- r
+	}()
+	require.Eventually(t, func() bool { return held.Load() }, 10*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	withdrawn := make(chan error, 1)
+	go func() {
+		_, err := g.Do(ctx, 2)
+		withdrawn <- err
+	}()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.pending) == 1
+	}, 10*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-withdrawn, context.Canceled)
+	close(release)
+	require.Equal(t, -1, <-first)
+
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				in := w*1000 + i + 3
+				r, err := g.Do(context.Background(), in)
+				if err != nil || r != -in {
+					t.Errorf("Do(%d) = %d, %v", in, r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -104,11 +104,10 @@ func (r *RDB) outcomesOnly(ctx context.Context, queue string) bool {
 // most once per fairFlagTTL: one HMGET a second per queue. On an error it
 // answers what it knew: the ingest script checks the fair flag itself.
 func (r *RDB) flags(ctx context.Context, queue string) queueFlags {
-	now := time.Now()
 	r.fairMu.Lock()
 	f, ok := r.fairFlags[queue]
 	r.fairMu.Unlock()
-	if ok && now.Sub(f.at) < fairFlagTTL {
+	if ok && time.Since(f.at) < fairFlagTTL { // reads only the monotonic clock
 		return f
 	}
 	v, err := r.c.HMGet(ctx, r.keys.Limits(queue), "fair", "events").Result()

@@ -62,9 +62,18 @@ func ParseTaskID(id string) (queueNum uint16, ok bool) {
 	if id[12] != '7' {
 		return 0, false
 	}
-	var b [16]byte
-	_, _ = hex.Decode(b[:], []byte(id))
-	return binary.BigEndian.Uint16(b[14:]), true
+	for i := 28; i < 32; i++ { // the last four digits; every ingest call reads them
+		queueNum = queueNum<<4 | uint16(hexValue(id[i]))
+	}
+	return queueNum, true
+}
+
+// hexValue is the value of the lowercase hex digit c.
+func hexValue(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // lowerHexByte reports whether c is a lowercase hex digit: task ids are
