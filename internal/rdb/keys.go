@@ -3,6 +3,7 @@ package rdb
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,9 +160,7 @@ func (k Keys) names(queue string) *queueKeyNames {
 	}
 	n := k.buildNames(queue)
 	m := make(map[string]*queueKeyNames, len(known)+1)
-	for q, v := range known {
-		m[q] = v
-	}
+	maps.Copy(m, known)
 	m[strings.Clone(queue)] = n // the caller's string may be a slice of a larger one
 	k.cache.queues.Store(&m)
 	return n
