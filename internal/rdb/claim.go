@@ -142,31 +142,47 @@ func asSlice(v any) []any {
 	return s
 }
 
+// decodeClaimed reads the tasks claim and reclaim return, one flat list
+// (lua/_attempts.lua, claimed_put): per task a head "<n> <attempt>
+// <timeout_ms> <max_attempts> <created_at> <cancel_requested> <priority>
+// <id>", then n elements: type, payload, metadata[, idem_key[, wf, deps]].
 func decodeClaimed(queue string, v any) []ClaimedTask {
+	flat := asSlice(v)
 	var out []ClaimedTask
-	for _, item := range asSlice(v) {
-		f := asSlice(item)
-		if len(f) < 11 {
-			continue
+	for i := 0; i < len(flat); {
+		head, _ := flat[i].(string)
+		f := strings.SplitN(head, " ", 8)
+		if len(f) < 8 {
+			break
 		}
-		str := func(i int) string { s, _ := f[i].(string); return s }
-		created := atoi64(str(7))
-		if str(7) == "" {
+		n := int(atoi64(f[0]))
+		if n < 3 || i+1+n > len(flat) {
+			break
+		}
+		el := flat[i+1 : i+1+n]
+		i += 1 + n
+		str := func(j int) string { s, _ := el[j].(string); return s }
+		id := f[7]
+		created := atoi64(f[4])
+		if f[4] == "" {
 			// A claim from a band entry leaves out a created_at that is
 			// the time in the id (claimFields).
-			created = TaskIDTime(str(0)).UnixMilli()
+			created = TaskIDTime(id).UnixMilli()
 		}
-		out = append(out, ClaimedTask{
-			Queue: queue, ID: str(0), Attempt: int(atoi64(str(1))), Type: str(2),
-			Payload: []byte(str(3)), TimeoutMS: atoi64(str(4)), MaxAttempts: int(atoi64(str(5))),
-			IdempotencyKey: str(6), CreatedAt: created, CancelRequested: str(8) == "1",
-			Metadata: []byte(str(9)), Priority: int(atoi64(str(10))),
-		})
-		if len(f) >= 13 && str(11) != "" {
-			ct := &out[len(out)-1]
-			ct.Workflow, ct.Ref, _ = strings.Cut(str(11), ":")
-			ct.Deps = []byte(str(12))
+		t := ClaimedTask{
+			Queue: queue, ID: id, Attempt: int(atoi64(f[1])), Type: str(0),
+			Payload: []byte(str(1)), TimeoutMS: atoi64(f[2]), MaxAttempts: int(atoi64(f[3])),
+			CreatedAt: created, CancelRequested: f[5] == "1",
+			Metadata: []byte(str(2)), Priority: int(atoi64(f[6])),
 		}
+		if n >= 4 {
+			t.IdempotencyKey = str(3)
+		}
+		if n >= 6 && str(4) != "" {
+			t.Workflow, t.Ref, _ = strings.Cut(str(4), ":")
+			t.Deps = []byte(str(5))
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -118,31 +118,44 @@ end
 local claimed_fields = {'status', 'attempt', 'worker_id', 'claim', 'type', 'payload', 'timeout_ms',
   'max_attempts', 'idem_key', 'created_at', 'cancel_requested', 'metadata', 'priority', 'wf', 'deps'}
 
--- claimed_tuple is one started task as claim and reclaim return it (a
--- workflow node's wf and deps last).
-local function claimed_tuple(tid, h, attempt)
-  if h.wf then
-    return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
-      h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority,
-      h.wf, h.deps or '{}'}
+-- claimed_put appends one started task to out, a flat list, as claim and
+-- reclaim return it: a head "<n> <attempt> <timeout_ms> <max_attempts>
+-- <created_at> <cancel_requested> <priority> <id>" (its numeric fields
+-- joined, the id last), then the n elements that follow it: type,
+-- payload, metadata, and with n >= 4 the idempotency key, with n = 6 the
+-- workflow node and its deps. Redis turns every element and every nested
+-- table of a reply into RESP at a cost: one text for the numbers, and no
+-- table per task, cost less than 11 to 13 elements in a table each.
+local function claimed_put(out, tid, h, attempt)
+  local n, wf, ik = #out, h.wf, h.idem_key
+  local k = wf and '6 ' or (ik and ik ~= '' and '4 ' or '3 ')
+  out[n + 1] = k .. attempt .. ' ' .. (h.timeout_ms or '') .. ' ' .. (h.max_attempts or '') .. ' ' ..
+    (h.created_at or '0') .. ' ' .. (h.cancel_requested or '0') .. ' ' .. (h.priority or '') .. ' ' .. tid
+  out[n + 2] = h.type or ''
+  out[n + 3] = h.payload or '{}'
+  out[n + 4] = h.metadata or '{}'
+  if k ~= '3 ' then
+    out[n + 5] = ik or ''
+    if wf then
+      out[n + 6] = wf
+      out[n + 7] = h.deps or '{}'
+    end
   end
-  return {tid, attempt, h.type, h.payload or '{}', h.timeout_ms, h.max_attempts,
-    h.idem_key or '', h.created_at or '0', h.cancel_requested or '0', h.metadata or '{}', h.priority}
 end
 
--- replayed returns the tasks an earlier run of this very call started: a
+-- replayed returns (flat, see claimed_put) the tasks an earlier run of this very call started: a
 -- claim or reclaim whose reply was lost is sent again with the same
 -- arguments, and the tasks it started (lease until lease_s, this worker,
 -- this call's nonce) must reach the worker instead of sitting in running
 -- with no handler until their lease expires.
---! uses: hget_map, claimed_fields, claimed_tuple
+--! uses: hget_map, claimed_fields, claimed_put
 local function replayed(lease_key, lease_s, worker, nonce, task_prefix)
   local out = {}
   if nonce == '' then return out end
   for _, tid in ipairs(redis.call('ZRANGEBYSCORE', lease_key, lease_s, lease_s)) do
     local h = hget_map(task_prefix .. tid, claimed_fields)
     if h.status == 'running' and h.worker_id == worker and h.claim == nonce then
-      out[#out + 1] = claimed_tuple(tid, h, h.attempt)
+      claimed_put(out, tid, h, h.attempt)
     end
   end
   return out

@@ -62,15 +62,17 @@
 --          stream)
 --   reason: with "limited", "rate", "concurrency" or "key_rate"
 --   held: tasks this call held back by key_concurrency
---   tasks: list of {id, attempt, type, payload, timeout_ms, max_attempts,
---          idem_key, created_at, cancel_requested, metadata, priority, wf, deps}
+--   tasks: one flat list (lua/_attempts.lua, claimed_put): per task a head
+--          "<n> <attempt> <timeout_ms> <max_attempts> <created_at>
+--          <cancel_requested> <priority> <id>", then n elements: type,
+--          payload, metadata[, idem_key[, wf, deps]]
 --   last_ids: when the bands ran out before the slots did, the newest
 --          entry id of each band p9..p0 (all delivered; to block on with
 --          XREAD), and with key queues the wake stream's newest id last;
 --          else empty.
 --
 --! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into
---! include: bucket_field, claimed_tuple, replayed, fair_enter, fair_leave, fair_unpark
+--! include: bucket_field, claimed_put, replayed, fair_enter, fair_leave, fair_unpark
 
 -- now_s and lease_s go into arguments as text: a Lua number is turned back
 -- into text by a costly float formatting.
@@ -216,7 +218,7 @@ if lim[6] then
     acc['started'] = (acc['started'] or 0) + 1
     acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
     acc[bf] = (acc[bf] or 0) + 1
-    tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
+    claimed_put(tasks, tid, h, h.attempt)
     remaining = remaining - 1
   end
 
@@ -503,7 +505,7 @@ for b = 9, 0, -1 do
         acc['started'] = (acc['started'] or 0) + 1
         acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
         acc[b] = (acc[b] or 0) + 1
-        tasks[#tasks + 1] = claimed_tuple(tid, h, h.attempt)
+        claimed_put(tasks, tid, h, h.attempt)
         remaining = remaining - 1
         end
       end

@@ -26,10 +26,12 @@
 -- ARGV[14] key wait list prefix  ARGV[15] task key prefix
 -- ARGV[16..] pairs of task id, attempt the reclaiming process runs now
 --
--- Returns the tasks taken over, each {id, attempt, type, payload, timeout_ms,
--- max_attempts, idem_key, created_at, cancel_requested, metadata, priority}.
+-- Returns the tasks taken over, one flat list (see claimed_put): per task a
+-- head "<n> <attempt> <timeout_ms> <max_attempts> <created_at>
+-- <cancel_requested> <priority> <id>", then type, payload, metadata[,
+-- idem_key[, wf, deps]].
 --
---! include: emit, history_field, trim_history, hget_map, claimed_tuple, replayed, release_entry
+--! include: emit, history_field, trim_history, hget_map, claimed_put, replayed, release_entry
 --! include: release_key, wake_limited, limit_keys, bury
 
 local now_s = ARGV[1]
@@ -79,7 +81,7 @@ for _, tid in ipairs(expired) do
       -- The stream entry stays pending under the old consumer: its data was
       -- trimmed at claim, and XCLAIM of a trimmed entry would drop it from the
       -- pending list. Whoever finalizes acks it.
-      out[#out + 1] = claimed_tuple(tid, h, attempt)
+      claimed_put(out, tid, h, attempt)
     else
       release_entry(finish, h)
       release_key(limits, h)
