@@ -8,7 +8,7 @@
 -- count, and finalizes only XACK. One trim per band and call walks a node
 -- once, where an XDEL per entry would seek through it every time.
 -- An entry ingest wrote carries the fields the claim needs (field c): the
--- claim then reads no hash (claim_entry); any other entry has its hash
+-- claim then reads no hash (see the band loop); any other entry has its hash
 -- read whole.
 -- Per entry: a task whose hash is gone or terminal is acked and dropped; an
 -- entry that is not the task's current entry is absorbed
@@ -143,41 +143,29 @@ local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_a
 local tasks, read, state = {}, 0, 'ok'
 local h = {} -- each entry's task fields, refilled (hget_into)
 
--- claim_entry fills h for the entry eid of task tid from the entry itself
--- when ingest wrote it (its field c: type, timeout_ms, max_attempts,
--- created_at ("" = the time in the id; the reply then leaves it empty too,
--- and h.created_ms has it as a number), expires_at, concurrency key), and
--- reads no hash: an entry still in its band is its task's current one, and
--- the task still queued with the fields ingest gave it, since every way out
--- of queued (cancel, expiry, purge, a dedup replace) deletes the entry, and
--- nothing changes those fields of a queued task. A hash gone all the same
--- (deleted by hand, evicted) shows in the reply of the write that starts
--- the task (see gone). Returns false when the caller must read the hash: an
--- entry of a retry, reclaim, hand-back, requeue or release, or an overdue
--- task, which expires with the fields retention needs.
 local band_text = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
-local function claim_entry(tid, eid, entry_fields, b)
-  local c = entry_fields[7] == 'c' and entry_fields[8] or (entry_fields[9] == 'c' and entry_fields[10])
-  if not c then return false end
-  local ty, tmo, ma, ca, ex, ck = string.match(c, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
-  if not ty or (ex ~= '' and tonumber(ex) <= now) then return false end
-  for i = 1, #fields do h[fields[i]] = nil end
-  h.status, h.stream_id, h.attempt, h.type, h.priority = 'queued', eid, entry_fields[4], ty, band_text[b]
-  h.timeout_ms, h.max_attempts, h.created_at = tmo, ma, ca
-  -- (hex to a number: cheaper than the decimal created_at would be)
-  h.created_ms = ca == '' and tonumber(string.sub(tid, 1, 12), 16) or tonumber(ca)
-  if ex ~= '' then h.expires_at = ex end
-  if ck ~= '' then h.ckey = ck end
-  return true
-end
+local task_prefix, events_key, events_maxlen = ARGV[6], KEYS[4], ARGV[8]
+local wait_sum = 0 -- ms the tasks started waited, for the stats
 
--- gone tells, from the reply of the HSET that started a task claim_entry
--- filled (added: the fields it added, of n), that the hash did not exist:
+-- gone tells, from the reply of the HSET that started a task read from its
+-- entry alone (added: the fields it added, of n), that the hash did not exist:
 -- an existing one has its status already. The write is undone.
 local function gone(task_key, added, n)
   if added < n then return false end
   redis.call('DEL', task_key)
   return true
+end
+
+-- hold moves queued task tid, whose concurrency key ck is at its limit,
+-- out of band b's stream into the key's wait list, in order, so that other
+-- keys' tasks pass it; the caller acks the entry.
+local function hold(tid, task_key, ck, b, eid, entry_fields)
+  redis.call('RPUSH', ARGV[11] .. ck, tid)
+  keep_body(task_key, streams[b], eid, entry_fields)
+  redis.call('HSET', task_key, 'held', '1')
+  redis.call('HDEL', task_key, 'stream_id')
+  redis.call('INCR', KEYS[21])
+  held = held + 1
 end
 local leases, acc = {}, {}
 local empty = {} -- bands that held nothing: no read, and 0-0 to block on
@@ -214,9 +202,8 @@ if lim[6] then
     if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
     if start_events then emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '') end
     local wait = math.max(0, now - tonumber(h.created_at or now))
+    wait_sum = wait_sum + wait
     local bf = bucket_field('wait_b', wait)
-    acc['started'] = (acc['started'] or 0) + 1
-    acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
     acc[bf] = (acc[bf] or 0) + 1
     claimed_put(tasks, tid, h, h.attempt)
     remaining = remaining - 1
@@ -433,84 +420,135 @@ for b = 9, 0, -1 do
       read = read + 1
       local eid, entry_fields = entry[1], entry[2]
       local tid = entry_fields[2]
-      local task_key = ctx.task_prefix .. tid
-      local fast = claim_entry(tid, eid, entry_fields, b)
-      if not fast then
-        hgetall_into(h, task_key, fields)
-        h.created_ms = nil
+      local task_key = task_prefix .. tid
+      -- An entry ingest wrote carries the fields the claim needs (its field
+      -- c: type, timeout_ms, max_attempts, created_at ("" = the time in the
+      -- id; the reply then leaves it empty too), expires_at, concurrency
+      -- key): such a task starts from the entry alone, no hash read, its
+      -- fields in locals. An entry still in its band is its task's current
+      -- one, and the task still queued with the fields ingest gave it,
+      -- since every way out of queued (cancel, expiry, purge, a dedup
+      -- replace) deletes the entry, and nothing changes those fields of a
+      -- queued task. A hash gone all the same (deleted by hand, evicted)
+      -- shows in the reply of the write that starts the task (see gone).
+      -- Any other entry (a retry, reclaim, hand-back, requeue or release),
+      -- and an overdue task, which expires with the fields retention needs,
+      -- has its hash read.
+      local c = entry_fields[7] == 'c' and entry_fields[8] or (entry_fields[9] == 'c' and entry_fields[10])
+      local ty, tmo, ma, ca, ex, ck
+      if c then
+        ty, tmo, ma, ca, ex, ck = string.match(c, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+        if ty and ex ~= '' and tonumber(ex) <= now then ty = nil end
       end
-      local st = h.status
-      local drop = true
-      if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
-          or st == 'cancelled' or st == 'expired' then
-        -- gone or finished: nothing to run
-      elseif st ~= 'queued' or h.stream_id ~= eid then
-        emit(ctx.events, ctx.events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
-          cjson.encode({entry_id = eid, status = st}))
-      elseif h.expires_at and tonumber(h.expires_at) <= now then
-        redis.call('XACK', streams[b], group, eid)
-        expire_task(ctx, tid, h, entry_fields)
-      elseif h.ckey and key_conc and key_count(h.ckey) >= key_conc then
-        -- Its key is at its limit: out of the stream into the key's wait
-        -- list, in order, so that other keys' tasks pass it (unless its
-        -- hash is gone, see claim_entry: a rare path, it may look).
-        if not fast or redis.call('EXISTS', task_key) == 1 then
-          redis.call('RPUSH', ARGV[11] .. h.ckey, tid)
-          keep_body(task_key, streams[b], eid, entry_fields)
-          redis.call('HSET', task_key, 'held', '1')
-          redis.call('HDEL', task_key, 'stream_id')
-          redis.call('INCR', KEYS[21])
-          held = held + 1
+      if ty then
+        if ck ~= '' and key_conc and key_count(ck) >= key_conc then
+          -- Its key is at its limit (see hold), unless its hash is gone:
+          -- a rare path, it may look.
+          if redis.call('EXISTS', task_key) == 1 then hold(tid, task_key, ck, b, eid, entry_fields) end
+          redis.call('XACK', streams[b], group, eid)
+        else
+          -- The entry goes with the trim below: its payload and metadata
+          -- move into the hash in the same write, which comes first: its
+          -- reply tells whether the hash was there (gone).
+          local p, m = entry_body(entry_fields)
+          local added, n
+          if m then
+            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+              'claim', nonce, 'payload', p, 'metadata', m), 6
+          elseif p then
+            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+              'claim', nonce, 'payload', p), 5
+          else
+            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+              'claim', nonce), 4
+          end
+          if gone(task_key, added, n) then
+            redis.call('XACK', streams[b], group, eid)
+          else
+            -- start's steps (see the slow path below), written out for
+            -- the fields in locals: this is the path of nearly every task
+            -- of a queue without key queues. A task from ingest has no
+            -- previous attempt's outcome to clear.
+            started = started + 1
+            if ck ~= '' then
+              key_cnt[ck] = key_count(ck) + 1
+              redis.call('HINCRBY', KEYS[20], ck, 1)
+            end
+            local attempt = entry_fields[4]
+            leases[#leases + 1] = lease_s
+            leases[#leases + 1] = tid
+            if ex ~= '' then redis.call('ZREM', KEYS[2], tid) end
+            if start_events then
+              emit(events_key, events_maxlen, 'TASK_STARTED', tid, ty, attempt, now_s, worker, '')
+            end
+            -- (hex to a number: cheaper than the decimal created_at would be)
+            local wait = now - (ca == '' and tonumber(string.sub(tid, 1, 12), 16) or tonumber(ca))
+            if wait < 0 then wait = 0 end
+            wait_sum = wait_sum + wait
+            local bf = bucket_field('wait_b', wait)
+            acc[bf] = (acc[bf] or 0) + 1
+            local nt = #tasks
+            tasks[nt + 1] = '3 ' .. attempt .. ' ' .. tmo .. ' ' .. ma .. ' ' .. ca .. ' 0 ' .. band_text[b] .. ' ' .. tid
+            tasks[nt + 2] = ty
+            tasks[nt + 3] = p or '{}'
+            tasks[nt + 4] = m or '{}'
+            remaining = remaining - 1
+          end
         end
       else
-        -- The entry goes with the trim below: its payload and metadata
-        -- move into the hash in the same write, which comes first: its
-        -- reply tells whether the hash was there (gone).
-        local p, m = entry_body(entry_fields)
-        local added, n
-        if m then
-          h.payload, h.metadata = p, m
-          added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
-            'claim', nonce, 'payload', p, 'metadata', m), 6
-        elseif p then
-          h.payload = p
-          added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
-            'claim', nonce, 'payload', p), 5
+        hgetall_into(h, task_key, fields)
+        local st = h.status
+        local drop = true
+        if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
+            or st == 'cancelled' or st == 'expired' then
+          -- gone or finished: nothing to run
+        elseif st ~= 'queued' or h.stream_id ~= eid then
+          emit(events_key, events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,
+            cjson.encode({entry_id = eid, status = st}))
+        elseif h.expires_at and tonumber(h.expires_at) <= now then
+          redis.call('XACK', streams[b], group, eid)
+          expire_task(ctx, tid, h, entry_fields)
+        elseif h.ckey and key_conc and key_count(h.ckey) >= key_conc then
+          hold(tid, task_key, h.ckey, b, eid, entry_fields)
         else
-          added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
-            'claim', nonce), 4
+          local p, m = entry_body(entry_fields)
+          if m then
+            h.payload, h.metadata = p, m
+            redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+              'claim', nonce, 'payload', p, 'metadata', m)
+          elseif p then
+            h.payload = p
+            redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+              'claim', nonce, 'payload', p)
+          else
+            redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+              'claim', nonce)
+          end
+          drop = false
+          started = started + 1
+          if h.ckey then
+            key_cnt[h.ckey] = key_count(h.ckey) + 1
+            redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+          end
+          if h.error_class then -- a retry: clear the previous attempt's outcome
+            redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+          end
+          leases[#leases + 1] = lease_s
+          leases[#leases + 1] = tid
+          if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
+          if start_events then
+            emit(events_key, events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
+          end
+          local wait = math.max(0, now - tonumber(h.created_at or now))
+          wait_sum = wait_sum + wait
+          local bf = bucket_field('wait_b', wait)
+          acc[bf] = (acc[bf] or 0) + 1
+          claimed_put(tasks, tid, h, h.attempt)
+          remaining = remaining - 1
         end
-        if not (fast and gone(task_key, added, n)) then
-        drop = false
-        -- start's steps (above), written out: this is the path of every
-        -- queue without key queues, and calling start here costs about
-        -- 2,000 instructions per task (bench/scriptcost.sh, claim
-        -- 151,200 -> 153,300 per task).
-        started = started + 1
-        if h.ckey then
-          key_cnt[h.ckey] = key_count(h.ckey) + 1
-          redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+        if drop then
+          redis.call('XACK', streams[b], group, eid)
         end
-        if h.error_class then -- a retry: clear the previous attempt's outcome
-          redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-        end
-        leases[#leases + 1] = lease_s
-        leases[#leases + 1] = tid
-        if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-        if start_events then
-          emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
-        end
-        local wait = math.max(0, now - (h.created_ms or tonumber(h.created_at or now)))
-        local b = bucket_field('wait_b', wait)
-        acc['started'] = (acc['started'] or 0) + 1
-        acc['wait_ms_sum'] = (acc['wait_ms_sum'] or 0) + wait
-        acc[b] = (acc[b] or 0) + 1
-        claimed_put(tasks, tid, h, h.attempt)
-        remaining = remaining - 1
-        end
-      end
-      if drop then
-        redis.call('XACK', streams[b], group, eid)
       end
     end
     local minid = #delivered > 0 and after_id(delivered[#delivered][1])
@@ -523,6 +561,7 @@ end
 
 if #leases > 0 then
   redis.call('ZADD', KEYS[1], unpack(leases))
+  acc.started, acc.wait_ms_sum = started, wait_sum
   stats_flush(KEYS[7], acc)
 end
 if interval and started > 0 then
