@@ -496,7 +496,11 @@ for b = 9, 0, -1 do
           end
         end
       else
-        hgetall_into(h, task_key, fields)
+        -- Read as a RESP3 map, the reply is the field table itself, filled
+        -- by Redis; back to RESP2 at once: the rest expects its replies.
+        redis.setresp(3)
+        h = redis.call('HGETALL', task_key).map
+        redis.setresp(2)
         local st = h.status
         local drop = true
         if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
