@@ -55,6 +55,18 @@ local function hgetall_into(m, key, fields)
   return m
 end
 
+-- flat_map is the field table of a flat HGETALL reply. A script reads a
+-- whole hash as a RESP3 map (redis.setresp(3)): Redis hands it the table
+-- itself, where Lua would otherwise build it field by field. A server whose
+-- scripts answer RESP2 all the same (the in-process Redis of dtq dev) gives
+-- the flat reply, and this builds the table: read a hash as
+-- `local r = redis.call('HGETALL', key); local h = r.map or flat_map(r)`.
+local function flat_map(r)
+  local m = {}
+  for i = 1, #r, 2 do m[r[i]] = r[i + 1] end
+  return m
+end
+
 -- hget_map reads the named fields of a hash into a new table.
 --! uses: hget_into
 local function hget_map(key, fields)

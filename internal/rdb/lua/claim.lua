@@ -71,7 +71,7 @@
 --          XREAD), and with key queues the wake stream's newest id last;
 --          else empty.
 --
---! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into
+--! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into, flat_map
 --! include: bucket_field, claimed_put, replayed, fair_enter, fair_leave, fair_unpark
 
 -- now_s and lease_s go into arguments as text: a Lua number is turned back
@@ -499,8 +499,9 @@ for b = 9, 0, -1 do
         -- Read as a RESP3 map, the reply is the field table itself, filled
         -- by Redis; back to RESP2 at once: the rest expects its replies.
         redis.setresp(3)
-        h = redis.call('HGETALL', task_key).map
+        local r = redis.call('HGETALL', task_key)
         redis.setresp(2)
+        h = r.map or flat_map(r)
         local st = h.status
         local drop = true
         if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'

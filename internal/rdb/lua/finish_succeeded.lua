@@ -43,7 +43,7 @@
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
 --
 --! include: emit, stats_flush, retain, flush_retained, bucket_field, itoa, succeeded_by
---! include: release_key, wake_limited, limit_keys, wf_outbox
+--! include: release_key, wake_limited, limit_keys, wf_outbox, flat_map
 
 -- now_s goes into arguments as it came: turning a Lua number back into
 -- text is a costly float formatting, once per task.
@@ -74,8 +74,9 @@ for i = 1, n do
   -- Redis: a flat RESP2 reply would be turned into one by Lua, field by
   -- field. Back to RESP2 at once: the helpers expect its replies.
   redis.setresp(3)
-  local h = redis.call('HGETALL', task_key).map
+  local r = redis.call('HGETALL', task_key)
   redis.setresp(2)
+  local h = r.map or flat_map(r)
   if h.status ~= 'running' or h.attempt ~= attempt or h.worker_id ~= worker
       or (claim ~= '' and h.claim ~= claim) then
     local again = h.status == nil or (h.status == 'succeeded' and succeeded_by(h, attempt, worker))

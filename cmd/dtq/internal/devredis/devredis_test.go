@@ -160,8 +160,14 @@ func TestMemoryRunsTheLifecycle(t *testing.T) {
 	}()
 
 	const n = 20
-	for range n {
-		_, err := cl.Submit(ctx, dtq.Submission{Type: "echo"})
+	for i := range n {
+		s := dtq.Submission{Type: "echo"}
+		if i%5 == 0 {
+			// a task with a key: the claim reads its hash (as a RESP3 map
+			// where the server gives one)
+			s.IdempotencyKey = fmt.Sprintf("k-%d", i)
+		}
+		_, err := cl.Submit(ctx, s)
 		require.NoError(t, err)
 	}
 	_, err = cl.Submit(ctx, dtq.Submission{Type: "echo", Delay: time.Hour})
