@@ -143,11 +143,11 @@ local function claimed_put(out, tid, h, attempt)
   end
 end
 
--- replayed returns (flat, see claimed_put) the tasks an earlier run of this very call started: a
--- claim or reclaim whose reply was lost is sent again with the same
--- arguments, and the tasks it started (lease until lease_s, this worker,
--- this call's nonce) must reach the worker instead of sitting in running
--- with no handler until their lease expires.
+-- replayed returns (flat, see claimed_put) the tasks an earlier run of this
+-- very call started: a claim or reclaim whose reply was lost is sent again
+-- with the same arguments, and the tasks it started (lease until lease_s,
+-- this worker, this call's nonce) must reach the worker instead of sitting
+-- in running with no handler until their lease expires.
 --! uses: hget_map, claimed_fields, claimed_put
 local function replayed(lease_key, lease_s, worker, nonce, task_prefix)
   local out = {}

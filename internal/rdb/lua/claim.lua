@@ -136,12 +136,8 @@ local ctx = {
   events_maxlen = ARGV[8], retention = ARGV[9], streams = streams,
   schedule = KEYS[3], expiry = KEYS[2], depth = KEYS[5], retained = KEYS[23], outbox = KEYS[24],
 }
-local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
-  'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',
-  'error_class', 'ckey', 'ret', 'wf', 'deps'}
-
 local tasks, read, state = {}, 0, 'ok'
-local h = {} -- each entry's task fields, refilled (hget_into)
+local h = {} -- the task's fields (the read of its hash)
 
 local band_text = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local task_prefix, events_key, events_maxlen = ARGV[6], KEYS[4], ARGV[8]
@@ -170,45 +166,49 @@ end
 local leases, acc = {}, {}
 local empty = {} -- bands that held nothing: no read, and 0-0 to block on
 
+-- start moves queued task tid (its fields in h) to running under this
+-- call's lease; entry_fields are its stream entry's, when it has one.
+local function start(tid, task_key, entry_fields)
+  started = started + 1
+  if h.ckey then
+    key_cnt[h.ckey] = key_count(h.ckey) + 1
+    redis.call('HINCRBY', KEYS[20], h.ckey, 1)
+  end
+  -- The entry goes with the trim below: its payload and metadata move
+  -- into the hash in the same write.
+  local p, m = entry_body(entry_fields)
+  if m then
+    h.payload, h.metadata = p, m
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+      'payload', p, 'metadata', m)
+  elseif p then
+    h.payload = p
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+      'payload', p)
+  else
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+  end
+  if h.error_class then -- a retry: clear the previous attempt's outcome
+    redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
+  end
+  leases[#leases + 1] = lease_s
+  leases[#leases + 1] = tid
+  if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
+  if start_events then emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '') end
+  local wait = math.max(0, now - tonumber(h.created_at or now))
+  wait_sum = wait_sum + wait
+  local bf = bucket_field('wait_b', wait)
+  acc[bf] = (acc[bf] or 0) + 1
+  claimed_put(tasks, tid, h, h.attempt)
+  remaining = remaining - 1
+end
+
 if lim[6] then
   -- Fairness, key_order or key_rate: the key queues (lua/_fair.lua).
-  -- start moves queued task tid (its fields in h) to running under this
-  -- call's lease; entry_fields are its stream entry's, when it has one.
-  local function start(tid, task_key, entry_fields)
-    started = started + 1
-    if h.ckey then
-      key_cnt[h.ckey] = key_count(h.ckey) + 1
-      redis.call('HINCRBY', KEYS[20], h.ckey, 1)
-    end
-    -- The entry goes with the trim below: its payload and metadata move
-    -- into the hash in the same write.
-    local p, m = entry_body(entry_fields)
-    if m then
-      h.payload, h.metadata = p, m
-      redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
-        'payload', p, 'metadata', m)
-    elseif p then
-      h.payload = p
-      redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
-        'payload', p)
-    else
-      redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
-    end
-    if h.error_class then -- a retry: clear the previous attempt's outcome
-      redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-    end
-    leases[#leases + 1] = lease_s
-    leases[#leases + 1] = tid
-    if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-    if start_events then emit(ctx.events, ctx.events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '') end
-    local wait = math.max(0, now - tonumber(h.created_at or now))
-    wait_sum = wait_sum + wait
-    local bf = bucket_field('wait_b', wait)
-    acc[bf] = (acc[bf] or 0) + 1
-    claimed_put(tasks, tid, h, h.attempt)
-    remaining = remaining - 1
-  end
-
+  -- The fields a task's hash read fills h with (hgetall_into).
+  local fields = {'status', 'attempt', 'stream_id', 'type', 'priority', 'expires_at',
+    'idem_key', 'payload', 'timeout_ms', 'max_attempts', 'created_at', 'cancel_requested', 'metadata',
+    'error_class', 'ckey', 'ret', 'wf', 'deps'}
   -- finished reports whether status st leaves nothing to run.
   local function finished(st)
     return st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
@@ -465,10 +465,9 @@ for b = 9, 0, -1 do
           if gone(task_key, added, n) then
             redis.call('XACK', streams[b], group, eid)
           else
-            -- start's steps (see the slow path below), written out for
-            -- the fields in locals: this is the path of nearly every task
-            -- of a queue without key queues. A task from ingest has no
-            -- previous attempt's outcome to clear.
+            -- start's steps, written out for the fields in locals: this is
+            -- the path of nearly every task of a queue without key queues.
+            -- A task from ingest has no previous attempt's outcome to clear.
             started = started + 1
             if ck ~= '' then
               key_cnt[ck] = key_count(ck) + 1
@@ -487,6 +486,9 @@ for b = 9, 0, -1 do
             wait_sum = wait_sum + wait
             local bf = bucket_field('wait_b', wait)
             acc[bf] = (acc[bf] or 0) + 1
+            -- claimed_put's head and elements, written out for the fields
+            -- in locals: a call a task costs about 1,400 instructions
+            -- (bench/scriptcost.sh: claim 112,600 -> 114,000 per task)
             local nt = #tasks
             tasks[nt + 1] = '3 ' .. attempt .. ' ' .. tmo .. ' ' .. ma .. ' ' .. ca .. ' 0 ' .. band_text[b] .. ' ' .. tid
             tasks[nt + 2] = ty
@@ -516,40 +518,8 @@ for b = 9, 0, -1 do
         elseif h.ckey and key_conc and key_count(h.ckey) >= key_conc then
           hold(tid, task_key, h.ckey, b, eid, entry_fields)
         else
-          local p, m = entry_body(entry_fields)
-          if m then
-            h.payload, h.metadata = p, m
-            redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
-              'claim', nonce, 'payload', p, 'metadata', m)
-          elseif p then
-            h.payload = p
-            redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
-              'claim', nonce, 'payload', p)
-          else
-            redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
-              'claim', nonce)
-          end
           drop = false
-          started = started + 1
-          if h.ckey then
-            key_cnt[h.ckey] = key_count(h.ckey) + 1
-            redis.call('HINCRBY', KEYS[20], h.ckey, 1)
-          end
-          if h.error_class then -- a retry: clear the previous attempt's outcome
-            redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
-          end
-          leases[#leases + 1] = lease_s
-          leases[#leases + 1] = tid
-          if h.expires_at then redis.call('ZREM', KEYS[2], tid) end
-          if start_events then
-            emit(events_key, events_maxlen, 'TASK_STARTED', tid, h.type, h.attempt, now_s, worker, '')
-          end
-          local wait = math.max(0, now - tonumber(h.created_at or now))
-          wait_sum = wait_sum + wait
-          local bf = bucket_field('wait_b', wait)
-          acc[bf] = (acc[bf] or 0) + 1
-          claimed_put(tasks, tid, h, h.attempt)
-          remaining = remaining - 1
+          start(tid, task_key, entry_fields)
         end
         if drop then
           redis.call('XACK', streams[b], group, eid)
