@@ -21,6 +21,12 @@ local function int_ge(a, b)
   return a >= b
 end
 
+-- is_terminal reports whether a task status is an end: nothing more happens
+-- to the task but its retention.
+local function is_terminal(st)
+  return st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired'
+end
+
 -- after_id returns the smallest stream id after id ("<ms>-<seq>"): the
 -- XTRIM MINID that removes id and everything before it; nil for anything
 -- that is not a full stream id.

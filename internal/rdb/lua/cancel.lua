@@ -19,7 +19,7 @@
 -- Returns {"cancelled"} | {"already_cancelled"} | {"requested"} |
 -- {"already_requested"} | {"terminal", status} | {"not_found"}.
 --
---! include: emit, stat, retain, keep_body, hget_map, wf_outbox
+--! include: emit, stat, retain, keep_body, hget_map, wf_outbox, is_terminal
 
 local now, tid = tonumber(ARGV[1]), ARGV[2]
 local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key', 'stream_id', 'cancel_requested', 'worker_id',
@@ -27,7 +27,7 @@ local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type', 'idem_key'
 local st = h.status
 if not st then return {'not_found'} end
 if st == 'cancelled' then return {'already_cancelled'} end -- cancelling twice is not an error
-if st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired' then
+if is_terminal(st) then
   return {'terminal', st}
 end
 if st == 'running' then

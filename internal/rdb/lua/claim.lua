@@ -71,7 +71,7 @@
 --          XREAD), and with key queues the wake stream's newest id last;
 --          else empty.
 --
---! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into, flat_map
+--! include: emit, stats_flush, entry_body, keep_body, expire_task, after_id, hgetall_into, flat_map, is_terminal
 --! include: bucket_field, claimed_put, replayed, fair_enter, fair_leave, fair_unpark
 
 -- now_s and lease_s go into arguments as text: a Lua number is turned back
@@ -211,8 +211,7 @@ if lim[6] then
     'error_class', 'ckey', 'ret', 'wf', 'deps'}
   -- finished reports whether status st leaves nothing to run.
   local function finished(st)
-    return st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
-      or st == 'cancelled' or st == 'expired'
+    return st == nil or is_terminal(st)
   end
 
   local fl = redis.call('HMGET', KEYS[18], 'fair_default', 'key_rate_limit', 'key_rate_period_ms', 'key_burst', 'key_order')
@@ -506,8 +505,7 @@ for b = 9, 0, -1 do
         h = r.map or flat_map(r)
         local st = h.status
         local drop = true
-        if st == nil or st == 'succeeded' or st == 'failed' or st == 'dead_lettered'
-            or st == 'cancelled' or st == 'expired' then
+        if st == nil or is_terminal(st) then
           -- gone or finished: nothing to run
         elseif st ~= 'queued' or h.stream_id ~= eid then
           emit(events_key, events_maxlen, 'TASK_DUPLICATE_ABSORBED', tid, h.type, h.attempt, now_s, worker,

@@ -123,7 +123,7 @@
 -- that never ran): as helpers they would cost every call, deduplicating or
 -- not, their closures, some 15,000 instructions a call.
 --
---! include: emit, ended_window, later_ms, int_ge
+--! include: emit, ended_window, later_ms, int_ge, is_terminal
 
 local A = ARGV -- a local: every task reads a dozen arguments
 local now = A[1]
@@ -150,12 +150,6 @@ if A[10] ~= '' then
 end
 
 local F = nil -- the key queues, when the queue has them
-
--- ended reports whether a status is terminal (a function: a table of the
--- five would be built on every call).
-local function ended(st)
-  return st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired'
-end
 
 -- The ids carry the queue's number in their last four hex digits; it must
 -- be the number the queue was first registered under, so that the registry,
@@ -277,7 +271,7 @@ for i = 1, n do
       if st then
         if o[2] ~= fingerprint then
           reply = {'mismatch', owner}
-        elseif not ended(st) then
+        elseif not is_terminal(st) then
           reply = {'in_progress', owner}
         else
           local res = redis.call('GET', result_prefix .. owner)
@@ -351,7 +345,7 @@ for i = 1, n do
     local hst = hv[1]
     local into = nil -- the mode letter of a collapse
     if mode == 'drop' then
-      if hst and not ended(hst) then into = 'd' end
+      if hst and not is_terminal(hst) then into = 'd' end
     elseif mode == 'throttle' then
       -- The record lives for the ttl, and keeps its task as long (see
       -- retain); a task deleted by hand frees the key.
@@ -379,10 +373,10 @@ for i = 1, n do
     else -- keep_last
       -- The running task a waiting one waits behind (run), if it still runs.
       local run = r[4]
-      if run and ended(redis.call('HGET', task_prefix .. run, 'status') or 'succeeded') then run = nil end
+      if run and is_terminal(redis.call('HGET', task_prefix .. run, 'status') or 'succeeded') then run = nil end
       if hst == 'pending' or hst == 'queued' or hst == 'waiting' then
         displace, park = hid, run
-      elseif hst and not ended(hst) then
+      elseif hst and not is_terminal(hst) then
         park = hid -- running or retrying: the new task waits for it
       end
     end

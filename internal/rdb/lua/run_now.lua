@@ -9,13 +9,13 @@
 --
 -- Returns {"queued"} | {"terminal", status} | {"conflict", status} | {"not_found"}.
 --
---! include: hget_map, enqueue_due
+--! include: hget_map, enqueue_due, is_terminal
 
 local tid = ARGV[2]
 local h = hget_map(KEYS[1], {'status', 'priority', 'attempt', 'type'})
 if not h.status then return {'not_found'} end
 local st = h.status
-if st == 'succeeded' or st == 'failed' or st == 'dead_lettered' or st == 'cancelled' or st == 'expired' then
+if is_terminal(st) then
   return {'terminal', st}
 end
 if st ~= 'pending' and st ~= 'retrying' then return {'conflict', st} end
