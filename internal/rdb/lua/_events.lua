@@ -8,16 +8,14 @@ local ev_buf = {'type', false, 'task_id', false, 'task_type', false, 'attempt', 
 
 local ts_small = {}
 
-local ts_now_s, ts_now = nil, nil -- the last now event_ts turned into a number
+local ts_now_s, ts_now = nil, nil -- the last now event_age turned into a number
 
--- event_ts is an event's ts field: for a task's event, the ms since the time
--- in its id (its creation), a small integer Redis stores in one to four
--- bytes where an epoch-ms time takes nine; else now itself. Readers tell
--- them apart by size: an offset is under 1e11 ms (three years).
+-- event_age is the ts field of an event of a task whose id carries the
+-- time id_ms (a number): the ms since then, a small integer Redis stores
+-- in one to four bytes where an epoch-ms time takes nine. Readers tell it
+-- from an epoch-ms ts by size: an offset is under 1e11 ms (three years).
 --! uses: ts_small, ts_now_s
-local function event_ts(tid, now)
-  local id_ms = tid ~= '' and tonumber(string.sub(tid, 1, 12), 16)
-  if not id_ms then return now end
+local function event_age(id_ms, now)
   -- A call emits many events with the same now: convert it once (strtod
   -- is a thousand instructions for an epoch-ms time).
   if now ~= ts_now_s then ts_now_s, ts_now = now, tonumber(now) end
@@ -28,6 +26,15 @@ local function event_ts(tid, now)
     return s
   end
   return string.format('%d', d)
+end
+
+-- event_ts is an event's ts field: for a task's event, its event_age; else
+-- now itself.
+--! uses: event_age
+local function event_ts(tid, now)
+  local id_ms = tid ~= '' and tonumber(string.sub(tid, 1, 12), 16)
+  if not id_ms then return now end
+  return event_age(id_ms, now)
 end
 
 -- emit appends one lifecycle event to a queue's event stream. Every entry

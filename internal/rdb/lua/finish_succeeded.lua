@@ -43,7 +43,7 @@
 -- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
 --
 --! include: emit, stats_flush, retain, flush_retained, bucket_field, itoa, succeeded_by
---! include: release_key, wake_limited, limit_keys, wf_outbox, flat_map
+--! include: release_key, wake_limited, limit_keys, wf_outbox, flat_map, event_age
 
 -- now_s goes into arguments as it came: turning a Lua number back into
 -- text is a costly float formatting, once per task.
@@ -133,12 +133,9 @@ for i = 1, n do
     redis.call('HSET', task_key, unpack(fields, 1, nf))
     local ms = retain(retention, task_key, 'succeeded', ARGV[6], h, kept)
     local meta = '{"duration_ms":' .. dur_s .. (h.cancel_requested == '1' and ',"cancel_requested":true}' or '}')
-    -- The event's ts as event_ts makes it, from the id's time read above.
-    local ts
-    if id_n then
-      local age = now - id_n
-      ts = (age >= 0 and age < 4096) and itoa(age) or string.format('%d', age)
-    end
+    -- The event's ts from the id's time read above (event_ts would read it
+    -- again).
+    local ts = id_n and event_age(id_n, now_s)
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, ttype, attempt, now_s, worker, meta, ts)
     if h.wf then wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
     if truncated ~= '1' and result ~= '' and ms > 0 then
