@@ -137,33 +137,31 @@ type keyCache struct {
 // names returns queue's key names, building them on first use; nil when
 // the cache is full.
 func (k Keys) names(queue string) *queueKeyNames {
-	var known map[string]*queueKeyNames
-	if m := k.cache.queues.Load(); m != nil {
-		known = *m
-	}
-	if n, ok := known[queue]; ok {
+	if n, known := k.cache.lookup(queue); n != nil || len(known) >= maxCachedQueues {
 		return n
-	}
-	if len(known) >= maxCachedQueues {
-		return nil
 	}
 	k.cache.mu.Lock()
 	defer k.cache.mu.Unlock()
-	if m := k.cache.queues.Load(); m != nil {
-		known = *m
-	}
-	if n, ok := known[queue]; ok {
+	n, known := k.cache.lookup(queue) // another call may have added it meanwhile
+	if n != nil || len(known) >= maxCachedQueues {
 		return n
 	}
-	if len(known) >= maxCachedQueues {
-		return nil
-	}
-	n := k.buildNames(queue)
+	n = k.buildNames(queue)
 	m := make(map[string]*queueKeyNames, len(known)+1)
 	maps.Copy(m, known)
 	m[strings.Clone(queue)] = n // the caller's string may be a slice of a larger one
 	k.cache.queues.Store(&m)
 	return n
+}
+
+// lookup returns queue's names from the published map (nil when absent),
+// and that map.
+func (c *keyCache) lookup(queue string) (*queueKeyNames, map[string]*queueKeyNames) {
+	var known map[string]*queueKeyNames
+	if m := c.queues.Load(); m != nil {
+		known = *m
+	}
+	return known[queue], known
 }
 
 // buildNames spells every key name of queue; their text is one string.
