@@ -394,33 +394,20 @@ const plainMaxMembers = 16
 // jsonscan.PlainString, which encoding/json writes as it is between
 // quotes. A nil map is {}, objectJSON's answer for null.
 func plainStringMapJSON(m map[string]string) (b []byte, ok bool) {
-	if len(m) > plainMaxMembers {
-		return nil, false
-	}
-	var buf [plainMaxMembers]string
-	keys := buf[:0]
-	size := 2
-	for k, v := range m {
-		if !jsonscan.PlainString(k) || !jsonscan.PlainString(v) {
-			return nil, false
-		}
-		keys = append(keys, k)
-		size += len(k) + len(v) + 6
-	}
-	slices.Sort(keys) // encoding/json's order
-	b = make([]byte, 0, size)
-	for i, k := range keys {
-		b = appendMemberKey(b, i, k)
-		b = append(b, '"')
-		b = append(b, m[k]...)
-		b = append(b, '"')
-	}
-	return appendObjectEnd(b), true
+	return plainMapJSON(m, plainStringLen, appendPlainString)
 }
 
 // plainAnyMapJSON is plainStringMapJSON for a map of values of any type:
 // each must be a plain string, a bool, an int, an int64 or nil.
 func plainAnyMapJSON(m map[string]any) (b []byte, ok bool) {
+	return plainMapJSON(m, plainAnyLen, appendPlainAny)
+}
+
+// plainMapJSON writes m as json.Marshal would, its keys sorted, when every
+// key is a jsonscan.PlainString, there are at most plainMaxMembers of them
+// and valueLen accepts every value (reporting at most the bytes
+// appendValue writes for it); ok is false otherwise.
+func plainMapJSON[V any](m map[string]V, valueLen func(V) (int, bool), appendValue func([]byte, V) []byte) (b []byte, ok bool) {
 	if len(m) > plainMaxMembers {
 		return nil, false
 	}
@@ -428,43 +415,58 @@ func plainAnyMapJSON(m map[string]any) (b []byte, ok bool) {
 	keys := buf[:0]
 	size := 2
 	for k, v := range m {
-		if !jsonscan.PlainString(k) {
-			return nil, false
-		}
-		switch v := v.(type) {
-		case string:
-			if !jsonscan.PlainString(v) {
-				return nil, false
-			}
-			size += len(v) + 2
-		case bool, int, int64, nil:
-			size += 20 // the longest int64
-		default:
+		n, ok := valueLen(v)
+		if !ok || !jsonscan.PlainString(k) {
 			return nil, false
 		}
 		keys = append(keys, k)
-		size += len(k) + 4
+		size += len(k) + 4 + n
 	}
-	slices.Sort(keys)
+	slices.Sort(keys) // encoding/json's order
 	b = make([]byte, 0, size)
 	for i, k := range keys {
 		b = appendMemberKey(b, i, k)
-		switch v := m[k].(type) {
-		case string:
-			b = append(b, '"')
-			b = append(b, v...)
-			b = append(b, '"')
-		case bool:
-			b = strconv.AppendBool(b, v)
-		case int:
-			b = strconv.AppendInt(b, int64(v), 10)
-		case int64:
-			b = strconv.AppendInt(b, v, 10)
-		case nil:
-			b = append(b, "null"...)
-		}
+		b = appendValue(b, m[k])
 	}
 	return appendObjectEnd(b), true
+}
+
+// plainStringLen is the length of plain string v between quotes; ok is
+// false unless encoding/json writes it as it is.
+func plainStringLen(v string) (int, bool) {
+	return len(v) + 2, jsonscan.PlainString(v)
+}
+
+func appendPlainString(b []byte, v string) []byte {
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"')
+}
+
+// plainAnyLen is plainStringLen for a plain string, a bool, an int, an
+// int64 or nil; ok is false for any other value.
+func plainAnyLen(v any) (int, bool) {
+	switch v := v.(type) {
+	case string:
+		return plainStringLen(v)
+	case bool, int, int64, nil:
+		return 20, true // the longest int64
+	}
+	return 0, false
+}
+
+func appendPlainAny(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case string:
+		return appendPlainString(b, v)
+	case bool:
+		return strconv.AppendBool(b, v)
+	case int:
+		return strconv.AppendInt(b, int64(v), 10)
+	case int64:
+		return strconv.AppendInt(b, v, 10)
+	}
+	return append(b, "null"...)
 }
 
 // appendMemberKey opens member i of an object: '{' or ',', then the plain
