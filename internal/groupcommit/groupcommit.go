@@ -27,10 +27,21 @@ type Group[I, R any] struct {
 	// flushing waits until as many calls are pending as have lately been
 	// in flight together (at most Gather), or until Linger passes. So a
 	// lone caller calling in a loop never waits, k callers in a loop wait
-	// only for each other, and independent callers at a moderate rate,
-	// whose calls rarely overlap a run, share one run per few calls.
+	// only for each other.
 	Linger time.Duration
 	Gather int
+	// ByRate, with Linger, makes independent calls at a steady rate wait
+	// for each other too. A call is independent when it does not come
+	// right after another call's answer, as a loop's next call does. While
+	// calls come on average less than Linger apart, an independent call
+	// waits for the calls one Linger can expect (at most Gather), and while
+	// a run is in flight it joins the next one instead of starting a run of
+	// its own. So an HTTP server's requests at a steady rate share one run
+	// per few calls, where each would otherwise overlap nobody's. A linger
+	// by rate that nobody joined makes the next calls skip waiting by rate
+	// (1, 3, 7, ... up to 255 calls): a loop taken for independent calls
+	// (descheduled between two) loses one Linger now and then, no more.
+	ByRate bool
 	// Run handles one batch; it returns one result per item, or an error
 	// that applies to every item.
 	Run func(batch []I) ([]R, error)
@@ -46,7 +57,19 @@ type Group[I, R any] struct {
 	want     int           // the pending calls a lingering flusher waits for
 	expired  int           // lingers that waited their full time (tests read it)
 	idle     sync.Pool     // *gcCall[I, R] no longer in use, channel and all
+	gap      time.Duration // average time between calls lately (Linger)
+	lastDone time.Time     // when a call last got its answer (Linger)
+	skip     int           // calls left that do not wait by rate (Linger)
+	backoff  int           // skip after the next linger nobody joined
 }
+
+// loopGap: a call that comes this soon after another call got its answer
+// is taken for that caller calling again, not an independent one.
+const loopGap = 100 * time.Microsecond
+
+// maxBackoff bounds the calls that skip waiting by rate after a linger
+// nobody joined.
+const maxBackoff = 255
 
 // peakLingers is how many lingers a peak of calls in flight together
 // counts for: when callers go away, the ones left wait for them a few
@@ -71,6 +94,8 @@ func (g *Group[I, R]) Do(ctx context.Context, in I) (R, error) {
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
 	want := 0
+	byRate := false // want counts calls expected by rate, not callers in flight
+	joins := false  // an independent call: while a run is in flight, it joins the next
 	if g.Linger > 0 {
 		now := time.Now()
 		g.inside++
@@ -78,8 +103,16 @@ func (g *Group[I, R]) Do(ctx context.Context, in I) (R, error) {
 		if g.inside >= g.peak || now.Sub(g.peakAt) > peakLingers*g.Linger {
 			g.peak, g.peakAt = g.inside, now
 		}
-		if now.Sub(g.last) < g.Linger {
+		since := now.Sub(g.last)
+		if since < g.Linger {
 			want = min(g.Gather, g.peak)
+		}
+		if g.ByRate {
+			var expect int
+			joins, expect = g.rate(now, since)
+			if expect > want {
+				want, byRate = expect, true
+			}
 		}
 		g.last = now
 		if g.company != nil && len(g.pending) >= g.want {
@@ -88,8 +121,10 @@ func (g *Group[I, R]) Do(ctx context.Context, in I) (R, error) {
 		}
 	}
 	// While a flusher lingers, a call that comes is the company it waits
-	// for, not a flusher of its own.
-	if g.flushing < max(1, g.Flushers) && g.company == nil {
+	// for, not a flusher of its own; so is an independent call while a run
+	// is in flight, until enough are pending for a run of their own.
+	if g.flushing < max(1, g.Flushers) && g.company == nil &&
+		(g.flushing == 0 || !joins || len(g.pending) >= max(2, want)) {
 		// Nobody is flushing: run the batch on this goroutine (no hand-off
 		// for an uncontended call), then leave whatever queued up meanwhile
 		// to a flusher goroutine.
@@ -104,7 +139,7 @@ func (g *Group[I, R]) Do(ctx context.Context, in I) (R, error) {
 		}
 		g.mu.Unlock()
 		if company != nil {
-			g.wait(company)
+			g.wait(company, byRate)
 		}
 		if g.flushBatch() {
 			go g.flush()
@@ -155,15 +190,39 @@ func (g *Group[I, R]) release(c *gcCall[I, R]) {
 	g.idle.Put(c)
 }
 
+// rate counts a call that came since after the previous one (ByRate): it
+// reports whether the call is independent, so that it joins a run in
+// flight, and the calls one Linger can then expect (at most Gather; 0 when
+// the call is not independent).
+func (g *Group[I, R]) rate(now time.Time, since time.Duration) (joins bool, expect int) {
+	// The average gap between calls, over the last eight or so; a quiet
+	// spell counts as 4 Linger, so it is forgotten after a few calls.
+	if g.gap == 0 {
+		g.gap = 4 * g.Linger
+	}
+	g.gap += (min(since, 4*g.Linger) - g.gap) / 8
+	if g.skip > 0 {
+		g.skip--
+		return false, 0
+	}
+	if g.gap >= g.Linger || now.Sub(g.lastDone) < loopGap {
+		return false, 0
+	}
+	return true, min(g.Gather, int((g.Linger+g.gap-1)/g.gap))
+}
+
 // leave counts a call out of Do (Linger).
 func (g *Group[I, R]) leave() {
 	g.mu.Lock()
 	g.inside--
+	g.lastDone = time.Now()
 	g.mu.Unlock()
 }
 
-// wait lingers until company is closed or Linger passes.
-func (g *Group[I, R]) wait(company chan struct{}) {
+// wait lingers until company is closed or Linger passes. A linger by rate
+// (byRate) that nobody joined makes the next calls skip waiting by rate,
+// for twice as many calls each time it happens again.
+func (g *Group[I, R]) wait(company chan struct{}, byRate bool) {
 	t := time.NewTimer(g.Linger)
 	expired := false
 	select {
@@ -178,6 +237,14 @@ func (g *Group[I, R]) wait(company chan struct{}) {
 	}
 	if expired {
 		g.expired++
+	}
+	if byRate {
+		if expired && len(g.pending) <= 1 {
+			g.backoff = min(2*g.backoff+1, maxBackoff)
+			g.skip = g.backoff
+		} else {
+			g.backoff = 0
+		}
 	}
 	g.mu.Unlock()
 }

@@ -219,3 +219,113 @@ func TestGroupCommitAnswersEachCallItsOwn(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// steady makes g's next call look independent and part of a steady stream
+// of calls, each a quarter of the linger after the previous one (ByRate).
+func steady(g *Group[int, int]) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gap, g.last, g.lastDone = g.Linger/4, time.Now(), time.Time{}
+}
+
+// TestGroupCommitByRateGathersIndependentCalls: calls at a steady rate that
+// never overlap a run wait for each other: the first waits until the calls
+// one linger can expect (Gather here) are pending, long before the linger
+// passes.
+func TestGroupCommitByRateGathersIndependentCalls(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	g := &Group[int, int]{Max: 10, Run: rec.run, Linger: time.Minute, Gather: 3, ByRate: true}
+	steady(g)
+	var wg sync.WaitGroup
+	results := make([]int, 3)
+	call := func(i int) {
+		wg.Go(func() {
+			r, err := g.Do(context.Background(), i)
+			require.NoError(t, err)
+			results[i] = r
+		})
+	}
+	call(0)
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.company != nil
+	}, 10*time.Second, time.Millisecond, "the first call waits for company")
+	call(1)
+	call(2)
+	wg.Wait() // returns once gather calls were pending, not after a minute
+	require.Equal(t, []int{3}, rec.sizes())
+	require.Equal(t, []int{0, 1, 2}, results)
+}
+
+// TestGroupCommitByRateJoinsTheRunInFlight: an independent call that comes
+// while a run is in flight waits for the next run instead of starting one
+// of its own beside it, though a second flusher is allowed; the next run
+// takes every call that came meanwhile.
+func TestGroupCommitByRateJoinsTheRunInFlight(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	release := make(chan struct{})
+	var held atomic.Bool
+	g := &Group[int, int]{Max: 10, Flushers: 2, Linger: time.Minute, Gather: 4, ByRate: true,
+		Run: func(batch []int) ([]int, error) {
+			if held.CompareAndSwap(false, true) {
+				<-release
+			}
+			return rec.run(batch)
+		}}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := g.Do(context.Background(), 0) // a quiet group: runs at once
+		require.NoError(t, err)
+	})
+	require.Eventually(t, held.Load, 10*time.Second, time.Millisecond)
+	for i := 1; i <= 2; i++ {
+		steady(g)
+		wg.Go(func() {
+			_, err := g.Do(context.Background(), i)
+			require.NoError(t, err)
+		})
+		require.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.pending) == i
+		}, 10*time.Second, time.Millisecond)
+	}
+	g.mu.Lock()
+	flushing := g.flushing
+	g.mu.Unlock()
+	require.Equal(t, 1, flushing, "no second run beside the one in flight")
+	close(release)
+	wg.Wait()
+	require.Equal(t, []int{1, 2}, rec.sizes())
+}
+
+// TestGroupCommitByRateBacksOffWhenNobodyComes: a linger by rate that
+// nobody joined makes the next calls skip waiting by rate, twice as many
+// each time, so a caller taken for a stream of independent ones loses a
+// linger now and then, not every call.
+func TestGroupCommitByRateBacksOffWhenNobodyComes(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	g := &Group[int, int]{Max: 10, Run: rec.run, Linger: 5 * time.Millisecond, Gather: 4, ByRate: true}
+	for round, backoff := range []int{1, 3, 7} {
+		steady(g)
+		_, err := g.Do(context.Background(), round)
+		require.NoError(t, err)
+		g.mu.Lock()
+		require.Equal(t, backoff, g.backoff, "round %d", round)
+		require.Equal(t, backoff, g.skip, "round %d", round)
+		g.mu.Unlock()
+		for range backoff {
+			steady(g)
+			_, err := g.Do(context.Background(), round)
+			require.NoError(t, err)
+		}
+		g.mu.Lock()
+		require.Equal(t, 0, g.skip, "the skipped calls did not wait by rate")
+		require.Equal(t, round+1, g.expired, "only the first call of a round lingered")
+		g.mu.Unlock()
+	}
+}
