@@ -75,8 +75,15 @@ func TestFaultFairOutage(t *testing.T) {
 // TestFaultFairWorkerPaused is TestFaultWorkerPaused on a fairly shared
 // queue: the stopped worker's tasks are reclaimed, run again in their
 // key's order, and its late outcomes fenced out.
+//
+// Submissions come half as often as in TestFaultWorkerPaused: with
+// key_concurrency 2 and 300 ms handlers a key runs at most 6.7 tasks a
+// second, and the busiest two keys get 3 in 10 submissions (by the last
+// digit). At one every 100 ms from each producer they would get 6 a second,
+// 90 % of what they can run, and on a loaded machine their backlog would
+// outgrow the drain; at one every 200 ms they get 3 a second.
 func TestFaultFairWorkerPaused(t *testing.T) {
-	run(t, scenario{name: "fair_sigstop_past_lease", workers: 1, child: true, work: 300 * time.Millisecond, every: 100 * time.Millisecond,
+	run(t, scenario{name: "fair_sigstop_past_lease", workers: 1, child: true, work: 300 * time.Millisecond, every: 200 * time.Millisecond,
 		keys: 4, limits: fairLimits, fault: pauseChildPastLease})
 }
 
