@@ -127,7 +127,32 @@ func TestTaskIDRoutesToQueue(t *testing.T) {
 
 func TestConcurrentSubmitsMergeAndAllLand(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
+	for _, tc := range []struct {
+		name   string
+		linger time.Duration
+	}{
+		{"default linger", 0},
+		{"never waiting", -1},
+		{"longest linger", dtq.MaxSubmitLinger},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			concurrentSubmitsAllLand(t, setup(t, func(c *dtq.ClientConfig) { c.SubmitLinger = tc.linger }))
+		})
+	}
+}
+
+func TestSubmitLingerIsBounded(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	_, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix, SubmitLinger: dtq.MaxSubmitLinger + 1})
+	require.ErrorContains(t, err, "SubmitLinger")
+}
+
+// concurrentSubmitsAllLand submits 300 tasks at once: each gets an id of
+// its own, and each is counted and announced once.
+func concurrentSubmitsAllLand(t *testing.T, b *bundle) {
+	t.Helper()
 	var wg sync.WaitGroup
 	ids := make([]string, 300)
 	errs := make([]error, 300)

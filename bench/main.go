@@ -77,6 +77,7 @@ func main() {
 	wfChainLen := flag.Int("chain-len", 6, "nodes per chain (-chains)")
 	wfCluster := flag.Bool("cluster", false, "run the workflow latency scenarios on a 3-master Redis Cluster")
 	wfTrace := flag.Bool("trace", false, "workflow joins: print each round's outbox backlog and the scripts slower than 10 ms")
+	linger := flag.Duration("submit-linger", 0, "dtq: ClientConfig.SubmitLinger (0 = the default; negative = never wait)")
 	events := flag.String("events", "", `dtq: set the queue's event detail first, "full" or "outcomes" ("" = leave the default)`)
 	dedupCaseName := flag.String("dedup-case", "", "dedup: run only this case (none | drop-distinct | drop-small | debounce-small | replace-small) with -producers and -idem; \"\" = the whole table")
 	dedupKeys := flag.Int("dedup-keys", 100, "dedup: the keys of the small key space")
@@ -121,6 +122,7 @@ func main() {
 		defer stopReplicas()
 		replicaAcks = *replicas
 	}
+	submitLinger = *linger
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 256})
 	defer rc.Close()
 	ctx := context.Background()
@@ -240,8 +242,11 @@ func charge(r *result, before, after redisStats, tasks int64) {
 // replicaAcks is -replica-acks: the replicas dtq's writes wait for.
 var replicaAcks int
 
+// submitLinger is -submit-linger, the clients' ClientConfig.SubmitLinger.
+var submitLinger time.Duration
+
 func newClient(rc *redis.Client) *dtq.Client {
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000, ReplicaAcks: replicaAcks})
+	c, err := dtq.NewClient(rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000, ReplicaAcks: replicaAcks, SubmitLinger: submitLinger})
 	if err != nil {
 		panic(err)
 	}

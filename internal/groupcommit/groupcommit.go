@@ -200,7 +200,7 @@ func (g *Group[I, R]) rate(now time.Time, since time.Duration) (joins bool, expe
 	if g.gap == 0 {
 		g.gap = 4 * g.Linger
 	}
-	g.gap += (min(since, 4*g.Linger) - g.gap) / 8
+	g.gap += (min(max(since, 0), 4*g.Linger) - g.gap) / 8
 	if g.skip > 0 {
 		g.skip--
 		return false, 0

@@ -80,6 +80,10 @@ type Config struct {
 	// IdempotencyTTL is DTQ_IDEM_TTL_S. A task with a key is kept at least
 	// as long as its record. Default 24h.
 	IdempotencyTTL time.Duration
+	// SubmitLinger is DTQ_SUBMIT_LINGER, how long a submission at a steady
+	// rate may wait for others to share its Redis call; 0 = never. Default
+	// 2ms.
+	SubmitLinger time.Duration
 	// DrainTimeout is DTQ_DRAIN_TIMEOUT_S, how long a stopping worker waits
 	// for running handlers. Default 30s.
 	DrainTimeout time.Duration

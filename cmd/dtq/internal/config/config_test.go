@@ -76,6 +76,8 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 1000, c.MaxWaits)
 	require.Equal(t, 100, c.MaxWaitsPerKey)
 	require.Equal(t, 100, c.MetricsMaxQueues)
+	require.Equal(t, 2*time.Millisecond, c.SubmitLinger)
+	require.Equal(t, 2*time.Millisecond, c.ClientConfig().SubmitLinger)
 	require.Equal(t, config.QueuePolicyOpen, c.QueuePolicy)
 	require.False(t, c.ClientConfig().DeclaredQueuesOnly)
 	for _, name := range config.Names() {
@@ -87,7 +89,7 @@ func TestEveryVariableHasAFlag(t *testing.T) {
 	t.Parallel()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	config.RegisterFlags(fs)
-	require.Len(t, config.Names(), 46)
+	require.Len(t, config.Names(), 47)
 	for _, name := range config.Names() {
 		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "DTQ_")), "_", "-")
 		f := fs.Lookup(flag)
@@ -188,6 +190,15 @@ func TestParseValues(t *testing.T) {
 		{"allowed hosts", map[string]string{"DTQ_ALLOWED_HOSTS": " dtq.internal , 10.0.0.7 "}, nil,
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, []string{"dtq.internal", "10.0.0.7"}, c.AllowedHosts)
+			}},
+		{"submit linger off", map[string]string{"DTQ_SUBMIT_LINGER": "0"}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Zero(t, c.SubmitLinger)
+				require.Negative(t, c.ClientConfig().SubmitLinger, "0 is never waiting, not the library's default")
+			}},
+		{"submit linger", map[string]string{"DTQ_SUBMIT_LINGER": "500us"}, nil,
+			func(t *testing.T, c *config.Config) {
+				require.Equal(t, 500*time.Microsecond, c.ClientConfig().SubmitLinger)
 			}},
 		{"durations in Go syntax", map[string]string{"DTQ_RETRY_BASE_DELAY": "250ms", "DTQ_RETRY_MAX_DELAY": "1m30s"}, nil,
 			func(t *testing.T, c *config.Config) {
@@ -291,6 +302,8 @@ func TestBadValues(t *testing.T) {
 		{"API_ADDR", "8080", "host:port"},
 		{"ALLOWED_HOSTS", "dtq.example:8080", "without ports"},
 		{"MAX_SUBSCRIBERS", "0", "between 1 and 1000000"},
+		{"SUBMIT_LINGER", "1s", "between 0s and 100ms"},
+		{"SUBMIT_LINGER", "-1ms", "between 0s and 100ms"},
 		{"MAX_WORKERS", "0", "between 1 and 10000000"},
 		{"MAX_WORKERS_PER_KEY", "-1", "between 1 and 10000000"},
 		{"METRICS_MAX_QUEUES", "-1", "between 0 and 65535"},

@@ -24,6 +24,7 @@ func (c *Config) ClientConfig() *dtq.ClientConfig {
 		FailedRetention: retentionOf(c.FailedRetention),
 
 		MaxWorkflowNodes: int(c.WorkflowMaxNodes),
+		SubmitLinger:     lingerOf(c.SubmitLinger),
 
 		ReplicaAcks:       c.ReplicaAcks,
 		ReplicaAckTimeout: c.ReplicaAckTimeout,
@@ -182,6 +183,15 @@ func (c *Config) WorkerGatewayConfig(log *slog.Logger) *dtq.WorkerGatewayConfig 
 func retentionOf(d time.Duration) time.Duration {
 	if d == 0 {
 		return dtq.NoRetention
+	}
+	return d
+}
+
+// lingerOf maps DTQ_SUBMIT_LINGER to ClientConfig.SubmitLinger, where 0
+// means the default and a negative value never waiting.
+func lingerOf(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
 	}
 	return d
 }

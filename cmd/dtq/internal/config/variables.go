@@ -144,6 +144,8 @@ var variables = []variable{
 		parse: intIn(1, maxResult, func(c *Config) *int { return &c.ResultMaxBytes })},
 	{name: "IDEM_TTL_S", kind: "seconds", def: "86400", usage: "idempotency record lifetime (a keyed task is kept at least as long)",
 		parse: seconds(1, maxRetentionS, func(c *Config) *time.Duration { return &c.IdempotencyTTL })},
+	{name: "SUBMIT_LINGER", kind: "duration", def: "2ms", usage: "how long a submission at a steady rate may wait for others to share its Redis call; 0 = never",
+		parse: duration(0, dtq.MaxSubmitLinger, func(c *Config) *time.Duration { return &c.SubmitLinger })},
 	{name: "DRAIN_TIMEOUT_S", kind: "seconds", def: "30", usage: "how long a stopping worker waits for running handlers",
 		parse: seconds(1, maxDrainS, func(c *Config) *time.Duration { return &c.DrainTimeout })},
 	{name: "DLQ_ENABLED", kind: "bool", def: "true", usage: "dead-letter exhausted tasks (false: they end failed)",
