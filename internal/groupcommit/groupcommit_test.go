@@ -2,6 +2,7 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -327,5 +328,63 @@ func TestGroupCommitByRateBacksOffWhenNobodyComes(t *testing.T) {
 		require.Equal(t, 0, g.skip, "the skipped calls did not wait by rate")
 		require.Equal(t, round+1, g.expired, "only the first call of a round lingered")
 		g.mu.Unlock()
+	}
+}
+
+// TestGroupCommitByRateAnswersEveryCall: callers at an uneven pace, some
+// giving up, with calls lingering, joining runs in flight and backing off:
+// every call gets its own item's result or its context's error, and every
+// item sent is in exactly one run.
+func TestGroupCommitByRateAnswersEveryCall(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ran := map[int]int{}
+	g := &Group[int, int]{Max: 8, Flushers: 2, Linger: time.Millisecond, Gather: 4, ByRate: true,
+		Run: func(batch []int) ([]int, error) {
+			mu.Lock()
+			for _, v := range batch {
+				ran[v]++
+			}
+			mu.Unlock()
+			out := make([]int, len(batch))
+			for i, v := range batch {
+				out[i] = -v
+			}
+			return out, nil
+		}}
+	var answered, withdrawn atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				in := w*1000 + i + 1
+				ctx, cancel := context.WithCancel(context.Background())
+				if i%7 == 0 {
+					cancel() // gives up at once: withdrawn unless a batch took it first
+				}
+				r, err := g.Do(ctx, in)
+				cancel()
+				switch {
+				case err == nil && r == -in:
+					answered.Add(1)
+				case errors.Is(err, context.Canceled):
+					withdrawn.Add(1)
+				default:
+					t.Errorf("Do(%d) = %d, %v", in, r, err)
+					return
+				}
+				if i%3 == 0 {
+					time.Sleep(time.Duration(i%5) * 100 * time.Microsecond) // independent-looking gaps
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 800, answered.Load()+withdrawn.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, ran, int(answered.Load()), "every answered item ran, no withdrawn one did")
+	for v, n := range ran {
+		require.Equal(t, 1, n, "item %d ran %d times", v, n)
 	}
 }
