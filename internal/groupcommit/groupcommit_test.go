@@ -60,26 +60,39 @@ func TestGroupCommitLingerGathersCompany(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, rec.sizes(), "after a quiet spell a call runs at once")
 
+	results := lingerRound(t, g, 1, 2, 3) // returns once gather calls were pending, not after a minute
+	require.Equal(t, []int{1, 3}, rec.sizes())
+	require.Equal(t, map[int]int{1: 1, 2: 2, 3: 3}, results)
+}
+
+// lingerRound calls Do with first, waits until that call lingers for
+// company, then calls Do with each item of company. It returns once every
+// call is answered: each item's result.
+func lingerRound(t *testing.T, g *Group[int, int], first int, company ...int) map[int]int {
+	t.Helper()
 	var wg sync.WaitGroup
-	results := make([]int, 4)
+	var mu sync.Mutex
+	results := map[int]int{}
 	call := func(i int) {
 		wg.Go(func() {
 			r, err := g.Do(context.Background(), i)
 			require.NoError(t, err)
+			mu.Lock()
 			results[i] = r
+			mu.Unlock()
 		})
 	}
-	call(1)
+	call(first)
 	require.Eventually(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.company != nil
-	}, 10*time.Second, time.Millisecond, "the second call lingers")
-	call(2)
-	call(3)
-	wg.Wait() // returns once gather calls were pending, not after a minute
-	require.Equal(t, []int{1, 3}, rec.sizes())
-	require.Equal(t, []int{0, 1, 2, 3}, results)
+	}, 10*time.Second, time.Millisecond, "the call lingers for company")
+	for _, i := range company {
+		call(i)
+	}
+	wg.Wait()
+	return results
 }
 
 // TestGroupCommitLoneCallerNeverLingers: calls one after the other from one
@@ -238,26 +251,9 @@ func TestGroupCommitByRateGathersIndependentCalls(t *testing.T) {
 	rec := &recorder{}
 	g := &Group[int, int]{Max: 10, Run: rec.run, Linger: time.Minute, Gather: 3, ByRate: true}
 	steady(g)
-	var wg sync.WaitGroup
-	results := make([]int, 3)
-	call := func(i int) {
-		wg.Go(func() {
-			r, err := g.Do(context.Background(), i)
-			require.NoError(t, err)
-			results[i] = r
-		})
-	}
-	call(0)
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.company != nil
-	}, 10*time.Second, time.Millisecond, "the first call waits for company")
-	call(1)
-	call(2)
-	wg.Wait() // returns once gather calls were pending, not after a minute
+	results := lingerRound(t, g, 0, 1, 2) // returns once gather calls were pending, not after a minute
 	require.Equal(t, []int{3}, rec.sizes())
-	require.Equal(t, []int{0, 1, 2}, results)
+	require.Equal(t, map[int]int{0: 0, 1: 1, 2: 2}, results)
 }
 
 // TestGroupCommitByRateJoinsTheRunInFlight: an independent call that comes
