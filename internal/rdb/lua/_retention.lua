@@ -66,7 +66,11 @@ end
 
 local ret_ms = {}
 
-local ms_texts = {}
+-- The last retention retain turned into text: the tasks of one call nearly
+-- always share it. One entry, not a table keyed by ms: a Lua that keeps
+-- integer keys in a table's array part (gopher-lua, in dtq dev's in-process
+-- Redis) would grow it to ms slots (3.6 million for an hour) on every call.
+local ms_last, ms_last_text = nil, nil
 
 -- retention_ms is a retention in seconds (text) as ms, remembered: most
 -- tasks of a call have the same one.
@@ -89,7 +93,7 @@ end
 -- retention in ms, 0 when the task was deleted.
 -- The task's deduplication key, if it has one, is released (dedup_end), or
 -- keeps the task while it holds it.
---! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs, dedup_end, ms_texts
+--! uses: retained_field, retention_gran, mark_ended, retention_ms, retain_logs, dedup_end, ms_last
 local function retain(retention, task_key, status, default_s, h, acc)
   local ret, ikey, lg, dk
   if h then
@@ -124,9 +128,8 @@ local function retain(retention, task_key, status, default_s, h, acc)
   end
   -- As text, remembered: a number argument is formatted by sprintf, once
   -- per task.
-  local ms_s = ms_texts[ms]
-  if not ms_s then ms_s = string.format('%d', ms); ms_texts[ms] = ms_s end
-  redis.call('PEXPIRE', task_key, ms_s)
+  if ms ~= ms_last then ms_last, ms_last_text = ms, string.format('%d', ms) end
+  redis.call('PEXPIRE', task_key, ms_last_text)
   local field = retained_field(status, tonumber(retention.now) + ms, retention_gran(ms))
   if acc then
     acc[field] = (acc[field] or 0) + 1
