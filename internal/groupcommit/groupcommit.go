@@ -57,9 +57,9 @@ type Group[I, R any] struct {
 	want     int           // the pending calls a lingering flusher waits for
 	expired  int           // lingers that waited their full time (tests read it)
 	idle     sync.Pool     // *gcCall[I, R] no longer in use, channel and all
-	gap      time.Duration // average time between calls lately (Linger)
-	lastDone time.Time     // when a call last got its answer (Linger)
-	skip     int           // calls left that do not wait by rate (Linger)
+	gap      time.Duration // average time between calls lately (ByRate)
+	lastDone time.Time     // when a call last got its answer (ByRate)
+	skip     int           // calls left that do not wait by rate (ByRate)
 	backoff  int           // skip after the next linger nobody joined
 }
 
@@ -211,11 +211,14 @@ func (g *Group[I, R]) rate(now time.Time, since time.Duration) (joins bool, expe
 	return true, min(g.Gather, int((g.Linger+g.gap-1)/g.gap))
 }
 
-// leave counts a call out of Do (Linger).
+// leave counts a call out of Do (Linger), and notes when it got its answer
+// (ByRate: only rate reads it).
 func (g *Group[I, R]) leave() {
 	g.mu.Lock()
 	g.inside--
-	g.lastDone = time.Now()
+	if g.ByRate {
+		g.lastDone = time.Now()
+	}
 	g.mu.Unlock()
 }
 
