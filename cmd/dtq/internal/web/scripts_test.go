@@ -280,3 +280,30 @@ func TestFilterParams(t *testing.T) {
 		Shown:  []string{"emails", ""},
 	}, got)
 }
+
+// TestConfirmAnswersEachQuestion asks a second question before the first
+// one's close event has arrived: each gets its own answer, so a cancelled
+// question is never taken as confirmed by the next one's OK.
+func TestConfirmAnswersEachQuestion(t *testing.T) {
+	t.Parallel()
+	tb := scriptTab(t)
+	tests := []struct {
+		name          string
+		first, second string
+		want          []bool
+	}{
+		{"cancel then confirm", "cancel", "ok", []bool{false, true}},
+		{"confirm then cancel", "ok", "cancel", []bool{true, false}},
+		{"escape then confirm", "", "ok", []bool{false, true}},
+	}
+	for _, tt := range tests {
+		got := run[[]bool](tb, fmt.Sprintf(`const {confirmAction} = await mod('ui.js');
+			const dlg = document.getElementById('confirm');
+			const first = confirmAction({title: 'First?', body: 'one'});
+			dlg.close(%q);
+			const second = confirmAction({title: 'Second?', body: 'two'});
+			dlg.close(%q);
+			return [await first, await second];`, tt.first, tt.second))
+		require.Equal(t, tt.want, got, tt.name)
+	}
+}

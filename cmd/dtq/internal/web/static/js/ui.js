@@ -22,12 +22,21 @@ export function errorToast(err, what) {
   return toast(what ? `${what}: ${msg}` : msg, 'error');
 }
 
+// settleAsked answers the question confirmAction last asked while its close
+// event has not arrived; null when none is waiting.
+let settleAsked = null;
+
 // confirmAction asks before a destructive action, with a native modal
 // dialog (focus is trapped and Escape cancels). body may be text or nodes.
 // It resolves to true when the action is confirmed.
 export function confirmAction({title, body, confirm = 'Confirm', danger = false}) {
   const dlg = document.getElementById('confirm');
   if (dlg.open) return Promise.resolve(false); // one question at a time
+  // The close event is fired later, as a task: the previous question's can
+  // still be on its way when this one opens. That question is answered now,
+  // with the answer its own close left, so that this question's answer is
+  // never taken for it.
+  settleAsked?.();
   setText(document.getElementById('confirm-title'), title);
   const bodyEl = document.getElementById('confirm-body');
   bodyEl.replaceChildren(...(Array.isArray(body) ? body : [typeof body === 'string' ? h('p', {}, body) : body]));
@@ -36,14 +45,15 @@ export function confirmAction({title, body, confirm = 'Confirm', danger = false}
   ok.className = danger ? 'btn btn-danger' : 'btn btn-primary';
   dlg.returnValue = '';
   return new Promise(resolve => {
-    // The close event is fired later, as a task: the previous question's
-    // can arrive after this one opened. Only a close that left the dialog
-    // closed answers this question.
-    const onClose = () => {
-      if (dlg.open) return;
+    const settle = () => {
       dlg.removeEventListener('close', onClose);
+      if (settleAsked === settle) settleAsked = null;
       resolve(dlg.returnValue === 'ok');
     };
+    const onClose = () => {
+      if (!dlg.open) settle();
+    };
+    settleAsked = settle;
     dlg.addEventListener('close', onClose);
     dlg.showModal();
     document.getElementById('confirm-cancel').focus();
