@@ -512,8 +512,21 @@ func (d *dedupRig) check(t *testing.T, name string, recovered time.Duration) {
 	leaked := 0
 	iter := d.direct.Scan(ctx, 0, d.keys.DedupPrefix(queue)+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		rec := d.direct.HGetAll(ctx, iter.Val()).Val()
-		pttl := d.direct.PTTL(ctx, iter.Val()).Val()
+		// The record and its ttl in one transaction: a throttle record may
+		// expire between two reads, and one the scan saw and that has
+		// expired since is not left behind.
+		var recCmd *redis.MapStringStringCmd
+		var pttlCmd *redis.DurationCmd
+		_, err := d.direct.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			recCmd = p.HGetAll(ctx, iter.Val())
+			pttlCmd = p.PTTL(ctx, iter.Val())
+			return nil
+		})
+		require.NoError(t, err)
+		rec, pttl := recCmd.Val(), pttlCmd.Val()
+		if pttl == -2 {
+			continue // expired since the scan
+		}
 		if rec["m"] == "throttle" && pttl > 0 && pttl <= throttleTTL && rec["run"] == "" {
 			continue // held for its ttl, as throttle is
 		}
