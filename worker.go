@@ -228,8 +228,9 @@ var (
 // NewWorker returns a Worker reading through c. It validates cfg.
 //
 // An idle queue holds one of c's connections in a blocking read (for up to a
-// second at a time), two while this worker holds the queue's workflow relay
-// lock (see docs/workflows.md), and the cancel listener holds one more (on Redis
+// second at a time); the workflow relays of all its queues hold one
+// connection of their own per 256 queues (none on Redis Cluster, where they
+// poll; see docs/workflows.md), and the cancel listener holds one more (on Redis
 // Cluster, one per hash slot of the queues served, since sharded channels
 // of different slots cannot share a subscription): c's pool must be
 // larger than the number of queues served plus the concurrency it needs for
@@ -383,9 +384,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })
 	}
-	for _, q := range w.queues() {
-		spawn(ctx, func(c context.Context) { w.wf.runRelay(c, q) })
-	}
+	spawn(ctx, func(c context.Context) {
+		w.wf.runRelays(c, func(context.Context) []string { return w.queues() }, 0)
+	})
 	spawn(ctx, w.wf.runSweep)
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)

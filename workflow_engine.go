@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -48,7 +47,7 @@ const (
 	sweepEvery = 2 * time.Second
 	// relayLease is how long a relay lock lives without renewal.
 	relayLease = 5 * time.Second
-	// relayBlock bounds one wait for outbox entries.
+	// relayBlock bounds one wait for outbox entries (workflow_relay.go).
 	relayBlock = time.Second
 	// relayBatch is the entries one relay pass reads.
 	relayBatch = 100
@@ -327,43 +326,6 @@ func (e *workflows) relayPass(ctx context.Context, queue string) (held bool, las
 		}
 	}
 	return true, ids[len(ids)-1], len(es) == relayBatch, nil
-}
-
-// runRelay relays queue's workflow outbox until ctx ends: a pass, then a
-// blocking read that wakes as soon as a node's end is appended, so that a
-// dependant is released moments after its last dep ended. A process that
-// does not hold the queue's relay lock tries again after relayBlock (the
-// lock of a holder that died expires within relayLease).
-func (e *workflows) runRelay(ctx context.Context, queue string) {
-	after, failing := "0-0", 0
-	defer func() { _, _ = e.rdb.RelayLock(context.WithoutCancel(ctx), queue, e.token, 0) }()
-	for ctx.Err() == nil {
-		held, last, full, err := e.relayPass(ctx, queue)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			if failing == 0 {
-				e.log.Warn("workflow relay failed; retrying with backoff", "queue", queue, "err", err)
-			}
-			failing++
-			attempt.Sleep(ctx, min(time.Duration(failing)*100*time.Millisecond, 5*time.Second))
-			continue
-		case full:
-			continue
-		case !held:
-			failing = 0
-			attempt.Sleep(ctx, relayBlock)
-			continue
-		}
-		failing = 0
-		if last != "" {
-			after = last
-		}
-		if err := e.rdb.WaitOutbox(ctx, queue, after, relayBlock); err != nil && ctx.Err() == nil {
-			attempt.Sleep(ctx, 100*time.Millisecond)
-		}
-	}
 }
 
 // runSweep sweeps the attention index every sweepEvery (jittered), at once

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/dtq-io/dtq/internal/attempt"
 )
 
 // WorkflowMaintenanceConfig configures RunWorkflowMaintenance. Zero values
@@ -34,6 +32,12 @@ const queueRefresh = 2 * time.Second
 // attention index. A process that serves no queue (the API server) runs it
 // so that the ends of nodes on queues only HTTP workers serve reach their
 // workflows. Any number of processes may run it at once.
+//
+// The relays hold few connections whatever the number of queues: on a
+// single Redis one connection of their own per 256 queues, blocked in one
+// read that names their outboxes; on Redis Cluster none held, the
+// outboxes polled every 200 ms with one pipeline per node (see
+// docs/workflows.md, "Relays").
 func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig) error {
 	if cfg == nil || cfg.Client == nil {
 		return errors.New("dtq: RunWorkflowMaintenance needs a Client")
@@ -50,20 +54,12 @@ func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { e.runSweep(ctx) })
-	relayed := map[string]bool{}
-	for {
+	e.runRelays(ctx, func(ctx context.Context) []string {
 		qs, err := c.rdb.Queues(ctx)
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("workflow maintenance: listing queues failed", "err", err)
 		}
-		for _, q := range qs {
-			if !relayed[q] {
-				relayed[q] = true
-				wg.Go(func() { e.runRelay(ctx, q) })
-			}
-		}
-		if !attempt.Sleep(ctx, queueRefresh) {
-			return nil
-		}
-	}
+		return qs
+	}, queueRefresh)
+	return nil
 }

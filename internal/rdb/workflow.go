@@ -594,14 +594,14 @@ func (r *RDB) ReadOutbox(ctx context.Context, queue string, n int) ([]OutboxEntr
 	return out, nil
 }
 
-// WaitOutbox blocks until queue's outbox has an entry after the id after
-// ("0-0": any), or block passes. It reads without changing anything.
-func (r *RDB) WaitOutbox(ctx context.Context, queue, after string, block time.Duration) error {
-	err := r.c.XRead(ctx, &redis.XReadArgs{Streams: []string{r.keys.WorkflowOutbox(queue), after}, Count: 1, Block: block}).Err()
-	if errors.Is(err, redis.Nil) {
-		return nil
+// OutboxLastID returns the id of the newest entry of queue's outbox
+// ("0-0" when it is empty).
+func (r *RDB) OutboxLastID(ctx context.Context, queue string) (string, error) {
+	xs, err := r.c.XRevRangeN(ctx, r.keys.WorkflowOutbox(queue), "+", "-", 1).Result()
+	if err != nil || len(xs) == 0 {
+		return "0-0", err
 	}
-	return err
+	return xs[0].ID, nil
 }
 
 // AckOutbox deletes carried-out entries of queue's outbox.

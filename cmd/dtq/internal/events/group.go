@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // streamsPerRead is the most streams one group reads, and so the most one
@@ -199,9 +201,9 @@ func (g *group) wait(ctx context.Context, c redis.UniversalClient, rs []*reader)
 		err  error
 	)
 	if h.blocking {
-		woke, err = waitAny(ctx, c, keys, after, h.cfg.Block)
+		woke, err = rdb.WaitAnyStream(ctx, c, keys, after, h.cfg.Block)
 	} else {
-		woke, err = pollAny(ctx, c, keys, after)
+		woke, err = rdb.PollAnyStream(ctx, c, keys, after)
 	}
 	for _, i := range woke {
 		rs[i].due = true

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -232,21 +231,8 @@ func readMode(given, main redis.UniversalClient) (bool, *redis.Options) {
 		_, single := given.(*redis.Client)
 		return single, nil
 	}
-	c, ok := main.(*redis.Client)
-	if !ok {
-		return false, nil // Cluster: streams of different queues cannot share an XREAD
-	}
-	opt := *c.Options()
-	// One connection per group, used by its goroutine alone; its MULTIs
-	// must not open a second one in a pipeline pool.
-	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.MaxActiveConns = 1, 0, 1, 1
-	opt.PipelinePoolSize = -1
-	// Per-client machinery that must not be shared with main, and that
-	// plain stream reads do not need.
-	opt.PushNotificationProcessor = nil
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	opt.ClientSideCache, opt.ClientSideCacheConfig = nil, nil
-	return true, &opt
+	opt, single := rdb.DedicatedOptions(main)
+	return single, opt
 }
 
 // readClient returns the client a group reads on while it has watched

@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,9 +10,8 @@ import (
 )
 
 // The feed's view of its streams. The reads themselves are in internal/rdb
-// (streams.go), but for the wake-ups over many streams, waitAny and
-// pollAny below. Each range read runs in MULTI with XINFO STREAM, so that
-// "was anything after this id trimmed?" and "what comes after this id?" are
+// (streams.go), the wake-ups over many streams included. Each range read
+// runs in MULTI with XINFO STREAM, so that "was anything after this id trimmed?" and "what comes after this id?" are
 // answered at the same instant: a gap can never slip in between.
 //
 // Trimming (XADD MAXLEN) does not update XINFO's max-deleted-entry-id, only
@@ -171,64 +169,6 @@ func streamTail(ctx context.Context, c redis.UniversalClient, key string) (strea
 		return streamState{}, err
 	}
 	return toState(info)
-}
-
-// waitAny blocks up to block until some of keys holds an entry after the
-// id at the same index of after, and returns the indexes of those keys
-// (none when the time ran out). One XREAD names every key, so they must
-// share a slot on Redis Cluster; on a single Redis any keys will do.
-func waitAny(ctx context.Context, c redis.UniversalClient, keys, after []string, block time.Duration) ([]int, error) {
-	streams := make([]string, 0, 2*len(keys))
-	streams = append(append(streams, keys...), after...)
-	res, err := c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	index := make(map[string]int, len(keys))
-	for i, k := range keys {
-		index[k] = i
-	}
-	var woke []int
-	for _, s := range res {
-		if i, ok := index[s.Stream]; ok && len(s.Messages) > 0 {
-			woke = append(woke, i)
-		}
-	}
-	return woke, nil
-}
-
-// pollAny returns the indexes of the keys that hold an entry after the id
-// at the same index of after, without blocking: one pipeline of one XREAD
-// per key, which a cluster client sends as one pipeline per node. The
-// indexes found are returned even when some reads failed.
-func pollAny(ctx context.Context, c redis.UniversalClient, keys, after []string) ([]int, error) {
-	cmds := make([]*redis.XStreamSliceCmd, len(keys))
-	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.XRead(ctx, &redis.XReadArgs{Streams: []string{k, after[i]}, Count: 1, Block: -1})
-		}
-		return nil
-	}) // each command's error is looked at below
-	var (
-		woke     []int
-		firstErr error
-	)
-	for i, cmd := range cmds {
-		res, err := cmd.Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-		case err != nil:
-			if firstErr == nil {
-				firstErr = err
-			}
-		case len(res) > 0 && len(res[0].Messages) > 0:
-			woke = append(woke, i)
-		}
-	}
-	return woke, firstErr
 }
 
 // redisNow returns Redis's clock, which stamps stream ids.
