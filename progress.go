@@ -17,7 +17,7 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// Bounds of progress and log lines (SPEC §24, docs/progress.md).
+// Bounds of progress and log lines (docs/progress.md).
 const (
 	// MaxProgressBytes bounds a progress object's JSON.
 	MaxProgressBytes = rdb.MaxProgressBytes

@@ -13,7 +13,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// Bounds of progress and log lines (SPEC §24).
+// Bounds of progress and log lines (docs/progress.md).
 const (
 	// MaxProgressBytes bounds a progress object's JSON.
 	MaxProgressBytes = 4 << 10

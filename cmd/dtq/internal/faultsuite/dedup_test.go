@@ -25,8 +25,8 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// The deduplication fault scenarios (SPEC §25 with §4,
-// docs/deduplication.md): producers submit with dedup keys of every mode
+// The deduplication fault scenarios (docs/deduplication.md, with
+// docs/idempotency.md): producers submit with dedup keys of every mode
 // through the API while the proxy cuts ingest calls, Redis goes away,
 // replies are slow, a worker is stopped past its lease or Redis restarts;
 // workers run the tasks. Each prints one FAULT line; see dedupRig.check

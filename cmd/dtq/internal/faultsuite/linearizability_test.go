@@ -20,7 +20,7 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// The sequential model of SPEC §4 the linearizability check holds the API
+// The sequential model of docs/idempotency.md the linearizability check holds the API
 // to, per idempotency key (keys are independent). No worker runs, so a task
 // is live (queued) until it is cancelled.
 
@@ -71,7 +71,7 @@ type opOutput struct {
 	ended bool
 }
 
-// submissionModel is SPEC §4's check order for one queue without workers.
+// submissionModel is docs/idempotency.md's check order for one queue without workers.
 var submissionModel = porcupine.NondeterministicModel{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
@@ -233,7 +233,7 @@ func (g *ingestRig) call(hc *http.Client, in opInput) opOutput {
 // Redis while the fault proxy lets ingest and cancel calls reach Redis and
 // cuts their connection before the reply (go-redis then sends them again),
 // and resets every connection now and then; the history must be explainable
-// by SPEC §4 executed one operation at a time. An answer whose outcome is
+// by docs/idempotency.md executed one operation at a time. An answer whose outcome is
 // unknown (503 OUTCOME_UNKNOWN, or the HTTP call failing) may have taken
 // effect at any time after its call, or not at all.
 func TestSubmissionsAreLinearizable(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-// The workflow fault scenarios (SPEC §22, docs/workflows.md): workflows
+// The workflow fault scenarios (docs/workflows.md): workflows
 // whose nodes run on two queues (so a submission writes nodes in two slots
 // and a relay runs per queue) while the proxy loses replies of, or cuts,
 // the calls of each workflow script, while Redis is away, while a worker
