@@ -6,10 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/internal/attempt"
-	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // Relay scheduling. A process relays the workflow outboxes of many queues
@@ -50,9 +47,6 @@ type relayer struct {
 	queues func(context.Context) []string
 	// refresh is how often queues is called again (0: once).
 	refresh time.Duration
-	// opt dials a group's own connection for a blocking read; nil where the
-	// groups poll (Redis Cluster).
-	opt *redis.Options
 
 	mu     sync.Mutex
 	list   []string // sorted: group g relays list[g*relayGroupSize:][:relayGroupSize]
@@ -63,7 +57,6 @@ type relayer struct {
 // (called again every refresh when refresh > 0) until ctx ends.
 func (e *workflows) runRelays(ctx context.Context, queues func(context.Context) []string, refresh time.Duration) {
 	r := &relayer{e: e, queues: queues, refresh: refresh}
-	r.opt, _ = rdb.DedicatedOptions(e.rdb.Client())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -119,12 +112,8 @@ type relayGroup struct {
 func (r *relayer) runGroup(ctx context.Context, g int) {
 	gr := &relayGroup{r: r, qs: map[string]*relayQueue{}, slots: make(chan struct{}, relayPasses),
 		done: make(chan struct{}, 1)}
-	var own redis.UniversalClient
-	if r.opt != nil {
-		c := redis.NewClient(r.opt)
-		defer func() { _ = c.Close() }()
-		own = c
-	}
+	watch := r.e.rdb.WatchOutboxes()
+	defer func() { _ = watch.Close() }()
 	defer gr.release(ctx)
 	defer gr.passes.Wait()
 	failing := 0
@@ -136,18 +125,12 @@ func (r *relayer) runGroup(ctx context.Context, g int) {
 			}
 			continue
 		}
-		keys, after, names, wait := gr.due(ctx, members)
-		if len(keys) == 0 {
+		names, after, wait := gr.due(ctx, members)
+		if len(names) == 0 {
 			gr.sleep(ctx, wait)
 			continue
 		}
-		var woke []int
-		var err error
-		if own != nil {
-			woke, err = rdb.WaitAnyStream(ctx, own, keys, after, wait)
-		} else {
-			woke, err = rdb.PollAnyStream(ctx, r.e.rdb.Client(), keys, after)
-		}
+		woke, err := watch.Wait(ctx, names, after, wait)
 		for _, i := range woke {
 			gr.start(ctx, names[i])
 		}
@@ -156,11 +139,11 @@ func (r *relayer) runGroup(ctx context.Context, g int) {
 			return
 		case err != nil:
 			if failing == 0 {
-				r.e.log.Warn("workflow relay: waiting for outbox entries failed; retrying with backoff", "queues", len(keys), "err", err)
+				r.e.log.Warn("workflow relay: waiting for outbox entries failed; retrying with backoff", "queues", len(names), "err", err)
 			}
 			failing++
 			attempt.Sleep(ctx, min(time.Duration(failing)*100*time.Millisecond, 5*time.Second))
-		case own == nil && len(woke) == 0:
+		case !watch.Blocking() && len(woke) == 0:
 			failing = 0
 			gr.sleep(ctx, min(wait, relayPoll))
 		default:
@@ -170,10 +153,10 @@ func (r *relayer) runGroup(ctx context.Context, g int) {
 }
 
 // due starts the passes of members whose retry time came, forgets queues
-// no longer in the group, and returns what to wait on: the outbox keys of
-// the members not being relayed, the ids to wait after, their queue names,
-// and how long to wait at most.
-func (gr *relayGroup) due(ctx context.Context, members []string) (keys, after, names []string, wait time.Duration) {
+// no longer in the group, and returns what to wait on: the members not
+// being relayed, the outbox ids to wait after, and how long to wait at
+// most.
+func (gr *relayGroup) due(ctx context.Context, members []string) (names, after []string, wait time.Duration) {
 	now := time.Now()
 	wait = relayBlock
 	in := make(map[string]bool, len(members))
@@ -202,7 +185,6 @@ func (gr *relayGroup) due(ctx context.Context, members []string) (keys, after, n
 		case !s.retry.IsZero():
 			wait = min(wait, s.retry.Sub(now))
 		}
-		keys = append(keys, gr.r.e.rdb.Keys().WorkflowOutbox(q))
 		after = append(after, s.after)
 		names = append(names, q)
 	}
@@ -215,7 +197,7 @@ func (gr *relayGroup) due(ctx context.Context, members []string) (keys, after, n
 	for _, q := range start {
 		gr.start(ctx, q)
 	}
-	return keys, after, names, max(wait, time.Millisecond)
+	return names, after, max(wait, time.Millisecond)
 }
 
 // start runs a pass of queue q beside the wait, unless one runs already;

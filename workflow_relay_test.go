@@ -83,7 +83,7 @@ func TestWorkflowRelaysOfManyQueuesHoldFewConnections(t *testing.T) {
 	defer func() {
 		if !stopped {
 			stop()
-			<-done
+			require.NoError(t, <-done)
 		}
 	}()
 

@@ -735,3 +735,47 @@ func (r *RDB) NodeLease(ctx context.Context, queue, id string) (status, attempt,
 	s := func(i int) string { x, _ := v[i].(string); return x }
 	return s(0), s(1), s(2), s(3), s(4), nil
 }
+
+// OutboxWatch waits for new entries in the workflow outboxes of many
+// queues at once, with one read per call: a blocking XREAD on a
+// connection of its own where one read may name keys of several slots (a
+// single Redis, or one Sentinel manages), else a pipelined non-blocking
+// poll (Redis Cluster). Used by one goroutine at a time.
+type OutboxWatch struct {
+	r   *RDB
+	own *redis.Client // nil: polls
+}
+
+// WatchOutboxes returns a watch; Close it when done.
+func (r *RDB) WatchOutboxes() *OutboxWatch {
+	w := &OutboxWatch{r: r}
+	if opt, ok := DedicatedOptions(r.c); ok {
+		w.own = redis.NewClient(opt)
+	}
+	return w
+}
+
+// Blocking reports whether Wait blocks (else it looks once and returns).
+func (w *OutboxWatch) Blocking() bool { return w.own != nil }
+
+// Wait returns the indexes of the queues whose outbox holds an entry after
+// the id at the same index of after: when Blocking, waiting up to block
+// for one; else as they are now.
+func (w *OutboxWatch) Wait(ctx context.Context, queues, after []string, block time.Duration) ([]int, error) {
+	keys := make([]string, len(queues))
+	for i, q := range queues {
+		keys[i] = w.r.keys.WorkflowOutbox(q)
+	}
+	if w.own != nil {
+		return WaitAnyStream(ctx, w.own, keys, after, block)
+	}
+	return PollAnyStream(ctx, w.r.c, keys, after)
+}
+
+// Close closes the watch's own connection.
+func (w *OutboxWatch) Close() error {
+	if w.own == nil {
+		return nil
+	}
+	return w.own.Close()
+}
