@@ -101,18 +101,19 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 }
 
 // errorText is an error message as the CLI prints it: its own line breaks
-// kept (cobra's "Did you mean this?" suggestions span lines), other control
-// characters dropped, trailing blanks and repeated empty lines removed.
+// and tabs kept (cobra's "Did you mean this?" suggestions span lines and
+// indent), other control characters escaped as visible shows them (an
+// error may quote what a client sent), trailing blanks and repeated empty
+// lines removed.
 func errorText(s string) string {
 	lines := strings.Split(s, "\n")
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
-		l = strings.TrimRightFunc(strings.Map(func(r rune) rune {
-			if r != '\t' && unicode.IsControl(r) {
-				return -1
-			}
-			return r
-		}, l), unicode.IsSpace)
+		parts := strings.Split(l, "\t")
+		for i, p := range parts {
+			parts[i] = visible(p)
+		}
+		l = strings.TrimRightFunc(strings.Join(parts, "\t"), unicode.IsSpace)
 		if l == "" && (len(out) == 0 || out[len(out)-1] == "") {
 			continue
 		}

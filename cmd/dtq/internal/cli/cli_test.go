@@ -260,8 +260,9 @@ func TestErrorText(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"plain", "plain"},
 		{"a\n\n\nb\n", "a\n\nb"},
-		{"x\x1b[31m red\r", "x[31m red"},
+		{"x\x1b[31m red\r", `x\x1b[31m red\r`},
 		{"keep\ttab  \n", "keep\ttab"},
+		{"title \x1b]0;x\x07\n\tC1 \u009b", "title \\x1b]0;x\\x07\n\tC1 \\u009b"},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, errorText(tt.in), "%q", tt.in)

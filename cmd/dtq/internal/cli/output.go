@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -93,18 +94,75 @@ func (p *printer) fields(kv [][2]string) error {
 	return tw.Flush()
 }
 
-// cell makes a value safe for one table cell: "-" when empty, control
-// characters (tabs and line breaks included) replaced by spaces.
+// cell makes a value safe for one table cell: "-" when empty, else the
+// value as visible shows it (tabs and line breaks escaped too, so a cell
+// stays one cell on one line).
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
+	return visible(s)
+}
+
+// visible is text from a client (a log line, an error message, metadata,
+// a name) as the CLI prints it for people: what a terminal would act on
+// rather than show is escaped, so a person sees that it was there and a
+// stray sequence can neither retitle, clear or recolour the terminal, hide
+// a link (OSC 8), overwrite a line (CR) nor forge one (LF). Escaped are the
+// C0 and C1 control characters and DEL (as \n, \r, \t, \xNN or \u00NN),
+// and the Unicode line separators and bidirectional overrides (\uNNNN),
+// which can reorder or split what is shown. Everything else, any valid
+// UTF-8 included, passes unchanged; a byte that is not UTF-8 is shown as
+// \xNN. Backslashes are not doubled: the text is for reading, and -o json
+// prints it exactly.
+func visible(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, escaped) < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		if r == utf8.RuneError && n == 1 {
+			// Not UTF-8: the byte, shown rather than left to a terminal
+			// that might read it as a C1 control.
+			fmt.Fprintf(&b, `\x%02x`, s[i-1])
+			continue
 		}
-		return r
-	}, s)
+		if !escaped(r) {
+			b.WriteRune(r)
+			continue
+		}
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// escaped reports whether visible escapes r: a control character, a line
+// or paragraph separator, or a bidirectional embedding, override or
+// isolate.
+func escaped(r rune) bool {
+	switch {
+	case unicode.IsControl(r): // C0, DEL, C1
+		return true
+	case r == '\u2028', r == '\u2029':
+		return true
+	case r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
 
 // truncate shortens s to n characters, marking the cut with "…".

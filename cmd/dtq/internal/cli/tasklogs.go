@@ -135,7 +135,8 @@ func printLogsPage(ctx context.Context, s *session, id string, attempt int, curs
 }
 
 // printLogItem prints one log line: its JSON with -o json, else
-// "<time>  #<attempt>  <line>".
+// "<time>  #<attempt>  <line>", the line as visible shows it: a handler's
+// line is anyone's text, and must not drive the reader's terminal.
 func printLogItem(p *printer, raw json.RawMessage) error {
 	if p.json {
 		return p.line(raw)
@@ -144,5 +145,5 @@ func printLogItem(p *printer, raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &it); err != nil {
 		return err
 	}
-	return p.textf("%s  #%d  %s", it.TS.UTC().Format(dtqtype.TimeLayout), it.Attempt, it.Line)
+	return p.textf("%s  #%d  %s", it.TS.UTC().Format(dtqtype.TimeLayout), it.Attempt, visible(it.Line))
 }

@@ -583,7 +583,7 @@ func printWatchLine(p *printer, t *taskView, body []byte) error {
 	}
 	parts := []string{time.Now().UTC().Format(dtqtype.TimeLayout), fmt.Sprintf("%-13s", status), "attempt " + t.attempts()}
 	if w := t.Execution.WorkerID; w != "" {
-		parts = append(parts, "worker "+w)
+		parts = append(parts, "worker "+visible(w))
 	}
 	if d := t.Execution.DurationMS; d != nil && t.terminal() {
 		parts = append(parts, itoa(*d)+"ms")
