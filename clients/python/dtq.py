@@ -24,8 +24,18 @@ A handler reports how far it got with task.progress(40) (a number 0..100
 or a dict of at most 4 KiB as JSON) and logs lines with task.log("...")
 (each cut to 1 KiB): the worker sends them at most once a second, and once
 more before the task's complete or fail (docs/progress.md).
+
+The server is held to limits (the TypeScript client's): redirects are not
+followed (the token goes to url only), an answer is at most MAX_BODY_BYTES,
+a try ends within its timeout with its answer's body, a Retry-After is
+waited up to MAX_RETRY_AFTER_S, and an answer the client cannot use raises
+InvalidAnswer. A claimed task the worker cannot decode is failed for good
+as UndecodableTask, without costing the others of its claim
+(docs/http-workers.md).
 """
 
+import http.client
+import io
 import json
 import os
 import random
@@ -34,11 +44,10 @@ import signal
 import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
-__all__ = ["APIError", "LeaseLost", "Permanent", "RetryAfter", "Task", "Worker", "Producer", "TERMINAL", "WORKFLOW_TERMINAL"]
+__all__ = ["APIError", "LeaseLost", "InvalidAnswer", "RequestTimeout", "Permanent", "RetryAfter", "Task", "Worker",
+           "Producer", "TERMINAL", "WORKFLOW_TERMINAL", "MAX_BODY_BYTES", "MAX_RETRY_AFTER_S"]
 
 TERMINAL = frozenset(["succeeded", "failed", "dead_lettered", "cancelled", "expired"])
 WORKFLOW_TERMINAL = frozenset(["succeeded", "failed", "cancelled"])
@@ -46,6 +55,15 @@ WORKFLOW_TERMINAL = frozenset(["succeeded", "failed", "cancelled"])
 # Statuses worth sending a request again for: the server or a proxy could
 # not serve it now.
 _RETRY_STATUS = frozenset([429, 502, 503, 504])
+
+# The limits an answer is held to, the TypeScript client's: whatever a
+# hostile or misconfigured server sends, a call ends within its timeout
+# (default 10 s a try), reads at most MAX_BODY_BYTES, waits at most
+# MAX_RETRY_AFTER_S for a Retry-After and never sends the token elsewhere
+# (redirects are not followed).
+MAX_BODY_BYTES = 128 << 20  # the largest answer read: a batch of 1000 tasks with results is far below
+MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
+_MAX_DELAY_S = 5.0  # the longest backoff between tries
 
 
 class APIError(Exception):
@@ -56,11 +74,30 @@ class APIError(Exception):
         self.status = status
         self.code = code
         self.message = message
-        self.details = details or {}
+        self.details = details if isinstance(details, dict) else {}
 
 
 class LeaseLost(APIError):
     """409 LEASE_LOST: the lease token no longer owns the task; nothing was written."""
+
+
+class InvalidAnswer(APIError):
+    """An answer the client cannot use (code INVALID_ANSWER): larger than
+    MAX_BODY_BYTES, not JSON, nested deeper than Python's json decodes, or
+    not of the shape the API documents. status is the answer's HTTP status
+    (0 when the shape was checked after the call). It is not sent again:
+    the same server would answer the same."""
+
+    def __init__(self, message, status=0, raw=None):
+        super().__init__(status, "INVALID_ANSWER", message)
+        if not status:
+            self.args = ("INVALID_ANSWER: %s" % message,)
+        self.raw = raw  # the answer's bytes, when it was read
+
+
+class RequestTimeout(TimeoutError):
+    """A try took longer than its timeout, its answer's body included (a
+    server dripping its answer does not hold a call past it)."""
 
 
 class Permanent(Exception):
@@ -75,67 +112,228 @@ class RetryAfter(Exception):
         self.seconds = float(seconds)
 
 
+class _DeadlineSocket:
+    """A connected socket whose every send and receive ends by deadline
+    (time.monotonic()): the socket's own timeout bounds one receive, which
+    a server sending a byte at a time renews forever."""
+
+    def __init__(self, sock, deadline, timeout):
+        self._sock = sock
+        self._deadline = deadline
+        self._timeout = timeout
+        self._readers = 0  # open makefile()s: as for a socket, close() waits for them
+        self._closed = False
+
+    def _arm(self):
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise RequestTimeout("no answer within %.3g s" % self._timeout)
+        self._sock.settimeout(left)
+
+    def sendall(self, data):
+        self._arm()
+        try:
+            self._sock.sendall(data)
+        except socket.timeout:
+            raise RequestTimeout("no answer within %.3g s" % self._timeout) from None
+
+    def recv_into(self, buf):
+        self._arm()
+        try:
+            return self._sock.recv_into(buf)
+        except socket.timeout:
+            raise RequestTimeout("no answer within %.3g s" % self._timeout) from None
+
+    def makefile(self, mode="rb", *args, **kwargs):
+        self._readers += 1
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def _reader_closed(self):
+        self._readers -= 1
+        if self._closed and self._readers <= 0:
+            self._sock.close()
+
+    def close(self):
+        # http.client closes the connection of an answer that ends with it
+        # before the answer is read: the socket lives on until that is done.
+        self._closed = True
+        if self._readers <= 0:
+            self._sock.close()
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The raw reader http.client reads an answer from, through a _DeadlineSocket."""
+
+    def __init__(self, sock):
+        super().__init__()
+        self._sock = sock
+
+    def readable(self):
+        return True
+
+    def readinto(self, buf):
+        return self._sock.recv_into(buf)
+
+    def close(self):
+        if not self.closed:
+            self._sock._reader_closed()
+        super().close()
+
+
+def _decode(raw, status):
+    """The JSON value of an answer's body (None when empty); InvalidAnswer
+    when it is not JSON or nests deeper than Python's json decodes."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise InvalidAnswer("the answer nests deeper than Python's json decoder can follow", status, raw) from None
+    except ValueError:  # UnicodeDecodeError included
+        start = raw[:200].decode("utf-8", "replace")
+        raise InvalidAnswer("the answer is not JSON: %r" % start, status, raw) from None
+
+
+def _envelope(status, raw):
+    """The API's error envelope in an error answer; a body that is not one
+    (a proxy's page, any other JSON) is HTTP_<status> with its text."""
+    try:
+        env = json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        env = None
+    if isinstance(env, dict) and isinstance(env.get("code"), str):
+        msg = env.get("message")
+        return env, env["code"], msg if isinstance(msg, str) else "", env.get("details")
+    return env, "HTTP_%d" % status, raw.decode("utf-8", "replace")[:200], None
+
+
+def _member(v, name, kind, what):
+    """v[name] when v is an object and that member is a kind (a bool is no
+    int here); else InvalidAnswer naming what was asked."""
+    m = v.get(name) if isinstance(v, dict) else None
+    if not isinstance(m, kind) or (isinstance(m, bool) and kind is not bool):
+        raise InvalidAnswer("%s: the answer's %s is missing or not of the documented type" % (what, name))
+    return m
+
+
 class _HTTP:
-    """JSON requests with retries of transport errors and 429/5xx-unavailable answers."""
+    """JSON requests with retries of transport errors and 429/5xx-unavailable answers.
+
+    timeout: seconds one try may take, its answer included (default 10);
+    retries: how many times a failed call is sent again (default 6).
+    Redirects are not followed (a 3xx is an APIError HTTP_3xx naming where
+    it pointed), so the token goes to the url given and nowhere else.
+    """
 
     def __init__(self, url, token, retries=6, timeout=10.0):
+        parts = urllib.parse.urlsplit(url or "")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("url must be http:// or https://, e.g. http://127.0.0.1:8080, not %r" % url)
         self.base = url.rstrip("/")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
         self.token = token
         self.retries = retries
         self.timeout = timeout
+        self.max_body = MAX_BODY_BYTES
         # on_answer(method, path, status, body), when set, sees every answer
         # (errors and resent ones included): a hook for tests and tracing.
         self.on_answer = None
 
     def call(self, method, path, body=None, timeout=None, retry=True):
         data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Accept": "application/json", "User-Agent": "dtq-client-py"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
         delay = 0.1
         attempt = 0
         while True:
             attempt += 1
-            req = urllib.request.Request(self.base + path, data=data, method=method)
-            req.add_header("Accept", "application/json")
-            if data is not None:
-                req.add_header("Content-Type", "application/json")
-            if self.token:
-                req.add_header("Authorization", "Bearer " + self.token)
             try:
-                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as res:
-                    raw = res.read()
-                    out = json.loads(raw) if raw else None
-                    if self.on_answer is not None:
-                        self.on_answer(method, path, res.status, out)
-                    return out
-            except urllib.error.HTTPError as e:
-                raw = e.read()
-                try:
-                    env = json.loads(raw)
-                except ValueError:
-                    env = {"code": "HTTP_%d" % e.code, "message": raw.decode("utf-8", "replace")[:200]}
-                if self.on_answer is not None:
-                    self.on_answer(method, path, e.code, env)
-                if retry and e.code in _RETRY_STATUS and attempt <= self.retries:
-                    wait = delay
-                    ra = e.headers.get("Retry-After")
-                    if ra and ra.isdigit():
-                        wait = max(wait, float(ra))
-                    time.sleep(wait * random.uniform(0.8, 1.2))
-                    delay = min(delay * 2, 5.0)
-                    continue
-                cls = LeaseLost if env.get("code") == "LEASE_LOST" else APIError
-                raise cls(e.code, env.get("code"), env.get("message"), env.get("details")) from None
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError):
+                status, res_headers, raw = self._once(method, path, data, headers, timeout or self.timeout)
+            except (OSError, http.client.HTTPException):  # RequestTimeout included
                 if not retry or attempt > self.retries:
                     raise
-                time.sleep(delay * random.uniform(0.8, 1.2))
-                delay = min(delay * 2, 5.0)
+                time.sleep(_jitter(delay))
+                delay = min(delay * 2, _MAX_DELAY_S)
+                continue
+            if 200 <= status < 300:
+                out = _decode(raw, status)
+                if self.on_answer is not None:
+                    self.on_answer(method, path, status, out)
+                return out
+            env, code, message, details = _envelope(status, raw)
+            if 300 <= status < 400:
+                where = (res_headers.get("Location") or "")[:200]
+                message = "redirected to %r; redirects are not followed: give the client the API's own url" % where
+            if self.on_answer is not None:
+                self.on_answer(method, path, status, env if isinstance(env, dict) else {"code": code, "message": message})
+            if retry and status in _RETRY_STATUS and attempt <= self.retries:
+                wait = _jitter(delay)
+                ra = res_headers.get("Retry-After") or ""
+                if ra.isdigit():
+                    wait = max(wait, min(float(ra), MAX_RETRY_AFTER_S))
+                time.sleep(wait)
+                delay = min(delay * 2, _MAX_DELAY_S)
+                continue
+            cls = LeaseLost if code == "LEASE_LOST" else APIError
+            raise cls(status, code, message, details)
+
+    def _once(self, method, path, data, headers, timeout):
+        """One try: (status, headers, body bytes). The whole try, the
+        answer's body included, ends within timeout seconds; a body over
+        max_body is refused without reading the rest."""
+        deadline = time.monotonic() + timeout
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=timeout)
+        res = None
+        try:
+            try:
+                conn.connect()
+            except socket.timeout:
+                raise RequestTimeout("no connection within %.3g s" % timeout) from None
+            conn.sock = _DeadlineSocket(conn.sock, deadline, timeout)
+            conn.request(method, self._prefix + path, body=data, headers=headers)
+            res = conn.getresponse()
+            length = res.getheader("Content-Length") or ""
+            if length.isdigit() and int(length) > self.max_body:
+                raise InvalidAnswer("the answer is %s bytes, more than the %d this client reads" % (length, self.max_body),
+                                    res.status)
+            chunks, size = [], 0
+            while True:
+                chunk = res.read(min(1 << 20, self.max_body + 1 - size))
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self.max_body:
+                    raise InvalidAnswer("the answer is more than the %d bytes this client reads" % self.max_body,
+                                        res.status)
+                chunks.append(chunk)
+            return res.status, res.headers, b"".join(chunks)
+        finally:
+            if res is not None:
+                res.close()
+            conn.close()
+
+
+def _jitter(s):
+    return s * random.uniform(0.8, 1.2)
 
 
 class Producer:
-    """Submits tasks and reads them back (needs a producer key)."""
+    """Submits tasks and reads them back (needs a producer key).
 
-    def __init__(self, url, token=None, retries=6):
-        self._http = _HTTP(url, token, retries)
+    timeout: seconds one try of a call may take, its answer included
+    (default 10; long-polls take up to 45); retries: how many times a
+    failed call that is safe to repeat is sent again (default 6).
+    """
+
+    def __init__(self, url, token=None, retries=6, timeout=10.0):
+        self._http = _HTTP(url, token, retries, timeout)
 
     def submit(self, task_type, payload=None, queue=None, idempotency_key=None, dedup=None, **fields):
         """Submits one task; fields are other submission members (priority, delay_s, ...).
@@ -162,7 +360,8 @@ class Producer:
 
     def submit_many(self, tasks):
         """Submits up to 1000 task objects in one request; returns the per-item answers."""
-        return self._http.call("POST", "/api/v1/tasks/batch", {"tasks": tasks}, timeout=60, retry=False)["items"]
+        out = self._http.call("POST", "/api/v1/tasks/batch", {"tasks": tasks}, timeout=60, retry=False)
+        return _member(out, "items", list, "submit_many")
 
     def get(self, task_id):
         """Returns the task with its result and attempts."""
@@ -191,7 +390,7 @@ class Producer:
         lines = []
         while True:
             page = self._http.call("GET", path + "?" + urllib.parse.urlencode(query))
-            lines.extend(page["items"])
+            lines.extend(_member(page, "items", list, "logs"))
             # next_cursor is always set (it resumes after the last line), so
             # a short page is the end. (A page may hold one item more than
             # page_size: an attempt's truncation marker is not counted.)
@@ -210,7 +409,7 @@ class Producer:
             left = deadline - time.monotonic()
             path = "%s%s?wait=%.3f" % (prefix, urllib.parse.quote(ident, safe=""), max(0.0, min(left, 30.0)))
             v = self._http.call("GET", path, timeout=45)
-            if v["status"] in terminal:
+            if _member(v, "status", str, "wait") in terminal:
                 return v
             if left <= 0:
                 raise TimeoutError("%s %s is still %s" % (what, ident, v["status"]))
@@ -247,7 +446,7 @@ class Producer:
         (cancel_requested, or status cancelled); one that ended otherwise
         raises APIError WORKFLOW_NOT_RUNNING."""
         path = "/api/v1/workflows/%s/cancel" % urllib.parse.quote(workflow_id, safe="")
-        return self._http.call("POST", path, {})["workflow"]
+        return _member(self._http.call("POST", path, {}), "workflow", dict, "cancel_workflow")
 
 
 MAX_PROGRESS_BYTES = 4096
@@ -255,6 +454,136 @@ MAX_LOG_LINE_BYTES = 1024
 MAX_LOG_LINES = 1000  # per report, and buffered between reports (the oldest dropped)
 
 _UNSET = object()
+
+
+# The members of a claimed task (the API's LeasedTask) a worker relies on,
+# and their types; the optional ones may also be absent or null.
+_LEASED_REQUIRED = (("task_id", str), ("lease_token", str), ("queue", str), ("task_type", str),
+                    ("attempt", int), ("max_attempts", int))
+_LEASED_OPTIONAL = (("timeout_ms", int), ("idempotency_key", str), ("workflow_id", str), ("ref", str),
+                    ("deps", dict), ("cancel_requested", bool), ("priority", int))
+
+
+def _leased_problem(raw):
+    """Why raw is not a claimed task this worker can run, or None."""
+    if not isinstance(raw, dict):
+        return "the claimed task is a %s, not an object" % type(raw).__name__
+    for name, kind in _LEASED_REQUIRED:
+        v = raw.get(name)
+        if not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool):
+            return "its %s is missing or not a %s" % (name, "string" if kind is str else "number")
+    for name, kind in _LEASED_OPTIONAL:
+        v = raw.get(name)
+        if v is not None and (not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool)):
+            return "its %s is not a %s" % (name, {str: "string", int: "number", dict: "object", bool: "boolean"}[kind])
+    return None
+
+
+# A claim answer json.loads cannot decode (a task's payload, metadata or
+# deps nested deeper than its recursion allows) is split without recursion
+# into its tasks, and each task into its members, so that one such task
+# does not cost the others of its claim.
+_BRACKET_OR_QUOTE = re.compile(r'["\[\]{}]')
+_SCALAR_END = re.compile(r'[,\]}\s]')
+_SPACE = re.compile(r'\s*')
+
+
+def _string_end(s, i):
+    """The index after the JSON string whose opening quote is s[i]."""
+    j = i + 1
+    while True:
+        j = s.find('"', j)
+        if j < 0:
+            raise ValueError("an unterminated string at %d" % i)
+        k = j - 1
+        while s[k] == "\\":
+            k -= 1
+        if (j - 1 - k) % 2 == 0:  # not escaped
+            return j + 1
+        j += 1
+
+
+def _value_end(s, i):
+    """The index after the JSON value that starts at s[i], at any depth."""
+    if s.startswith('"', i):
+        return _string_end(s, i)
+    if not s.startswith(("[", "{"), i):
+        m = _SCALAR_END.search(s, i)
+        return m.start() if m else len(s)
+    depth = 0
+    while True:
+        m = _BRACKET_OR_QUOTE.search(s, i)
+        if m is None:
+            raise ValueError("an unterminated value")
+        i = m.start()
+        if s[i] == '"':
+            i = _string_end(s, i)
+            continue
+        depth += 1 if s[i] in "[{" else -1
+        i += 1
+        if depth == 0:
+            return i
+
+
+def _spans(s, i, open_):
+    """The members of the object (open_ "{") or elements of the array ("[")
+    whose bracket is at s[i]: [(key or None, start, end)]."""
+    if not s.startswith(open_, i):
+        raise ValueError("expected %r at %d" % (open_, i))
+    close = "}" if open_ == "{" else "]"
+    out = []
+    i = _SPACE.match(s, i + 1).end()
+    if s.startswith(close, i):
+        return out
+    while True:
+        key = None
+        if open_ == "{":
+            end = _string_end(s, i) if s.startswith('"', i) else -1
+            if end < 0:
+                raise ValueError("expected a member name at %d" % i)
+            key = json.loads(s[i:end])
+            i = _SPACE.match(s, end).end()
+            if not s.startswith(":", i):
+                raise ValueError("expected ':' at %d" % i)
+            i = _SPACE.match(s, i + 1).end()
+        end = _value_end(s, i)
+        out.append((key, i, end))
+        i = _SPACE.match(s, end).end()
+        if s.startswith(close, i):
+            return out
+        if not s.startswith(",", i):
+            raise ValueError("expected ',' at %d" % i)
+        i = _SPACE.match(s, i + 1).end()
+
+
+def _split_claim(raw):
+    """The tasks of a claim answer decoded one by one: [(task, problem)],
+    problem None for a task that decoded, else why it did not (the task
+    then holds the members that did)."""
+    try:
+        s = raw.decode("utf-8")
+        top = {k: (a, b) for k, a, b in _spans(s, _SPACE.match(s).end(), "{")}
+        if "tasks" not in top:
+            raise ValueError("no tasks member")
+        items = []
+        for _, a, b in _spans(s, top["tasks"][0], "["):
+            try:
+                items.append((json.loads(s[a:b]), None))
+                continue
+            except RecursionError:
+                pass
+            task, deep = {}, []
+            if s.startswith("{", a):
+                for k, x, y in _spans(s, a, "{"):
+                    try:
+                        task[k] = json.loads(s[x:y])
+                    except RecursionError:
+                        deep.append(k)
+            items.append((task, "its %s nests deeper than Python's json decoder can follow"
+                          % (", ".join(deep) or "value")))
+        return items
+    except (ValueError, RecursionError) as e:
+        raise InvalidAnswer("the claim answer cannot be decoded, even task by task: %s" % e) from None
 
 
 def _cut(line, n):
@@ -270,7 +599,11 @@ class Task:
     report with progress() and log()."""
 
     def __init__(self, raw, http=None):
+        problem = _leased_problem(raw)
+        if problem is not None:
+            raise InvalidAnswer("a claimed task: " + problem)
         self._http = http  # the worker's, for add_nodes
+        self._slot = True  # holds one of the worker's slots (see Worker._start_claimed)
         self.id = raw["task_id"]
         self.queue = raw["queue"]
         self.type = raw["task_type"]
@@ -332,8 +665,9 @@ class Task:
         body = {"lease_token": self.lease_token, "nodes": list(nodes)}
         try:
             # Safe to send again after a lost reply: the same nodes are no change.
-            return self._http.call("POST", "/api/v1/tasks/%s/nodes" % urllib.parse.quote(self.id, safe=""),
-                                   body, timeout=60)["nodes"]
+            out = self._http.call("POST", "/api/v1/tasks/%s/nodes" % urllib.parse.quote(self.id, safe=""),
+                                  body, timeout=60)
+            return _member(out, "nodes", list, "add_nodes")
         except LeaseLost:
             self.lost.set()
             self.cancelled.set()
@@ -402,25 +736,71 @@ class Worker:
             if free == 0:
                 continue
             try:
-                got = self._http.call("POST", "/api/v1/claims", {
-                    "worker_id": self.worker_id, "queues": self.queues, "max": free,
-                    "wait": "%.3fs" % self.wait, "lease": "%.3fs" % self.lease})["tasks"]
+                got = self._claim(free)
                 delay = 0.1
-            except Exception as e:  # the API is away: keep trying with backoff
+            except Exception as e:  # the API is away or answered nonsense: keep trying with backoff
                 self._log("claim failed: %s" % e)
                 for _ in range(free):
                     self._slots.release()
                 self._stop.wait(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            for _ in range(free - len(got)):
-                self._slots.release()
-            for raw in got:
-                self._start(Task(raw, self._http))
+            self._start_claimed(got, free)
         self._drain()
         self._done.set()
         beat.join(timeout=5)
         reports.join(timeout=5)
+
+    def _claim(self, free):
+        """Claims up to free tasks: [(task, problem)] as _split_claim. A
+        claim answer Python's json cannot decode whole is decoded task by
+        task, so one task nested too deep does not cost the others."""
+        body = {"worker_id": self.worker_id, "queues": self.queues, "max": free,
+                "wait": "%.3fs" % self.wait, "lease": "%.3fs" % self.lease}
+        try:
+            out = self._http.call("POST", "/api/v1/claims", body)
+        except InvalidAnswer as e:
+            if e.raw is None:
+                raise
+            return _split_claim(e.raw)
+        return [(raw, None) for raw in _member(out, "tasks", list, "claim")]
+
+    def _start_claimed(self, got, free):
+        """Starts the claimed tasks, each in a slot of the free ones taken,
+        and fails those it cannot decode (see _refuse)."""
+        used = 0
+        for raw, problem in got:
+            problem = problem or _leased_problem(raw)
+            if problem is not None:
+                self._refuse(raw, problem)
+                continue
+            task = Task(raw, self._http)
+            # A server that hands out more than asked gets them run all the
+            # same; only the asked-for ones hold a slot.
+            task._slot = used < free
+            used += task._slot
+            self._start(task)
+        for _ in range(free - used):
+            self._slots.release()
+
+    def _refuse(self, raw, problem):
+        """Fails a claimed task this worker cannot decode, at once and for
+        good (class UndecodableTask: retries would meet the same answer),
+        rather than let its lease run out into WorkerLost. Without a task id
+        and lease token to name it by, it can only be logged."""
+        tid = raw.get("task_id") if isinstance(raw, dict) else None
+        token = raw.get("lease_token") if isinstance(raw, dict) else None
+        if not isinstance(tid, str) or not isinstance(token, str):
+            self._log("claim: a task that cannot be decoded, without an id and lease token to fail it by "
+                      "(its lease will run out): %s" % problem)
+            return
+        msg = "this worker could not decode the claimed task, and did not run it: %s" % problem
+        self._log("task %s: %s; failing it" % (tid, msg))
+        try:
+            self._http.call("POST", "/api/v1/tasks/%s/fail" % urllib.parse.quote(tid, safe=""), {
+                "lease_token": token, "error": {"class": "UndecodableTask", "message": msg[:500]}, "retryable": False})
+        except Exception as e:
+            self._log("task %s: fail failed: %s; its lease will run out and it will be retried" % (tid, e))
 
     def _acquire_free(self):
         """Waits for one free slot, then takes all free ones; returns how many."""
@@ -454,7 +834,8 @@ class Worker:
             with self._lock:
                 self._running.pop(task.id, None)
                 self._threads.discard(threading.current_thread())
-            self._slots.release()
+            if task._slot:
+                self._slots.release()
 
     @staticmethod
     def _failure(task, e):

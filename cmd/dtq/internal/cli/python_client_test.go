@@ -14,9 +14,10 @@ import (
 )
 
 // TestPythonClient runs the Python client's tests (clients/python) against
-// a live `dtq api` on a private Redis. python3 is required: .ci/run installs
-// it, and without it this test fails rather than skip. Among them a 2-node
-// workflow runs over HTTP (test_two_node_workflow).
+// a live `dtq api` on a private Redis (test_dtq), and against hostile local
+// servers (test_hostile). python3 is required: .ci/run installs it, and
+// without it this test fails rather than skip. Among them a 2-node workflow
+// runs over HTTP (test_two_node_workflow).
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
 	py, err := exec.LookPath("python3")
@@ -33,7 +34,7 @@ func TestPythonClient(t *testing.T) {
 	defer cancel()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "clients", "python"))
 	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "-v", "test_dtq")
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "-v", "test_dtq", "test_hostile")
 	cmd.Dir = dir
 	cmd.Env = append(cmd.Environ(), "DTQ_URL="+r.base, "DTQ_WORKER_TOKEN=w-secret", "DTQ_PRODUCER_TOKEN=p-secret",
 		"DTQ_ADMIN_TOKEN=a-secret", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
@@ -46,4 +47,6 @@ func TestPythonClient(t *testing.T) {
 	require.NotContains(t, out.String(), "skipped", "no Python test may be skipped")
 	// A 2-node workflow ran over HTTP, its second node reading the first's result.
 	require.Regexp(t, `test_two_node_workflow \(.*\) \.\.\. ok`, out.String())
+	// A claim holding a task the client cannot decode costs only that task.
+	require.Regexp(t, `test_one_undecodable_task_does_not_cost_its_claim \(.*\) \.\.\. ok`, out.String())
 }
