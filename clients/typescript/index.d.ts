@@ -13,8 +13,11 @@ export const VERSION: string;
 
 // ---- errors ----
 
-/** An error code of the API, or HTTP_<status> for an answer without an error body. */
-export type ErrorCode = wire.ErrorCode | `HTTP_${number}`;
+/**
+ * An error code of the API, HTTP_<status> for an answer without an error
+ * body, or INVALID_ANSWER for an answer the client cannot use.
+ */
+export type ErrorCode = wire.ErrorCode | `HTTP_${number}` | "INVALID_ANSWER";
 
 /**
  * An error answer of the API. `message` is the server's message (for
@@ -32,6 +35,17 @@ export class APIError extends Error {
   readonly requestId: string;
   /** Seconds the server asked to wait (Retry-After), when it did. */
   retryAfter: number | undefined;
+}
+
+/**
+ * An answer the client cannot use (code INVALID_ANSWER): a 2xx body that is
+ * not JSON, an answer over MAX_BODY_BYTES, or one not of the shape the API
+ * documents. `status` is the answer's status (0 when its shape was checked
+ * after the call). Not sent again.
+ */
+export class InvalidAnswer extends APIError {
+  constructor(message: string, status?: number);
+  readonly code: "INVALID_ANSWER";
 }
 
 /** 409 LEASE_LOST: the lease token no longer owns the task; nothing was written. */
@@ -81,7 +95,13 @@ export class TaskAborted extends Error {
   readonly why: AbortReason;
 }
 
-/** A request got no answer within its timeout. */
+/** The largest answer the client reads, in bytes (128 MiB); a larger one is an InvalidAnswer. */
+export const MAX_BODY_BYTES: number;
+
+/** The longest Retry-After the client waits, in seconds (60). */
+export const MAX_RETRY_AFTER_S: number;
+
+/** A request (its answer's body included) did not end within its timeout. */
 export class RequestTimeout extends Error {
   constructor(ms: number);
   readonly code: "DTQ_REQUEST_TIMEOUT";

@@ -37,6 +37,24 @@ export class APIError extends Error {
 }
 APIError.prototype.name = "APIError";
 
+/**
+ * An answer the client cannot use (code INVALID_ANSWER): a 2xx body that is
+ * not JSON, an answer larger than the client reads, or one not of the shape
+ * the API documents. `status` is the answer's HTTP status (0 when its shape
+ * was checked after the call). It is not sent again: the same server would
+ * answer the same.
+ */
+export class InvalidAnswer extends APIError {
+  /**
+   * @param {string} message
+   * @param {number} [status]
+   */
+  constructor(message, status = 0) {
+    super(status, "INVALID_ANSWER", message);
+  }
+}
+InvalidAnswer.prototype.name = "InvalidAnswer";
+
 /** 409 LEASE_LOST: the lease token no longer owns the task; nothing was written. */
 export class LeaseLost extends APIError {}
 LeaseLost.prototype.name = "LeaseLost";

@@ -4,7 +4,7 @@
 import http from "node:http";
 import https from "node:https";
 
-import { errorFor } from "./errors.js";
+import { errorFor, InvalidAnswer } from "./errors.js";
 
 /** The client's version, sent in User-Agent. */
 export const VERSION = "0.1.0";
@@ -13,10 +13,13 @@ export const VERSION = "0.1.0";
 // proxy could not serve it now.
 const RETRY_STATUS = new Set([429, 502, 503, 504]);
 
-// The largest answer read: a batch of 1000 tasks with results is far below.
-const MAX_BODY_BYTES = 128 << 20;
+/** The largest answer read, in bytes: a batch of 1000 tasks with results is far below. */
+export const MAX_BODY_BYTES = 128 << 20;
 
-/** The longest one backoff sleeps, in seconds (a Retry-After is honoured up to 60 s). */
+/** The longest Retry-After honoured, in seconds. */
+export const MAX_RETRY_AFTER_S = 60;
+
+/** The longest one backoff sleeps, in seconds. */
 const MAX_DELAY_S = 5;
 
 /**
@@ -79,7 +82,10 @@ export class HTTP {
 
   /**
    * Sends one JSON request; returns the status, headers and parsed body of a
-   * 2xx answer, and throws an APIError (or a transport error) otherwise.
+   * 2xx answer, and throws an APIError (or a transport error) otherwise: an
+   * InvalidAnswer for a 2xx body that is not JSON or an answer over
+   * MAX_BODY_BYTES. Redirects are not followed (a 3xx is an APIError
+   * HTTP_3xx naming where it pointed), so the token goes nowhere else.
    * @param {string} method
    * @param {string} path starting with /
    * @param {{body?: unknown, headers?: Record<string,string>, timeout?: number, retry?: RetryPolicy | null, signal?: AbortSignal}} [opts]
@@ -106,15 +112,25 @@ export class HTTP {
       try {
         res = await this.#once(method, this.base + path, h, data, ms, signal);
       } catch (err) {
+        if (err instanceof InvalidAnswer) throw err;
         if (signal?.aborted || attempt >= this.retries || !retry || !transportRetryable(err, retry)) throw err;
         await sleep(jitter(delay), signal);
         delay = Math.min(delay * 2, MAX_DELAY_S);
         continue;
       }
-      if (res.status >= 200 && res.status < 300) return res;
+      if (res.status >= 200 && res.status < 300) {
+        if (res.text !== "" && res.body === undefined) {
+          throw new InvalidAnswer(`the answer is not JSON: ${JSON.stringify(res.text.slice(0, 200))}`, res.status);
+        }
+        return res;
+      }
       const err = errorFor(res.status, res.body, res.text, retryAfter(res.headers));
+      if (res.status >= 300 && res.status < 400) {
+        const where = String(res.headers.location ?? "").slice(0, 200);
+        err.message = err.apiMessage = `redirected to ${JSON.stringify(where)}; redirects are not followed: give the client the API's own url`;
+      }
       if (attempt >= this.retries || !retry || !answerRetryable(err, retry)) throw err;
-      await sleep(Math.max(jitter(delay), Math.min(err.retryAfter ?? 0, 60)), signal);
+      await sleep(Math.max(jitter(delay), Math.min(err.retryAfter ?? 0, MAX_RETRY_AFTER_S)), signal);
       delay = Math.min(delay * 2, MAX_DELAY_S);
     }
   }
@@ -135,15 +151,23 @@ export class HTTP {
       req.on("response", (res) => {
         const chunks = [];
         let size = 0;
+        const tooLarge = (what) =>
+          new InvalidAnswer(`the answer is ${what}, more than the ${MAX_BODY_BYTES} bytes this client reads`, res.statusCode);
+        res.on("error", fail);
+        const length = Number(res.headers["content-length"]);
+        if (length > MAX_BODY_BYTES) {
+          // Refused unread: the announced length is enough.
+          res.destroy(tooLarge(`${length} bytes`));
+          return;
+        }
         res.on("data", (c) => {
           size += c.length;
           if (size > MAX_BODY_BYTES) {
-            res.destroy(new Error(`answer larger than ${MAX_BODY_BYTES} bytes`));
+            res.destroy(tooLarge("longer"));
             return;
           }
           chunks.push(c);
         });
-        res.on("error", fail);
         res.on("end", () => {
           clearTimeout(timer);
           const text = Buffer.concat(chunks).toString("utf8");

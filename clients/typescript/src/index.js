@@ -5,6 +5,7 @@ export {
   APIError,
   IdempotencyInProgress,
   IdempotencyKeyMismatch,
+  InvalidAnswer,
   LeaseLost,
   Permanent,
   QueueFull,
@@ -12,6 +13,6 @@ export {
   TaskAborted,
   WaitTimeout,
 } from "./errors.js";
-export { HTTP, IDEMPOTENT, RequestTimeout, safeOnly, VERSION } from "./http.js";
+export { HTTP, IDEMPOTENT, MAX_BODY_BYTES, MAX_RETRY_AFTER_S, RequestTimeout, safeOnly, VERSION } from "./http.js";
 export { Producer, TERMINAL, WORKFLOW_TERMINAL } from "./producer.js";
 export { MAX_LOG_LINE_BYTES, MAX_LOG_LINES, MAX_PROGRESS_BYTES, Task, Worker } from "./worker.js";

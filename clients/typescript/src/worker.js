@@ -4,7 +4,7 @@
 
 import { hostname } from "node:os";
 
-import { APIError, LeaseLost, Permanent, RetryAfter, TaskAborted } from "./errors.js";
+import { APIError, InvalidAnswer, LeaseLost, Permanent, RetryAfter, TaskAborted } from "./errors.js";
 import { HTTP, IDEMPOTENT, sleep } from "./http.js";
 
 /** The largest progress object, as JSON. */
@@ -15,6 +15,50 @@ export const MAX_LOG_LINE_BYTES = 1024;
 export const MAX_LOG_LINES = 1000;
 
 const UNSET = Symbol("unset");
+
+// The members of a claimed task (the API's LeasedTask) a worker relies on,
+// by type; the optional ones may also be absent or null.
+const LEASED_REQUIRED = [
+  ["task_id", "string"],
+  ["lease_token", "string"],
+  ["queue", "string"],
+  ["task_type", "string"],
+  ["attempt", "integer"],
+  ["max_attempts", "integer"],
+];
+const LEASED_OPTIONAL = [
+  ["timeout_ms", "integer"],
+  ["idempotency_key", "string"],
+  ["workflow_id", "string"],
+  ["ref", "string"],
+  ["deps", "object"],
+  ["cancel_requested", "boolean"],
+  ["priority", "integer"],
+];
+
+function isKind(v, kind) {
+  if (kind === "integer") return Number.isInteger(v);
+  if (kind === "object") return v !== null && typeof v === "object" && !Array.isArray(v);
+  return typeof v === kind;
+}
+
+/**
+ * Why raw is not a claimed task a worker can run, or null.
+ * @param {unknown} raw
+ */
+export function leasedProblem(raw) {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    return `the claimed task is ${Array.isArray(raw) ? "an array" : raw === null ? "null" : `a ${typeof raw}`}, not an object`;
+  }
+  for (const [name, kind] of LEASED_REQUIRED) {
+    if (!isKind(raw[name], kind)) return `its ${name} is missing or not a${kind === "integer" ? "n" : ""} ${kind}`;
+  }
+  for (const [name, kind] of LEASED_OPTIONAL) {
+    const v = raw[name];
+    if (v !== undefined && v !== null && !isKind(v, kind)) return `its ${name} is not a${kind === "integer" || kind === "object" ? "n" : ""} ${kind}`;
+  }
+  return null;
+}
 const encoder = new TextEncoder();
 
 // What a report and a finish know of a task, kept off its public face.
@@ -275,16 +319,21 @@ export class Worker {
           const res = await this.#http.call("POST", "/api/v1/claims", {
             body: { worker_id: this.workerId, queues: this.queues, max: free, wait: this.wait, lease: this.lease },
           });
-          got = res.body.tasks;
+          got = res.body?.tasks;
+          if (!Array.isArray(got)) throw new InvalidAnswer("claim: the answer's tasks is missing or not an array", res.status);
           delay = 0.1;
         } catch (err) {
-          // The API is away or refused: keep trying with backoff.
+          // The API is away, refused or answered nonsense: keep trying with backoff.
           this.#log(`claim failed: ${err}`);
           await sleep(delay, this.#stopCtl.signal).catch(() => {});
           delay = Math.min(delay * 2, 5);
           continue;
         }
-        for (const raw of got) this.#start(raw);
+        for (const raw of got) {
+          const problem = leasedProblem(raw);
+          if (problem === null) this.#start(raw);
+          else await this.#refuse(raw, problem);
+        }
       }
       await this.#drain();
     } finally {
@@ -294,6 +343,28 @@ export class Worker {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
       }
+    }
+  }
+
+  // Fails a claimed task this worker cannot decode, at once and for good
+  // (class UndecodableTask: retries would meet the same answer), rather than
+  // let its lease run out into WorkerLost. Without a task id and lease token
+  // to name it by, it can only be logged.
+  async #refuse(raw, problem) {
+    const id = raw?.task_id;
+    const token = raw?.lease_token;
+    if (typeof id !== "string" || typeof token !== "string") {
+      this.#log(`claim: a task that cannot be decoded, without an id and lease token to fail it by (its lease will run out): ${problem}`);
+      return;
+    }
+    const message = `this worker could not decode the claimed task, and did not run it: ${problem}`;
+    this.#log(`task ${id}: ${message}; failing it`);
+    try {
+      await this.#http.call("POST", `/api/v1/tasks/${encodeURIComponent(id)}/fail`, {
+        body: { lease_token: token, error: { class: "UndecodableTask", message: message.slice(0, 500) }, retryable: false },
+      });
+    } catch (err) {
+      this.#log(`task ${id}: fail failed: ${err}; its lease will run out and it will be retried`);
     }
   }
 
