@@ -200,9 +200,9 @@ func TestInsertWritesTheSubmissionsHTTPForm(t *testing.T) {
 		msg  string
 	}{
 		{"no type", dtq.Submission{}, "Type is required"},
-		{"payload not an object", dtq.Submission{Type: "x", Payload: []int{1}}, "Payload must be a JSON object"},
-		{"sub-millisecond timeout", dtq.Submission{Type: "x", Timeout: 1500 * time.Microsecond}, "Timeout must be a non-negative whole number of 1ms"},
-		{"fractional retention", dtq.Submission{Type: "x", Retention: 1500 * time.Millisecond}, "Retention must be"},
+		{"payload not an object", dtq.Submission{Type: "x", Payload: []int{1}}, "payload: must be a JSON object"},
+		{"sub-millisecond timeout", dtq.Submission{Type: "x", Timeout: 1500 * time.Microsecond}, "timeout_ms: must be a non-negative whole number of 1ms"},
+		{"fractional retention", dtq.Submission{Type: "x", Retention: 1500 * time.Millisecond}, "retention_seconds: must be"},
 	}
 	for _, c := range bad {
 		_, err := encode(&c.in)

@@ -1,0 +1,121 @@
+package wire_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/wire"
+)
+
+// fill returns a T with every exported field set from values, by name. It
+// fails when a field of T has no value, or a value names no field, so that
+// a field added to T fails the tests that use it until they cover it.
+func fill[T any](t *testing.T, values map[string]any) T {
+	t.Helper()
+	var out T
+	v := reflect.ValueOf(&out).Elem()
+	seen := map[string]bool{}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		x, ok := values[f.Name]
+		require.True(t, ok, "%s.%s has no value here: add one, and make EncodeSubmission write it", v.Type(), f.Name)
+		v.Field(i).Set(reflect.ValueOf(x))
+		require.False(t, v.Field(i).IsZero(), "%s.%s: the value must not be the zero value", v.Type(), f.Name)
+		seen[f.Name] = true
+	}
+	for name := range values {
+		require.True(t, seen[name], "%s has no field %s", v.Type(), name)
+	}
+	return out
+}
+
+// TestEncodeSubmissionRoundTrip: every field of a Submission survives
+// EncodeSubmission and DecodeSubmission, Dedup's fields included. A field
+// added to dtq.Submission or dtq.Dedup fails here until the codec has it.
+func TestEncodeSubmissionRoundTrip(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2027, 1, 2, 3, 4, 5, 6_000_007, time.UTC)
+	dedup := fill[dtq.Dedup](t, map[string]any{
+		"Key": "doc-42", "By": []string{"task_type", "payload.user"}, "Mode": dtq.DedupDebounce,
+		"TTL": 10 * time.Minute, "Window": 5*time.Second + time.Nanosecond, "MaxWait": time.Hour,
+	})
+	full := fill[dtq.Submission](t, map[string]any{
+		"Queue": "emails", "Type": "send", "Payload": any(json.RawMessage(`{"user":"a","n":[1,2.50]}`)),
+		"Priority": new(0), "MaxAttempts": 3, "Timeout": 90 * time.Second, "Delay": 1500 * time.Millisecond,
+		"RunAt": at, "ExpiresAt": at.Add(time.Hour), "TTL": time.Minute,
+		"Metadata":       any(json.RawMessage(`{"src":"db"}`)),
+		"IdempotencyKey": "order-1", "ConcurrencyKey": "acme", "Retention": 2 * time.Hour, "KeepPayload": true,
+		"Dedup": &dedup,
+	})
+	cases := []struct {
+		name string
+		in   dtq.Submission
+	}{
+		{"every field", full},
+		{"type only", dtq.Submission{Type: "echo"}},
+		{"no retention", dtq.Submission{Type: "x", Retention: dtq.NoRetention}},
+		{"dedup by", dtq.Submission{Type: "x", Dedup: &dtq.Dedup{By: []string{"task_type"}, Mode: dtq.DedupDrop}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := wire.EncodeSubmission(&c.in)
+			require.NoError(t, err)
+			back, err := wire.DecodeSubmission(b)
+			require.NoError(t, err, "%s", b)
+			require.Equal(t, c.in, back, "%s", b)
+		})
+	}
+}
+
+func TestEncodeSubmissionWritesTheHTTPForm(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2027, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	cases := []struct {
+		name string
+		in   dtq.Submission
+		want string
+	}{
+		{"minimal", dtq.Submission{Type: "echo"}, `{"task_type":"echo"}`},
+		{"go values", dtq.Submission{Queue: "emails", Type: "send", Payload: map[string]any{"to": "a"},
+			Priority: new(7), RunAt: at, ExpiresAt: at.Add(time.Hour), Retention: 2 * time.Hour,
+			Dedup: &dtq.Dedup{Key: "k", Mode: dtq.DedupDrop, TTL: time.Minute}},
+			`{"task_type":"send","queue":"emails","payload":{"to":"a"},"priority":7,
+			"run_at":"2027-01-02T03:04:05.006Z","expires_at":"2027-01-02T04:04:05.006Z","retention_seconds":7200,
+			"dedup":{"key":"k","mode":"drop","ttl":"1m0s"}}`},
+		{"delay and ttl", dtq.Submission{Type: "x", Delay: 1500 * time.Millisecond, TTL: time.Minute}, `{"task_type":"x","delay_ms":1500,"ttl_seconds":60}`},
+		{"no retention", dtq.Submission{Type: "x", Retention: dtq.NoRetention}, `{"task_type":"x","retention_seconds":0}`},
+	}
+	for _, c := range cases {
+		b, err := wire.EncodeSubmission(&c.in)
+		require.NoError(t, err, c.name)
+		require.JSONEq(t, c.want, string(b), c.name)
+	}
+	bad := []struct {
+		name  string
+		in    dtq.Submission
+		field string
+	}{
+		{"payload not an object", dtq.Submission{Type: "x", Payload: []int{1}}, "payload"},
+		{"metadata not JSON", dtq.Submission{Type: "x", Metadata: json.RawMessage(`{`)}, "metadata"},
+		{"sub-millisecond timeout", dtq.Submission{Type: "x", Timeout: 1500 * time.Microsecond}, "timeout_ms"},
+		{"negative delay", dtq.Submission{Type: "x", Delay: -time.Second}, "delay_ms"},
+		{"fractional ttl", dtq.Submission{Type: "x", TTL: 1500 * time.Millisecond}, "ttl_seconds"},
+		{"fractional retention", dtq.Submission{Type: "x", Retention: 1500 * time.Millisecond}, "retention_seconds"},
+		{"negative dedup window", dtq.Submission{Type: "x", Dedup: &dtq.Dedup{Key: "k", Mode: dtq.DedupDebounce, Window: -1}}, "dedup.window"},
+	}
+	for _, c := range bad {
+		_, err := wire.EncodeSubmission(&c.in)
+		var ve *dtq.ValidationError
+		require.ErrorAs(t, err, &ve, c.name)
+		require.Equal(t, c.field, ve.Field, c.name)
+	}
+}
