@@ -7,7 +7,7 @@
 // the task, exists if and only if the transaction commits. A Relay (in any
 // process: the dtq binary's `dtq outbox relay`, or a goroutine of a worker)
 // submits committed rows through the normal submission path with the
-// idempotency key "outbox:<id>" (or the row's own key) and then marks them
+// idempotency key "outbox:<id>:<key_nonce>" (or the row's own key) and then marks them
 // sent with their task id. A relay that dies between the two steps leaves
 // the row to be submitted again, which the key maps to the same task.
 //

@@ -19,7 +19,9 @@ var ErrInvalidSubmission = errors.New("dtqoutbox: invalid submission")
 // Insert writes s as a row of dtq_outbox inside tx and returns the row's
 // id. The task is submitted by a relay once tx has committed; if tx rolls
 // back, there is no row and never a task. The row's idempotency key is the
-// submission's own IdempotencyKey, or "outbox:<id>" (RelayConfig.KeyPrefix).
+// submission's own IdempotencyKey, or "outbox:<id>:<nonce>"
+// (RelayConfig.KeyPrefix), the nonce a random part of the row that no
+// other producer can know before the relay uses the key.
 func Insert(ctx context.Context, tx *sql.Tx, s dtq.Submission) (int64, error) {
 	body, err := encode(&s)
 	if err != nil {

@@ -111,15 +111,16 @@ func (g *rig) settled(t *testing.T) {
 // its own, and no rolled-back mark appears.
 func (g *rig) exact(t *testing.T, committed map[int]bool) {
 	t.Helper()
-	rows, err := g.db.db.Query(`SELECT id, submission, task_id FROM dtq_outbox ORDER BY id`)
+	rows, err := g.db.db.Query(`SELECT id, key_nonce, submission, task_id FROM dtq_outbox ORDER BY id`)
 	require.NoError(t, err)
 	defer func() { _ = rows.Close() }()
 	seen := map[int]bool{}
 	for rows.Next() {
 		var id int64
+		var nonce string
 		var body []byte
 		var taskID sql.NullString
-		require.NoError(t, rows.Scan(&id, &body, &taskID))
+		require.NoError(t, rows.Scan(&id, &nonce, &body, &taskID))
 		require.True(t, taskID.Valid, "row %d has no task", id)
 		ti, err := g.insp.GetTask(g.ctx, taskID.String)
 		require.NoError(t, err, "row %d", id)
@@ -130,7 +131,8 @@ func (g *rig) exact(t *testing.T, committed map[int]bool) {
 		require.Equal(t, s.Payload.Row, p.Row, "row %d's task is its own", id)
 		require.False(t, seen[p.Row], "mark %d twice", p.Row)
 		seen[p.Row] = true
-		require.Equal(t, fmt.Sprintf("outbox:%d", id), *ti.IdempotencyKey)
+		require.Len(t, nonce, 32)
+		require.Equal(t, fmt.Sprintf("outbox:%d:%s", id, nonce), *ti.IdempotencyKey)
 	}
 	require.NoError(t, rows.Err())
 	for m, c := range committed {

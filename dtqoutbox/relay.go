@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dtq-io/dtq"
@@ -34,8 +36,10 @@ type RelayConfig struct {
 	// FOR UPDATE SKIP LOCKED). Default 1.
 	Concurrency int
 	// KeyPrefix starts the idempotency key of a row without its own:
-	// "<KeyPrefix>:<id>". Default "outbox". Give each database that feeds
-	// one dtq deployment its own prefix: row ids repeat across databases.
+	// "<KeyPrefix>:<id>:<key_nonce>" (see docs/outbox.md). Default
+	// "outbox", at most 128 printable ASCII characters. Give each database
+	// that feeds one dtq deployment its own prefix: row ids repeat across
+	// databases.
 	KeyPrefix string
 	// IdempotencyTTL must be the deployment's DTQ_IDEM_TTL_S
 	// (ClientConfig.IdempotencyTTL). A row handed to dtq longer ago than
@@ -87,6 +91,9 @@ func NewRelay(cfg *RelayConfig) (*Relay, error) {
 	}
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = "outbox"
+	}
+	if len(c.KeyPrefix) > maxKeyPrefix || strings.ContainsFunc(c.KeyPrefix, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+		return nil, fmt.Errorf("dtqoutbox: KeyPrefix must be 1..%d printable ASCII characters", maxKeyPrefix)
 	}
 	if c.IdempotencyTTL <= 0 {
 		c.IdempotencyTTL = 24 * time.Hour
@@ -175,10 +182,30 @@ func (r *Relay) loop(ctx context.Context) {
 	}
 }
 
+// maxKeyPrefix bounds RelayConfig.KeyPrefix, so that a row's key
+// ("<prefix>:<id>:<32 hex digits>") stays within dtq.MaxIdempotencyKey.
+const maxKeyPrefix = 128
+
 // taken is a row a pass took.
 type taken struct {
-	id   int64
-	body []byte
+	id    int64
+	nonce sql.NullString
+	body  []byte
+}
+
+// key is the idempotency key of row t when its submission has none:
+// "<prefix>:<id>:<nonce>". The nonce is random and written with the row,
+// so no other producer can know a row's key before its relay has used it
+// and claim it first with other work, which would end the row failed
+// (row ids are a sequence anyone can guess). A row written before the
+// table had nonces has none and keeps the key "<prefix>:<id>" it may
+// already have been submitted under.
+func (r *Relay) key(t *taken) string {
+	k := r.cfg.KeyPrefix + ":" + strconv.FormatInt(t.id, 10)
+	if t.nonce.Valid {
+		k += ":" + t.nonce.String
+	}
+	return k
 }
 
 // pass takes up to BatchSize rows, submits them and records the outcomes.
@@ -199,7 +226,7 @@ func (r *Relay) pass(ctx context.Context) (int, error) {
 			continue
 		}
 		if s.IdempotencyKey == "" {
-			s.IdempotencyKey = r.cfg.KeyPrefix + ":" + strconv.FormatInt(t.id, 10)
+			s.IdempotencyKey = r.key(&rows[i])
 		}
 		subs = append(subs, s)
 		idx = append(idx, i)
@@ -258,16 +285,20 @@ func (r *Relay) take(ctx context.Context) ([]taken, error) {
 				AND (first_claimed_at IS NULL OR first_claimed_at > now() - $3 * interval '1 millisecond')
 			ORDER BY id LIMIT $1
 			FOR UPDATE SKIP LOCKED)
-		RETURNING o.id, o.submission`,
+		RETURNING o.id, o.key_nonce, o.submission`,
 		r.cfg.BatchSize, r.cfg.Lease.Milliseconds(), r.window().Milliseconds())
 	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42703" /* undefined_column */ {
+			return nil, fmt.Errorf("dtqoutbox: take rows: dtq_outbox predates this relay; run dtq outbox migrate (dtqoutbox.Migrate): %w", err)
+		}
 		return nil, fmt.Errorf("dtqoutbox: take rows: %w", err)
 	}
 	defer func() { _ = q.Close() }()
 	var out []taken
 	for q.Next() {
 		var t taken
-		if err := q.Scan(&t.id, &t.body); err != nil {
+		if err := q.Scan(&t.id, &t.nonce, &t.body); err != nil {
 			return nil, fmt.Errorf("dtqoutbox: take rows: %w", err)
 		}
 		out = append(out, t)

@@ -24,7 +24,8 @@ const migrateLock = 7_262_881_034
 // relay first handed it to dtq: past the idempotency window a row not
 // marked sent is not submitted again), attempts and last_error; failed_at
 // when the row will not be submitted (an invalid submission, an unknown
-// outcome past the window): rows that need a person.
+// outcome past the window): rows that need a person. key_nonce is the
+// secret part of the row's idempotency key (see Relay.key).
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS dtq_outbox (
 		id               bigserial PRIMARY KEY,
@@ -38,6 +39,12 @@ var schema = []string{
 		last_error       text,
 		failed_at        timestamptz
 	)`,
+	// Added without a default first, so that rows written before the
+	// column existed keep NULL: they may have been submitted already under
+	// the key "<prefix>:<id>", which they keep. Rows written since get 122
+	// random bits (gen_random_uuid is core since PostgreSQL 13).
+	`ALTER TABLE dtq_outbox ADD COLUMN IF NOT EXISTS key_nonce text`,
+	`ALTER TABLE dtq_outbox ALTER COLUMN key_nonce SET DEFAULT replace(gen_random_uuid()::text, '-', '')`,
 	// The relays' work: rows neither sent nor failed, oldest first.
 	`CREATE INDEX IF NOT EXISTS dtq_outbox_pending ON dtq_outbox (id) WHERE sent_at IS NULL AND failed_at IS NULL`,
 	// Pruning of sent rows past the retention.

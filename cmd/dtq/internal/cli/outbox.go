@@ -85,7 +85,7 @@ func newOutboxRelayCmd(e *env) *cobra.Command {
 		Use:   "relay",
 		Short: "Submit committed outbox rows as tasks until stopped",
 		Long: "Submit committed rows of dtq_outbox through Redis (DTQ_REDIS_URL, as a worker)\n" +
-			"with the idempotency key <idempotency-prefix>:<row id> (or the row's own key), then mark\n" +
+			"with the idempotency key <idempotency-prefix>:<row id>:<row's key_nonce> (or the row's own key), then mark\n" +
 			"them sent. Several relays may run at once. Woken by LISTEN/NOTIFY, and polling.",
 		Args: cobra.NoArgs,
 	}
@@ -96,7 +96,7 @@ func newOutboxRelayCmd(e *env) *cobra.Command {
 	f.IntVar(&concurrency, "concurrency", 1, "passes at once")
 	f.DurationVar(&poll, "poll-interval", time.Second, "how often to look for rows without a notification")
 	f.DurationVar(&retention, "retention", 24*time.Hour, "how long sent rows are kept (-1ns keeps them)")
-	f.StringVar(&keyPrefix, "idempotency-prefix", "outbox", "idempotency key prefix of rows without their own key (<prefix>:<row id>); one per database feeding a deployment")
+	f.StringVar(&keyPrefix, "idempotency-prefix", "outbox", "idempotency key prefix of rows without their own key (<prefix>:<row id>:<key_nonce>); one per database feeding a deployment")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics on this address (e.g. 127.0.0.1:9465); empty: none")
 	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd, e)

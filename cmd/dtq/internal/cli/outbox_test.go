@@ -78,8 +78,9 @@ func TestOutboxCommands(t *testing.T) {
 			&env{stdout: &out, stderr: &stderr, lookupEnv: mapEnv(map[string]string{"DTQ_REDIS_URL": shared.URL(), "DTQ_KEY_PREFIX": prefix})})
 	}()
 	var taskID sql.NullString
+	var nonce string
 	require.Eventually(t, func() bool {
-		require.NoError(t, db.QueryRow(`SELECT task_id FROM dtq_outbox WHERE id = $1`, id).Scan(&taskID))
+		require.NoError(t, db.QueryRow(`SELECT task_id, key_nonce FROM dtq_outbox WHERE id = $1`, id).Scan(&taskID, &nonce))
 		return taskID.Valid
 	}, 30*time.Second, 20*time.Millisecond, "the row was not relayed; stderr:\n%s", &stderr)
 	cancel()
@@ -88,6 +89,6 @@ func TestOutboxCommands(t *testing.T) {
 	require.NoError(t, err)
 	ti, err := insp.GetTask(context.Background(), taskID.String)
 	require.NoError(t, err)
-	require.Equal(t, fmt.Sprintf("outbox:%d", id), *ti.IdempotencyKey)
+	require.Equal(t, fmt.Sprintf("outbox:%d:%s", id, nonce), *ti.IdempotencyKey)
 	require.Contains(t, stderr.String(), "outbox relay started")
 }

@@ -63,18 +63,18 @@ func TestOutboxRelayOnCluster(t *testing.T) {
 		return pending == 0
 	}, 30*time.Second, 10*time.Millisecond, "rows still pending")
 
-	rows, err := db.Query(`SELECT id, submission->>'queue', task_id FROM dtq_outbox ORDER BY id`)
+	rows, err := db.Query(`SELECT id, submission->>'queue', task_id, key_nonce FROM dtq_outbox ORDER BY id`)
 	require.NoError(t, err)
 	defer func() { _ = rows.Close() }()
 	n := 0
 	for rows.Next() {
 		var id int64
-		var q, taskID string
-		require.NoError(t, rows.Scan(&id, &q, &taskID))
+		var q, taskID, nonce string
+		require.NoError(t, rows.Scan(&id, &q, &taskID, &nonce))
 		ti, err := insp.GetTask(ctx, taskID)
 		require.NoError(t, err)
 		require.Equal(t, q, ti.Queue)
-		require.Equal(t, fmt.Sprintf("outbox:%d", id), *ti.IdempotencyKey)
+		require.Equal(t, fmt.Sprintf("outbox:%d:%s", id, nonce), *ti.IdempotencyKey)
 		n++
 	}
 	require.NoError(t, rows.Err())
