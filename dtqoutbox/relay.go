@@ -50,6 +50,12 @@ type RelayConfig struct {
 	// Lease is how long a relay holds the rows it took before another may
 	// take them. Default 30s.
 	Lease time.Duration
+	// MaxRowBytes bounds the submissions the relay reads: a row whose
+	// submission's JSON text is longer ends failed, saying so, without
+	// being read (dtq would refuse its payload anyway). Default
+	// DefaultMaxRowBytes; for a Client with a larger MaxPayloadBytes,
+	// 2 × MaxPayloadBytes + 64 KiB, as `dtq outbox relay` sets it.
+	MaxRowBytes int
 	// Retention is how long sent rows are kept before they are deleted.
 	// Default 24h; NoPrune keeps them.
 	Retention time.Duration
@@ -58,6 +64,12 @@ type RelayConfig struct {
 	// Metrics, when set, is updated by the relay (see NewMetrics).
 	Metrics *Metrics
 }
+
+// DefaultMaxRowBytes is RelayConfig.MaxRowBytes's default: twice the
+// default payload limit (the table's JSON text spaces out what the limit
+// counts compact) and 64 KiB for the other fields, as the HTTP API bounds a
+// submission's body.
+const DefaultMaxRowBytes = 2*dtq.DefaultMaxPayloadBytes + 64<<10
 
 // NoPrune is the RelayConfig.Retention that never deletes sent rows.
 const NoPrune time.Duration = -1
@@ -100,6 +112,9 @@ func NewRelay(cfg *RelayConfig) (*Relay, error) {
 	}
 	if c.Lease <= 0 {
 		c.Lease = 30 * time.Second
+	}
+	if c.MaxRowBytes <= 0 {
+		c.MaxRowBytes = DefaultMaxRowBytes
 	}
 	if c.Retention == 0 {
 		c.Retention = 24 * time.Hour
@@ -186,10 +201,12 @@ func (r *Relay) loop(ctx context.Context) {
 // ("<prefix>:<id>:<32 hex digits>") stays within dtq.MaxIdempotencyKey.
 const maxKeyPrefix = 128
 
-// taken is a row a pass took.
+// taken is a row a pass took: its body only when it is at most
+// MaxRowBytes long.
 type taken struct {
 	id    int64
 	nonce sql.NullString
+	size  int64 // the submission's JSON text, bytes
 	body  []byte
 }
 
@@ -220,6 +237,12 @@ func (r *Relay) pass(ctx context.Context) (int, error) {
 	var idx []int // rows[idx[j]] is subs[j]
 	var failed []outcome
 	for i, t := range rows {
+		if t.body == nil {
+			failed = append(failed, outcome{id: t.id, err: fmt.Sprintf(
+				"the row's submission is %d bytes of JSON, over the %d the relay reads (RelayConfig.MaxRowBytes; "+
+					"2 × the payload limit and 64 KiB); not read, not submitted", t.size, r.cfg.MaxRowBytes)})
+			continue
+		}
 		s, err := wire.DecodeSubmission(t.body)
 		if err != nil {
 			failed = append(failed, outcome{id: t.id, err: "the row's submission is invalid: " + err.Error()})
@@ -271,22 +294,25 @@ func (r *Relay) pass(ctx context.Context) (int, error) {
 }
 
 // take leases the oldest rows that are due, in one statement: no other
-// relay takes them until the lease ends or they are recorded.
+// relay takes them until the lease ends or they are recorded. A row's
+// submission comes back only when its JSON text is at most MaxRowBytes
+// long: the database measures it, so a huge row costs the relay nothing.
 func (r *Relay) take(ctx context.Context) ([]taken, error) {
 	q, err := r.cfg.DB.QueryContext(ctx, `
 		UPDATE dtq_outbox o
 		SET claimed_until = now() + $2 * interval '1 millisecond',
 			first_claimed_at = COALESCE(o.first_claimed_at, now()),
 			attempts = o.attempts + 1
-		WHERE o.id IN (
-			SELECT id FROM dtq_outbox
+		FROM (
+			SELECT id, octet_length(submission::text) AS size FROM dtq_outbox
 			WHERE sent_at IS NULL AND failed_at IS NULL
 				AND (claimed_until IS NULL OR claimed_until < now())
 				AND (first_claimed_at IS NULL OR first_claimed_at > now() - $3 * interval '1 millisecond')
 			ORDER BY id LIMIT $1
-			FOR UPDATE SKIP LOCKED)
-		RETURNING o.id, o.key_nonce, o.submission`,
-		r.cfg.BatchSize, r.cfg.Lease.Milliseconds(), r.window().Milliseconds())
+			FOR UPDATE SKIP LOCKED) due
+		WHERE o.id = due.id
+		RETURNING o.id, o.key_nonce, due.size, CASE WHEN due.size <= $4 THEN o.submission END`,
+		r.cfg.BatchSize, r.cfg.Lease.Milliseconds(), r.window().Milliseconds(), r.cfg.MaxRowBytes)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42703" /* undefined_column */ {
@@ -298,7 +324,7 @@ func (r *Relay) take(ctx context.Context) ([]taken, error) {
 	var out []taken
 	for q.Next() {
 		var t taken
-		if err := q.Scan(&t.id, &t.nonce, &t.body); err != nil {
+		if err := q.Scan(&t.id, &t.nonce, &t.size, &t.body); err != nil {
 			return nil, fmt.Errorf("dtqoutbox: take rows: %w", err)
 		}
 		out = append(out, t)

@@ -124,7 +124,8 @@ func newOutboxRelayCmd(e *env) *cobra.Command {
 			return err
 		}
 		relay, err := dtqoutbox.NewRelay(&dtqoutbox.RelayConfig{DB: db, Client: client, BatchSize: batch, Concurrency: concurrency,
-			PollInterval: poll, Retention: retention, KeyPrefix: keyPrefix, IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Metrics: m})
+			PollInterval: poll, Retention: retention, KeyPrefix: keyPrefix, IdempotencyTTL: cfg.IdempotencyTTL, Logger: log, Metrics: m,
+			MaxRowBytes: 2*cfg.MaxPayloadBytes + 64<<10}) // as the API bounds a submission's body
 		if err != nil {
 			return usageError(err)
 		}
