@@ -6,8 +6,10 @@
 -- attempt +1, TASK_LEASE_LOST {requeued: true}), so a busy queue's peers
 -- start it in order rather than leaving it until a slot frees up. A task
 -- whose attempts are used up is dead-lettered with error_class WorkerLost
--- and not run again. The old worker's later finalize is refused by its
--- fence.
+-- and not run again. A task with a cancel request ends cancelled instead,
+-- whatever its attempts (a cancel request is never retried: the same end
+-- as its finalize would have written, see cancel_running). The old
+-- worker's later finalize is refused by its fence.
 -- A lease the reclaiming process itself still runs (listed in ARGV), or that
 -- this worker took less than a lease ago, is renewed, never taken over: one
 -- process never runs a task twice at once.
@@ -32,7 +34,7 @@
 -- idem_key[, wf, deps]].
 --
 --! include: emit, history_field, trim_history, hget_map, claimed_put, replayed, release_entry
---! include: release_key, wake_limited, limit_keys, bury
+--! include: release_key, wake_limited, limit_keys, bury, cancel_running
 
 local now_s = ARGV[1]
 local now = tonumber(now_s)
@@ -66,6 +68,8 @@ for _, tid in ipairs(expired) do
     -- Still running here (or claimed by this worker less than a lease ago,
     -- its reply perhaps still on the way): renew.
     redis.call('ZADD', KEYS[1], 'XX', lease_s, tid)
+  elseif h.cancel_requested == '1' then
+    cancel_running(finish, h, 'lease expired after a cancel request')
   elseif tonumber(h.attempt) >= tonumber(h.max_attempts) then
     bury(finish, h, 'WorkerLost', 'the worker running the last attempt stopped renewing its lease', '1')
   else
