@@ -13,14 +13,16 @@ import (
 
 // limitSet is the four keys a script that stops a running task needs to
 // give back its concurrency-key slot and wake limited workers (limit_keys
-// in lua/_limits.lua).
+// in lua/_limits.lua), and the slot release time it records (freed, the
+// script's last key).
 type limitSet struct {
 	keyRunning, held, limited, wake string
+	freed                           string
 }
 
 func (r *RDB) limitSet(queue string) limitSet {
 	k := r.keys
-	return limitSet{k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Wake(queue)}
+	return limitSet{k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Wake(queue), k.KeyFreed(queue)}
 }
 
 func (l limitSet) appendTo(keys []string) []string {
@@ -34,6 +36,7 @@ type claimCall struct {
 	limits, rate, keyRunning, held, limited, retained     string
 	outbox                                                string
 	fairState, fairKeys, fairDelay, keyRate, wake         string
+	keyFreed                                              string
 
 	now                      int64
 	worker, group            string
@@ -53,7 +56,7 @@ func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Tim
 		limits: k.Limits(queue), rate: k.Rate(queue), keyRunning: k.KeyRunning(queue), held: k.Held(queue),
 		limited: k.Limited(queue), retained: k.Retained(queue), outbox: k.WorkflowOutbox(queue),
 		fairState: k.FairState(queue), fairKeys: k.FairKeys(queue), fairDelay: k.FairDelay(queue), keyRate: k.KeyRate(queue),
-		wake: k.Wake(queue),
+		wake: k.Wake(queue), keyFreed: k.KeyFreed(queue),
 
 		now: now.UnixMilli(), worker: s.WorkerID, group: Group, max: limit, leaseMS: s.Lease.Milliseconds(),
 		taskPrefix: k.TaskPrefix(queue), idemPrefix: k.IdempotencyPrefix(queue), eventsMaxLen: s.EventsMaxLen,
@@ -63,11 +66,11 @@ func (r *RDB) claimCall(queue string, s *WorkerSettings, limit int, now time.Tim
 }
 
 func (c *claimCall) keys() []string {
-	keys := make([]string, 0, 19+len(c.bands))
+	keys := make([]string, 0, 20+len(c.bands))
 	keys = append(keys, c.lease, c.expiry, c.schedule, c.events, c.depth, c.paused, c.stats)
 	keys = append(keys, c.bands...)
 	return append(keys, c.limits, c.rate, c.keyRunning, c.held, c.limited, c.retained, c.outbox,
-		c.fairState, c.fairKeys, c.fairDelay, c.keyRate, c.wake)
+		c.fairState, c.fairKeys, c.fairDelay, c.keyRate, c.wake, c.keyFreed)
 }
 
 func (c *claimCall) args() []any {
@@ -109,10 +112,10 @@ func (r *RDB) reclaimCall(queue string, s *WorkerSettings, room int, now time.Ti
 }
 
 func (c *reclaimCall) keys() []string {
-	keys := make([]string, 0, 11+len(c.bands))
+	keys := make([]string, 0, 12+len(c.bands))
 	keys = append(keys, c.lease, c.events, c.depth, c.dlq, c.stats)
 	keys = append(keys, c.bands...)
-	return append(c.limit.appendTo(keys), c.retained, c.outbox)
+	return append(c.limit.appendTo(keys), c.retained, c.outbox, c.limit.freed)
 }
 
 func (c *reclaimCall) args() []any {
@@ -177,9 +180,9 @@ type finishRetryCall struct {
 }
 
 func (c *finishRetryCall) keys() []string {
-	keys := append(c.finishHead.keys(14+len(c.bands)), c.schedule, c.expiry)
+	keys := append(c.finishHead.keys(15+len(c.bands)), c.schedule, c.expiry)
 	keys = append(c.limit.appendTo(keys), c.bands...)
-	return append(keys, c.retained, c.outbox)
+	return append(keys, c.retained, c.outbox, c.limit.freed)
 }
 
 func (c *finishRetryCall) args() []any {
@@ -202,9 +205,9 @@ type finishDeadCall struct {
 }
 
 func (c *finishDeadCall) keys() []string {
-	keys := append(c.finishHead.keys(13+len(c.bands)), c.dlq)
+	keys := append(c.finishHead.keys(14+len(c.bands)), c.dlq)
 	keys = append(c.limit.appendTo(keys), c.bands...)
-	return append(keys, c.retained, c.outbox)
+	return append(keys, c.retained, c.outbox, c.limit.freed)
 }
 
 func (c *finishDeadCall) args() []any {
@@ -230,8 +233,8 @@ type handBackCall struct {
 }
 
 func (c *handBackCall) keys() []string {
-	keys := append(make([]string, 0, 8+len(c.bands)), c.task, c.lease, c.events, c.band)
-	return append(c.limit.appendTo(keys), c.bands...)
+	keys := append(make([]string, 0, 9+len(c.bands)), c.task, c.lease, c.events, c.band)
+	return append(append(c.limit.appendTo(keys), c.bands...), c.limit.freed)
 }
 
 func (c *handBackCall) args() []any {
@@ -272,13 +275,13 @@ func (r *RDB) finishSucceededCall(queue string, s *WorkerSettings, now time.Time
 }
 
 func (c *finishSucceededCall) keys() []string {
-	keys := make([]string, 0, 10+len(c.bands)+2*len(c.tasks))
+	keys := make([]string, 0, 11+len(c.bands)+2*len(c.tasks))
 	keys = append(keys, c.lease, c.events, c.depth, c.stats)
 	keys = append(c.limit.appendTo(append(keys, c.bands...)), c.retained)
 	for i := range c.tasks {
 		keys = append(keys, c.taskKeys[i], c.resultKeys[i])
 	}
-	return append(keys, c.outbox)
+	return append(keys, c.outbox, c.limit.freed)
 }
 
 func (c *finishSucceededCall) args() []any {

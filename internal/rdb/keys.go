@@ -53,6 +53,7 @@ const (
 	limitsKey
 	rateKey
 	keyRunningKey
+	keyFreedKey
 	keyWaitPrefixKey
 	heldKey
 	limitedKey
@@ -95,6 +96,7 @@ var queueKeyForms = [numQueueKeys]struct{ kind, suffix string }{
 	limitsKey:            {"limits", ""},
 	rateKey:              {"rate", ""},
 	keyRunningKey:        {"keyrun", ""},
+	keyFreedKey:          {"keyfreed", ""},
 	keyWaitPrefixKey:     {"keywait", ":"},
 	heldKey:              {"held", ""},
 	limitedKey:           {"limited", ""},
@@ -317,6 +319,11 @@ func (k Keys) Rate(queue string) string { return k.q(rateKey, queue) }
 
 // KeyRunning is the hash concurrency key -> tasks of queue running with it.
 func (k Keys) KeyRunning(queue string) string { return k.q(keyRunningKey, queue) }
+
+// KeyFreed is the latest time (ms) a task of queue gave back a
+// concurrency-key slot: a claim stamps a task it starts under
+// key_concurrency no earlier (see lua/_limits.lua, key_freed).
+func (k Keys) KeyFreed(queue string) string { return k.q(keyFreedKey, queue) }
 
 // KeyWaitPrefix is the same-slot prefix of the lists of tasks of queue held
 // back by key_concurrency, one list per concurrency key.

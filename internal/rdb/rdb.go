@@ -445,7 +445,7 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
 		k.Recent(queue), k.Events(queue), k.Paused(queue)}
 	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.QueueNum(queue),
-		k.FairState(queue), k.FairKeys(queue), k.FairDelay(queue), k.KeyRate(queue), k.DedupCounts(queue))
+		k.FairState(queue), k.FairKeys(queue), k.FairDelay(queue), k.KeyRate(queue), k.DedupCounts(queue), k.KeyFreed(queue))
 	v, err := r.run(ctx, scriptDeleteQueue, keys, Group, k.FairActivePrefix(queue), k.KeyQueuePrefix(queue)).Slice()
 	if err != nil {
 		return nil, err

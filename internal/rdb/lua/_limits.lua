@@ -1,14 +1,33 @@
 -- limits: concurrency-key slots given back and limited workers woken.
 -- Helpers prepended to the scripts that include them (never run on their own).
 
+-- key_freed records limits.now as the latest time a concurrency-key slot
+-- was given back (limits.freed), once per call, never moving it back. A
+-- claim stamps a task it starts under key_concurrency no earlier (see
+-- claim.lua): each worker reads its clock before its call reaches Redis, so
+-- a claim that ran after a release may carry an earlier time than the
+-- release did, and the two tasks' recorded runs would overlap although the
+-- second started after the first gave its slot back.
+local function key_freed(limits)
+  if limits.freed_noted then return end
+  limits.freed_noted = true
+  if tonumber(redis.call('GET', limits.freed) or '0') < tonumber(limits.now) then
+    redis.call('SET', limits.freed, limits.now)
+  end
+end
+
 -- release_key gives back the concurrency-key slot of a task that stops
 -- running (finalize, hand-back, reclaim that ends or requeues it): its key's
--- count goes down and the oldest task held back on that key (if any is
--- still queued) goes back to its band stream, where any worker claims it;
--- or, with key queues, the key parked first is unparked.
--- limits: keyrun, held, keywait_prefix, task_prefix, streams (band -> key).
+-- count goes down (the time noted, see key_freed) and the oldest task held
+-- back on that key (if any is still queued) goes back to its band stream,
+-- where any worker claims it; or, with key queues, the key parked first is
+-- unparked.
+-- limits: keyrun, held, keywait_prefix, task_prefix, streams (band -> key),
+-- freed, now.
+--! uses: key_freed
 local function release_key(limits, h)
   if not limits or not h.ckey or h.ckey == '' then return end
+  key_freed(limits)
   if redis.call('HINCRBY', limits.keyrun, h.ckey, -1) <= 0 then
     redis.call('HDEL', limits.keyrun, h.ckey)
   end
@@ -48,11 +67,13 @@ end
 
 -- limit_keys reads the limit keys and the key wait prefix from
 -- KEYS[keys_at..keys_at+3] (keyrun, held, limited, wake),
--- KEYS[bands_at..bands_at+9] (band streams p0..p9) and ARGV[argv_at] (key
--- wait prefix), ARGV[argv_at+1] (task key prefix).
-local function limit_keys(keys_at, bands_at, argv_at)
+-- KEYS[bands_at..bands_at+9] (band streams p0..p9), KEYS[freed_at] (the
+-- slot release time, see key_freed), ARGV[argv_at] (key wait prefix),
+-- ARGV[argv_at+1] (task key prefix); now is the call's time (text).
+local function limit_keys(keys_at, bands_at, argv_at, freed_at, now)
   local streams = {}
   for i = 0, 9 do streams[i] = KEYS[bands_at + i] end
   return {keyrun = KEYS[keys_at], held = KEYS[keys_at + 1], limited = KEYS[keys_at + 2], wake = KEYS[keys_at + 3],
-    streams = streams, keywait_prefix = ARGV[argv_at], task_prefix = ARGV[argv_at + 1]}
+    streams = streams, keywait_prefix = ARGV[argv_at], task_prefix = ARGV[argv_at + 1], freed = KEYS[freed_at],
+    now = now}
 end

@@ -27,6 +27,7 @@
 -- KEYS[27] fair delay ZSET (keys parked until their key_rate token)
 -- KEYS[28] key rate state ZSET (key -> GCRA arrival time)
 -- KEYS[29] wake stream (fair ingest writes it)
+-- KEYS[30] key slot release time (lua/_limits.lua, key_freed)
 --
 -- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
 -- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
@@ -43,7 +44,10 @@
 -- running task has a lease, and a crashed worker's comes back at reclaim),
 -- rate by a GCRA token bucket. A task whose concurrency key is at its limit
 -- leaves the stream for its key's wait list (held; still queued) and goes
--- back to its band when a task of that key stops running.
+-- back to its band when a task of that key stops running. A task started
+-- under key_concurrency gets a started_at no earlier than the latest slot
+-- release (see key_freed): the claim ran after the release that let it
+-- start, whatever time its worker read before the call.
 --
 -- With fairness, key_order or key_rate set (limits field "fair"), tasks wait
 -- in key queues (lua/_fair.lua) and starts rotate over the keys by weight
@@ -127,6 +131,19 @@ local function key_count(ck)
   return n
 end
 local held, started, more = 0, 0, false
+
+-- start_at is the started_at of a task of key ck: now, or for a task under
+-- key_concurrency the latest slot release time when that is later (read
+-- once per call).
+local freed_s = nil
+local function start_at(ck)
+  if not key_conc or not ck or ck == '' then return now_s end
+  if freed_s == nil then
+    freed_s = redis.call('GET', KEYS[30]) or now_s
+    if tonumber(freed_s) <= now then freed_s = now_s end
+  end
+  return freed_s
+end
 local wait_ms, reason, last_wake = 0, '', false
 
 local streams = {}
@@ -177,16 +194,17 @@ local function start(tid, task_key, entry_fields)
   -- The entry goes with the trim below: its payload and metadata move
   -- into the hash in the same write.
   local p, m = entry_body(entry_fields)
+  local at = start_at(h.ckey)
   if m then
     h.payload, h.metadata = p, m
-    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', at, 'claim', nonce,
       'payload', p, 'metadata', m)
   elseif p then
     h.payload = p
-    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce,
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', at, 'claim', nonce,
       'payload', p)
   else
-    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s, 'claim', nonce)
+    redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', at, 'claim', nonce)
   end
   if h.error_class then -- a retry: clear the previous attempt's outcome
     redis.call('HDEL', task_key, 'finished_at', 'error_class', 'error_message', 'retryable', 'retry_delay_ms')
@@ -451,14 +469,15 @@ for b = 9, 0, -1 do
           -- reply tells whether the hash was there (gone).
           local p, m = entry_body(entry_fields)
           local added, n
+          local at = ck == '' and now_s or start_at(ck)
           if m then
-            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', at,
               'claim', nonce, 'payload', p, 'metadata', m), 6
           elseif p then
-            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', at,
               'claim', nonce, 'payload', p), 5
           else
-            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', now_s,
+            added, n = redis.call('HSET', task_key, 'status', 'running', 'worker_id', worker, 'started_at', at,
               'claim', nonce), 4
           end
           if gone(task_key, added, n) then

@@ -14,7 +14,7 @@
 -- KEYS[21] the queue's number key (a queue created again may get another)
 -- KEYS[22] fair state hash  KEYS[23] fair keys ZSET  KEYS[24] fair delay ZSET
 -- KEYS[25] key rate state (the limits, and so the fair flag, stay)
--- KEYS[26] dedup counts hash
+-- KEYS[26] dedup counts hash  KEYS[27] key slot release time
 --
 -- ARGV[1] consumer group name  ARGV[2] fair active keys prefix
 -- ARGV[3] key queue prefix

@@ -15,6 +15,7 @@
 -- KEYS[8..11] key-running hash, held counter, limited flag, wake stream
 -- KEYS[12..21] band streams p0..p9
 -- KEYS[22] retained counts hash  KEYS[23] workflow outbox stream
+-- KEYS[24] key slot release time (see key_freed)
 --
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
 -- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
@@ -35,7 +36,7 @@
 local finish = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], dlq_key = KEYS[7], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5],
   idem_prefix = ARGV[6], events_maxlen = ARGV[7], retained = KEYS[22], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
-  dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14], limits = limit_keys(8, 12, 16),
+  dlq = ARGV[12] == '1', dlq_maxlen = tonumber(ARGV[13]), task_prefix = ARGV[14], limits = limit_keys(8, 12, 16, 24, ARGV[1]),
   outbox = KEYS[23]}
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[18])
 if not h then

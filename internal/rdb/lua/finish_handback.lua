@@ -9,7 +9,7 @@
 --
 -- KEYS[1] task hash  KEYS[2] lease ZSET  KEYS[3] event stream  KEYS[4] band stream
 -- KEYS[5..8] key-running hash, held counter, limited flag, wake stream
--- KEYS[9..18] band streams p0..p9
+-- KEYS[9..18] band streams p0..p9  KEYS[19] key slot release time (see key_freed)
 -- ARGV[1] now (ms)   ARGV[2] task id     ARGV[3] attempt       ARGV[4] worker id
 -- ARGV[5] group      ARGV[6] events maxlen  ARGV[7] attempts history cap
 -- ARGV[8] key wait list prefix  ARGV[9] task key prefix
@@ -30,7 +30,7 @@ end
 local _, rec = history_field(h, h.worker_id, h.started_at or ARGV[1], ARGV[1], 'handback', 'Shutdown',
   'worker stopped before the task finished')
 release_entry(finish, h)
-local lk = limit_keys(5, 9, 8)
+local lk = limit_keys(5, 9, 8, 19, ARGV[1])
 release_key(lk, h)
 wake_limited(lk)
 local sid = redis.call('XADD', KEYS[4], '*', 't', finish.tid, 'a', h.attempt)

@@ -14,7 +14,7 @@
 -- KEYS[9..12] key-running hash, held counter, limited flag, wake stream
 -- KEYS[13..22] band streams p0..p9 (a task held on the same concurrency
 -- key goes back to its own band)  KEYS[23] retained counts hash
--- KEYS[24] workflow outbox stream
+-- KEYS[24] workflow outbox stream  KEYS[25] key slot release time (see key_freed)
 --
 -- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
 -- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
@@ -40,7 +40,7 @@
 local finish = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],
   events_maxlen = ARGV[7], retained = KEYS[23], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
-  limits = limit_keys(9, 13, 13), outbox = KEYS[24]}
+  limits = limit_keys(9, 13, 13, 25, ARGV[1]), outbox = KEYS[24]}
 local checked = ARGV[16] == '1'
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[15])
 if not h then

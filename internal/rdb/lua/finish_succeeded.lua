@@ -30,6 +30,7 @@
 -- KEYS[19] retained counts hash
 -- then per task i: KEYS[20 + 2*(i-1)] task hash, KEYS[21 + 2*(i-1)] result key
 -- then KEYS[20 + 2*n] workflow outbox stream (a node's end, see wf_outbox)
+-- and KEYS[21 + 2*n] key slot release time (see key_freed)
 --
 -- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] group
 -- ARGV[4] idempotency key prefix  ARGV[5] events maxlen
@@ -57,7 +58,7 @@ local starts = {} -- started_at text -> number: the tasks of one claim share it
 -- The compact hash's argument list, refilled for every task (unpack with an
 -- explicit length): a table built per task would be grown on the way.
 local hset_args = {'status', 'succeeded', 'type', false, false, false, false, false, false, false, false, false}
-local lk = limit_keys(15, 5, 9)
+local lk = limit_keys(15, 5, 9, 21 + 2 * n, now_s)
 local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 -- Fields the compact hash drops: folded into done, or not needed once the
 -- task succeeded. Everything else (optional fields, earlier attempts'
@@ -137,7 +138,7 @@ for i = 1, n do
     -- again).
     local ts = id_n and event_age(id_n, now_s)
     emit(KEYS[2], ARGV[5], 'TASK_SUCCEEDED', tid, ttype, attempt, now_s, worker, meta, ts)
-    if h.wf then wf_outbox(KEYS[#KEYS], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
+    if h.wf then wf_outbox(KEYS[20 + 2 * n], h.wf, 'succeeded', truncated ~= '1' and result or '', '') end
     if truncated ~= '1' and result ~= '' and ms > 0 then
       -- A result outliving its task could never be read.
       redis.call('SET', result_key, result, 'PX', math.min(result_ms, ms))

@@ -19,6 +19,7 @@
 -- KEYS[6..15] band streams p0..p9
 -- KEYS[16..19] key-running hash, held counter, limited flag, wake stream
 -- KEYS[20] retained counts hash  KEYS[21] workflow outbox stream
+-- KEYS[22] key slot release time (see key_freed)
 --
 -- ARGV[1] now (ms)  ARGV[2] lease duration (ms)  ARGV[3] reclaiming worker id
 -- ARGV[4] group     ARGV[5] task key prefix       ARGV[6] idempotency key prefix
@@ -46,7 +47,7 @@ if #again > 0 then return again end
 
 local mine = {}
 for i = 16, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
-local limits = limit_keys(16, 6, 14)
+local limits = limit_keys(16, 6, 14, 22, now_s)
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
 local out = {}
