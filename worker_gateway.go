@@ -231,8 +231,9 @@ type LeasedTask struct {
 	LeaseToken     string       `json:"lease_token"`
 	LeaseExpiresAt dtqtype.Time `json:"lease_expires_at"`
 	// WorkflowID and Ref name the workflow node the task is (absent for a
-	// plain task); Deps are its deps' outcomes by ref, {status, result,
-	// error_class} each ({} for a node without deps).
+	// plain task); Deps are its deps' outcomes by ref, each a DepResult
+	// ({status, result, error_class, task_id, result_omitted}; {} for a
+	// node without deps).
 	WorkflowID string          `json:"workflow_id,omitempty"`
 	Ref        string          `json:"ref,omitempty"`
 	Deps       json.RawMessage `json:"deps,omitempty"`

@@ -66,14 +66,32 @@ type Node struct {
 }
 
 // DepResult is the outcome of one dep as a node's handler sees it.
+//
+// A node's deps inline their results up to DepResultsMaxBytes in all, in
+// the order of the node's Deps; from the first result that does not fit
+// on, a succeeded dep with a result carries TaskID and ResultOmitted
+// instead, and its result is read from its task (Inspector.GetTask, GET
+// /api/v1/tasks/{id}). See docs/workflows.md.
 type DepResult struct {
 	Status dtqtype.Status `json:"status"`
-	// Result is the dep's result (succeeded), null otherwise.
+	// Result is the dep's result (succeeded), null otherwise, and null
+	// when ResultOmitted.
 	Result json.RawMessage `json:"result,omitempty"`
 	// ErrorClass is the class of the dep's end other than succeeded, when
 	// it had one (DependencyFailed for a dep cancelled by its own dep).
 	ErrorClass string `json:"error_class,omitempty"`
+	// TaskID is the dep's task, set when ResultOmitted.
+	TaskID string `json:"task_id,omitempty"`
+	// ResultOmitted: the dep succeeded with a result that was left out,
+	// past DepResultsMaxBytes; read it from the dep's task (TaskID).
+	ResultOmitted bool `json:"result_omitted,omitempty"`
 }
+
+// DepResultsMaxBytes bounds the deps' results inlined in one node's deps
+// outcomes (Task.Deps, an HTTP claim's deps): 1 MiB. Past it, later deps
+// carry TaskID and ResultOmitted instead of their result, so that a join
+// of any number of deps stays bounded (about 100 bytes per left-out dep).
+const DepResultsMaxBytes = rdb.DepResultsMaxBytes
 
 // NodeRef is a node as a submission answers it.
 type NodeRef struct {

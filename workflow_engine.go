@@ -1,6 +1,7 @@
 package dtq
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
@@ -91,26 +92,56 @@ func (e *workflows) activate(ctx context.Context, id string, nodes []rdb.Workflo
 	if err != nil {
 		return st, err
 	}
-	if err := e.carryOut(ctx, id, st.Releases); err != nil {
+	if err := e.carryOut(ctx, id, st.Releases, st.Stored); err != nil {
 		return st, err
 	}
 	return st, e.effects(ctx, id)
 }
 
-// carryOut carries out releases in their nodes' slots, then drops them.
-func (e *workflows) carryOut(ctx context.Context, id string, rels []rdb.Release) error {
-	if len(rels) == 0 {
-		return nil
+// carryOut carries out releases in their nodes' slots and drops them, then,
+// when stored, every release workflow id has stored, read in chunks of
+// rdb.ReleaseChunk: a release of 10,000 nodes is never one reply or one
+// script call.
+func (e *workflows) carryOut(ctx context.Context, id string, rels []rdb.Release, stored bool) error {
+	err := e.release(ctx, id, rels)
+	if !stored {
+		return err
 	}
+	var cursor uint64
+	for {
+		chunk, next, serr := e.rdb.WorkflowScanReleases(ctx, id, cursor, rdb.ReleaseChunk)
+		if serr != nil {
+			return serr
+		}
+		err = cmp.Or(err, e.release(ctx, id, chunk))
+		if cursor = next; cursor == 0 || ctx.Err() != nil {
+			return cmp.Or(err, ctx.Err())
+		}
+	}
+}
+
+// release carries out rels and drops the ones carried out, rdb.ReleaseChunk
+// a call. One that fails does not hold back the others: it stays stored
+// for a later try, and the first error is returned once the rest are done.
+func (e *workflows) release(ctx context.Context, id string, rels []rdb.Release) error {
 	now := e.clock()
-	refs := make([]string, 0, len(rels))
-	for i := range rels {
-		if _, err := e.rdb.WorkflowRelease(ctx, &rels[i], now, &e.rel); err != nil {
+	var first error
+	for len(rels) > 0 && ctx.Err() == nil {
+		chunk := rels[:min(len(rels), rdb.ReleaseChunk)]
+		rels = rels[len(chunk):]
+		done := make([]string, 0, len(chunk))
+		for i := range chunk {
+			if _, err := e.rdb.WorkflowRelease(ctx, &chunk[i], now, &e.rel); err != nil {
+				first = cmp.Or(first, err)
+				continue
+			}
+			done = append(done, chunk[i].Ref)
+		}
+		if err := e.rdb.WorkflowReleased(ctx, id, done); err != nil {
 			return err
 		}
-		refs = append(refs, rels[i].Ref)
 	}
-	return e.rdb.WorkflowReleased(ctx, id, refs)
+	return cmp.Or(first, ctx.Err())
 }
 
 // Workflow event types on the _sys stream.
@@ -244,25 +275,42 @@ func failedRefs(rec *rdb.WorkflowRecord) []string {
 	return refs
 }
 
-// apply records one outbox entry on its workflow (wf_apply), carries out
-// the releases it decided and, when the entry ended the workflow, its
-// event and on_failure. keep reports that the workflow's attention mark
-// must stay for the sweep: the workflow ended, but by an entry it already
-// knew (a resend, or a node the cascade cancelled), so this relay may not
-// be the one that emits its effects.
-func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) (keep bool, err error) {
-	res, err := e.rdb.WorkflowApply(ctx, en, e.clock(), e.retention)
-	if err != nil || res.Gone {
-		return false, err
+// apply records one outbox entry on its workflow (wf_apply; parked: the
+// entry comes from the parked hash), then follows it up (see follow).
+// applied reports that wf_apply answered: an error after that leaves
+// nothing of the entry itself to retry, only its workflow to the sweep.
+func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry, parked bool) (keep, applied bool, err error) {
+	res, err := e.rdb.WorkflowApply(ctx, en, e.clock(), e.retention, parked)
+	if err != nil {
+		return false, false, err
 	}
-	if err := e.carryOut(ctx, en.Workflow, res.Releases); err != nil {
+	keep, err = e.follow(ctx, en.Workflow, &res)
+	return keep, true, err
+}
+
+// follow carries out the releases wf_apply answered and, when the entry
+// ended the workflow, its event and on_failure. keep reports that the
+// workflow's attention mark must stay for the sweep: the entry was one the
+// workflow already knew (a resend, or a node the cascade cancelled) while
+// the workflow has ended, or while more releases are stored than answered
+// inline, so this relay may not be the one that emits its effects, and
+// leaves a large release to the call that stored it (or the sweep) rather
+// than reading it again for every cancelled node of a cascade.
+func (e *workflows) follow(ctx context.Context, id string, res *rdb.ApplyResult) (keep bool, err error) {
+	if res.Gone {
+		return false, nil
+	}
+	if res.Known && res.Stored {
+		return true, nil
+	}
+	if err := e.carryOut(ctx, id, res.Releases, res.Stored); err != nil {
 		return false, err
 	}
 	switch {
 	case res.Final != "" && res.Known:
 		return true, nil
 	case res.Final != "":
-		return false, e.effects(ctx, en.Workflow)
+		return false, e.effects(ctx, id)
 	}
 	return false, nil
 }
@@ -279,6 +327,13 @@ func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry) (keep bool, 
 // as known. Per entry that is one script instead of four in a row, so that
 // the relay keeps up with the workers' batched finalizes (a 10,000-leaf
 // join, docs/benchmarks.md).
+//
+// An entry never holds back the ones behind it: one wf_apply fails on is
+// parked in its workflow's slot (wf_park), and one whose releases or
+// effects fail was applied; either way it is acknowledged, and its
+// workflow's mark stays for the sweep, which retries with backoff. Only
+// when parking fails too (Redis itself failing) does the pass stop, its
+// entries left in the outbox.
 func (e *workflows) relayPass(ctx context.Context, queue string) (held bool, last string, full bool, err error) {
 	held, err = e.rdb.RelayLock(ctx, queue, e.token, relayLease)
 	if err != nil || !held {
@@ -306,14 +361,21 @@ func (e *workflows) relayPass(ctx context.Context, queue string) (held bool, las
 	keep := map[string]bool{}
 	ids := make([]string, len(es))
 	for i := range es {
-		k, err := e.apply(ctx, &es[i])
+		en := &es[i]
+		k, applied, err := e.apply(ctx, en, false)
+		if err != nil && !applied {
+			if _, perr := e.rdb.WorkflowPark(ctx, en); perr != nil {
+				return true, "", false, err // the marks stay for the sweep
+			}
+		}
 		if err != nil {
-			return true, "", false, err // the marks stay for the sweep
+			e.log.Warn("workflow relay: an entry is left to the sweep", "queue", queue, "workflow_id", en.Workflow,
+				"ref", en.Ref, "parked", !applied, "err", err)
 		}
-		if k {
-			keep[es[i].Workflow] = true
+		if k || err != nil {
+			keep[en.Workflow] = true
 		}
-		ids[i] = es[i].ID
+		ids[i] = en.ID
 	}
 	if err := e.rdb.AckOutbox(ctx, queue, ids); err != nil {
 		return true, "", false, err
@@ -353,8 +415,12 @@ func (e *workflows) sweep(ctx context.Context, age time.Duration) (full bool, er
 	failed := 0
 	for _, a := range due {
 		if err := e.finish(ctx, a); err != nil {
-			e.log.Warn("workflow sweep: finishing failed", "workflow_id", a.ID, "err", err)
+			e.log.Warn("workflow sweep: finishing failed; retrying with backoff", "workflow_id", a.ID,
+				"tries", a.Tries+1, "err", err)
 			failed++
+			if err := e.retryLater(ctx, a); err != nil {
+				return false, err
+			}
 			continue
 		}
 		if err := e.rdb.WorkflowUnmark(ctx, a); err != nil {
@@ -364,6 +430,25 @@ func (e *workflows) sweep(ctx context.Context, age time.Duration) (full bool, er
 	// Entries left after a failure come back in the next batch: calling again
 	// at once would only spin on them.
 	return len(due) == sweepBatch && failed == 0, nil
+}
+
+// sweepBackoff bounds how long a workflow whose finish keeps failing waits
+// for its next try.
+const sweepBackoff = 5 * time.Minute
+
+// retryLater moves a's entry, whose finish failed, to a score in the
+// future that doubles with its tries (sweepEvery, then twice that, up to
+// sweepBackoff), so that the sweep retries a failing workflow at a bounded
+// rate instead of every pass; the index keeps one entry for it. The new
+// entry is written before the old one is removed (compare and remove): a
+// crash between leaves both, never none.
+func (e *workflows) retryLater(ctx context.Context, a rdb.Attention) error {
+	wait := sweepEvery << min(a.Tries, 10)
+	next := a.Retry(e.clock().Add(min(wait, sweepBackoff) - sweepAge).UnixMilli())
+	if err := e.rdb.WorkflowMark(ctx, next, false); err != nil {
+		return err
+	}
+	return e.rdb.WorkflowUnmark(ctx, a)
 }
 
 // finish does what workflow a.ID needs: a listing entry, its definitions
@@ -394,11 +479,10 @@ func (e *workflows) finish(ctx context.Context, a rdb.Attention) error {
 			return err
 		}
 	}
-	rels, err := e.rdb.WorkflowStoredReleases(ctx, a.ID)
-	if err != nil {
+	if err := e.applyParked(ctx, a.ID); err != nil {
 		return err
 	}
-	if err := e.carryOut(ctx, a.ID, rels); err != nil {
+	if err := e.carryOut(ctx, a.ID, nil, true); err != nil {
 		return err
 	}
 	if v[1] == "1" {
@@ -409,25 +493,56 @@ func (e *workflows) finish(ctx context.Context, a rdb.Attention) error {
 	return e.effects(ctx, a.ID)
 }
 
-// cancel marks workflow id cancelled and cancels each node not ended in its
-// slot. It reports whether the workflow had ended already.
-func (e *workflows) cancel(ctx context.Context, id string) (ended bool, err error) {
-	now := e.clock()
-	out, _, nodes, err := e.rdb.WorkflowCancel(ctx, id, now)
-	switch {
-	case err != nil:
-		return false, err
-	case out == rdb.OutcomeNotFound:
-		return false, ErrWorkflowNotFound
-	case out == rdb.OutcomeTerminal:
-		return true, nil
-	}
-	for _, n := range nodes {
-		if _, _, err := e.rdb.CancelTask(ctx, n.Queue, n.TaskID, &e.admin, now, "workflow cancelled"); err != nil {
-			return false, err
+// applyParked applies the ends of workflow id the relay parked (wf_park),
+// in chunks; each leaves the parked hash as it is applied. An end that
+// fails again stays parked, and does not hold back the others.
+func (e *workflows) applyParked(ctx context.Context, id string) error {
+	var cursor uint64
+	var first error
+	for {
+		es, next, err := e.rdb.WorkflowParked(ctx, id, cursor, rdb.ReleaseChunk)
+		if err != nil {
+			return err
+		}
+		for i := range es {
+			if _, _, err := e.apply(ctx, &es[i], true); err != nil {
+				first = cmp.Or(first, err)
+			}
+		}
+		if cursor = next; cursor == 0 || ctx.Err() != nil {
+			return cmp.Or(first, ctx.Err())
 		}
 	}
-	return false, nil
+}
+
+// cancel marks workflow id cancelled and cancels each node not ended in its
+// slot, a page of nodes at a time (wf_cancel). It reports whether the
+// workflow had ended already. A node whose cancel fails does not hold back
+// the others; the first error is returned once every page is done (the
+// sweep repeats the cancel).
+func (e *workflows) cancel(ctx context.Context, id string) (ended bool, err error) {
+	now := e.clock()
+	var cursor uint64
+	var first error
+	for {
+		out, _, nodes, next, err := e.rdb.WorkflowCancel(ctx, id, now, cursor)
+		switch {
+		case err != nil:
+			return false, err
+		case out == rdb.OutcomeNotFound:
+			return false, ErrWorkflowNotFound
+		case out == rdb.OutcomeTerminal:
+			return cursor == 0, first
+		}
+		for _, n := range nodes {
+			if _, _, err := e.rdb.CancelTask(ctx, n.Queue, n.TaskID, &e.admin, now, "workflow cancelled"); err != nil {
+				first = cmp.Or(first, err)
+			}
+		}
+		if cursor = next; cursor == 0 || ctx.Err() != nil {
+			return false, cmp.Or(first, ctx.Err())
+		}
+	}
 }
 
 // getWorkflow reads workflow id as the API shows it: the live status of

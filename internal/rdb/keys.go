@@ -509,6 +509,10 @@ func (k Keys) WorkflowDefs(id string) string { return k.Workflow(id) + ":d" }
 // nodes' slots: ref -> "kind|task id|queue|detail".
 func (k Keys) WorkflowReleases(id string) string { return k.Workflow(id) + ":r" }
 
+// WorkflowParked holds workflow id's node ends the relay could not apply,
+// by ref, for the sweep (wf_park.lua).
+func (k Keys) WorkflowParked(id string) string { return k.Workflow(id) + ":p" }
+
 // WorkflowIdempotency is the idempotency record of a workflow submission
 // with key, in the slot of the workflows that key names.
 func (k Keys) WorkflowIdempotency(key string) string {

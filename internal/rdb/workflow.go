@@ -28,6 +28,7 @@ var (
 	scriptWfMark     = newScript("wf_mark")
 	scriptWfNodes    = newScript("wf_nodes")
 	scriptWfNote     = newScript("wf_note")
+	scriptWfPark     = newScript("wf_park")
 	scriptWfRelease  = newScript("wf_release")
 	scriptWfReleased = newScript("wf_released")
 	scriptWfStart    = newScript("wf_start")
@@ -132,8 +133,23 @@ func ValidWorkflowID(id string) bool {
 
 func (r *RDB) workflowKeys(id string) []string {
 	k := r.keys
-	return []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowReleases(id), k.WorkflowDefs(id)}
+	return []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowReleases(id), k.WorkflowDefs(id), k.WorkflowParked(id)}
 }
+
+// Bounds of the workflow scripts' work per call (see docs/workflows.md).
+const (
+	// ReleaseChunk bounds the releases carried out and dropped per
+	// wf_released call, and read per chunk of a releases hash.
+	ReleaseChunk = 1000
+	// InlineReleases bounds the releases wf_apply and wf_start answer
+	// inline; past it they answer that releases are stored, read in
+	// chunks (WorkflowScanReleases).
+	InlineReleases = 100
+	// DepResultsMaxBytes bounds the deps' results inlined in one node's
+	// deps outcomes: past it, a succeeded dep carries its task id and
+	// result_omitted instead of its result.
+	DepResultsMaxBytes = 1 << 20
+)
 
 // jsonList is refs as a JSON list ("" for none). Refs are
 // [a-z0-9_.-]: nothing to escape.
@@ -284,6 +300,9 @@ type StartResult struct {
 	// Final is the workflow's status once it has ended, else "".
 	Final    dtqtype.WorkflowStatus
 	Releases []Release
+	// Stored: the batch's releases were too many to answer inline; they
+	// are read from the releases hash (WorkflowScanReleases).
+	Stored bool
 }
 
 // ErrWorkflowNotFound is a workflow that does not exist (or expired).
@@ -292,8 +311,8 @@ var ErrWorkflowNotFound = errors.New("rdb: workflow not found")
 // WorkflowStart activates a batch of nodes whose tasks are written
 // (wf_start.lua): a submitting workflow starts running.
 func (r *RDB) WorkflowStart(ctx context.Context, id string, now time.Time, retention time.Duration, refs []string) (StartResult, error) {
-	args := make([]any, 0, 2+len(refs))
-	args = append(args, now.UnixMilli(), retention.Milliseconds())
+	args := make([]any, 0, 4+len(refs))
+	args = append(args, now.UnixMilli(), retention.Milliseconds(), DepResultsMaxBytes, InlineReleases)
 	for _, ref := range refs {
 		args = append(args, ref)
 	}
@@ -301,10 +320,11 @@ func (r *RDB) WorkflowStart(ctx context.Context, id string, now time.Time, reten
 	if err != nil {
 		return StartResult{}, err
 	}
-	if len(v) < 2 {
+	if len(v) < 3 {
 		return StartResult{}, ErrWorkflowNotFound
 	}
-	return StartResult{Started: v[0] == "1", Final: dtqtype.WorkflowStatus(v[1]), Releases: parseReleases(v[2:])}, nil
+	return StartResult{Started: v[0] == "1", Final: dtqtype.WorkflowStatus(v[1]), Stored: v[2] == "1",
+		Releases: parseReleases(v[3:])}, nil
 }
 
 // OutboxEntry is one node end from a queue's workflow outbox.
@@ -318,27 +338,59 @@ type OutboxEntry struct {
 // ApplyResult is WorkflowApply's answer.
 type ApplyResult struct {
 	Gone bool // the workflow (or node) no longer exists
-	// Known: the workflow knew the node as ended (nothing was applied; the
-	// releases are those still stored).
+	// Known: the workflow knew the node as ended (nothing was applied).
 	Known    bool
 	Final    dtqtype.WorkflowStatus
 	Releases []Release
+	// Stored: releases are stored that Releases does not list (Known: any
+	// at all; else this call's, too many to answer inline), to read with
+	// WorkflowScanReleases.
+	Stored bool
 }
 
 // WorkflowApply records a node's end in its workflow (wf_apply.lua).
-func (r *RDB) WorkflowApply(ctx context.Context, e *OutboxEntry, now time.Time, retention time.Duration) (ApplyResult, error) {
+// parked: e was parked (WorkflowPark) and leaves the parked hash.
+func (r *RDB) WorkflowApply(ctx context.Context, e *OutboxEntry, now time.Time, retention time.Duration, parked bool) (ApplyResult, error) {
 	v, err := r.run(ctx, scriptWfApply, r.workflowKeys(e.Workflow), now.UnixMilli(), e.Ref, string(e.Status),
-		e.Result, e.ErrorClass, retention.Milliseconds()).StringSlice()
+		e.Result, e.ErrorClass, retention.Milliseconds(), DepResultsMaxBytes, InlineReleases, boolArg(parked)).StringSlice()
 	if err != nil {
 		return ApplyResult{}, err
 	}
 	if len(v) == 0 || v[0] == "gone" {
 		return ApplyResult{Gone: true}, nil
 	}
-	if len(v) < 2 {
+	if len(v) < 3 {
 		return ApplyResult{}, fmt.Errorf("rdb: wf_apply answered %v", v)
 	}
-	return ApplyResult{Known: v[0] == "known", Final: dtqtype.WorkflowStatus(v[1]), Releases: parseReleases(v[2:])}, nil
+	return ApplyResult{Known: v[0] == "known", Final: dtqtype.WorkflowStatus(v[1]), Stored: v[2] == "1",
+		Releases: parseReleases(v[3:])}, nil
+}
+
+// WorkflowPark keeps e, an end wf_apply failed on, in its workflow's slot
+// for the sweep (wf_park.lua), so that the relay can acknowledge it.
+// gone: the workflow no longer exists (nothing to keep).
+func (r *RDB) WorkflowPark(ctx context.Context, e *OutboxEntry) (gone bool, err error) {
+	k := r.keys
+	v, err := r.run(ctx, scriptWfPark, []string{k.Workflow(e.Workflow), k.WorkflowParked(e.Workflow)}, e.Ref,
+		string(e.Status), e.Result, e.ErrorClass).Text()
+	return v == "gone", err
+}
+
+// WorkflowParked reads up to about n parked ends of workflow id from
+// cursor (0 = the start); next is 0 once the whole hash was read.
+func (r *RDB) WorkflowParked(ctx context.Context, id string, cursor uint64, n int) (es []OutboxEntry, next uint64, err error) {
+	kv, next, err := r.c.HScan(ctx, r.keys.WorkflowParked(id), cursor, "", int64(n)).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		var p struct{ S, V, E string }
+		if err := json.Unmarshal([]byte(kv[i+1]), &p); err != nil {
+			return nil, 0, fmt.Errorf("rdb: workflow %s: parked end of %s: %w", id, kv[i], err)
+		}
+		es = append(es, OutboxEntry{Workflow: id, Ref: kv[i], Status: dtqtype.Status(p.S), Result: p.V, ErrorClass: p.E})
+	}
+	return es, next, nil
 }
 
 // ReleaseSettings are what carrying out a release needs of the process.
@@ -358,31 +410,34 @@ func (r *RDB) WorkflowRelease(ctx context.Context, rel *Release, now time.Time, 
 	return dtqtype.Status(st), err
 }
 
-// WorkflowReleased drops carried-out releases of workflow id.
+// WorkflowReleased drops carried-out releases of workflow id, at most
+// ReleaseChunk a call.
 func (r *RDB) WorkflowReleased(ctx context.Context, id string, refs []string) error {
-	if len(refs) == 0 {
-		return nil
+	for len(refs) > 0 {
+		chunk := refs[:min(len(refs), ReleaseChunk)]
+		refs = refs[len(chunk):]
+		if err := r.run(ctx, scriptWfReleased, []string{r.keys.WorkflowReleases(id)}, toAnys(chunk)...).Err(); err != nil {
+			return err
+		}
 	}
-	args := make([]any, len(refs))
-	for i, ref := range refs {
-		args[i] = ref
-	}
-	return r.run(ctx, scriptWfReleased, []string{r.keys.WorkflowReleases(id)}, args...).Err()
+	return nil
 }
 
-// WorkflowStoredReleases reads the releases of workflow id not yet carried
-// out (for the sweep).
-func (r *RDB) WorkflowStoredReleases(ctx context.Context, id string) ([]Release, error) {
-	m, err := r.c.HGetAll(ctx, r.keys.WorkflowReleases(id)).Result()
+// WorkflowScanReleases reads up to about n releases of workflow id not yet
+// carried out from cursor (0 = the start), in ref order within the chunk;
+// next is 0 once the whole hash was read. A release stored for the whole
+// scan is read at least once.
+func (r *RDB) WorkflowScanReleases(ctx context.Context, id string, cursor uint64, n int) (rels []Release, next uint64, err error) {
+	kv, next, err := r.c.HScan(ctx, r.keys.WorkflowReleases(id), cursor, "", int64(n)).Result()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	v := make([]string, 0, len(m))
-	for ref, rel := range m {
-		v = append(v, ref+"|"+rel)
+	v := make([]string, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		v = append(v, kv[i]+"|"+kv[i+1])
 	}
 	slices.Sort(v)
-	return parseReleases(v), nil
+	return parseReleases(v), next, nil
 }
 
 // WorkflowDefinitions reads the definitions of workflow id's nodes still
@@ -484,25 +539,35 @@ type NodeRef struct {
 }
 
 // WorkflowCancel marks workflow id cancelled (wf_cancel.lua) and returns
-// its nodes not ended yet, for the caller to cancel in their slots.
-// outcome is "cancelling", "terminal" (with status) or "not_found".
-func (r *RDB) WorkflowCancel(ctx context.Context, id string, now time.Time) (outcome, status string, nodes []NodeRef, err error) {
+// its nodes not ended yet in one page of its nodes hash (ReleaseChunk
+// fields looked at, about a tenth as many nodes), from cursor
+// (0 = the first page), for the caller to cancel in their slots; next is
+// the cursor of the next page, 0 after the last. outcome is "cancelling",
+// "terminal" (with status) or "not_found".
+func (r *RDB) WorkflowCancel(ctx context.Context, id string, now time.Time, cursor uint64) (outcome, status string, nodes []NodeRef, next uint64, err error) {
 	k := r.keys
-	v, err := r.run(ctx, scriptWfCancel, []string{k.Workflow(id), k.WorkflowNodes(id)}, now.UnixMilli()).StringSlice()
+	v, err := r.run(ctx, scriptWfCancel, []string{k.Workflow(id), k.WorkflowNodes(id)}, now.UnixMilli(),
+		strconv.FormatUint(cursor, 10), ReleaseChunk).StringSlice()
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, 0, err
 	}
 	switch v[0] {
 	case "terminal":
-		return v[0], v[1], nil, nil
+		return v[0], v[1], nil, 0, nil
 	case "cancelling":
-		for _, s := range v[1:] {
+		if len(v) < 2 {
+			return "", "", nil, 0, fmt.Errorf("rdb: wf_cancel answered %v", v)
+		}
+		if next, err = strconv.ParseUint(v[1], 10, 64); err != nil {
+			return "", "", nil, 0, fmt.Errorf("rdb: wf_cancel answered cursor %q", v[1])
+		}
+		for _, s := range v[2:] {
 			if p := strings.SplitN(s, "|", 3); len(p) == 3 {
 				nodes = append(nodes, NodeRef{Ref: p[0], TaskID: p[1], Queue: p[2]})
 			}
 		}
 	}
-	return v[0], "", nodes, nil
+	return v[0], "", nodes, next, nil
 }
 
 // Fields WorkflowNote records.
@@ -544,6 +609,15 @@ type Attention struct {
 	ID    string
 	Token string // "" for an entry named by the workflow id alone
 	Score int64
+	// Tries counts the sweep's failed tries of the entry (Retry), kept in
+	// its member as "~<tries>" after the token.
+	Tries int
+}
+
+// Retry is a's entry after one more failed try, due at score (ms): the
+// same token with Tries one higher, a member of its own.
+func (a Attention) Retry(score int64) Attention {
+	return Attention{ID: a.ID, Token: a.Token, Score: score, Tries: a.Tries + 1}
 }
 
 // NewAttention is a new entry, of its caller's own, for workflow id marked
@@ -556,10 +630,14 @@ func NewAttention(id string, score int64) Attention {
 
 // member is a's member of the attention index: "<workflow id>|<token>".
 func (a Attention) member() string {
-	if a.Token == "" {
-		return a.ID
+	m := a.ID
+	if a.Token != "" {
+		m += "|" + a.Token
 	}
-	return a.ID + "|" + a.Token
+	if a.Tries > 0 {
+		m += "~" + strconv.Itoa(a.Tries)
+	}
+	return m
 }
 
 // WorkflowsNeedingAttention returns up to n attention entries marked before
@@ -572,8 +650,11 @@ func (r *RDB) WorkflowsNeedingAttention(ctx context.Context, before time.Time, n
 	}
 	out := make([]Attention, len(zs))
 	for i, z := range zs {
-		id, token, _ := strings.Cut(z.Member.(string), "|")
-		out[i] = Attention{ID: id, Token: token, Score: int64(z.Score)}
+		m, _ := z.Member.(string)
+		m, tries, _ := strings.Cut(m, "~")
+		id, token, _ := strings.Cut(m, "|")
+		n, _ := strconv.Atoi(tries)
+		out[i] = Attention{ID: id, Token: token, Score: int64(z.Score), Tries: n}
 	}
 	return out, nil
 }
@@ -609,11 +690,14 @@ func (r *RDB) AckOutbox(ctx context.Context, queue string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), ReleaseChunk)]
+		ids = ids[len(chunk):]
+		if err := r.run(ctx, scriptWfAck, []string{r.keys.WorkflowOutbox(queue)}, toAnys(chunk)...).Err(); err != nil {
+			return err
+		}
 	}
-	return r.run(ctx, scriptWfAck, []string{r.keys.WorkflowOutbox(queue)}, args...).Err()
+	return nil
 }
 
 // RelayLock takes or keeps (lease > 0) or gives up (lease 0) the right to
@@ -694,7 +778,14 @@ func (r *RDB) DropFromWorkflowIndex(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return r.run(ctx, scriptWfUnlist, []string{r.keys.WorkflowIndex()}, toAnys(ids)...).Err()
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), ReleaseChunk)]
+		ids = ids[len(chunk):]
+		if err := r.run(ctx, scriptWfUnlist, []string{r.keys.WorkflowIndex()}, toAnys(chunk)...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func toAnys(ss []string) []any {

@@ -107,7 +107,7 @@ func (b *testRDB) relay(t *testing.T, q string) []dtqtype.WorkflowStatus {
 	require.NoError(t, err)
 	var finals []dtqtype.WorkflowStatus
 	for i := range es {
-		res, err := b.r.WorkflowApply(b.ctx, &es[i], b.now, time.Hour)
+		res, err := b.r.WorkflowApply(b.ctx, &es[i], b.now, time.Hour, false)
 		require.NoError(t, err)
 		b.release(t, es[i].Workflow, res.Releases)
 		require.NoError(t, b.r.AckOutbox(b.ctx, q, []string{es[i].ID}))
@@ -191,7 +191,7 @@ func TestWorkflowScriptsSentTwice(t *testing.T) {
 	require.Equal(t, OutboxEntry{ID: es[0].ID, Workflow: id, Ref: "a", Status: dtqtype.StatusSucceeded, Result: `{"x":1}`}, es[0])
 
 	ap := twice(t, b, "wf_apply", func() (ApplyResult, error) {
-		res, err := r.WorkflowApply(ctx, &es[0], b.now, time.Hour)
+		res, err := r.WorkflowApply(ctx, &es[0], b.now, time.Hour, false)
 		res.Known = false // the resend says it knew the end; the rest is the same
 		return res, err
 	})
@@ -244,8 +244,9 @@ func TestWorkflowScriptsSentTwice(t *testing.T) {
 	require.False(t, b.c.HExists(ctx, b.keys.WorkflowNodes(id), "t:k").Val(), "a refused call writes nothing")
 
 	out := twice(t, b, "wf_cancel", func() ([]NodeRef, error) {
-		o, _, nodes, err := r.WorkflowCancel(ctx, id, b.now)
+		o, _, nodes, next, err := r.WorkflowCancel(ctx, id, b.now, 0)
 		require.Equal(t, "cancelling", o)
+		require.Zero(t, next, "one page")
 		return nodes, err
 	})
 	var left []string
@@ -313,7 +314,7 @@ func TestWorkflowResolution(t *testing.T) {
 			b.release(t, id, st.Releases)
 			var final dtqtype.WorkflowStatus
 			for _, e := range tc.ends {
-				res, err := b.r.WorkflowApply(b.ctx, &OutboxEntry{Workflow: id, Ref: e.ref, Status: e.status}, b.now, time.Hour)
+				res, err := b.r.WorkflowApply(b.ctx, &OutboxEntry{Workflow: id, Ref: e.ref, Status: e.status}, b.now, time.Hour, false)
 				require.NoError(t, err)
 				runs = append(runs, refsOf(res.Releases)...)
 				b.release(t, id, res.Releases)
@@ -412,11 +413,13 @@ func exerciseWorkflowScripts(t *testing.T, r *RDB) {
 	}
 	require.NoError(t, r.WorkflowReleased(ctx, id, []string{"a"}))
 	require.NoError(t, r.WorkflowNote(ctx, id, NoteStarted, "1"))
-	_, err = r.WorkflowApply(ctx, &OutboxEntry{Workflow: id, Ref: "a", Status: dtqtype.StatusFailed}, b.now, time.Hour)
+	_, err = r.WorkflowApply(ctx, &OutboxEntry{Workflow: id, Ref: "a", Status: dtqtype.StatusFailed}, b.now, time.Hour, false)
 	require.NoError(t, err)
 	_, err = r.WorkflowAdd(ctx, id, b.now, 10, FullQueue{}, []WorkflowNode{b.wfNode(t, "emails", "d", false, "c")})
 	require.NoError(t, err)
-	_, _, _, err = r.WorkflowCancel(ctx, id, b.now)
+	_, err = r.WorkflowPark(ctx, &OutboxEntry{Workflow: id, Ref: "c", Status: dtqtype.StatusSucceeded})
+	require.NoError(t, err)
+	_, _, _, _, err = r.WorkflowCancel(ctx, id, b.now, 0)
 	require.NoError(t, err)
 	require.NoError(t, r.AckOutbox(ctx, "emails", []string{"1-1"}))
 	_, err = r.RelayLock(ctx, "emails", "tok", time.Second)

@@ -7,9 +7,11 @@
 -- n: deps not ended, p: "c" for on_dep_failure continue, s: status as the
 -- workflow knows it, f: a dep ended other than succeeded, o: the node's
 -- outcome once ended, b: the node's end fails the workflow, h: its
--- definition's digest), the definitions hash D (nodes being written) and
--- the releases hash R (ref -> "kind|task id|queue|deps outcomes or error
--- class", carried out in the nodes' own slots).
+-- definition's digest), the definitions hash D (nodes being written), the
+-- releases hash R (ref -> "kind|task id|queue|deps outcomes or error
+-- class", carried out in the nodes' own slots) and the parked hash P (ref
+-- -> "status|error class|result": a node end the relay could not apply,
+-- left to the sweep).
 
 -- wf_outbox appends the end of a workflow node to its queue's workflow
 -- outbox, in the script that ends it. wf is the task's wf field
@@ -43,11 +45,26 @@ end
 
 -- wf_deps_outcomes is the deps' outcomes of node ref as one JSON object,
 -- {ref: outcome}, built from the stored outcomes without decoding them.
+-- Results are inlined while their total stays within x.inline bytes; from
+-- the first that does not fit on, a succeeded dep with a result reads
+-- {"status":"succeeded","task_id":...,"result_omitted":true} (the result
+-- stays readable on the dep's task), so that a wide join's deps stay
+-- bounded whatever its deps returned.
 --! uses: wf_list
 local function wf_deps_outcomes(x, ref)
-  local parts = {}
+  local parts, size, full = {}, 0, false
+  local head = '{"status":"succeeded","result":'
   for _, d in ipairs(wf_list(x.n, 'd:' .. ref)) do
-    parts[#parts + 1] = '"' .. d .. '":' .. (redis.call('HGET', x.n, 'o:' .. d) or 'null')
+    local o = redis.call('HGET', x.n, 'o:' .. d) or 'null'
+    if string.sub(o, 1, #head) == head and o ~= head .. 'null}' then
+      full = full or size + #o > x.inline
+      if full then
+        o = '{"status":"succeeded","task_id":"' .. redis.call('HGET', x.n, 't:' .. d) .. '","result_omitted":true}'
+      else
+        size = size + #o
+      end
+    end
+    parts[#parts + 1] = '"' .. d .. '":' .. o
   end
   return '{' .. table.concat(parts, ',') .. '}'
 end
@@ -151,6 +168,6 @@ local function wf_finish(x, default_ms)
   redis.call('HSET', x.w, 'status', st, 'finished_at', x.now)
   local ms = math.max(tonumber(default_ms), tonumber(v[7] or '0') * 1000)
   if ms <= 0 then ms = 1000 end
-  for _, k in ipairs({x.w, x.n, x.r, x.d}) do redis.call('PEXPIRE', k, ms) end
+  for _, k in ipairs({x.w, x.n, x.r, x.d, x.p}) do redis.call('PEXPIRE', k, ms) end
   return st
 end

@@ -42,7 +42,12 @@ for i = 1, n do
   end
 end
 if created > 0 then
-  if redis.call('LPUSH', KEYS[3], unpack(recent)) > tonumber(ARGV[2]) then
+  -- (in chunks: unpack is bounded by Lua's C stack)
+  local len = 0
+  for i = 1, #recent, 1000 do
+    len = redis.call('LPUSH', KEYS[3], unpack(recent, i, math.min(i + 999, #recent)))
+  end
+  if len > tonumber(ARGV[2]) then
     redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
   end
   redis.call('INCRBY', KEYS[2], created)

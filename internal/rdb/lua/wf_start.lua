@@ -7,29 +7,34 @@
 -- cancelled. Nothing here writes outside the workflow's slot.
 --
 -- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] releases hash
--- KEYS[4] definitions hash
+-- KEYS[4] definitions hash  KEYS[5] parked hash
 --
 -- ARGV[1] now (ms)  ARGV[2] default retention once finished (ms)
--- ARGV[3..] refs of the batch
+-- ARGV[3] bytes of deps' results inlined in a release (see wf_deps_outcomes)
+-- ARGV[4] most releases answered inline
+-- ARGV[5..] refs of the batch
 --
 -- Safe to send twice: a node already activated (no longer in the
 -- definitions hash) is not decided again; the reply lists the batch's
 -- releases still stored, so a resend answers what the first run did.
 --
--- Returns {"not_found"} or {started, final, releases...}: started "1" while
--- the record does not note WORKFLOW_STARTED as emitted (the caller emits it,
--- then wf_note), final the workflow's status once it has ended, else "";
--- each release "ref|kind|task id|queue|detail".
+-- Returns {"not_found"} or {started, final, stored, releases...}: started
+-- "1" while the record does not note WORKFLOW_STARTED as emitted (the
+-- caller emits it, then wf_note), final the workflow's status once it has
+-- ended, else ""; stored "1" when the batch's releases are more than
+-- ARGV[4] and none is listed (the caller reads them from the releases hash
+-- in chunks), else "0"; each release "ref|kind|task id|queue|detail".
 --
 --! include: wf_decide, wf_resolve, wf_finish, wf_end, wf_release, wf_outcome
 
-local x = {w = KEYS[1], n = KEYS[2], r = KEYS[3], d = KEYS[4], now = ARGV[1]}
+local x = {w = KEYS[1], n = KEYS[2], r = KEYS[3], d = KEYS[4], p = KEYS[5], now = ARGV[1],
+  inline = tonumber(ARGV[3])}
 local v = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'ev_s')
 if not v[1] then return {'not_found'} end
 x.cancel = v[2] == '1'
 if v[1] == 'submitting' then redis.call('HSET', KEYS[1], 'status', 'running') end
 local todo, rels = {}, {}
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   local ref = ARGV[i]
   if redis.call('HDEL', KEYS[4], ref) == 1 and redis.call('HGET', KEYS[2], 's:' .. ref) == 'waiting' then
     if x.cancel then
@@ -48,7 +53,7 @@ if final == '' then
   local st = redis.call('HGET', KEYS[1], 'status')
   if st ~= 'running' then final = st end
 end
-local out = {v[3] == '1' and '0' or '1', final}
+local out = {v[3] == '1' and '0' or '1', final, '0'}
 -- What is stored for the batch (and whatever this call cascaded to).
 local seen = {}
 for _, rel in ipairs(rels) do
@@ -56,11 +61,12 @@ for _, rel in ipairs(rels) do
   seen[ref] = true
   if redis.call('HEXISTS', KEYS[3], ref) == 1 then out[#out + 1] = rel end
 end
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   local ref = ARGV[i]
   if not seen[ref] then
     local rel = redis.call('HGET', KEYS[3], ref)
     if rel then out[#out + 1] = ref .. '|' .. rel end
   end
 end
+if #out - 3 > tonumber(ARGV[4]) then return {out[1], final, '1'} end
 return out

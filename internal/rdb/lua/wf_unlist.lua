@@ -8,5 +8,8 @@
 --
 -- Returns "ok".
 
-if #ARGV > 0 then redis.call('ZREM', KEYS[1], unpack(ARGV)) end
+-- (in chunks: unpack is bounded by Lua's C stack)
+for i = 1, #ARGV, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
 return 'ok'
