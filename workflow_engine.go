@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
@@ -37,7 +38,21 @@ type workflows struct {
 	recentCap int64
 	maxNodes  int
 	token     string // the relay lock holder
+	carry     carriers
 }
+
+// carriers carry out, beside the relay, the large releases its passes
+// leave behind (see follow), so that the entries after one on the same
+// queue wait for none of it.
+type carriers struct {
+	mu   sync.Mutex
+	busy map[string]bool // workflow ids being carried out
+	wg   sync.WaitGroup
+}
+
+// maxCarriers bounds the large releases carried out at once by a process;
+// past it a release is left to the sweep.
+const maxCarriers = 4
 
 // Workflow maintenance pacing.
 const (
@@ -284,7 +299,7 @@ func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry, parked bool)
 	if err != nil {
 		return false, false, err
 	}
-	keep, err = e.follow(ctx, en.Workflow, &res)
+	keep, err = e.follow(ctx, en.Workflow, &res, !parked)
 	return keep, true, err
 }
 
@@ -295,12 +310,22 @@ func (e *workflows) apply(ctx context.Context, en *rdb.OutboxEntry, parked bool)
 // the workflow has ended, or while more releases are stored than answered
 // inline, so this relay may not be the one that emits its effects, and
 // leaves a large release to the call that stored it (or the sweep) rather
-// than reading it again for every cancelled node of a cascade.
-func (e *workflows) follow(ctx context.Context, id string, res *rdb.ApplyResult) (keep bool, err error) {
+// than reading it again for every cancelled node of a cascade. From a
+// relay pass (relay), a large release is carried out beside the relay
+// (carryLater): the entries behind it on the same queue do not wait for
+// thousands of releases.
+func (e *workflows) follow(ctx context.Context, id string, res *rdb.ApplyResult, relay bool) (keep bool, err error) {
 	if res.Gone {
 		return false, nil
 	}
 	if res.Known && res.Stored {
+		return true, nil
+	}
+	if res.Stored && relay {
+		if err := e.release(ctx, id, res.Releases); err != nil {
+			return false, err
+		}
+		e.carryLater(ctx, id)
 		return true, nil
 	}
 	if err := e.carryOut(ctx, id, res.Releases, res.Stored); err != nil {
@@ -313,6 +338,38 @@ func (e *workflows) follow(ctx context.Context, id string, res *rdb.ApplyResult)
 		return false, e.effects(ctx, id)
 	}
 	return false, nil
+}
+
+// carryLater carries out workflow id's stored releases, then its effects,
+// in a goroutine of its own, unless one is at it already or maxCarriers
+// are busy. Either way the workflow's attention mark stays, so the sweep
+// finishes what a carrier does not (a crash, an error, a release stored
+// after the carrier's scan went by).
+func (e *workflows) carryLater(ctx context.Context, id string) {
+	c := &e.carry
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.busy[id] || len(c.busy) >= maxCarriers {
+		return
+	}
+	if c.busy == nil {
+		c.busy = map[string]bool{}
+	}
+	c.busy[id] = true
+	c.wg.Go(func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.busy, id)
+			c.mu.Unlock()
+		}()
+		err := e.carryOut(ctx, id, nil, true)
+		if err == nil {
+			err = e.effects(ctx, id)
+		}
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("workflow relay: a large release is left to the sweep", "workflow_id", id, "err", err)
+		}
+	})
 }
 
 // relayPass carries out up to relayBatch entries of queue's outbox, in

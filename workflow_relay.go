@@ -57,6 +57,7 @@ type relayer struct {
 // (called again every refresh when refresh > 0) until ctx ends.
 func (e *workflows) runRelays(ctx context.Context, queues func(context.Context) []string, refresh time.Duration) {
 	r := &relayer{e: e, queues: queues, refresh: refresh}
+	defer e.carry.wg.Wait() // large releases carried out beside the passes
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
