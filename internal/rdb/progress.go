@@ -176,17 +176,20 @@ func (r *RDB) TaskLogs(ctx context.Context, id string, attempt int, cursor strin
 	if s, ok := v[1].(string); ok {
 		lg, _ = strconv.Atoi(s)
 	}
+	last := max(lg, 1)
+	if attempt > 0 {
+		last = attempt
+	}
 	cur := logCursor{attempt: max(attempt, 1)}
 	if cursor != "" {
+		// A page's cursor names an attempt it read (lg only grows) and a
+		// line no further than that attempt logged (checked by the first
+		// page): anything else was not answered here.
 		c, ok := parseLogCursor(cursor)
-		if !ok || (attempt > 0 && c.attempt != attempt) {
+		if !ok || (attempt > 0 && c.attempt != attempt) || c.attempt > last {
 			return nil, ErrBadCursor
 		}
 		cur = c
-	}
-	last := lg
-	if attempt > 0 {
-		last = attempt
 	}
 	idTime := TaskIDTime(id)
 	out := &dtqtype.ListResult[dtqtype.LogLine]{Items: []dtqtype.LogLine{}}
@@ -195,6 +198,9 @@ func (r *RDB) TaskLogs(ctx context.Context, id string, attempt int, cursor strin
 		page, err := r.logPage(ctx, queue, id, cur, left, idTime)
 		if err != nil {
 			return nil, err
+		}
+		if cur.line > page.logged {
+			return nil, ErrBadCursor
 		}
 		out.Items = append(out.Items, page.items...)
 		left -= page.lines
@@ -209,9 +215,10 @@ func (r *RDB) TaskLogs(ctx context.Context, id string, attempt int, cursor strin
 }
 
 type logPageResult struct {
-	items []dtqtype.LogLine
-	lines int   // lines answered (the marker not counted)
-	next  int64 // the number of the line after them
+	items  []dtqtype.LogLine
+	lines  int   // lines answered (the marker not counted)
+	next   int64 // the number of the line after them
+	logged int64 // the lines the attempt logged, dropped ones included
 }
 
 func (r *RDB) logPage(ctx context.Context, queue, id string, cur logCursor, limit int, idTime time.Time) (*logPageResult, error) {
@@ -219,13 +226,14 @@ func (r *RDB) logPage(ctx context.Context, queue, id string, cur logCursor, limi
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	if len(v) < 2 {
+	if len(v) < 3 {
 		return nil, fmt.Errorf("log page: unexpected reply %v", v)
 	}
 	dropped, _ := v[0].(int64)
 	from, _ := v[1].(int64)
-	res := &logPageResult{next: from}
-	for _, raw := range v[2:] {
+	logged, _ := v[2].(int64)
+	res := &logPageResult{next: from, logged: logged}
+	for _, raw := range v[3:] {
 		s, _ := raw.(string)
 		off, line, _ := strings.Cut(s, " ")
 		ms, _ := strconv.ParseInt(off, 10, 64)

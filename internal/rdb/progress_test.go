@@ -211,6 +211,38 @@ func TestLogPagesResumeAtTheCursor(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
+// TestLogCursorsNotAnsweredAreRefused: a cursor names an attempt a page
+// read and a line no further than that attempt logged; a forged one
+// (past the attempts or past the lines) is ErrBadCursor, never a page.
+func TestLogCursorsNotAnsweredAreRefused(t *testing.T) {
+	t.Parallel()
+	b := newTestRDB(t)
+	ct := b.claimOne(t, "forged", nil)
+	b.progress(t, testSettings, ct, 1, "", "a", "b", "c")
+	for _, tc := range []struct {
+		attempt int
+		cursor  string
+		ok      bool
+	}{
+		{0, "1:3", true},
+		{1, "1:0", true},
+		{2, "2:0", true}, // an attempt that logged nothing yet: its page answers 2:0
+		{0, "99:99", false},
+		{0, "2:0", false},
+		{0, "1:4", false},
+		{1, "1:99", false},
+		{2, "2:1", false},
+		{3, "2:0", false},
+	} {
+		_, err := b.r.TaskLogs(b.ctx, ct.ID, tc.attempt, tc.cursor, 10)
+		if tc.ok {
+			require.NoError(t, err, "attempt %d cursor %s", tc.attempt, tc.cursor)
+			continue
+		}
+		require.ErrorIs(t, err, ErrBadCursor, "attempt %d cursor %s", tc.attempt, tc.cursor)
+	}
+}
+
 // TestLogsFollowTheTaskRetention: every way a task ends gives its logs the
 // task's retention (or deletes them with it), a succeeded task's compact
 // record keeps progress and lg, and a DLQ requeue keeps the logs while
