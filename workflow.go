@@ -125,11 +125,13 @@ var ErrWorkflowNotRunning = errors.New("dtq: workflow is not running")
 var ErrNodeMismatch = errors.New("dtq: node exists with another definition")
 
 // WorkflowError is a workflow that cannot be accepted: Node names the node
-// (its ref, "nodes[i]", "nodes" or "name"), Reason says why. It matches
-// ErrInvalidWorkflow, and ErrNodeMismatch for a fan-out whose ref exists
-// with another definition.
+// (its ref, "nodes[i]", "nodes" or "name"), Field the JSON name of the
+// node's member to blame ("ref", "deps", "queue" …; "" when the node as a
+// whole is), Reason says why. It matches ErrInvalidWorkflow, and
+// ErrNodeMismatch for a fan-out whose ref exists with another definition.
 type WorkflowError struct {
 	Node   string
+	Field  string
 	Reason string
 	kind   error
 }
@@ -181,7 +183,7 @@ func graphOf(nodes []Node) []workflow.Node {
 
 func graphError(err error) error {
 	if we, ok := errors.AsType[*workflow.Error](err); ok {
-		return &WorkflowError{Node: we.Node, Reason: we.Reason}
+		return &WorkflowError{Node: we.Node, Field: we.Field, Reason: we.Reason}
 	}
 	return err
 }
@@ -190,20 +192,20 @@ func graphError(err error) error {
 func nodeTask(s *Submission, lim *limits, now time.Time, where string) (*normalized, error) {
 	switch {
 	case s.IdempotencyKey != "":
-		return nil, &WorkflowError{Node: where, Reason: "a node has no idempotency key of its own (the workflow's key covers it)"}
+		return nil, &WorkflowError{Node: where, Field: "idempotency_key", Reason: "a node has no idempotency key of its own (the workflow's key covers it)"}
 	case !s.RunAt.IsZero():
-		return nil, &WorkflowError{Node: where, Reason: "run_at is not allowed in a workflow; delay counts from the node's release"}
+		return nil, &WorkflowError{Node: where, Field: "run_at", Reason: "run_at is not allowed in a workflow; delay counts from the node's release"}
 	case !s.ExpiresAt.IsZero():
-		return nil, &WorkflowError{Node: where, Reason: "expires_at is not allowed in a workflow; ttl counts from the node's release"}
+		return nil, &WorkflowError{Node: where, Field: "expires_at", Reason: "expires_at is not allowed in a workflow; ttl counts from the node's release"}
 	case s.Dedup != nil:
 		// A collapsed or replaced node would leave its dependants waiting
 		// on a task that is not theirs.
-		return nil, &WorkflowError{Node: where, Reason: "dedup is not allowed on a workflow node (the workflow's idempotency key makes a workflow once)"}
+		return nil, &WorkflowError{Node: where, Field: "dedup", Reason: "dedup is not allowed on a workflow node (the workflow's idempotency key makes a workflow once)"}
 	}
 	n, err := normalize(s, lim, now)
 	if err != nil {
 		if ve, ok := errors.AsType[*ValidationError](err); ok {
-			return nil, &WorkflowError{Node: where, Reason: ve.Error(), kind: ve.kind}
+			return nil, &WorkflowError{Node: where, Field: ve.Field, Reason: ve.Error(), kind: ve.kind}
 		}
 		return nil, err
 	}
@@ -290,7 +292,7 @@ func (c *Client) buildNodes(ctx context.Context, nodes []Node, now time.Time) ([
 func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResult, error) {
 	now := c.dep.clock()
 	if len(w.Name) > maxWorkflowName || !printable(w.Name) {
-		return nil, &WorkflowError{Node: "name", Reason: "must be at most 128 printable characters"}
+		return nil, &WorkflowError{Node: "name", Field: "name", Reason: "must be at most 128 printable characters"}
 	}
 	if err := workflow.Validate(graphOf(w.Nodes), c.cfg.MaxWorkflowNodes); err != nil {
 		return nil, graphError(err)

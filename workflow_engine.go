@@ -261,13 +261,33 @@ func (e *workflows) onFailure(ctx context.Context, id, name, def string) error {
 	switch r.Outcome {
 	case rdb.Created, rdb.Duplicate, rdb.InProgress:
 	default:
-		return fmt.Errorf("dtq: workflow %s: on_failure not submitted (outcome %d)", id, r.Outcome)
+		return onFailureRefused(id, n.Queue, r)
 	}
 	tid := r.TaskID
 	if tid == "" {
 		tid = t.ID
 	}
 	return e.rdb.WorkflowNote(ctx, id, rdb.NoteOnFailure, tid)
+}
+
+// onFailureRefused says why a workflow's on_failure task was not
+// submitted, from the ingest outcome that refused it.
+func onFailureRefused(id, queue string, r rdb.IngestResult) error {
+	prefix := "dtq: workflow " + id + ": on_failure not submitted: "
+	switch r.Outcome {
+	case rdb.QueueFull:
+		return fmt.Errorf("%squeue %q is full (%d live tasks, its depth limit): %w", prefix, queue, r.Depth, ErrQueueFull)
+	case rdb.Mismatch:
+		return fmt.Errorf("%sits idempotency key is held by task %s of another request: %w", prefix, r.TaskID, ErrIdempotencyKeyMismatch)
+	case rdb.Absent:
+		if r.Err == nil {
+			return fmt.Errorf("%sits submission's reply was lost and it was not created", prefix)
+		}
+		return fmt.Errorf("%sits submission's reply was lost and it was not created: %w", prefix, r.Err)
+	case rdb.Deduplicated:
+		return fmt.Errorf("%sit was collapsed into task %s by a dedup key", prefix, r.TaskID)
+	}
+	return fmt.Errorf("%sunknown ingest outcome %d", prefix, r.Outcome)
 }
 
 // failedRefs are the refs of rec's nodes that ended other than succeeded,

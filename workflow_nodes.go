@@ -68,11 +68,8 @@ func AddNodes(ctx context.Context, nodes ...Node) ([]NodeRef, error) {
 // held gives ErrLeaseLost; a workflow that ended or is being cancelled,
 // ErrWorkflowNotRunning.
 func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) ([]NodeRef, error) {
-	if len(nodes) == 0 {
-		return []NodeRef{}, nil
-	}
 	if len(nodes) > c.cfg.MaxWorkflowNodes {
-		return nil, &WorkflowError{Node: "nodes", Reason: fmt.Sprintf("%d nodes in one call; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
+		return nil, &WorkflowError{Node: "nodes", Field: "nodes", Reason: fmt.Sprintf("%d nodes in one call; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
 			len(nodes), c.cfg.MaxWorkflowNodes)}
 	}
 	st, att, worker, claim, wf, err := c.rdb.NodeLease(ctx, lease.Queue, lease.TaskID)
@@ -87,6 +84,10 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	if !ok {
 		return nil, &WorkflowError{Node: "nodes", Reason: "the task is not a workflow node"}
 	}
+	if len(nodes) == 0 {
+		// Checked like any fan-out first: an ended lease adds nothing.
+		return []NodeRef{}, nil
+	}
 	// Deps outside the batch are existing nodes (wf_add checks that they
 	// exist): a cycle can only run through the batch.
 	inBatch := map[string]bool{}
@@ -98,7 +99,7 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	for _, n := range nodes {
 		for _, d := range n.Deps {
 			if !workflow.ValidRef(d) {
-				return nil, &WorkflowError{Node: n.Ref, Reason: fmt.Sprintf("dep %q is not a node of the workflow", d)}
+				return nil, &WorkflowError{Node: n.Ref, Field: "deps", Reason: fmt.Sprintf("dep %q is not a node of the workflow", d)}
 			}
 			if !inBatch[d] && !seen[d] {
 				seen[d] = true
@@ -141,11 +142,11 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	case rdb.AddNotRunning:
 		return nil, fmt.Errorf("%w (%s)", ErrWorkflowNotRunning, res.Status)
 	case rdb.AddMismatch:
-		return nil, &WorkflowError{Node: res.Ref, Reason: "the workflow already has a node with this ref and another definition", kind: ErrNodeMismatch}
+		return nil, &WorkflowError{Node: res.Ref, Field: "ref", Reason: "the workflow already has a node with this ref and another definition", kind: ErrNodeMismatch}
 	case rdb.AddUnknownDep:
-		return nil, &WorkflowError{Node: res.Ref, Reason: fmt.Sprintf("dep %q is not a node of the workflow", res.Dep)}
+		return nil, &WorkflowError{Node: res.Ref, Field: "deps", Reason: fmt.Sprintf("dep %q is not a node of the workflow", res.Dep)}
 	case rdb.AddTooMany:
-		return nil, &WorkflowError{Node: "nodes", Reason: fmt.Sprintf("the workflow would have %d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
+		return nil, &WorkflowError{Node: "nodes", Field: "nodes", Reason: fmt.Sprintf("the workflow would have %d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
 			res.Total, c.cfg.MaxWorkflowNodes)}
 	}
 	var pending []rdb.WorkflowNode

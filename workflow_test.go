@@ -380,6 +380,22 @@ func TestWorkflowAddNodes(t *testing.T) {
 	require.ErrorIs(t, err, dtq.ErrInvalidWorkflow, "outside a node's handler")
 }
 
+// TestWorkflowAddNodesChecksTheLeaseFirst: a fan-out under a lease that
+// is not held is ErrLeaseLost, an empty one included (it adds nothing, but
+// must not answer as if the node still ran).
+func TestWorkflowAddNodesChecksTheLeaseFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{job("root", "a", nil)}})
+	require.NoError(t, err)
+	// Queued, never claimed: no attempt holds it.
+	ended := dtq.NodeLease{Queue: "a", TaskID: res.Nodes[0].TaskID, Attempt: 1, WorkerID: "gone"}
+	for _, nodes := range [][]dtq.Node{nil, {job("kid", "a", nil, "root")}} {
+		_, err := b.client.AddNodes(b.ctx, ended, nodes...)
+		require.ErrorIs(t, err, dtq.ErrLeaseLost, "%d nodes", len(nodes))
+	}
+}
+
 func TestWorkflowIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	b := setupWorkflows(t, nil)

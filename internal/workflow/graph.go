@@ -45,9 +45,11 @@ func (n *Node) policy() Policy {
 }
 
 // Error is a graph that cannot be a workflow: Node names the node (its ref,
-// or "nodes[i]" when the ref itself is wrong), Reason says why.
+// or "nodes[i]" when the ref itself is wrong), Field the member to blame
+// (ref, deps, on_dep_failure; nodes for the whole list), Reason says why.
 type Error struct {
 	Node   string
+	Field  string
 	Reason string
 }
 
@@ -69,9 +71,9 @@ func Validate(nodes []Node, maxNodes int) error {
 	}
 	switch {
 	case len(nodes) == 0:
-		return &Error{Node: "nodes", Reason: "a workflow needs at least one node"}
+		return &Error{Node: "nodes", Field: "nodes", Reason: "a workflow needs at least one node"}
 	case len(nodes) > maxNodes:
-		return &Error{Node: "nodes", Reason: fmt.Sprintf("%d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)", len(nodes), maxNodes)}
+		return &Error{Node: "nodes", Field: "nodes", Reason: fmt.Sprintf("%d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)", len(nodes), maxNodes)}
 	}
 	return check(nodes, nil)
 }
@@ -94,22 +96,22 @@ func ValidateAdded(existing, added []Node, maxNodes int, same func(ref string) b
 	for i := range added {
 		ref := added[i].Ref
 		if !ValidRef(ref) {
-			return nil, &Error{Node: fmt.Sprintf("nodes[%d]", i), Reason: refReason(ref)}
+			return nil, &Error{Node: fmt.Sprintf("nodes[%d]", i), Field: "ref", Reason: refReason(ref)}
 		}
 		if seen[ref] {
-			return nil, &Error{Node: ref, Reason: "ref used twice"}
+			return nil, &Error{Node: ref, Field: "ref", Reason: "ref used twice"}
 		}
 		seen[ref] = true
 		if known[ref] {
 			if !same(ref) {
-				return nil, &Error{Node: ref, Reason: "the workflow already has a node with this ref and another definition"}
+				return nil, &Error{Node: ref, Field: "ref", Reason: "the workflow already has a node with this ref and another definition"}
 			}
 			continue
 		}
 		fresh = append(fresh, added[i])
 	}
 	if len(existing)+len(fresh) > maxNodes {
-		return nil, &Error{Node: "nodes", Reason: fmt.Sprintf("the workflow would have %d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
+		return nil, &Error{Node: "nodes", Field: "nodes", Reason: fmt.Sprintf("the workflow would have %d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
 			len(existing)+len(fresh), maxNodes)}
 	}
 	// Existing nodes cannot depend on new ones, so a cycle can only run
@@ -132,16 +134,16 @@ func check(nodes []Node, outside map[string]bool) error {
 	for i := range nodes {
 		n := &nodes[i]
 		if !ValidRef(n.Ref) {
-			return &Error{Node: fmt.Sprintf("nodes[%d]", i), Reason: refReason(n.Ref)}
+			return &Error{Node: fmt.Sprintf("nodes[%d]", i), Field: "ref", Reason: refReason(n.Ref)}
 		}
 		if _, dup := index[n.Ref]; dup || outside[n.Ref] {
-			return &Error{Node: n.Ref, Reason: "ref used twice"}
+			return &Error{Node: n.Ref, Field: "ref", Reason: "ref used twice"}
 		}
 		index[n.Ref] = i
 		switch n.OnDepFailure {
 		case "", Fail, Continue:
 		default:
-			return &Error{Node: n.Ref, Reason: fmt.Sprintf("on_dep_failure %q must be \"fail\" or \"continue\"", n.OnDepFailure)}
+			return &Error{Node: n.Ref, Field: "on_dep_failure", Reason: fmt.Sprintf("on_dep_failure %q must be \"fail\" or \"continue\"", n.OnDepFailure)}
 		}
 	}
 	for i := range nodes {
@@ -150,18 +152,18 @@ func check(nodes []Node, outside map[string]bool) error {
 		for _, d := range n.Deps {
 			switch {
 			case d == n.Ref:
-				return &Error{Node: n.Ref, Reason: "depends on itself"}
+				return &Error{Node: n.Ref, Field: "deps", Reason: "depends on itself"}
 			case seen[d]:
-				return &Error{Node: n.Ref, Reason: fmt.Sprintf("dep %q listed twice", d)}
+				return &Error{Node: n.Ref, Field: "deps", Reason: fmt.Sprintf("dep %q listed twice", d)}
 			}
 			seen[d] = true
 			if _, ok := index[d]; !ok && !outside[d] {
-				return &Error{Node: n.Ref, Reason: fmt.Sprintf("dep %q is not a node of the workflow", d)}
+				return &Error{Node: n.Ref, Field: "deps", Reason: fmt.Sprintf("dep %q is not a node of the workflow", d)}
 			}
 		}
 	}
 	if ref, ok := cycle(nodes, index); ok {
-		return &Error{Node: ref, Reason: "is on a dependency cycle"}
+		return &Error{Node: ref, Field: "deps", Reason: "is on a dependency cycle"}
 	}
 	return nil
 }
