@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
@@ -51,6 +55,11 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var l dtqtype.QueueLimits
+	var raw bytes.Buffer // the body as read, for zeroLimit
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(r.Body, &raw), r.Body}
 	got, err := decodeActionBody(w, r, &l, `{"rate": {"limit": 10, "period": "1s"}, "concurrency": 5}`)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -58,6 +67,10 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	if !got {
 		s.writeError(w, r, badRequest("", `the body must give the limits, like {"rate": {"limit": 10, "period": "1s"}}; DELETE removes them`))
+		return
+	}
+	if field := zeroLimit(raw.Bytes()); field != "" {
+		s.writeError(w, r, &dtq.ValidationError{Field: field, Message: "must be at least 1; leave it out for no such limit (or its default)"})
 		return
 	}
 	ctx, cancel := actionContext(r)
@@ -68,6 +81,42 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audited(r, "queue.limits.set", q, limitsSummary(&l))
 	s.writeJSON(w, r, http.StatusOK, limitsBody{Queue: q, Limits: &l})
+}
+
+// zeroLimit names the first limit body sets to 0, "" when none does. The
+// library reads 0 as "not set", so a 0 sent over HTTP would be stored as
+// no limit and read back absent; every such value is 1 or more
+// (docs/flow-control.md), so 0 is refused instead.
+func zeroLimit(body []byte) string {
+	type rate struct {
+		Burst *int `json:"burst"`
+	}
+	var v struct {
+		Rate           *rate `json:"rate"`
+		Concurrency    *int  `json:"concurrency"`
+		KeyConcurrency *int  `json:"key_concurrency"`
+		Fairness       *struct {
+			DefaultWeight *int `json:"default_weight"`
+		} `json:"fairness"`
+		KeyRate *rate `json:"key_rate"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return "" // decodeActionBody read it: cannot happen
+	}
+	zero := func(n *int) bool { return n != nil && *n == 0 }
+	switch {
+	case v.Rate != nil && zero(v.Rate.Burst):
+		return "rate.burst"
+	case zero(v.Concurrency):
+		return "concurrency"
+	case zero(v.KeyConcurrency):
+		return "key_concurrency"
+	case v.Fairness != nil && zero(v.Fairness.DefaultWeight):
+		return "fairness.default_weight"
+	case v.KeyRate != nil && zero(v.KeyRate.Burst):
+		return "key_rate.burst"
+	}
+	return ""
 }
 
 // deleteLimits is DELETE /api/v1/queues/{queue}/limits. Audited.

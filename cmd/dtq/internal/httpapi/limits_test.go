@@ -32,6 +32,19 @@ func TestFairnessLimitsOverHTTP(t *testing.T) {
 		b.do(t, http.MethodPut, "/api/v1/queues/tenants/limits", tc.body).requireError(t, http.StatusBadRequest, codeInvalidTask, tc.field)
 	}
 
+	// 0 is no value of any limit: refused, never stored as "not set".
+	for _, tc := range []struct{ body, field string }{
+		{`{"concurrency":0,"key_order":"fifo"}`, "concurrency"},
+		{`{"key_concurrency":0,"key_order":"fifo"}`, "key_concurrency"},
+		{`{"rate":{"limit":1,"period":"1s","burst":0}}`, "rate.burst"},
+		{`{"key_rate":{"limit":1,"period":"1s","burst":0}}`, "key_rate.burst"},
+		{`{"fairness":{"default_weight":0}}`, "fairness.default_weight"},
+	} {
+		b.do(t, http.MethodPut, "/api/v1/queues/tenants/limits", tc.body).requireError(t, http.StatusBadRequest, codeInvalidTask, tc.field)
+	}
+	res = b.do(t, http.MethodGet, "/api/v1/queues/tenants/limits", "")
+	require.JSONEq(t, `{"queue":"tenants","limits":`+body+`}`, string(res.body), "a refused PUT changes nothing")
+
 	for _, k := range []string{"acme", "acme", "zed"} {
 		b.submit(t, dtq.Submission{Queue: "tenants", Type: "echo", ConcurrencyKey: k})
 	}

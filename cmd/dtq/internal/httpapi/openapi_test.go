@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -95,4 +96,64 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	for _, m := range regexp.MustCompile(`code\w+\s+= "([A-Z_]+)"`).FindAllStringSubmatch(string(src), -1) {
 		require.True(t, slices.Contains(codes.Enum, m[1]), "ErrorCode enum lacks %s", m[1])
 	}
+}
+
+// TestOpenAPIEveryOperationSucceedsAndRefuses holds openapi.json to the
+// linters' rule that every operation documents a 2xx and a 4xx answer
+// (redocly's operation-2xx-response and operation-4xx-response). The only
+// exceptions are the accepted findings of the repository's
+// .redocly.lint-ignore.yaml, each with its reason there (a probe that
+// refuses nothing, a WebSocket handshake that succeeds with 101): an
+// operation missing either answer must be given the answer the server
+// really sends, or be listed there with the reason.
+func TestOpenAPIEveryOperationSucceedsAndRefuses(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openapiJSON, &doc))
+	missing := map[string][]string{}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			at := "#/paths/" + escapePointer(path) + "/" + method + "/responses"
+			for class, rule := range map[byte]string{'2': "operation-2xx-response", '4': "operation-4xx-response"} {
+				if !slices.ContainsFunc(slices.Collect(maps.Keys(op.Responses)), func(code string) bool { return code[0] == class }) {
+					missing[rule] = append(missing[rule], at)
+				}
+			}
+		}
+	}
+	accepted := lintIgnored(t, "../../../../.redocly.lint-ignore.yaml", "cmd/dtq/internal/httpapi/openapi.json")
+	for _, rule := range []string{"operation-2xx-response", "operation-4xx-response"} {
+		require.ElementsMatch(t, accepted[rule], missing[rule],
+			"operations without a %s answer, against the accepted ones of .redocly.lint-ignore.yaml", rule[len("operation-"):len("operation-")+3])
+	}
+}
+
+// lintIgnored reads the findings a redocly ignore file accepts for file:
+// rule → JSON pointers.
+func lintIgnored(t *testing.T, path, file string) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out := map[string][]string{}
+	var inFile bool
+	var rule string
+	for _, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
+		case !strings.HasPrefix(line, " "):
+			inFile = strings.TrimSuffix(trimmed, ":") == file
+		case !inFile:
+		case strings.HasPrefix(trimmed, "- "):
+			out[rule] = append(out[rule], strings.Trim(strings.TrimPrefix(trimmed, "- "), `'"`))
+		default:
+			rule = strings.TrimSuffix(trimmed, ":")
+		}
+	}
+	require.NotEmpty(t, out, "%s accepts no finding of %s", path, file)
+	return out
 }

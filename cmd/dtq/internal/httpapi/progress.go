@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 
 	"github.com/dtq-io/dtq"
@@ -14,12 +15,38 @@ import (
 type progressBody struct {
 	LeaseToken string          `json:"lease_token"`
 	Progress   json.RawMessage `json:"progress"`
-	Logs       []string        `json:"logs"`
+	Logs       logLines        `json:"logs"`
 	Seq        int64           `json:"seq"`
 }
 
+// logLines are a report's lines. A null line is refused (decoded into a
+// string it would be stored as an empty line the worker never logged).
+type logLines []string
+
+// UnmarshalJSON reads an array of strings; a null element is a type error,
+// which the body decoder answers 400 naming the field.
+func (l *logLines) UnmarshalJSON(b []byte) error {
+	var lines []*string
+	if err := json.Unmarshal(b, &lines); err != nil {
+		return err
+	}
+	if lines == nil {
+		*l = nil
+		return nil
+	}
+	out := make(logLines, len(lines))
+	for i, s := range lines {
+		if s == nil {
+			return &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeFor[string]()}
+		}
+		out[i] = *s
+	}
+	*l = out
+	return nil
+}
+
 func (b *progressBody) report() dtq.ProgressReport {
-	return dtq.ProgressReport{Progress: b.Progress, Logs: b.Logs, Seq: b.Seq}
+	return dtq.ProgressReport{Progress: b.Progress, Logs: []string(b.Logs), Seq: b.Seq}
 }
 
 func (b *progressBody) empty() bool {

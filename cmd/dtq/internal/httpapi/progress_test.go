@@ -151,6 +151,7 @@ func TestHTTPProgressValidation(t *testing.T) {
 		{"array progress", `, "progress": [1]`, "progress"},
 		{"object over 4 KiB", `, "progress": ` + big, "progress"},
 		{"line over 1 KiB", `, "logs": ["ok", "` + long + `"]`, "logs"},
+		{"null line", `, "logs": ["ok", null]`, "logs"},
 		{"negative seq", `, "logs": ["a"], "seq": -1`, "seq"},
 	} {
 		for _, route := range []string{"progress", "heartbeat"} {
@@ -163,7 +164,8 @@ func TestHTTPProgressValidation(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
 	require.JSONEq(t, `{"written": false}`, string(res.body))
 
-	for _, q := range []string{"?attempt=0", "?attempt=x", "?limit=0", "?limit=1001", "?cursor=nope", "?attempt=2&cursor=1:0"} {
+	for _, q := range []string{"?attempt=0", "?attempt=x", "?limit=0", "?limit=1001", "?cursor=nope", "?attempt=2&cursor=1:0",
+		"?cursor=99:99", "?cursor=1:1", "?attempt=1&cursor=1:1"} {
 		res := b.do(t, http.MethodGet, "/api/v1/tasks/"+id+"/logs"+q, "")
 		require.Equal(t, http.StatusBadRequest, res.status, q+": "+string(res.body))
 	}

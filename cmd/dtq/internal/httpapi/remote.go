@@ -130,7 +130,7 @@ type heartbeatBody struct {
 	Lease      duration `json:"lease"`
 	// The progress report a heartbeat may carry (see progress).
 	Progress json.RawMessage `json:"progress"`
-	Logs     []string        `json:"logs"`
+	Logs     logLines        `json:"logs"`
 	Seq      int64           `json:"seq"`
 }
 

@@ -490,6 +490,9 @@ func classifyWorkflow(err error) *apiError {
 		return e
 	case errors.As(err, &wf):
 		d := map[string]any{"node": wf.Node}
+		if wf.Field != "" {
+			d["field"] = wf.Field
+		}
 		switch {
 		case errors.Is(err, dtq.ErrNodeMismatch):
 			return &apiError{status: http.StatusUnprocessableEntity, code: codeIdemKeyMismatch, details: d,

@@ -184,27 +184,27 @@ func TestWorkflowSubmitRefusals(t *testing.T) {
 		field, words string
 	}{
 		{"cycle", `{"nodes":[{"ref":"a","task_type":"t","deps":["b"]},{"ref":"b","task_type":"t","deps":["a"]}]}`,
-			400, codeInvalidWorkflow, "", "", "cycle"},
-		{"unknown dep", `{"nodes":[{"ref":"a","task_type":"t","deps":["nope"]}]}`, 400, codeInvalidWorkflow, "a", "", "nope"},
-		{"duplicate ref", `{"nodes":[{"ref":"a","task_type":"t"},{"ref":"a","task_type":"t"}]}`, 400, codeInvalidWorkflow, "a", "", ""},
-		{"bad ref", `{"nodes":[{"ref":"A B","task_type":"t"}]}`, 400, codeInvalidWorkflow, "nodes[0]", "", ""},
+			400, codeInvalidWorkflow, "", "deps", "cycle"},
+		{"unknown dep", `{"nodes":[{"ref":"a","task_type":"t","deps":["nope"]}]}`, 400, codeInvalidWorkflow, "a", "deps", "nope"},
+		{"duplicate ref", `{"nodes":[{"ref":"a","task_type":"t"},{"ref":"a","task_type":"t"}]}`, 400, codeInvalidWorkflow, "a", "ref", ""},
+		{"bad ref", `{"nodes":[{"ref":"A B","task_type":"t"}]}`, 400, codeInvalidWorkflow, "nodes[0]", "ref", ""},
 		{"too many nodes", `{"nodes":[{"ref":"a","task_type":"t"},{"ref":"b","task_type":"t"},{"ref":"c","task_type":"t"},{"ref":"d","task_type":"t"}]}`,
-			400, codeInvalidWorkflow, "nodes", "", "DTQ_WORKFLOW_MAX_NODES"},
-		{"no nodes", `{"nodes":[]}`, 400, codeInvalidWorkflow, "nodes", "", ""},
+			400, codeInvalidWorkflow, "nodes", "nodes", "DTQ_WORKFLOW_MAX_NODES"},
+		{"no nodes", `{"nodes":[]}`, 400, codeInvalidWorkflow, "nodes", "nodes", ""},
 		{"nodes missing", `{"name":"x"}`, 400, codeInvalidWorkflow, "nodes", "nodes", ""},
-		{"node idempotency key", `{"nodes":[{"ref":"a","task_type":"t","idempotency_key":"k"}]}`, 400, codeInvalidWorkflow, "a", "", "idempotency key"},
-		{"node run_at", `{"nodes":[{"ref":"a","task_type":"t","run_at":"2030-01-01T00:00:00Z"}]}`, 400, codeInvalidWorkflow, "a", "", "run_at"},
+		{"node idempotency key", `{"nodes":[{"ref":"a","task_type":"t","idempotency_key":"k"}]}`, 400, codeInvalidWorkflow, "a", "idempotency_key", "idempotency key"},
+		{"node run_at", `{"nodes":[{"ref":"a","task_type":"t","run_at":"2030-01-01T00:00:00Z"}]}`, 400, codeInvalidWorkflow, "a", "run_at", "run_at"},
 		{"node unknown field", `{"nodes":[{"ref":"a","task_type":"t","colour":"red"}]}`, 400, codeInvalidWorkflow, "a", "colour", ""},
 		{"node bad priority", `{"nodes":[{"ref":"a","task_type":"t","priority":12}]}`, 400, codeInvalidWorkflow, "a", "priority", ""},
-		{"node without type", `{"nodes":[{"ref":"a"}]}`, 400, codeInvalidWorkflow, "a", "", "task_type"},
+		{"node without type", `{"nodes":[{"ref":"a"}]}`, 400, codeInvalidWorkflow, "a", "task_type", "task_type"},
 		{"node not an object", `{"nodes":[7]}`, 400, codeInvalidWorkflow, "nodes[0]", "", ""},
 		{"bad policy", `{"nodes":[{"ref":"a","task_type":"t","on_dep_failure":"maybe"}]}`, 400, codeInvalidWorkflow, "a", "on_dep_failure", ""},
 		{"deps not refs", `{"nodes":[{"ref":"a","task_type":"t","deps":"b"}]}`, 400, codeInvalidWorkflow, "a", "deps", ""},
 		{"bad on_failure", `{"nodes":[{"ref":"a","task_type":"t"}],"on_failure":{"task_type":"t","priority":-1}}`,
 			400, codeInvalidWorkflow, "on_failure", "priority", ""},
-		{"name too long", `{"name":"` + strings.Repeat("n", 129) + `","nodes":[{"ref":"a","task_type":"t"}]}`, 400, codeInvalidWorkflow, "name", "", ""},
+		{"name too long", `{"name":"` + strings.Repeat("n", 129) + `","nodes":[{"ref":"a","task_type":"t"}]}`, 400, codeInvalidWorkflow, "name", "name", ""},
 		{"unknown top-level field", `{"nodes":[{"ref":"a","task_type":"t"}],"nodez":[]}`, 400, codeInvalidRequest, "", "nodez", ""},
-		{"node payload too large", `{"nodes":[{"ref":"a","task_type":"t","payload":{"p":"` + big + `"}}]}`, 413, codePayloadTooLarge, "a", "", ""},
+		{"node payload too large", `{"nodes":[{"ref":"a","task_type":"t","payload":{"p":"` + big + `"}}]}`, 413, codePayloadTooLarge, "a", "payload", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := b.do(t, http.MethodPost, "/api/v1/workflows", tc.body)
@@ -341,8 +341,8 @@ func TestWorkflowFanOutOverHTTP(t *testing.T) {
 	e := add(root.LeaseToken, `[{"ref":"part-1","queue":"fan","task_type":"other","deps":["root"]}]`).
 		requireError(t, http.StatusUnprocessableEntity, codeIdemKeyMismatch, "")
 	require.Equal(t, "part-1", e.Details["node"])
-	add(root.LeaseToken, `[{"ref":"x","queue":"fan","task_type":"t","deps":["ghost"]}]`).requireError(t, http.StatusBadRequest, codeInvalidWorkflow, "")
-	add(root.LeaseToken, `[{"ref":"x","queue":"fan","task_type":"t","idempotency_key":"k"}]`).requireError(t, http.StatusBadRequest, codeInvalidWorkflow, "")
+	add(root.LeaseToken, `[{"ref":"x","queue":"fan","task_type":"t","deps":["ghost"]}]`).requireError(t, http.StatusBadRequest, codeInvalidWorkflow, "deps")
+	add(root.LeaseToken, `[{"ref":"x","queue":"fan","task_type":"t","idempotency_key":"k"}]`).requireError(t, http.StatusBadRequest, codeInvalidWorkflow, "idempotency_key")
 	b.do(t, http.MethodPost, "/api/v1/tasks/"+root.TaskID+"/nodes", `{"lease_token":"`+root.LeaseToken+`"}`).
 		requireError(t, http.StatusBadRequest, codeInvalidWorkflow, "nodes")
 	b.do(t, http.MethodPost, "/api/v1/tasks/"+root.TaskID+"/nodes", `{"lease_token":"`+root.LeaseToken+`","nodes":[],"more":1}`).
@@ -362,6 +362,13 @@ func TestWorkflowFanOutOverHTTP(t *testing.T) {
 	// A cancelled workflow takes no more nodes.
 	require.Equal(t, http.StatusAccepted, b.do(t, http.MethodPost, "/api/v1/workflows/"+sub.WorkflowID+"/cancel", "").status)
 	add(root.LeaseToken, `[{"ref":"late","queue":"fan","task_type":"t"}]`).requireError(t, http.StatusConflict, codeWorkflowNotRunning, "")
+
+	// Once the attempt ended, its token adds nothing, not even no nodes.
+	res = b.do(t, http.MethodPost, "/api/v1/tasks/"+root.TaskID+"/complete", `{"lease_token":"`+root.LeaseToken+`"}`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	for _, nodes := range []string{`[]`, kids} {
+		add(root.LeaseToken, nodes).requireError(t, http.StatusConflict, codeLeaseLost, "")
+	}
 }
 
 // TestWorkflowScopedKeys: a key scoped to queues submits, reads and
