@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -156,76 +157,163 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 	if err != nil {
 		return nil, err
 	}
-	// A call of one task answers that task's reply alone.
-	items, _ := reply.([]any)
-	if len(tasks) == 1 {
-		items = []any{reply}
+	return decodeIngest(queue, tasks, reply)
+}
+
+// decodeIngest reads the ingest script's reply for tasks (ingest.lua's
+// header has its shapes). A reply of another shape is an error naming the
+// script, never a panic or a zero answer.
+func decodeIngest(queue string, tasks []NewTask, reply any) ([]IngestResult, error) {
+	items := []any{reply} // a call of one task answers that task's reply alone
+	if len(tasks) != 1 {
+		var ok bool
+		if items, ok = reply.([]any); !ok {
+			return nil, fmt.Errorf("rdb: ingest script answered %T for %d tasks, not a list", reply, len(tasks))
+		}
 	}
 	if len(items) != len(tasks) {
-		return nil, fmt.Errorf("rdb: ingest returned %d replies for %d tasks", len(items), len(tasks))
+		return nil, fmt.Errorf("rdb: ingest script answered %d replies for %d tasks", len(items), len(tasks))
 	}
 	out := make([]IngestResult, len(tasks))
-	for i, item := range items {
-		if st, ok := item.(string); ok {
-			// created: the status alone
-			out[i] = IngestResult{Outcome: Created, TaskID: tasks[i].ID, Status: dtqtype.Status(st)}
-			continue
+	for i, t := range tasks {
+		r, err := decodeIngestItem(queue, t.ID, items[i])
+		if err != nil {
+			return nil, fmt.Errorf("rdb: ingest script reply %d of %d: %w", i+1, len(items), err)
 		}
-		parts, _ := item.([]any)
-		if len(parts) < 2 {
-			return nil, fmt.Errorf("rdb: malformed ingest reply %v", item)
-		}
-		code, _ := parts[0].(string)
-		val, _ := parts[1].(string)
-		switch code {
-		case "created":
-			st, _ := parts[2].(string)
-			out[i] = IngestResult{Outcome: Created, TaskID: val, Status: dtqtype.Status(st)}
-			if len(parts) > 3 {
-				out[i].Replaced, _ = parts[3].(string)
-			}
-		case "deduplicated":
-			mode, _ := parts[2].(string)
-			var res *string
-			if s, ok := parts[4].(string); ok {
-				res = &s
-			}
-			out[i] = IngestResult{Outcome: Deduplicated, TaskID: val, Mode: mode}
-			if h := flatToMap(parts[3]); len(h) > 0 {
-				out[i].Task = decodeTask(queue, val, h, res)
-			}
-		case "duplicate":
-			var res *string
-			if s, ok := parts[3].(string); ok {
-				res = &s
-			}
-			info := decodeTask(queue, val, flatToMap(parts[2]), res)
-			out[i] = IngestResult{Outcome: Duplicate, TaskID: val, Task: info}
-		case "in_progress":
-			out[i] = IngestResult{Outcome: InProgress, TaskID: val}
-		case "mismatch":
-			out[i] = IngestResult{Outcome: Mismatch, TaskID: val}
-		case "absent":
-			out[i] = IngestResult{Outcome: Absent, TaskID: val}
-		case "full":
-			d, _ := strconv.ParseInt(val, 10, 64)
-			out[i] = IngestResult{Outcome: QueueFull, Depth: d}
-		default:
-			return nil, fmt.Errorf("rdb: unknown ingest reply %q", code)
-		}
+		out[i] = r
 	}
 	return out, nil
 }
 
-func flatToMap(v any) map[string]string {
-	arr, _ := v.([]any)
+// ingestArity is how many elements each list reply of the ingest script
+// has: at least min, at most max.
+var ingestArity = map[string]struct{ min, max int }{
+	"created": {3, 4}, "deduplicated": {5, 5}, "duplicate": {4, 4},
+	"in_progress": {2, 2}, "mismatch": {2, 2}, "absent": {2, 2}, "full": {2, 2},
+}
+
+// decodeIngestItem reads one task's reply; id is the id the task was sent
+// with (a created task's status alone names no id).
+func decodeIngestItem(queue, id string, item any) (IngestResult, error) {
+	if st, ok := item.(string); ok {
+		if st == "" {
+			return IngestResult{}, errors.New("empty status")
+		}
+		return IngestResult{Outcome: Created, TaskID: id, Status: dtqtype.Status(st)}, nil
+	}
+	parts, ok := item.([]any)
+	if !ok || len(parts) == 0 {
+		return IngestResult{}, fmt.Errorf("malformed reply %v (%T)", item, item)
+	}
+	code, ok := parts[0].(string)
+	if !ok {
+		return IngestResult{}, fmt.Errorf("reply code %v is %T, not text", parts[0], parts[0])
+	}
+	n, known := ingestArity[code]
+	if !known {
+		return IngestResult{}, fmt.Errorf("unknown reply %q", code)
+	}
+	if len(parts) < n.min || len(parts) > n.max {
+		return IngestResult{}, fmt.Errorf("reply %q has %d elements, not %d..%d", code, len(parts), n.min, n.max)
+	}
+	text := func(j int) (string, error) {
+		s, ok := parts[j].(string)
+		if !ok {
+			return "", fmt.Errorf("reply %q element %d is %T, not text", code, j+1, parts[j])
+		}
+		return s, nil
+	}
+	// result is a result key's value: text, or nil (false in Lua) when absent.
+	result := func(j int) (res *string, err error) {
+		switch v := parts[j].(type) {
+		case nil: // no result
+		case string:
+			res = &v
+		default:
+			err = fmt.Errorf("reply %q element %d is %T, not a result or nil", code, j+1, parts[j])
+		}
+		return res, err
+	}
+	val, err := text(1)
+	if err != nil {
+		return IngestResult{}, err
+	}
+	switch code {
+	case "created":
+		st, err := text(2)
+		if err != nil {
+			return IngestResult{}, err
+		}
+		r := IngestResult{Outcome: Created, TaskID: val, Status: dtqtype.Status(st)}
+		if len(parts) == 4 {
+			if r.Replaced, err = text(3); err != nil {
+				return IngestResult{}, err
+			}
+		}
+		return r, nil
+	case "deduplicated":
+		mode, err := text(2)
+		if err != nil {
+			return IngestResult{}, err
+		}
+		h, err := flatHash(parts[3])
+		if err != nil {
+			return IngestResult{}, fmt.Errorf("reply %q task hash: %w", code, err)
+		}
+		res, err := result(4)
+		if err != nil {
+			return IngestResult{}, err
+		}
+		r := IngestResult{Outcome: Deduplicated, TaskID: val, Mode: mode}
+		if len(h) > 0 {
+			r.Task = decodeTask(queue, val, h, res)
+		}
+		return r, nil
+	case "duplicate":
+		h, err := flatHash(parts[2])
+		if err != nil {
+			return IngestResult{}, fmt.Errorf("reply %q task hash: %w", code, err)
+		}
+		res, err := result(3)
+		if err != nil {
+			return IngestResult{}, err
+		}
+		return IngestResult{Outcome: Duplicate, TaskID: val, Task: decodeTask(queue, val, h, res)}, nil
+	case "in_progress":
+		return IngestResult{Outcome: InProgress, TaskID: val}, nil
+	case "mismatch":
+		return IngestResult{Outcome: Mismatch, TaskID: val}, nil
+	case "absent":
+		return IngestResult{Outcome: Absent, TaskID: val}, nil
+	default: // full
+		d, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			return IngestResult{}, fmt.Errorf("reply %q depth %q is not a number", code, val)
+		}
+		return IngestResult{Outcome: QueueFull, Depth: d}, nil
+	}
+}
+
+// flatHash reads an HGETALL answered from a script: a flat list of field,
+// value pairs, every one text.
+func flatHash(v any) (map[string]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%T, not a list", v)
+	}
+	if len(arr)%2 != 0 {
+		return nil, fmt.Errorf("%d elements, not field, value pairs", len(arr))
+	}
 	m := make(map[string]string, len(arr)/2)
-	for i := 0; i+1 < len(arr); i += 2 {
-		k, _ := arr[i].(string)
-		s, _ := arr[i+1].(string)
+	for i := 0; i < len(arr); i += 2 {
+		k, ok1 := arr[i].(string)
+		s, ok2 := arr[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("pair %d is %T, %T, not text", i/2+1, arr[i], arr[i+1])
+		}
 		m[k] = s
 	}
-	return m
+	return m, nil
 }
 
 // isQnumError reports whether ingest refused its ids' queue number.
