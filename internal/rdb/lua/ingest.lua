@@ -351,13 +351,20 @@ for i = 1, n do
       -- retain); a task deleted by hand frees the key.
       if hst then into = 't' end
     elseif mode == 'debounce' then
-      if hst == 'pending' and r[2] == 'debounce' then
+      -- Only a task that still waits takes the submission: pending, not
+      -- due yet and its first submission's max wait not reached. One due
+      -- (the promoter may not have queued it yet) waits no more: this
+      -- submission makes a new task with a new window, as one after the
+      -- task was queued does, rather than pushing back a task that was
+      -- about to start or handing it a payload sent after its deadline.
+      local cur = hst == 'pending' and r[2] == 'debounce' and tonumber(hv[4] or '0')
+      local cap = cur and mw ~= '' and tonumber(r[3]) + tonumber(mw)
+      if cur and D.now_n < cur and not (cap and D.now_n >= cap) then
         -- The waiting task takes this payload and waits window more,
         -- never past the first submission's time + max wait, and never
         -- less than it already waits (a delay it was given).
         local due = D.now_n + tonumber(win)
-        if mw ~= '' then due = math.min(due, tonumber(r[3]) + tonumber(mw)) end
-        local cur = tonumber(hv[4] or '0')
+        if cap and due > cap then due = cap end
         if due < cur then due = cur end
         redis.call('HSET', hkey, 'payload', payload, 'available_at', string.format('%d', due))
         if metadata ~= '' then

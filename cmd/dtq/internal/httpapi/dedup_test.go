@@ -1,12 +1,18 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // TestDedupAnswers: a collapsed submission answers 200 with the
@@ -125,4 +131,66 @@ func TestDedupRefusedFields(t *testing.T) {
 	var e map[string]any
 	require.NoError(t, json.Unmarshal(wf.body, &e))
 	require.Contains(t, e["message"], "dedup")
+}
+
+// TestDedupDebounceStartsByMaxWait: one submission every 300 ms for 5 s
+// of a debounce key (window 1s, max_wait 3s) over HTTP, with a real worker.
+// The first task is never due past its first submission + max_wait and
+// never takes a payload sent after it was due: a submission sent after
+// that moment is a new task, whether or not the promoter has queued the
+// first yet. How long after the first submission the first task started is
+// logged, not asserted (it includes the promoter's and the worker's
+// latency, which a loaded machine stretches).
+func TestDedupDebounceStartsByMaxWait(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	type run struct {
+		at time.Time
+		id string
+		n  int
+	}
+	started := make(chan run, 32)
+	b.startWorker(t, map[string]int{"deb": 1}, handlers{"reindex": func(ctx context.Context, task *dtq.Task) (any, error) {
+		var p struct{ N int }
+		if err := json.Unmarshal(task.Payload, &p); err != nil {
+			return nil, err
+		}
+		started <- run{time.Now(), task.ID, p.N}
+		return nil, nil
+	}})
+	const body = `{"task_type":"reindex","queue":"deb","payload":{"n":%d},` +
+		`"dedup":{"key":"d","mode":"debounce","window":"1s","max_wait":"3s"}}`
+	const maxWait = 3 * time.Second
+	type sent struct {
+		at time.Time // before the request: the server's time is later
+		id string
+	}
+	var subs []sent
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i == 0 || time.Since(subs[0].at) < 5*time.Second; i++ {
+		at := time.Now()
+		res := b.post(t, fmt.Sprintf(body, i))
+		require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, res.status, string(res.body))
+		subs = append(subs, sent{at, res.task(t).TaskID})
+		<-tick.C
+	}
+	var first run
+	select {
+	case first = <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no task started")
+	}
+	t.Logf("first start %v after the first submission (max_wait %v)", first.at.Sub(subs[0].at), maxWait)
+	require.Equal(t, subs[0].id, first.id, "the first submission's task starts first")
+	ti := b.waitStatus(t, first.id, dtqtype.StatusSucceeded)
+	require.LessOrEqual(t, ti.AvailableAt.Sub(ti.CreatedAt.Time), maxWait, "due by the first submission + max_wait")
+	require.False(t, subs[first.n].at.After(ti.AvailableAt.Time), "the task ran with payload %d, sent %v after it was due",
+		first.n, subs[first.n].at.Sub(ti.AvailableAt.Time))
+	for i, s := range subs {
+		if s.at.After(ti.AvailableAt.Time) {
+			require.NotEqual(t, first.id, s.id, "submission %d, sent %v after the first task was due, collapsed into it",
+				i, s.at.Sub(ti.AvailableAt.Time))
+		}
+	}
 }
