@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,12 +58,15 @@ const (
 // different submissions of the same work one task, the way Mode says. The
 // key is scoped to the queue; an idempotency key is checked first.
 type Dedup struct {
-	// Key is the dedup key, 1..256 printable ASCII characters. Or By.
+	// Key is the dedup key, 1..256 printable ASCII characters, not
+	// beginning with "by:" (the keys By makes). Or By.
 	Key string
 	// By makes the key from the submission instead: each entry is
 	// "task_type" or a path into the payload, "payload.user_id" (dots
 	// between object members; a number picks an array element). A path
-	// the payload lacks counts as null. At most 8 entries.
+	// the payload lacks counts as null. At most 8 entries. Values count
+	// as their canonical JSON: members sorted, numbers by exact value
+	// (1, 1.0 and 1e0 are one; big integers are never rounded).
 	By []string
 	// Mode is what a new submission of a key that has a task does. Required.
 	Mode DedupMode
@@ -93,6 +97,12 @@ func normalizeDedup(d *Dedup, typ string, payload []byte) (*rdb.DedupSpec, error
 	case d.Key != "":
 		if err := checkDedupKey("dedup.key", d.Key); err != nil {
 			return nil, err
+		}
+		if strings.HasPrefix(d.Key, dedupByPrefix) {
+			// The keys by makes: a literal key there could collapse into
+			// (or be collapsed by) submissions it has nothing to do with.
+			return nil, invalid("dedup.key", "may not begin with %q: that prefix is kept for the keys dedup.by makes; "+
+				"choose another key, or send by", dedupByPrefix)
 		}
 		spec.Key = d.Key
 	case len(d.By) > 0:
@@ -149,10 +159,14 @@ func checkDedupKey(field, key string) error {
 	return nil
 }
 
+// dedupByPrefix begins every key dedup.by makes, and no literal key.
+const dedupByPrefix = "by:"
+
 // dedupKeyBy makes the dedup key of paths: "by:" and each path with its
-// value's compact JSON ("task_type=\"email\"&payload.user_id=42"), or,
-// when that is longer than a key may be or not printable ASCII, "by:" and
-// the hex SHA-256 of it.
+// value's compact JSON ("task_type=\"email\"&payload.user_id=42"), its
+// object members sorted and its numbers in canonical form
+// (canonicalNumber), or, when that is longer than a key may be or not
+// printable ASCII, "by:" and the hex SHA-256 of it.
 func dedupKeyBy(paths []string, typ string, payload []byte) (string, error) {
 	if len(paths) > MaxDedupPaths {
 		return "", invalid("dedup.by", "has %d paths; the limit is %d", len(paths), MaxDedupPaths)
@@ -160,7 +174,7 @@ func dedupKeyBy(paths []string, typ string, payload []byte) (string, error) {
 	var doc any
 	decoded := false
 	var b strings.Builder
-	b.WriteString("by:")
+	b.WriteString(dedupByPrefix)
 	for i, p := range paths {
 		if i > 0 {
 			b.WriteByte('&')
@@ -176,13 +190,13 @@ func dedupKeyBy(paths []string, typ string, payload []byte) (string, error) {
 		}
 		if !decoded {
 			dec := json.NewDecoder(bytes.NewReader(payload))
-			dec.UseNumber() // numbers as written: 42 and 42.0 stay apart, big ones exact
+			dec.UseNumber() // numbers exact (big ones too), then canonical: 42 and 42.0 are one
 			if err := dec.Decode(&doc); err != nil {
 				return "", invalid("payload", "is not valid JSON: %v", err)
 			}
 			decoded = true
 		}
-		v, err := json.Marshal(lookupPath(doc, strings.Split(rest, "."))) // sorted members: one text per value
+		v, err := json.Marshal(canonicalNumbers(lookupPath(doc, strings.Split(rest, ".")))) // sorted members: one text per value
 		if err != nil {
 			return "", invalid("payload", "cannot be read at %q: %v", p, err)
 		}
@@ -193,7 +207,7 @@ func dedupKeyBy(paths []string, typ string, payload []byte) (string, error) {
 	key := b.String()
 	if checkDedupKey("", key) != nil {
 		sum := sha256.Sum256([]byte(key))
-		key = "by:" + hex.EncodeToString(sum[:])
+		key = dedupByPrefix + hex.EncodeToString(sum[:])
 	}
 	return key, nil
 }
@@ -232,4 +246,76 @@ func arrayIndex(seg string) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
+}
+
+// canonicalNumbers puts every number in v (a JSON value decoded with
+// UseNumber) in canonical form, in place, and returns v.
+func canonicalNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return json.Number(canonicalNumber(string(x)))
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonicalNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonicalNumbers(e)
+		}
+	}
+	return v
+}
+
+// canonicalNumber is the one text of a JSON number's exact decimal value
+// (s must be in JSON's number grammar): 1, 1.0, 1e0, 10E-1 and 0.1e1 are
+// all "1", and -0 is "0". It is written as ECMAScript writes a number
+// (plain digits up to 21 before the point, "0.000001" down to 6 zeros
+// after it, else "1.5e+21", "1e-7"), but with every digit kept: nothing is
+// rounded to a 64-bit float, so 9007199254740993 and 9007199254740992
+// stay apart, and an exponent of any size is kept exactly.
+func canonicalNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp := s, "0"
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, exp = s[:i], s[i+1:]
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	d := strings.TrimLeft(whole+frac, "0")
+	if d == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(d, "0")
+	// The value is 0.d × 10^n, d without leading or trailing zeros.
+	n, ok := new(big.Int).SetString(strings.TrimPrefix(exp, "+"), 10)
+	if !ok {
+		return s // not reached: the decoder checked the grammar
+	}
+	n.Add(n, big.NewInt(int64(len(whole)-(len(whole)+len(frac)-len(d)))))
+	d = trimmed
+	k := len(d)
+	var out string
+	switch {
+	case n.IsInt64() && n.Int64() >= int64(k) && n.Int64() <= 21:
+		out = d + strings.Repeat("0", int(n.Int64())-k)
+	case n.IsInt64() && n.Int64() > 0 && n.Int64() <= 21:
+		out = d[:n.Int64()] + "." + d[n.Int64():]
+	case n.IsInt64() && n.Int64() > -6 && n.Int64() <= 0:
+		out = "0." + strings.Repeat("0", int(-n.Int64())) + d
+	default:
+		out = d[:1]
+		if k > 1 {
+			out += "." + d[1:]
+		}
+		e := n.Sub(n, big.NewInt(1))
+		if e.Sign() >= 0 {
+			out += "e+" + e.String()
+		} else {
+			out += "e" + e.String()
+		}
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
 }

@@ -392,6 +392,14 @@ func TestDedupBy(t *testing.T) {
 	require.Empty(t, submit("email", `{"user":{"id":43}}`).Deduplicated, "another user")
 	require.Empty(t, submit("sms", `{"user":{"id":42}}`).Deduplicated, "another type")
 	require.Empty(t, submit("email", `{"user":{"id":"42"}}`).Deduplicated, "a string is not the number")
+	for _, same := range []string{`{"user":{"id":42.0}}`, `{"user":{"id":4.2e1}}`, `{"user":{"id":420E-1}}`} {
+		res := submit("email", same)
+		require.Equal(t, dtq.DedupDrop, res.Deduplicated, "%s is the number 42", same)
+		require.Equal(t, a.TaskID, res.TaskID)
+	}
+	big := submit("email", `{"user":{"id":9007199254740993}}`)
+	require.Equal(t, `by:payload.user.id=9007199254740993&task_type="email"`, big.Task.DedupKey)
+	require.Empty(t, submit("email", `{"user":{"id":9007199254740992}}`).Deduplicated, "big integers stay exact")
 	missing := submit("email", `{}`)
 	require.Equal(t, `by:payload.user.id=null&task_type="email"`, missing.Task.DedupKey)
 	long := submit("email", `{"user":{"id":"`+strings300()+`"}}`)
@@ -421,6 +429,8 @@ func TestDedupRefused(t *testing.T) {
 		{dtq.Dedup{Key: "k", By: []string{"task_type"}, Mode: dtq.DedupDrop}, "dedup"},
 		{dtq.Dedup{Key: strings300(), Mode: dtq.DedupDrop}, "dedup.key"},
 		{dtq.Dedup{Key: "tab\there", Mode: dtq.DedupDrop}, "dedup.key"},
+		{dtq.Dedup{Key: `by:task_type="doc"`, Mode: dtq.DedupDrop}, "dedup.key"}, // by's keys only
+		{dtq.Dedup{Key: "by:", Mode: dtq.DedupDrop}, "dedup.key"},
 		{dtq.Dedup{By: []string{"user_id"}, Mode: dtq.DedupDrop}, "dedup.by"},
 		{dtq.Dedup{By: []string{"payload."}, Mode: dtq.DedupDrop}, "dedup.by"},
 		{dtq.Dedup{By: []string{"payload.a..b"}, Mode: dtq.DedupDrop}, "dedup.by"},

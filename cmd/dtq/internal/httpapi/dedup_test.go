@@ -109,6 +109,7 @@ func TestDedupRefusedFields(t *testing.T) {
 		{`{"key":"","mode":"drop"}`, "dedup.key"},
 		{`{"key":"` + long + `","mode":"drop"}`, "dedup.key"},
 		{`{"key":7,"mode":"drop"}`, "dedup.key"},
+		{`{"key":"by:task_type=\"t\"","mode":"drop"}`, "dedup.key"},
 		{`{"mode":"drop"}`, "dedup"},
 		{`{"by":[],"mode":"drop"}`, "dedup.by"},
 		{`{"by":"task_type","mode":"drop"}`, "dedup.by"},
