@@ -164,7 +164,7 @@ var globalScripts = map[string]bool{
 	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
 	// a workflow's own slot, or the global workflow indexes
 	"wf_create": true, "wf_start": true, "wf_apply": true, "wf_released": true, "wf_add": true, "wf_cancel": true,
-	"wf_note": true, "wf_mark": true, "wf_unmark": true, "wf_unlist": true,
+	"wf_note": true, "wf_mark": true, "wf_unmark": true, "wf_unlist": true, "wf_park": true,
 }
 
 // exerciseScripts drives every script of lua/ through the RDB method that

@@ -40,6 +40,9 @@ func TestMemoryPerWorkflowNode(t *testing.T) {
 	id := NewWorkflowID(b.now, RandomWorkflowTag())
 	st := b.submitWorkflow(t, &NewWorkflow{ID: id, Name: "memory", Nodes: nodes})
 	b.release(t, id, st.Releases)
+	if st.Stored {
+		b.releaseStored(t, id)
+	}
 	waiting := float64(used()-base) / n
 	s := &WorkerSettings{WorkerID: "host-1234-abcdef", Lease: time.Hour, EventsMaxLen: 100000,
 		SucceededRetention: time.Hour, FailedRetention: time.Hour, ResultRetention: time.Hour, DLQEnabled: true, DLQMaxLen: 100}

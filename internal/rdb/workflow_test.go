@@ -100,6 +100,23 @@ func (b *testRDB) release(t *testing.T, id string, rels []Release) {
 	require.NoError(t, b.r.WorkflowReleased(b.ctx, id, refs))
 }
 
+// releaseStored carries out every release stored for workflow id (those a
+// call answered as stored rather than inline).
+func (b *testRDB) releaseStored(t *testing.T, id string) {
+	t.Helper()
+	var all []Release
+	var cursor uint64
+	for {
+		rels, next, err := b.r.WorkflowScanReleases(b.ctx, id, cursor, ReleaseChunk)
+		require.NoError(t, err)
+		all = append(all, rels...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	b.release(t, id, all)
+}
+
 // relay applies every outbox entry of q and carries out its releases.
 func (b *testRDB) relay(t *testing.T, q string) []dtqtype.WorkflowStatus {
 	t.Helper()
@@ -110,6 +127,9 @@ func (b *testRDB) relay(t *testing.T, q string) []dtqtype.WorkflowStatus {
 		res, err := b.r.WorkflowApply(b.ctx, &es[i], b.now, time.Hour, false)
 		require.NoError(t, err)
 		b.release(t, es[i].Workflow, res.Releases)
+		if res.Stored {
+			b.releaseStored(t, es[i].Workflow)
+		}
 		require.NoError(t, b.r.AckOutbox(b.ctx, q, []string{es[i].ID}))
 		if res.Final != "" {
 			finals = append(finals, res.Final)
