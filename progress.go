@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/jsonscan"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -59,7 +60,8 @@ func Progress(ctx context.Context, v any) error {
 }
 
 // ProgressJSON checks a progress value and returns it as JSON: a number
-// 0..100 or a JSON object of at most MaxProgressBytes. The HTTP API checks
+// 0..100 or a JSON object of at most MaxProgressBytes nesting at most
+// MaxJSONDepth levels (as a payload). The HTTP API checks
 // a request's progress with it.
 func ProgressJSON(v any) (json.RawMessage, error) {
 	var raw []byte
@@ -82,6 +84,11 @@ func ProgressJSON(v any) (json.RawMessage, error) {
 	case raw[0] == '{':
 		if len(raw) > MaxProgressBytes {
 			return nil, fmt.Errorf("%w: the object is %d bytes, over %d", ErrInvalidProgress, len(raw), MaxProgressBytes)
+		}
+		// Readers decode progress as it is stored: the payload's bound
+		// keeps a deep object from breaking a recursive decoder.
+		if d := jsonscan.Depth(raw); d > MaxJSONDepth {
+			return nil, fmt.Errorf("%w: the object nests %d levels deep; the limit is %d", ErrInvalidProgress, d, MaxJSONDepth)
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/jsonscan"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -599,7 +600,8 @@ func (g *WorkerGateway) Heartbeat(ctx context.Context, id, token string, lease t
 
 // Complete finalizes task id as succeeded with result (JSON; nil = none),
 // fenced by token. A result over ResultMaxBytes is dropped and flagged
-// truncated. Sent again after success with the same token it answers nil
+// truncated; one nesting deeper than MaxJSONDepth is a *ValidationError
+// (field "result") and nothing is written. Sent again after success with the same token it answers nil
 // again. It fails with ErrLeaseLost when the attempt no longer owns the
 // task, or the token is not one this deployment issued for it; then nothing
 // is written.
@@ -610,6 +612,11 @@ func (g *WorkerGateway) Complete(ctx context.Context, id, token string, result j
 	}
 	if len(result) > 0 && !json.Valid(result) {
 		return invalid("result", "must be valid JSON")
+	}
+	// Dependants and readers decode the result as stored: it keeps the
+	// payload's nesting bound.
+	if d := jsonscan.Depth(result); d > MaxJSONDepth {
+		return invalid("result", "nests %d levels deep; the limit is %d", d, MaxJSONDepth)
 	}
 	succ := attempt.Success(id, t.Attempt, result, g.cfg.ResultMaxBytes)
 	if string(succ.Result) == "null" {

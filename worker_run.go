@@ -14,6 +14,7 @@ import (
 
 	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/groupcommit"
+	"github.com/dtq-io/dtq/internal/jsonscan"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
@@ -270,6 +271,12 @@ func (w *Worker) success(ct *rdb.ClaimedTask, res any, log *slog.Logger) *rdb.Su
 	if err != nil {
 		log.Warn("result is not JSON-encodable; stored as null", "err", err)
 		body = nil
+	}
+	// Dependants and readers decode the result as stored, so it keeps the
+	// payload's nesting bound; deeper, it is dropped as an oversized one is.
+	if d := jsonscan.Depth(body); d > MaxJSONDepth {
+		log.Warn("result nests too deep; dropped and flagged truncated", "depth", d, "limit", MaxJSONDepth)
+		return &rdb.Success{ID: ct.ID, Attempt: ct.Attempt, Truncated: true}
 	}
 	s := attempt.Success(ct.ID, ct.Attempt, body, w.cfg.ResultMaxBytes)
 	return &s

@@ -150,6 +150,8 @@ func TestHTTPProgressValidation(t *testing.T) {
 		{"string progress", `, "progress": "half"`, "progress"},
 		{"array progress", `, "progress": [1]`, "progress"},
 		{"object over 4 KiB", `, "progress": ` + big, "progress"},
+		{"object nesting past the payload's bound", `, "progress": {"a": ` + strings.Repeat("[", dtq.MaxJSONDepth) + strings.Repeat("]", dtq.MaxJSONDepth) + `}`, "progress"},
+		{"object nesting 2,000 levels", `, "progress": {"a": ` + strings.Repeat("[", 1999) + strings.Repeat("]", 1999) + `}`, "progress"},
 		{"line over 1 KiB", `, "logs": ["ok", "` + long + `"]`, "logs"},
 		{"null line", `, "logs": ["ok", null]`, "logs"},
 		{"negative seq", `, "logs": ["a"], "seq": -1`, "seq"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,4 +387,29 @@ func TestHTTPWorkerWritesTheIdempotencyRecordAndStats(t *testing.T) {
 		succeeded += m.Succeeded
 	}
 	require.Equal(t, int64(1), succeeded)
+}
+
+// TestHTTPResultNestingBound: a result nesting deeper than a payload may
+// (64 levels) is 400 INVALID_REQUEST naming the field, and the task keeps
+// running; one at the bound completes it. Dependants and readers decode
+// results as stored, and a deep one broke recursive decoders.
+func TestHTTPResultNestingBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.submit(t, dtq.Submission{Type: "x", Queue: "a"})
+	tasks := b.claimTasks(t, `{"worker_id": "w", "queues": ["a"]}`)
+	require.Len(t, tasks, 1)
+	nest := func(depth int) string {
+		return `{"a": ` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
+	}
+	for _, depth := range []int{dtq.MaxJSONDepth + 1, 4000} {
+		res := b.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/complete", tokenBody(tasks[0].LeaseToken, `, "result": `+nest(depth)))
+		e := res.requireError(t, http.StatusBadRequest, codeInvalidRequest, "result")
+		require.Contains(t, e.Message, "levels deep")
+	}
+	require.Equal(t, dtqtype.StatusRunning, b.waitStatus(t, id, dtqtype.StatusRunning).Status)
+	res := b.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/complete", tokenBody(tasks[0].LeaseToken, `, "result": `+nest(dtq.MaxJSONDepth)))
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	ti := b.waitStatus(t, id, dtqtype.StatusSucceeded)
+	require.JSONEq(t, nest(dtq.MaxJSONDepth), string(ti.Result))
 }
