@@ -37,6 +37,26 @@ type NodeLease struct {
 	Attempt       int
 	WorkerID      string
 	Claim         string
+	// Queues, when not nil, are the only queues the caller may see (an
+	// API key's scope): AddNodes then refuses, with a *ScopeError, a node
+	// added on another queue and a dep that is a node of another queue,
+	// since a node's claim carries its deps' results.
+	Queues []string
+}
+
+// ScopeError is a fan-out that reaches outside the queues its caller may
+// see (NodeLease.Queues): Node is added on Queue, or, when Dep is set,
+// Node depends on Dep, an existing node of Queue.
+type ScopeError struct {
+	Node, Dep, Queue string
+}
+
+// Error names the node, the dep if any, and the queue.
+func (e *ScopeError) Error() string {
+	if e.Dep != "" {
+		return fmt.Sprintf("workflow node %s: dep %q is a node of queue %q, outside the caller's queues", e.Node, e.Dep, e.Queue)
+	}
+	return fmt.Sprintf("workflow node %s: queue %q is outside the caller's queues", e.Node, e.Queue)
 }
 
 // nodeKey carries a running node's lease and client in its handler's
@@ -116,6 +136,11 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	if err != nil {
 		return nil, err
 	}
+	if lease.Queues != nil {
+		if err := c.checkFanOutScope(ctx, id, lease.Queues, nodes, built); err != nil {
+			return nil, err
+		}
+	}
 	full, err := c.fullQueue(ctx, built)
 	if err != nil {
 		return nil, err
@@ -178,6 +203,44 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 		}
 	}
 	return out, nil
+}
+
+// checkFanOutScope refuses a fan-out, for a caller limited to queues, that
+// reaches outside them: a node added on another queue, or a dep that is an
+// existing node of another queue (its result would be in the claim of the
+// caller's node). A ref's queue never changes once added, so what is read
+// here still holds when wf_add runs; a dep the workflow does not have yet
+// is refused as unknown, since another fan-out could add it on any queue.
+func (c *Client) checkFanOutScope(ctx context.Context, id string, queues []string, nodes []Node, built []rdb.WorkflowNode) error {
+	inBatch := map[string]bool{}
+	for _, b := range built {
+		if !slices.Contains(queues, b.Queue) {
+			return &ScopeError{Node: b.Ref, Queue: b.Queue}
+		}
+		inBatch[b.Ref] = true
+	}
+	var deps, by []string
+	for _, n := range nodes {
+		for _, d := range n.Deps {
+			if !inBatch[d] {
+				inBatch[d] = true // read once
+				deps, by = append(deps, d), append(by, n.Ref)
+			}
+		}
+	}
+	qs, err := c.rdb.NodeQueues(ctx, id, deps)
+	if err != nil {
+		return err
+	}
+	for i, q := range qs {
+		switch {
+		case q == "":
+			return &WorkflowError{Node: by[i], Reason: fmt.Sprintf("dep %q is not a node of the workflow", deps[i])}
+		case !slices.Contains(queues, q):
+			return &ScopeError{Node: by[i], Dep: deps[i], Queue: q}
+		}
+	}
+	return nil
 }
 
 // queueOfNode finds the queue of an added node: its definition's, or the

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
@@ -457,7 +458,15 @@ func (s *Server) addNodes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, queryError(err))
 		return
 	}
+	k, hasKey := KeyFromContext(r.Context())
+	if hasKey && k.Scoped() {
+		lease.Queues = k.Queues // the library checks the deps' queues too
+	}
 	refs, err := s.cfg.Client.AddNodes(r.Context(), lease, nodes...)
+	if se, ok := errors.AsType[*dtq.ScopeError](err); ok {
+		s.writeAPIError(w, r, fanOutScopeError(k, se))
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -466,6 +475,19 @@ func (s *Server) addNodes(w http.ResponseWriter, r *http.Request) {
 		refs = []dtq.NodeRef{}
 	}
 	s.writeJSON(w, r, http.StatusOK, addNodesAnswer{Nodes: refs})
+}
+
+// fanOutScopeError is the 403 FORBIDDEN of a scoped key's fan-out that
+// names a dep on a queue outside the key's: the dep's result would reach
+// the key's worker in the new node's claim.
+func fanOutScopeError(k APIKey, se *dtq.ScopeError) *apiError {
+	if se.Dep == "" {
+		return (&scopeError{key: k.Name, queue: se.Queue, queues: k.Queues}).apiError()
+	}
+	return &apiError{status: http.StatusForbidden, code: codeForbidden,
+		message: fmt.Sprintf("the key %q is limited to the queues %s; node %s depends on %q, a node of queue %q, whose result it would read",
+			k.Name, strings.Join(k.Queues, ", "), se.Node, se.Dep, se.Queue),
+		details: map[string]any{"queues": k.Queues, "queue": se.Queue, "node": se.Node, "dep": se.Dep}}
 }
 
 // classifyWorkflow maps the library's workflow errors to their answers, or

@@ -469,3 +469,49 @@ func TestWorkflowQueueFull(t *testing.T) {
 		{"ref":"x","queue":"full","task_type":"t","deps":["root"]},{"ref":"y","queue":"full","task_type":"t","deps":["root"]}]}`).
 		requireError(t, http.StatusTooManyRequests, codeQueueFull, "")
 }
+
+// TestWorkflowFanOutDepsStayInScope: a worker key scoped to a queue may
+// not add a node that depends on a node of another queue (the new node's
+// claim would carry that node's result): 403 FORBIDDEN naming the dep and
+// its queue, and nothing is added. Deps on its own queue's nodes, existing
+// or added alongside, are fine; a dep the workflow lacks is 400.
+func TestWorkflowFanOutDepsStayInScope(t *testing.T) {
+	t.Parallel()
+	keys := []APIKey{{Role: RoleWorker, Name: "qa-worker", Secret: "qa-secret", Queues: []string{"qa"}},
+		{Role: RoleAdmin, Name: "root", Secret: "root-secret"}}
+	b := setup(t, options{keys: keys})
+	qa := []string{"Authorization", "Bearer qa-secret"}
+	root := []string{"Authorization", "Bearer root-secret"}
+	res := b.do(t, http.MethodPost, "/api/v1/workflows", `{"nodes":[{"ref":"secret","queue":"qb","task_type":"t"},{"ref":"parent","queue":"qa","task_type":"t"}]}`, root...)
+	require.Equal(t, http.StatusAccepted, res.status, string(res.body))
+	var sub wfSubmitJSON
+	res.decode(t, &sub)
+	b.runWorkflowMaintenance(t)
+	secret := b.claimOne(t, "qb", root...)
+	res = b.do(t, http.MethodPost, "/api/v1/tasks/"+secret.TaskID+"/complete", `{"lease_token":"`+secret.LeaseToken+`","result":{"pin":"1234"}}`, root...)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+
+	parent := b.claimOne(t, "qa", qa...)
+	add := func(nodes string) *response {
+		return b.do(t, http.MethodPost, "/api/v1/tasks/"+parent.TaskID+"/nodes", `{"lease_token":"`+parent.LeaseToken+`","nodes":`+nodes+`}`, qa...)
+	}
+	for _, nodes := range []string{
+		`[{"ref":"peek","queue":"qa","task_type":"t","deps":["secret"]}]`,
+		`[{"ref":"mid","queue":"qa","task_type":"t","deps":["parent"]},{"ref":"peek","queue":"qa","task_type":"t","deps":["mid","secret"]}]`,
+	} {
+		res = add(nodes)
+		e := res.requireError(t, http.StatusForbidden, codeForbidden, "")
+		require.Equal(t, "secret", e.Details["dep"], string(res.body))
+		require.Equal(t, "qb", e.Details["queue"])
+		require.Equal(t, "peek", e.Details["node"])
+		require.Contains(t, e.Message, `"secret"`)
+		require.Contains(t, e.Message, `"qb"`)
+	}
+	add(`[{"ref":"peek","queue":"qb","task_type":"t","deps":["parent"]}]`).requireError(t, http.StatusForbidden, codeForbidden, "")
+	add(`[{"ref":"peek","queue":"qa","task_type":"t","deps":["ghost"]}]`).requireError(t, http.StatusBadRequest, codeInvalidWorkflow, "")
+	require.Len(t, b.getWorkflowAs(t, sub.WorkflowID, root...).Nodes, 2, "a refused fan-out adds nothing")
+
+	res = add(`[{"ref":"mid","queue":"qa","task_type":"t","deps":["parent"]},{"ref":"end","queue":"qa","task_type":"t","deps":["mid","parent"]}]`)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	require.Len(t, b.getWorkflowAs(t, sub.WorkflowID, root...).Nodes, 4)
+}
