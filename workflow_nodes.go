@@ -272,25 +272,50 @@ func (i *Inspector) GetWorkflow(ctx context.Context, id string) (*dtqtype.Workfl
 }
 
 // WaitWorkflow returns workflow id once it has ended, or as it is when
-// timeout passes (or ctx ends: then with ctx's error). It polls, backing
-// off from 20 ms to 500 ms.
+// timeout passes; when ctx ends first it returns ctx's error and no
+// workflow. While it waits it reads only the workflow's status (one
+// small read, backing off from 20 ms to 500 ms); the whole graph is read
+// once, when the wait ends, so that waiting on a large workflow costs no
+// more than on a small one.
 func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Duration) (*dtqtype.WorkflowInfo, error) {
-	info, err := getWorkflow(ctx, i.rdb, id)
-	if err != nil || info.Status.Terminal() || timeout <= 0 {
-		return info, err
-	}
-	end, err := poll(ctx, timeout, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		var err error
-		info, err = getWorkflow(ctx, i.rdb, id)
-		return err == nil && info.Status.Terminal(), err
-	})
-	switch end {
-	case pollCancelled:
-		return info, ctx.Err()
-	case pollTimedOut:
+	if timeout <= 0 {
 		return getWorkflow(ctx, i.rdb, id)
 	}
-	return info, err
+	ended := func() (bool, error) {
+		st, err := workflowStatus(ctx, i.rdb, id)
+		return err == nil && st.Terminal(), err
+	}
+	done, err := ended()
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		return getWorkflow(ctx, i.rdb, id)
+	}
+	end, err := poll(ctx, timeout, 20*time.Millisecond, 500*time.Millisecond, ended)
+	switch {
+	case end == pollCancelled:
+		return nil, ctx.Err()
+	case err != nil:
+		return nil, err
+	}
+	return getWorkflow(ctx, i.rdb, id)
+}
+
+// workflowStatus reads only workflow id's status: ErrWorkflowNotFound for
+// an unknown or expired one.
+func workflowStatus(ctx context.Context, r *rdb.RDB, id string) (dtqtype.WorkflowStatus, error) {
+	if !rdb.ValidWorkflowID(id) {
+		return "", ErrWorkflowNotFound
+	}
+	heads, err := r.ReadWorkflowStatus(ctx, []string{id})
+	if err != nil {
+		return "", err
+	}
+	if heads[0].Status == "" {
+		return "", ErrWorkflowNotFound
+	}
+	return heads[0].Status, nil
 }
 
 // WorkflowListParams select and page Inspector.ListWorkflows.

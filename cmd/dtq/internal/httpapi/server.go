@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/access"
 )
 
@@ -121,7 +122,8 @@ type Server struct {
 	served       *servedQueues
 	bodies       *bodyBudget
 	waits        *waitLimits
-	watches      *taskWatches
+	watches      *sharedWaits[dtqtype.TaskInfo]
+	wfWatches    *sharedWaits[dtqtype.WorkflowInfo]
 }
 
 // route is one endpoint: method and Go 1.22 ServeMux path pattern, the
@@ -201,7 +203,10 @@ func New(cfg Config) (*Server, error) {
 		allowedHosts: allowed,
 		bodies:       &bodyBudget{limit: cfg.MaxBodyBytesInFlight},
 		waits:        &waitLimits{total: cfg.MaxWaits, perKey: cfg.MaxWaitsPerKey},
-		watches:      &taskWatches{wait: cfg.Inspector.WaitTask},
+		watches: &sharedWaits[dtqtype.TaskInfo]{wait: cfg.Inspector.WaitTask, get: cfg.Inspector.GetTask,
+			ended: func(t *dtqtype.TaskInfo) bool { return t.Status.Terminal() }},
+		wfWatches: &sharedWaits[dtqtype.WorkflowInfo]{wait: cfg.Inspector.WaitWorkflow, get: cfg.Inspector.GetWorkflow,
+			ended: func(w *dtqtype.WorkflowInfo) bool { return w.Status.Terminal() }},
 	}
 	if cfg.ServedCacheTTL <= 0 {
 		cfg.ServedCacheTTL = DefaultServedCacheTTL

@@ -337,7 +337,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer s.waits.release(c)
-		t, err = s.waitTask(r.Context(), id, wait)
+		t, err = s.watches.await(r.Context(), id, wait)
 	} else {
 		t, err = s.cfg.Inspector.GetTask(r.Context(), id)
 	}

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/dtq-io/dtq/dtqtype"
 )
 
 // Long-poll bounds (Config.MaxWaits, Config.MaxWaitsPerKey).
@@ -73,26 +71,30 @@ func caller(r *http.Request) string {
 	return "addr:" + host
 }
 
-// taskWatch is one shared wait for a task to finish: a single poller,
-// however many requests wait on the task.
-type taskWatch struct {
-	done    chan struct{} // closed once task and err are set
-	task    *dtqtype.TaskInfo
+// watch is one shared wait for a task or a workflow to end: a single
+// poller, however many requests wait on it.
+type watch[T any] struct {
+	done    chan struct{} // closed once val and err are set
+	val     *T
 	err     error
 	waiters int
 	cancel  context.CancelFunc
 }
 
-// taskWatches runs at most one taskWatch per task id.
-type taskWatches struct {
+// sharedWaits runs at most one watch per id: wait polls one id for up to
+// a duration, ended tells whether what it answered has ended, and get
+// reads it when a request's own wait runs out first.
+type sharedWaits[T any] struct {
 	mu      sync.Mutex
-	byID    map[string]*taskWatch
-	wait    func(ctx context.Context, id string, d time.Duration) (*dtqtype.TaskInfo, error)
+	byID    map[string]*watch[T]
+	wait    func(ctx context.Context, id string, d time.Duration) (*T, error)
+	ended   func(*T) bool
+	get     func(ctx context.Context, id string) (*T, error)
 	running sync.WaitGroup
 }
 
-// join returns the task's watch, starting one when none runs.
-func (ws *taskWatches) join(id string) *taskWatch {
+// join returns id's watch, starting one when none runs.
+func (ws *sharedWaits[T]) join(id string) *watch[T] {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w := ws.byID[id]; w != nil {
@@ -100,21 +102,21 @@ func (ws *taskWatches) join(id string) *taskWatch {
 		return w
 	}
 	if ws.byID == nil {
-		ws.byID = map[string]*taskWatch{}
+		ws.byID = map[string]*watch[T]{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &taskWatch{done: make(chan struct{}), waiters: 1, cancel: cancel}
+	w := &watch[T]{done: make(chan struct{}), waiters: 1, cancel: cancel}
 	ws.byID[id] = w
 	ws.running.Add(1)
 	go func() {
 		defer ws.running.Done()
-		t, err := ws.wait(ctx, id, maxWait)
+		v, err := ws.wait(ctx, id, maxWait)
 		ws.mu.Lock()
 		if ws.byID[id] == w {
 			delete(ws.byID, id)
 		}
 		ws.mu.Unlock()
-		w.task, w.err = t, err
+		w.val, w.err = v, err
 		close(w.done)
 		cancel()
 	}()
@@ -122,7 +124,7 @@ func (ws *taskWatches) join(id string) *taskWatch {
 }
 
 // leave drops one waiter; the last one stops the poller.
-func (ws *taskWatches) leave(id string, w *taskWatch) {
+func (ws *sharedWaits[T]) leave(id string, w *watch[T]) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w.waiters--; w.waiters == 0 {
@@ -133,32 +135,33 @@ func (ws *taskWatches) leave(id string, w *taskWatch) {
 	}
 }
 
-// waitTask waits up to d for task id to finish, sharing the poll with every
-// other request waiting on it. It answers the task as it is when the wait
-// ends, or ctx's error when ctx ended first (the client left).
-func (s *Server) waitTask(ctx context.Context, id string, d time.Duration) (*dtqtype.TaskInfo, error) {
+// await waits up to d for id to end, sharing the poll with every other
+// request waiting on it. It answers id as it is when the wait ends, or
+// ctx's error when ctx ended first (the client left). What it answers may
+// be shared with other requests: read it, never change it.
+func (ws *sharedWaits[T]) await(ctx context.Context, id string, d time.Duration) (*T, error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
-		w := s.watches.join(id)
+		w := ws.join(id)
 		select {
 		case <-w.done:
-			s.watches.leave(id, w)
+			ws.leave(id, w)
 			if w.err != nil {
 				return nil, w.err
 			}
-			if w.task != nil && w.task.Status.Terminal() {
-				return w.task, nil
+			if w.val != nil && ws.ended(w.val) {
+				return w.val, nil
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			// That poll ended (it lasts at most maxWait): wait on a new one.
 		case <-deadline.C:
-			s.watches.leave(id, w)
-			return s.cfg.Inspector.GetTask(ctx, id)
+			ws.leave(id, w)
+			return ws.get(ctx, id)
 		case <-ctx.Done():
-			s.watches.leave(id, w)
+			ws.leave(id, w)
 			return nil, ctx.Err()
 		}
 	}

@@ -307,18 +307,25 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	info, err := s.cfg.Inspector.GetWorkflow(r.Context(), id)
-	if err == nil {
-		err = requireWorkflowScope(r, info)
+	var info *dtqtype.WorkflowInfo
+	if k, ok := KeyFromContext(r.Context()); wait == 0 || (ok && k.Scoped()) {
+		// A scoped key may wait only on a workflow wholly on its queues:
+		// it sees the graph first. Others wait on the status alone.
+		info, err = s.cfg.Inspector.GetWorkflow(r.Context(), id)
+		if err == nil {
+			err = requireWorkflowScope(r, info)
+		}
 	}
-	if err == nil && wait > 0 && !info.Status.Terminal() {
+	if err == nil && wait > 0 && (info == nil || !info.Status.Terminal()) {
 		c := caller(r)
 		if scope, limit := s.waits.acquire(c); scope != "" {
 			s.writeAPIError(w, r, tooManyWaits(scope, limit))
 			return
 		}
 		defer s.waits.release(c)
-		if info, err = s.cfg.Inspector.WaitWorkflow(r.Context(), id, wait); err == nil {
+		// One poll of the workflow's status serves every request waiting
+		// on it, and the graph is read once when it ends.
+		if info, err = s.wfWatches.await(r.Context(), id, wait); err == nil {
 			err = requireWorkflowScope(r, info) // a fan-out may have added nodes
 		}
 	}
