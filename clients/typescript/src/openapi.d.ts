@@ -183,19 +183,19 @@ export type DeletedTask = {
 /** Collapse submissions of the same work (docs/deduplication.md). Exactly one of key and by. The key is scoped to the queue; an idempotency key is checked first. Not part of the idempotency fingerprint. Not allowed on workflow nodes. */
 export type Dedup = {
   /**
-   * Printable ASCII.
+   * Printable ASCII, not beginning with by: (the keys by makes; 400 INVALID_TASK, details.field dedup.key).
    * @pattern ^[ -~]{1,256}$
    * @minLength 1
    * @maxLength 256
    */
   key?: string;
   /**
-   * Make the key from "task_type" and payload paths such as "payload.user_id" (a number picks an array element; a missing path counts as null).
+   * Make the key from "task_type" and payload paths such as "payload.user_id" (a number picks an array element; a missing path counts as null). Values count as canonical JSON: members sorted, numbers by exact value (1, 1.0 and 1e0 are one; big integers are never rounded).
    * @minItems 1
    * @maxItems 8
    */
   by?: Array<string>;
-  /** drop: while the key's task is not terminal, return it (200). throttle: one task per key per ttl, counted from the first submission (200). debounce: the task waits window; a submission within it replaces the waiting task's payload and pushes its start to now + window, never past the first submission + max_wait (200). replace: cancel the key's queued (not running) task and queue the new one (202). keep_last: at most one running and one queued per key; the new one cancels the queued one, and waits (status waiting) while one runs (202). */
+  /** drop: while the key's task is not terminal, return it (200). throttle: one task per key per ttl, counted from the first submission (200). debounce: the task waits window; a submission within it replaces the waiting task's payload and pushes its start to now + window, never past the first submission + max_wait (200); once the task is due (or max_wait has passed) a submission makes a new task (202). replace: cancel the key's queued (not running) task and queue the new one (202). keep_last: at most one running and one queued per key; the new one cancels the queued one, and waits (status waiting) while one runs (202). */
   mode: "drop" | "throttle" | "debounce" | "replace" | "keep_last";
   /** Go duration, 1ms..8760h. throttle: the period (required). Other modes: the longest the key is held (default: until its task ends). */
   ttl?: string;
@@ -843,6 +843,10 @@ export type DepResult = {
   result?: unknown;
   /** The class of an end other than succeeded (DependencyFailed for a dep cancelled by its own dep). */
   error_class?: string;
+  /** The dep's task id, present when result_omitted. */
+  task_id?: string;
+  /** The dep succeeded with a result left out of deps: a node's deps inline results up to 1 MiB in all, in the order of its deps; later results are read with GET /api/v1/tasks/{task_id}. */
+  result_omitted?: boolean;
 };
 
 export type LeasedTask = {
@@ -866,7 +870,7 @@ export type LeasedTask = {
   workflow_id?: string;
   /** Present when the task is a workflow node: its ref. */
   ref?: string;
-  /** Present when the task is a workflow node: its deps' outcomes by ref ({} without deps). */
+  /** Present when the task is a workflow node: its deps' outcomes by ref ({} without deps). Results are inlined up to 1 MiB in all; a later dep's result is left out (result_omitted, task_id). */
   deps?: { [key: string]: DepResult };
 };
 

@@ -275,8 +275,8 @@ func TestWorkflowGraphLines(t *testing.T) {
 			}
 			return append(out, "layers 100..104: 5 nodes: waiting=2 succeeded=3")
 		}()},
-		{"control characters in refs are blanked", graphNodes("a\tb:queued"), []string{
-			"GRAPH (1 node in 1 layer by dependency depth)", "layer 0", "  a b [queued]"}},
+		{"control characters in refs are shown escaped", graphNodes("a\tb:queued"), []string{
+			"GRAPH (1 node in 1 layer by dependency depth)", "layer 0", `  a\tb [queued]`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
