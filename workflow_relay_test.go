@@ -3,8 +3,6 @@ package dtq_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,26 +14,6 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
-
-// serverClients reads INFO clients: connections and clients blocked in a
-// command.
-func serverClients(t *testing.T, c *redis.Client) (connected, blocked int) {
-	t.Helper()
-	info, err := c.Info(context.Background(), "clients").Result()
-	require.NoError(t, err)
-	field := func(name string) int {
-		for line := range strings.SplitSeq(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, name+":"); ok {
-				n, err := strconv.Atoi(v)
-				require.NoError(t, err)
-				return n
-			}
-		}
-		t.Fatalf("INFO clients has no %s: %q", name, info)
-		return 0
-	}
-	return field("connected_clients"), field("blocked_clients")
-}
 
 // TestWorkflowRelaysOfManyQueuesHoldFewConnections: the workflow
 // maintenance the API runs, over 1,000 registered queues, holds one
@@ -90,7 +68,7 @@ func TestWorkflowRelaysOfManyQueuesHoldFewConnections(t *testing.T) {
 	const groups = 4 // 1,000 queues in groups of 256
 	var most int
 	sample := func() (connected, blocked int) {
-		connected, blocked = serverClients(t, probe)
+		connected, blocked = redistest.ClientCounts(t, probe)
 		most = max(most, connected)
 		return connected, blocked
 	}
@@ -132,6 +110,6 @@ func TestWorkflowRelaysOfManyQueuesHoldFewConnections(t *testing.T) {
 	stop()
 	require.NoError(t, <-done)
 	stopped = true
-	require.Eventually(t, func() bool { _, blocked := serverClients(t, probe); return blocked == 0 },
+	require.Eventually(t, func() bool { _, blocked := redistest.ClientCounts(t, probe); return blocked == 0 },
 		20*time.Second, 10*time.Millisecond, "the relays' reads end with the maintenance")
 }

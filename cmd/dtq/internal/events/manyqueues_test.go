@@ -3,8 +3,6 @@ package events
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,25 +20,6 @@ func manyQueues(n int) []string {
 		qs[i] = fmt.Sprintf("q%04d", i+1)
 	}
 	return qs
-}
-
-// clientCounts reads connected_clients and blocked_clients from INFO.
-func clientCounts(t *testing.T, c *redis.Client) (connected, blocked int) {
-	t.Helper()
-	info, err := c.Info(context.Background(), "clients").Result()
-	require.NoError(t, err)
-	field := func(name string) int {
-		for line := range strings.SplitSeq(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, name+":"); ok {
-				n, err := strconv.Atoi(v)
-				require.NoError(t, err)
-				return n
-			}
-		}
-		t.Fatalf("INFO clients has no %s: %q", name, info)
-		return 0
-	}
-	return field("connected_clients"), field("blocked_clients")
 }
 
 // TestManyQueuesFewConnections checks the connection bound of the feed: with
@@ -70,7 +49,7 @@ func TestManyQueuesFewConnections(t *testing.T) {
 
 	// Nobody watches: the hub holds no connection beyond the API's pool.
 	outsidePool := func() int {
-		n, _ := clientCounts(t, probe)
+		n, _ := redistest.ClientCounts(t, probe)
 		return n - 1 - int(api.PoolStats().TotalConns)
 	}
 	require.Eventually(t, func() bool { return outsidePool() == 0 }, 20*time.Second, 10*time.Millisecond)
@@ -79,7 +58,7 @@ func TestManyQueuesFewConnections(t *testing.T) {
 	c.start(t)
 	var most atomic.Int64 // the most connections seen while the client watched
 	sample := func() (connected, blocked int) {
-		connected, blocked = clientCounts(t, probe)
+		connected, blocked = redistest.ClientCounts(t, probe)
 		if int64(connected) > most.Load() {
 			most.Store(int64(connected))
 			if connected > bound {
@@ -108,7 +87,7 @@ func TestManyQueuesFewConnections(t *testing.T) {
 	// The last client leaves: the groups close their connections.
 	c.close()
 	require.Eventually(t, func() bool {
-		_, blocked := clientCounts(t, probe)
+		_, blocked := redistest.ClientCounts(t, probe)
 		return blocked == 0 && outsidePool() == 0
 	}, 20*time.Second, 10*time.Millisecond, "back to the API's own connections")
 }
