@@ -36,6 +36,18 @@ local function after_id(id)
   return ms .. '-' .. (tonumber(seq) + 1)
 end
 
+-- call_chunked calls cmd on key with the values list[first..] appended, at
+-- most 1,000 a call (unpack is bounded by Lua's C stack, which fails past
+-- about 8,000 values), and returns the last call's reply (nil when there
+-- is nothing to send).
+local function call_chunked(cmd, key, list, first)
+  local reply
+  for i = first or 1, #list, 1000 do
+    reply = redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+  return reply
+end
+
 -- hget_into reads the named fields of a hash into m (absent fields become
 -- nil). A hot loop passes one table it refills from task to task: once the
 -- table has a slot for every field, refilling allocates nothing, where a

@@ -30,7 +30,7 @@
 -- soon after the run's last write (nothing written; n: ms until one may
 -- land).
 --
---! include: hget_map, emit
+--! include: hget_map, emit, call_chunked
 
 local tid, attempt, worker, claim = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local seq = tonumber(ARGV[6])
@@ -87,10 +87,7 @@ if #ARGV >= 13 or dropped > 0 then
   end
   local now_dropped = dropped + skipped + popped
   d = d + now_dropped
-  -- (in chunks: unpack is bounded by Lua's C stack)
-  for i = first, #ARGV, 1000 do
-    redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
+  call_chunked('RPUSH', key, ARGV, first)
   b = b + kb
   redis.call('LPUSH', key, d .. ' ' .. b)
   if not h.lg or tonumber(h.lg) < tonumber(attempt) then

@@ -6,9 +6,8 @@
 -- Safe to send twice (a deleted entry is nothing to delete).
 --
 -- Returns "ok".
+--
+--! include: call_chunked
 
--- (in chunks: unpack is bounded by Lua's C stack)
-for i = 1, #ARGV, 1000 do
-  redis.call('XDEL', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
+call_chunked('XDEL', KEYS[1], ARGV)
 return 'ok'

@@ -20,6 +20,8 @@
 -- left as it is, so a resend writes nothing.
 --
 -- Returns the number of nodes that exist now (created or already there).
+--
+--! include: call_chunked
 
 local n = (#KEYS - 3) / 2
 local created, recent = 0, {}
@@ -42,12 +44,7 @@ for i = 1, n do
   end
 end
 if created > 0 then
-  -- (in chunks: unpack is bounded by Lua's C stack)
-  local len = 0
-  for i = 1, #recent, 1000 do
-    len = redis.call('LPUSH', KEYS[3], unpack(recent, i, math.min(i + 999, #recent)))
-  end
-  if len > tonumber(ARGV[2]) then
+  if call_chunked('LPUSH', KEYS[3], recent) > tonumber(ARGV[2]) then
     redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
   end
   redis.call('INCRBY', KEYS[2], created)

@@ -7,9 +7,8 @@
 -- Safe to send twice (a ref already dropped is nothing to drop).
 --
 -- Returns "ok".
+--
+--! include: call_chunked
 
--- (in chunks: unpack is bounded by Lua's C stack)
-for i = 1, #ARGV, 1000 do
-  redis.call('HDEL', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
+call_chunked('HDEL', KEYS[1], ARGV)
 return 'ok'

@@ -7,9 +7,8 @@
 -- Safe to send twice (a removed id is nothing to remove).
 --
 -- Returns "ok".
+--
+--! include: call_chunked
 
--- (in chunks: unpack is bounded by Lua's C stack)
-for i = 1, #ARGV, 1000 do
-  redis.call('ZREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
+call_chunked('ZREM', KEYS[1], ARGV)
 return 'ok'
