@@ -413,14 +413,7 @@ func (r *RDB) WorkflowRelease(ctx context.Context, rel *Release, now time.Time, 
 // WorkflowReleased drops carried-out releases of workflow id, at most
 // ReleaseChunk a call.
 func (r *RDB) WorkflowReleased(ctx context.Context, id string, refs []string) error {
-	for len(refs) > 0 {
-		chunk := refs[:min(len(refs), ReleaseChunk)]
-		refs = refs[len(chunk):]
-		if err := r.run(ctx, scriptWfReleased, []string{r.keys.WorkflowReleases(id)}, toAnys(chunk)...).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.runChunked(ctx, scriptWfReleased, r.keys.WorkflowReleases(id), refs)
 }
 
 // WorkflowScanReleases reads up to about n releases of workflow id not yet
@@ -687,17 +680,7 @@ func (r *RDB) OutboxLastID(ctx context.Context, queue string) (string, error) {
 
 // AckOutbox deletes carried-out entries of queue's outbox.
 func (r *RDB) AckOutbox(ctx context.Context, queue string, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), ReleaseChunk)]
-		ids = ids[len(chunk):]
-		if err := r.run(ctx, scriptWfAck, []string{r.keys.WorkflowOutbox(queue)}, toAnys(chunk)...).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.runChunked(ctx, scriptWfAck, r.keys.WorkflowOutbox(queue), ids)
 }
 
 // RelayLock takes or keeps (lease > 0) or gives up (lease 0) the right to
@@ -775,13 +758,17 @@ func (r *RDB) WorkflowIndexPage(ctx context.Context, before string, n int) ([]st
 // DropFromWorkflowIndex removes workflows that are gone from the listing
 // index (a read found no record).
 func (r *RDB) DropFromWorkflowIndex(ctx context.Context, ids []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), ReleaseChunk)]
-		ids = ids[len(chunk):]
-		if err := r.run(ctx, scriptWfUnlist, []string{r.keys.WorkflowIndex()}, toAnys(chunk)...).Err(); err != nil {
+	return r.runChunked(ctx, scriptWfUnlist, r.keys.WorkflowIndex(), ids)
+}
+
+// runChunked runs script s, whose one key is key and whose arguments are
+// a list of values, over vals at most ReleaseChunk values a call (none for
+// an empty vals).
+func (r *RDB) runChunked(ctx context.Context, s *script, key string, vals []string) error {
+	for len(vals) > 0 {
+		chunk := vals[:min(len(vals), ReleaseChunk)]
+		vals = vals[len(chunk):]
+		if err := r.run(ctx, s, []string{key}, toAnys(chunk)...).Err(); err != nil {
 			return err
 		}
 	}
