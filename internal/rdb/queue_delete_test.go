@@ -1,9 +1,12 @@
 package rdb
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq/internal/redistest"
 )
 
 func TestDeleteQueueOnlyWhenEmpty(t *testing.T) {
@@ -64,4 +67,50 @@ func TestDeletedQueueNumberIsReusedAfterQuarantine(t *testing.T) {
 	_, created, err = b.r.RegisterQueue(b.ctx, "c", true)
 	require.NoError(t, err)
 	require.False(t, created)
+}
+
+// TestQueuesReadsTheNamesOnlyWhenTheyChange: a loop listing the queues
+// each second costs one HGET of the change counter while nothing changes,
+// and still sees at once what another process registers or deletes.
+func TestQueuesReadsTheNamesOnlyWhenTheyChange(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	counted, n := s.Counted(t)
+	reader := New(counted.Client, s.Prefix)
+	writer := New(s.Client, s.Prefix)
+	ctx := context.Background()
+	key := reader.Keys().Queues()
+	list := func() []string {
+		t.Helper()
+		qs, err := reader.Queues(ctx)
+		require.NoError(t, err)
+		return qs
+	}
+
+	require.Empty(t, list())
+	_, err := writer.QueueNumber(ctx, "a")
+	require.NoError(t, err)
+	_, err = writer.QueueNumber(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, list())
+	full := n.Count("hgetall", key)
+	for range 5 {
+		require.Equal(t, []string{"a", "b"}, list())
+	}
+	require.Equal(t, full, n.Count("hgetall", key), "an unchanged registry is not read again")
+
+	res, err := writer.DeleteQueue(ctx, "a")
+	require.NoError(t, err)
+	require.True(t, res.Deleted)
+	require.Equal(t, []string{"b"}, list(), "a deletion elsewhere is seen at once")
+	_, err = writer.QueueNumber(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "c"}, list(), "a registration elsewhere is seen at once")
+
+	// A registry lost with its node is read again, as is one rebuilt.
+	require.NoError(t, s.Client.Del(ctx, key).Err())
+	require.Empty(t, list())
+	got := list()
+	got = append(got, "mutated")
+	require.NotEqual(t, got, list(), "callers get their own copy")
 }

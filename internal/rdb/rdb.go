@@ -262,6 +262,11 @@ type RDB struct {
 	numQueue   map[uint16]cachedName
 	restoredAt time.Time // the last rebuild tried on a miss (queueNameFresh)
 
+	queuesMu   sync.Mutex // Queues' copy of the registry's names
+	queuesList []string
+	queuesGen  string
+	queuesAt   time.Time
+
 	fairMu    sync.Mutex
 	fairFlags map[string]queueFlags // flags
 }
@@ -576,8 +581,24 @@ func (r *RDB) queueNameUncached(ctx context.Context, num uint16) (string, error)
 	return q, nil
 }
 
-// Queues returns every registered queue name, sorted by name.
+// Queues returns every registered queue name, sorted by name. The names
+// are read in full only when the registry's change counter ("#gen", moved by
+// register_queue and unregister_queue) differs from the last full read's, or
+// that read is queuesRefresh old: background loops that list the queues
+// every second cost one HGET each, not a read of every name.
 func (r *RDB) Queues(ctx context.Context) ([]string, error) {
+	r.queuesMu.Lock()
+	defer r.queuesMu.Unlock()
+	if r.queuesList != nil && time.Since(r.queuesAt) < queuesRefresh {
+		gen, err := r.c.HGet(ctx, r.keys.Queues(), "#gen").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		if gen == r.queuesGen {
+			return slices.Clone(r.queuesList), nil
+		}
+	}
+	at := time.Now()
 	m, err := r.c.HGetAll(ctx, r.keys.Queues()).Result()
 	if err != nil {
 		return nil, err
@@ -593,8 +614,13 @@ func (r *RDB) Queues(ctx context.Context) ([]string, error) {
 		out = append(out, name)
 	}
 	slices.Sort(out)
-	return out, nil
+	r.queuesList, r.queuesGen, r.queuesAt = out, m["#gen"], at
+	return slices.Clone(out), nil
 }
+
+// queuesRefresh bounds how long Queues trusts the change counter alone: a
+// registry lost and rebuilt to the same count is read again within it.
+const queuesRefresh = 30 * time.Second
 
 // ScriptHash returns the SHA1 under which the named script is sent with
 // EVALSHA, or "" for no such script. Fault tests use it to pick out one kind

@@ -3,7 +3,8 @@
 -- The registry hash maps <name> -> number and #<number> -> name; the field
 -- "#seq" holds the last number handed out and "#free" the numbers of
 -- deleted queues (see unregister_queue), reused once their quarantine has
--- passed. Queue names never start with '#'.
+-- passed; "#gen" counts the changes to the names (a reader re-reads the
+-- hash only when it moved: RDB.Queues). Queue names never start with '#'.
 --
 -- A queue's number is also kept in the queue's own slot (Keys.QueueNum,
 -- written once by the caller and checked by ingest). The caller passes it
@@ -48,6 +49,7 @@ if want ~= '' then
     redis.call('HSET', KEYS[1], '#seq', want)
   end
   redis.call('HSET', KEYS[1], ARGV[1], want, '#' .. want, ARGV[1])
+  redis.call('HINCRBY', KEYS[1], '#gen', 1)
   return {tonumber(want), 1}
 end
 if num then
@@ -74,4 +76,5 @@ if not next_num then
   redis.call('HSET', KEYS[1], '#seq', next_num)
 end
 redis.call('HSET', KEYS[1], ARGV[1], next_num, '#' .. next_num, ARGV[1])
+redis.call('HINCRBY', KEYS[1], '#gen', 1)
 return {next_num, 1}

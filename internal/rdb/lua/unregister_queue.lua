@@ -22,4 +22,5 @@ else
   free = free .. ' ' .. entry
 end
 redis.call('HSET', KEYS[1], '#free', free)
+redis.call('HINCRBY', KEYS[1], '#gen', 1)
 return tonumber(num)
