@@ -118,7 +118,8 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 	if pause {
 		mode = "pause"
 	}
-	n, err := r.run(ctx, scriptPause, []string{r.keys.Paused(queue), r.keys.Events(queue)}, now.UnixMilli(), mode, s.EventsMaxLen, actor).Int64()
+	n, err := r.callPause(ctx, &pauseKeys{Paused: r.keys.Paused(queue), Events: r.keys.Events(queue)},
+		&pauseArgs{Now: now.UnixMilli(), Mode: mode, EventsMaxLen: s.EventsMaxLen, Actor: actor})
 	return n == 1, err
 }
 

@@ -26,11 +26,14 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	args := []any{now.UnixMilli(), s.Lease.Milliseconds(), s.WorkerID, r.keys.TaskPrefix(queue), s.Claim}
-	for _, l := range refs {
-		args = append(args, l.ID, l.Attempt)
+	tasks := make([]renewTasksItem, len(refs))
+	for i, l := range refs {
+		tasks[i] = renewTasksItem(l)
 	}
-	v, err := r.run(ctx, scriptRenew, []string{r.keys.Lease(queue)}, args...).Int64Slice()
+	v, err := r.callRenew(ctx, &renewKeys{Lease: r.keys.Lease(queue)}, &renewArgs{
+		Now: now.UnixMilli(), LeaseMS: s.Lease.Milliseconds(), WorkerID: s.WorkerID, TaskPrefix: r.keys.TaskPrefix(queue),
+		Claim: s.Claim, Tasks: tasks,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +48,7 @@ func (r *RDB) RenewLeases(ctx context.Context, queue string, s *WorkerSettings, 
 // offer first when none is: every process that calls it gets the same
 // secret, whichever stored it.
 func (r *RDB) LeaseSecret(ctx context.Context, offer string) (string, error) {
-	return r.run(ctx, scriptLeaseSecret, []string{r.keys.LeaseSecret()}, offer).Text()
+	return r.callLeaseSecret(ctx, &leaseSecretKeys{Secret: r.keys.LeaseSecret()}, &leaseSecretArgs{Offer: offer})
 }
 
 // Reclaim takes over up to room tasks of queue whose lease expired, and

@@ -8,19 +8,14 @@ import (
 // OpClaim starts an IdempotentOperation: done (with the stored result),
 // busy, or claimed for lease.
 func (r *RDB) OpClaim(ctx context.Context, key, token string, lease time.Duration) (state string, result string, err error) {
-	v, err := r.run(ctx, scriptOpClaim, []string{r.keys.Operation(key)}, token, lease.Milliseconds()).Slice()
-	if err != nil {
-		return "", "", err
-	}
-	state, _ = v[0].(string)
-	if len(v) > 1 {
-		result, _ = v[1].(string)
-	}
-	return state, result, nil
+	v, err := r.callOpClaim(ctx, &opClaimKeys{Operation: r.keys.Operation(key)},
+		&opClaimArgs{Token: token, LeaseMS: lease.Milliseconds()})
+	return v.State, v.Result, err
 }
 
 // OpFinish ends or extends an operation claim: mode done|extend|release.
 func (r *RDB) OpFinish(ctx context.Context, key, token, mode string, ttl time.Duration, result []byte) (bool, error) {
-	n, err := r.run(ctx, scriptOpFinish, []string{r.keys.Operation(key)}, token, mode, ttl.Milliseconds(), result).Int64()
+	n, err := r.callOpFinish(ctx, &opFinishKeys{Operation: r.keys.Operation(key)},
+		&opFinishArgs{Token: token, Mode: mode, TTLMS: ttl.Milliseconds(), Result: result})
 	return n == 1, err
 }

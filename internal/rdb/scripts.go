@@ -26,6 +26,8 @@ func newScript(name string) *script {
 	return s
 }
 
+//go:generate go run ./internal/scriptgen -lua lua -out scripts_gen.go
+
 // The scripts of lua/, one handle each.
 var (
 	scriptAudit           = newScript("audit")

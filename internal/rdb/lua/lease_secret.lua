@@ -3,10 +3,11 @@
 -- wins and every process uses it, so a lease token one process issued is
 -- verified by any other. Sent again, it answers the stored secret again.
 --
--- KEYS[1] lease secret string
--- ARGV[1] the secret to store when none is
+-- KEYS[1] secret: lease secret string
+-- ARGV[1] offer: the secret to store when none is
 --
--- Returns the stored secret.
+-- Returns: string
+-- the stored secret.
 
 redis.call('SET', KEYS[1], ARGV[1], 'NX')
 return redis.call('GET', KEYS[1])

@@ -2,10 +2,12 @@
 -- stored result; one running elsewhere answers busy; otherwise the caller
 -- gets a short lease (token) while its function runs.
 --
--- KEYS[1] operation hash
--- ARGV[1] token  ARGV[2] lease (ms)
+-- KEYS[1] operation: operation hash
+-- ARGV[1] token: the caller's claim token
+-- ARGV[2] lease_ms int64: lease (ms)
 --
--- Returns {"done", result} | {"busy"} | {"claimed"}.
+-- Returns: {state string, result? string}
+-- {"done", result} | {"busy"} | {"claimed"}.
 
 local st = redis.call('HMGET', KEYS[1], 'state', 'result')
 if st[1] == 'done' then

@@ -3,11 +3,14 @@
 -- deletes the claim so a later caller may try again. A claim that is no
 -- longer ours (lease expired and taken) is left alone.
 --
--- KEYS[1] operation hash
--- ARGV[1] token  ARGV[2] mode (done|extend|release)  ARGV[3] ttl (ms)
--- ARGV[4] result JSON (done)
+-- KEYS[1] operation: operation hash
+-- ARGV[1] token: the claim's token
+-- ARGV[2] mode: done | extend | release
+-- ARGV[3] ttl_ms int64: ttl (ms)
+-- ARGV[4] result bytes: result JSON (done)
 --
--- Returns 1 when applied, 0 when the claim was not ours any more.
+-- Returns: int
+-- 1 when applied, 0 when the claim was not ours any more.
 
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0

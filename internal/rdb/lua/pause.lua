@@ -1,10 +1,15 @@
 -- pause: pause or resume a queue. A paused queue delivers nothing; its tasks
 -- stay queued. Emits QUEUE_PAUSED / QUEUE_RESUMED only on a change.
 --
--- KEYS[1] paused flag  KEYS[2] event stream
--- ARGV[1] now (ms)  ARGV[2] "pause" | "resume"  ARGV[3] events maxlen  ARGV[4] actor
+-- KEYS[1] paused: paused flag
+-- KEYS[2] events: event stream
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] mode: "pause" | "resume"
+-- ARGV[3] events_max_len int64: events maxlen
+-- ARGV[4] actor: who asked
 --
--- Returns 1 when the state changed, 0 when it already was so.
+-- Returns: int
+-- 1 when the state changed, 0 when it already was so.
 --
 --! include: emit
 

@@ -4,13 +4,17 @@
 -- reports cancel requests, so a missed pub/sub message costs at most one
 -- heartbeat.
 --
--- KEYS[1] lease ZSET
--- ARGV[1] now (ms)  ARGV[2] lease duration (ms)  ARGV[3] worker id
--- ARGV[4] task key prefix  ARGV[5] claim nonce ("" = not checked)
--- ARGV[6..] pairs of task id, attempt
+-- KEYS[1] lease: lease ZSET
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] lease_ms int64: lease duration (ms)
+-- ARGV[3] worker_id: worker id
+-- ARGV[4] task_prefix: task key prefix
+-- ARGV[5] claim: claim nonce ("" = not checked)
+-- ARGV[6..] tasks []{id, attempt int}: pairs of task id, attempt
 --
--- Returns one code per task: 0 renewed, 1 lease lost (the handler must stop
--- and write nothing), 2 renewed but a cancel was requested.
+-- Returns: []int
+-- one code per task: 0 renewed, 1 lease lost (the handler must stop and
+-- write nothing), 2 renewed but a cancel was requested.
 --
 --! include: hget_map
 

@@ -1,0 +1,21 @@
+-- example: a script whose header uses every part of the grammar.
+--
+-- KEYS[1] lease: lease ZSET
+-- KEYS[2..4] bands: band streams p0..p2
+-- KEYS[5..] tasks: task hashes, one per task
+-- KEYS[5 + 1*n] outbox: workflow outbox stream, after
+--   the tasks' keys
+-- KEYS[6 + 1*n] fair_on?: fair flag, sent with the next one
+-- KEYS[7 + 1*n] wake?: wake stream
+--
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] worker_id: worker id
+-- ARGV[3] max int: most tasks to take
+-- ARGV[4..] leases []{id, attempt int}: pairs of task id, attempt
+--
+-- Returns: {state string, held int, wait_ms? int, ids ...string}
+-- state "ok" or "paused"; held the tasks held.
+--
+--! include: emit
+
+return {'ok', 0}
