@@ -2,7 +2,6 @@ package rdb
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -32,43 +31,38 @@ const (
 // for "terminal" or "conflict", the task's status.
 func (r *RDB) CancelTask(ctx context.Context, queue, id string, s *AdminSettings, now time.Time, reason string) (string, string, error) {
 	k := r.keys
-	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Expiry(queue), k.Events(queue),
-		k.Depth(queue), k.Stats(queue, minuteOf(now))}, r.bandStreams(queue)...)
 	_, cluster := r.c.(*redis.ClusterClient)
-	keys = append(keys, k.Retained(queue), k.Waiting(queue), k.WorkflowOutbox(queue))
-	v, err := r.run(ctx, scriptCancel, keys, now.UnixMilli(), id, k.IdempotencyPrefix(queue), s.EventsMaxLen,
-		seconds(s.FailedRetention), k.CancelChannel(queue), boolArg(cluster), reason).StringSlice()
-	return outcome(v, err)
-}
-
-func outcome(v []string, err error) (string, string, error) {
-	if err != nil {
-		return "", "", err
-	}
-	if len(v) == 0 {
-		return "", "", fmt.Errorf("rdb: empty reply")
-	}
-	if len(v) > 1 {
-		return v[0], v[1], nil
-	}
-	return v[0], "", nil
+	v, err := r.callCancel(ctx, &cancelKeys{
+		Task: k.Task(queue, id), Schedule: k.Schedule(queue), Expiry: k.Expiry(queue), Events: k.Events(queue),
+		Depth: k.Depth(queue), Stats: k.Stats(queue, minuteOf(now)), Bands: r.bandStreams(queue),
+		Retained: k.Retained(queue), Waiting: k.Waiting(queue), Outbox: k.WorkflowOutbox(queue),
+	}, &cancelArgs{
+		Now: now.UnixMilli(), ID: id, IdemPrefix: k.IdempotencyPrefix(queue), EventsMaxLen: s.EventsMaxLen,
+		FailedRetS: seconds(s.FailedRetention), Channel: k.CancelChannel(queue), Cluster: boolArg(cluster), Reason: reason,
+	})
+	return v.Outcome, v.Status, err
 }
 
 // RunNow makes a pending or retrying task due now.
 func (r *RDB) RunNow(ctx context.Context, queue, id string, s *AdminSettings, now time.Time) (string, string, error) {
 	k := r.keys
-	keys := append([]string{k.Task(queue, id), k.Schedule(queue), k.Events(queue)}, r.bandStreams(queue)...)
-	v, err := r.run(ctx, scriptRunNow, keys, now.UnixMilli(), id, k.TaskPrefix(queue), s.EventsMaxLen,
-		boolArg(r.outcomesOnly(ctx, queue))).StringSlice()
-	return outcome(v, err)
+	v, err := r.callRunNow(ctx, &runNowKeys{
+		Task: k.Task(queue, id), Schedule: k.Schedule(queue), Events: k.Events(queue), Bands: r.bandStreams(queue),
+	}, &runNowArgs{
+		Now: now.UnixMilli(), ID: id, TaskPrefix: k.TaskPrefix(queue), EventsMaxLen: s.EventsMaxLen,
+		Outcomes: boolArg(r.outcomesOnly(ctx, queue)),
+	})
+	return v.Outcome, v.Status, err
 }
 
 // DeleteTask removes a terminal task.
 func (r *RDB) DeleteTask(ctx context.Context, queue, id string, now time.Time) (string, string, error) {
 	k := r.keys
-	v, err := r.run(ctx, scriptDeleteTask, []string{k.Task(queue, id), k.Result(queue, id), k.Recent(queue), k.DLQ(queue),
-		k.Retained(queue)}, id, now.UnixMilli()).StringSlice()
-	return outcome(v, err)
+	v, err := r.callDeleteTask(ctx, &deleteTaskKeys{
+		Task: k.Task(queue, id), Result: k.Result(queue, id), Recent: k.Recent(queue), DLQ: k.DLQ(queue),
+		Retained: k.Retained(queue),
+	}, &deleteTaskArgs{ID: id, Now: now.UnixMilli()})
+	return v.Outcome, v.Status, err
 }
 
 // PurgeQueue cancels every ready (queued, undelivered) task of queue, 500
@@ -80,31 +74,36 @@ func (r *RDB) PurgeQueue(ctx context.Context, queue string, s *AdminSettings, no
 	for b := NumBands - 1; b >= 0; b-- {
 		start := "-"
 		for {
-			v, err := r.run(ctx, scriptPurgeBand, []string{k.Stream(queue, b), k.Expiry(queue), k.Events(queue), k.Depth(queue),
-				k.Retained(queue), k.WorkflowOutbox(queue)}, now.UnixMilli(), start, MaxPerCall, k.TaskPrefix(queue), k.IdempotencyPrefix(queue),
-				s.EventsMaxLen, seconds(s.FailedRetention)).Slice()
+			v, err := r.callPurgeBand(ctx, &purgeBandKeys{
+				Band: k.Stream(queue, b), Expiry: k.Expiry(queue), Events: k.Events(queue), Depth: k.Depth(queue),
+				Retained: k.Retained(queue), Outbox: k.WorkflowOutbox(queue),
+			}, &purgeBandArgs{
+				Now: now.UnixMilli(), Start: start, Max: MaxPerCall, TaskPrefix: k.TaskPrefix(queue),
+				IdemPrefix: k.IdempotencyPrefix(queue), EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention),
+			})
 			if err != nil {
 				return total, err
 			}
-			n, _ := v[0].(int64)
-			total += n
-			start, _ = v[1].(string)
-			if start == "" {
+			total += v.Cancelled
+			if start = v.Last; start == "" {
 				break
 			}
 		}
 		// With key queues, the band's tasks wait there too.
 		for {
-			v, err := r.run(ctx, scriptPurgeKeys, []string{k.Expiry(queue), k.Events(queue), k.Depth(queue), k.Retained(queue),
-				k.WorkflowOutbox(queue), k.FairState(queue), k.FairKeys(queue)}, now.UnixMilli(), b, MaxPerCall,
-				k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
-				k.FairActivePrefix(queue), k.KeyQueuePrefix(queue)).Slice()
+			v, err := r.callPurgeKeys(ctx, &purgeKeysKeys{
+				Expiry: k.Expiry(queue), Events: k.Events(queue), Depth: k.Depth(queue), Retained: k.Retained(queue),
+				Outbox: k.WorkflowOutbox(queue), FairState: k.FairState(queue), FairKeys: k.FairKeys(queue),
+			}, &purgeKeysArgs{
+				Now: now.UnixMilli(), Band: b, Max: MaxPerCall, TaskPrefix: k.TaskPrefix(queue),
+				IdemPrefix: k.IdempotencyPrefix(queue), EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention),
+				FairActive: k.FairActivePrefix(queue), KeyQueue: k.KeyQueuePrefix(queue),
+			})
 			if err != nil {
 				return total, err
 			}
-			n, _ := v[0].(int64)
-			total += n
-			if more, _ := v[1].(int64); more == 0 {
+			total += v.Cancelled
+			if v.More == 0 {
 				break
 			}
 		}
@@ -126,19 +125,11 @@ func (r *RDB) SetPaused(ctx context.Context, queue string, pause bool, s *AdminS
 // Recount recomputes queue's depth counter; it returns the old and new value.
 func (r *RDB) Recount(ctx context.Context, queue string) (int64, int64, error) {
 	k := r.keys
-	keys := append(append([]string{k.Depth(queue), k.Lease(queue), k.Schedule(queue)}, r.bandStreams(queue)...), k.Held(queue), k.Waiting(queue),
-		k.FairState(queue))
-	v, err := r.run(ctx, scriptRecount, keys, Group).Int64Slice()
-	if err != nil {
-		return 0, 0, err
-	}
-	return v[0], v[1], nil
-}
-
-func (r *RDB) dlqKeys(queue string) []string {
-	k := r.keys
-	return append(append([]string{k.DLQ(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...), k.Expiry(queue),
-		k.Retained(queue))
+	v, err := r.callRecount(ctx, &recountKeys{
+		Depth: k.Depth(queue), Lease: k.Lease(queue), Schedule: k.Schedule(queue), Bands: r.bandStreams(queue),
+		Held: k.Held(queue), Waiting: k.Waiting(queue), FairState: k.FairState(queue),
+	}, &recountArgs{Group: Group})
+	return v.Old, v.New, err
 }
 
 // DLQRequeue requeues one task of the DLQ index as a fresh start
@@ -160,9 +151,14 @@ func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSett
 	if !expiresAt.IsZero() {
 		deadline = strconv.FormatInt(expiresAt.UnixMilli(), 10)
 	}
-	return r.run(ctx, scriptDlqOne, r.dlqKeys(queue), now.UnixMilli(), action, id, k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
-		int64(s.IdempotencyTTL/time.Second), boolArg(!s.DLQEnabled), deadline, AttemptsCap).Text()
+	return r.callDLQOne(ctx, &dlqOneKeys{
+		DLQ: k.DLQ(queue), Events: k.Events(queue), Depth: k.Depth(queue), Bands: r.bandStreams(queue),
+		Expiry: k.Expiry(queue), Retained: k.Retained(queue),
+	}, &dlqOneArgs{
+		Now: now.UnixMilli(), Action: action, ID: id, TaskPrefix: k.TaskPrefix(queue), IdemPrefix: k.IdempotencyPrefix(queue),
+		EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention), IdemTTLS: int64(s.IdempotencyTTL / time.Second),
+		DLQOff: boolArg(!s.DLQEnabled), Deadline: deadline, AttemptsCap: AttemptsCap,
+	})
 }
 
 // DLQBulk requeues or discards the DLQ entries of queue matching the
@@ -171,16 +167,19 @@ func (r *RDB) dlqOne(ctx context.Context, queue, id, action string, s *AdminSett
 // (-1 when done).
 func (r *RDB) DLQBulk(ctx context.Context, queue, action string, offset int64, taskType, errorClass string, s *AdminSettings, now time.Time) (matched, processed, next int64, err error) {
 	k := r.keys
-	v, err := r.run(ctx, scriptDlqBulk, r.dlqKeys(queue), now.UnixMilli(), action, offset, MaxPerCall, taskType, errorClass,
-		k.TaskPrefix(queue), k.IdempotencyPrefix(queue), s.EventsMaxLen, seconds(s.FailedRetention),
-		int64(s.IdempotencyTTL/time.Second), AttemptsCap).Int64Slice()
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	return v[0], v[1], v[2], nil
+	v, err := r.callDLQBulk(ctx, &dlqBulkKeys{
+		DLQ: k.DLQ(queue), Events: k.Events(queue), Depth: k.Depth(queue), Bands: r.bandStreams(queue),
+		Expiry: k.Expiry(queue), Retained: k.Retained(queue),
+	}, &dlqBulkArgs{
+		Now: now.UnixMilli(), Action: action, Offset: offset, Max: MaxPerCall, TaskType: taskType, ErrorClass: errorClass,
+		TaskPrefix: k.TaskPrefix(queue), IdemPrefix: k.IdempotencyPrefix(queue), EventsMaxLen: s.EventsMaxLen,
+		FailedRetS: seconds(s.FailedRetention), IdemTTLS: int64(s.IdempotencyTTL / time.Second), AttemptsCap: AttemptsCap,
+	})
+	return v.Matched, v.Processed, v.Next, err
 }
 
 // AppendAudit appends one entry (field/value pairs) to the audit stream.
 func (r *RDB) AppendAudit(ctx context.Context, maxLen int64, fields []any) error {
-	return r.run(ctx, scriptAudit, []string{r.keys.Audit()}, append([]any{maxLen}, fields...)...).Err()
+	_, err := r.callAudit(ctx, &auditKeys{Audit: r.keys.Audit()}, &auditArgs{MaxLen: maxLen, Fields: fields})
+	return err
 }

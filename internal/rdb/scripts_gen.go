@@ -7,6 +7,344 @@ import (
 	"fmt"
 )
 
+// auditKeys are the KEYS of lua/audit.lua.
+type auditKeys struct {
+	Audit string // audit stream
+}
+
+// auditArgs are the ARGV of lua/audit.lua.
+type auditArgs struct {
+	MaxLen int64 // maxlen
+	Fields []any // field, value pairs (actor, role, action, target, ts, request_id, ...)
+}
+
+// callAudit runs lua/audit.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callAudit(ctx context.Context, k *auditKeys, a *auditArgs) (string, error) {
+	var zero string
+	if k.Audit == "" {
+		return zero, fmt.Errorf("lua/audit.lua: KEYS audit is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Audit)
+	args := make([]any, 0, 1+len(a.Fields))
+	args = append(args, a.MaxLen)
+	args = append(args, a.Fields...)
+	v, err := r.run(ctx, scriptAudit, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/audit.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// cancelKeys are the KEYS of lua/cancel.lua.
+type cancelKeys struct {
+	Task     string   // task hash
+	Schedule string   // schedule ZSET
+	Expiry   string   // expiry ZSET
+	Events   string   // event stream
+	Depth    string   // depth counter
+	Stats    string   // stats hash (minute)
+	Bands    []string // band streams p0..p9
+	Retained string   // retained counts hash
+	Waiting  string   // waiting ZSET
+	Outbox   string   // workflow outbox stream
+}
+
+// cancelArgs are the ARGV of lua/cancel.lua.
+type cancelArgs struct {
+	Now          int64  // now (ms)
+	ID           string // task id
+	IdemPrefix   string // idempotency key prefix
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+	Channel      string // cancel channel
+	Cluster      string // "1" to publish with SPUBLISH (Redis Cluster)
+	Reason       string // why the task is cancelled
+}
+
+// cancelReply is the reply of lua/cancel.lua.
+type cancelReply struct {
+	Outcome string
+	Status  string
+}
+
+// callCancel runs lua/cancel.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (cancelReply, error) {
+	var zero cancelReply
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS task is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS schedule is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS expiry is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS depth is empty")
+	}
+	if k.Stats == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS stats is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS retained is empty")
+	}
+	if k.Waiting == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS waiting is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/cancel.lua: KEYS outbox is empty")
+	}
+	keys := make([]string, 0, 9+10)
+	keys = append(keys, k.Task, k.Schedule, k.Expiry, k.Events, k.Depth, k.Stats)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Retained, k.Waiting, k.Outbox)
+	args := make([]any, 0, 8)
+	args = append(args, a.Now, a.ID, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.Channel, a.Cluster, a.Reason)
+	v, err := r.run(ctx, scriptCancel, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 1, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/cancel.lua reply: %w", err)
+	}
+	var rep cancelReply
+	if rep.Outcome, err = replyString(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/cancel.lua reply, outcome: %w", err)
+	}
+	if len(t) <= 1 {
+		return rep, nil
+	}
+	if rep.Status, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/cancel.lua reply, status: %w", err)
+	}
+	return rep, nil
+}
+
+// deleteTaskKeys are the KEYS of lua/delete_task.lua.
+type deleteTaskKeys struct {
+	Task     string // task hash
+	Result   string // result key
+	Recent   string // listing index
+	DLQ      string // DLQ index
+	Retained string // retained counts hash
+}
+
+// deleteTaskArgs are the ARGV of lua/delete_task.lua.
+type deleteTaskArgs struct {
+	ID  string // task id
+	Now int64  // now (ms)
+}
+
+// deleteTaskReply is the reply of lua/delete_task.lua.
+type deleteTaskReply struct {
+	Outcome string
+	Status  string
+}
+
+// callDeleteTask runs lua/delete_task.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDeleteTask(ctx context.Context, k *deleteTaskKeys, a *deleteTaskArgs) (deleteTaskReply, error) {
+	var zero deleteTaskReply
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/delete_task.lua: KEYS task is empty")
+	}
+	if k.Result == "" {
+		return zero, fmt.Errorf("lua/delete_task.lua: KEYS result is empty")
+	}
+	if k.Recent == "" {
+		return zero, fmt.Errorf("lua/delete_task.lua: KEYS recent is empty")
+	}
+	if k.DLQ == "" {
+		return zero, fmt.Errorf("lua/delete_task.lua: KEYS dlq is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/delete_task.lua: KEYS retained is empty")
+	}
+	keys := make([]string, 0, 5)
+	keys = append(keys, k.Task, k.Result, k.Recent, k.DLQ, k.Retained)
+	args := make([]any, 0, 2)
+	args = append(args, a.ID, a.Now)
+	v, err := r.run(ctx, scriptDeleteTask, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 1, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/delete_task.lua reply: %w", err)
+	}
+	var rep deleteTaskReply
+	if rep.Outcome, err = replyString(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/delete_task.lua reply, outcome: %w", err)
+	}
+	if len(t) <= 1 {
+		return rep, nil
+	}
+	if rep.Status, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/delete_task.lua reply, status: %w", err)
+	}
+	return rep, nil
+}
+
+// dlqBulkKeys are the KEYS of lua/dlq_bulk.lua.
+type dlqBulkKeys struct {
+	DLQ      string   // DLQ index
+	Events   string   // event stream
+	Depth    string   // depth counter
+	Bands    []string // band streams p0..p9
+	Expiry   string   // expiry ZSET
+	Retained string   // retained counts hash
+}
+
+// dlqBulkArgs are the ARGV of lua/dlq_bulk.lua.
+type dlqBulkArgs struct {
+	Now          int64  // now (ms)
+	Action       string // "requeue" | "discard"
+	Offset       int64  // offset
+	Max          int    // max entries (<= 500)
+	TaskType     string // task type filter ("" = any)
+	ErrorClass   string // error class filter ("" = any)
+	TaskPrefix   string // task key prefix
+	IdemPrefix   string // idempotency key prefix
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+	IdemTTLS     int64  // idempotency TTL (s)
+	AttemptsCap  int    // attempts history cap A requeued task starts afresh without a deadline (see dlq_requeue_one).
+}
+
+// dlqBulkReply is the reply of lua/dlq_bulk.lua.
+type dlqBulkReply struct {
+	Matched   int64
+	Processed int64
+	Next      int64
+}
+
+// callDLQBulk runs lua/dlq_bulk.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDLQBulk(ctx context.Context, k *dlqBulkKeys, a *dlqBulkArgs) (dlqBulkReply, error) {
+	var zero dlqBulkReply
+	if k.DLQ == "" {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS dlq is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS depth is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS expiry is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS retained is empty")
+	}
+	keys := make([]string, 0, 5+10)
+	keys = append(keys, k.DLQ, k.Events, k.Depth)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Expiry, k.Retained)
+	args := make([]any, 0, 12)
+	args = append(args, a.Now, a.Action, a.Offset, a.Max, a.TaskType, a.ErrorClass, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.IdemTTLS, a.AttemptsCap)
+	v, err := r.run(ctx, scriptDlqBulk, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 3, 3)
+	if err != nil {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua reply: %w", err)
+	}
+	var rep dlqBulkReply
+	if rep.Matched, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua reply, matched: %w", err)
+	}
+	if rep.Processed, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua reply, processed: %w", err)
+	}
+	if rep.Next, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/dlq_bulk.lua reply, next: %w", err)
+	}
+	return rep, nil
+}
+
+// dlqOneKeys are the KEYS of lua/dlq_one.lua.
+type dlqOneKeys struct {
+	DLQ      string   // DLQ index
+	Events   string   // event stream
+	Depth    string   // depth counter
+	Bands    []string // band streams p0..p9
+	Expiry   string   // expiry ZSET
+	Retained string   // retained counts hash
+}
+
+// dlqOneArgs are the ARGV of lua/dlq_one.lua.
+type dlqOneArgs struct {
+	Now          int64  // now (ms)
+	Action       string // "requeue" | "discard"
+	ID           string // task id
+	TaskPrefix   string // task key prefix
+	IdemPrefix   string // idempotency key prefix
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+	IdemTTLS     int64  // idempotency TTL (s)
+	DLQOff       string // "1" = failed tasks may be requeued (the DLQ is off)
+	Deadline     string // new deadline of a requeued task (ms, "" = none)
+	AttemptsCap  int    // attempts history cap
+}
+
+// callDLQOne runs lua/dlq_one.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDLQOne(ctx context.Context, k *dlqOneKeys, a *dlqOneArgs) (string, error) {
+	var zero string
+	if k.DLQ == "" {
+		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS dlq is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS depth is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS expiry is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS retained is empty")
+	}
+	keys := make([]string, 0, 5+10)
+	keys = append(keys, k.DLQ, k.Events, k.Depth)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Expiry, k.Retained)
+	args := make([]any, 0, 11)
+	args = append(args, a.Now, a.Action, a.ID, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.IdemTTLS, a.DLQOff, a.Deadline, a.AttemptsCap)
+	v, err := r.run(ctx, scriptDlqOne, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/dlq_one.lua reply: %w", err)
+	}
+	return x, nil
+}
+
 // leaseSecretKeys are the KEYS of lua/lease_secret.lua.
 type leaseSecretKeys struct {
 	Secret string // lease secret string
@@ -162,6 +500,225 @@ func (r *RDB) callPause(ctx context.Context, k *pauseKeys, a *pauseArgs) (int64,
 	return x, nil
 }
 
+// purgeBandKeys are the KEYS of lua/purge_band.lua.
+type purgeBandKeys struct {
+	Band     string // band stream
+	Expiry   string // expiry ZSET
+	Events   string // event stream
+	Depth    string // depth counter
+	Retained string // retained counts hash
+	Outbox   string // workflow outbox stream
+}
+
+// purgeBandArgs are the ARGV of lua/purge_band.lua.
+type purgeBandArgs struct {
+	Now          int64  // now (ms)
+	Start        string // start after this stream id ("-" = beginning)
+	Max          int    // max entries
+	TaskPrefix   string // task key prefix
+	IdemPrefix   string // idempotency key prefix
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+}
+
+// purgeBandReply is the reply of lua/purge_band.lua.
+type purgeBandReply struct {
+	Cancelled int64
+	Last      string
+}
+
+// callPurgeBand runs lua/purge_band.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPurgeBand(ctx context.Context, k *purgeBandKeys, a *purgeBandArgs) (purgeBandReply, error) {
+	var zero purgeBandReply
+	if k.Band == "" {
+		return zero, fmt.Errorf("lua/purge_band.lua: KEYS band is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/purge_band.lua: KEYS expiry is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/purge_band.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/purge_band.lua: KEYS depth is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/purge_band.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/purge_band.lua: KEYS outbox is empty")
+	}
+	keys := make([]string, 0, 6)
+	keys = append(keys, k.Band, k.Expiry, k.Events, k.Depth, k.Retained, k.Outbox)
+	args := make([]any, 0, 7)
+	args = append(args, a.Now, a.Start, a.Max, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS)
+	v, err := r.run(ctx, scriptPurgeBand, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 2, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/purge_band.lua reply: %w", err)
+	}
+	var rep purgeBandReply
+	if rep.Cancelled, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/purge_band.lua reply, cancelled: %w", err)
+	}
+	if rep.Last, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/purge_band.lua reply, last: %w", err)
+	}
+	return rep, nil
+}
+
+// purgeKeysKeys are the KEYS of lua/purge_keys.lua.
+type purgeKeysKeys struct {
+	Expiry    string // expiry ZSET
+	Events    string // event stream
+	Depth     string // depth counter
+	Retained  string // retained counts hash
+	Outbox    string // workflow outbox stream
+	FairState string // fair state hash
+	FairKeys  string // fair keys ZSET
+}
+
+// purgeKeysArgs are the ARGV of lua/purge_keys.lua.
+type purgeKeysArgs struct {
+	Now          int64  // now (ms)
+	Band         int    // band
+	Max          int    // max tasks
+	TaskPrefix   string // task key prefix
+	IdemPrefix   string // idempotency key prefix
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+	FairActive   string // fair active keys prefix
+	KeyQueue     string // key queue prefix
+}
+
+// purgeKeysReply is the reply of lua/purge_keys.lua.
+type purgeKeysReply struct {
+	Cancelled int64
+	More      int64
+}
+
+// callPurgeKeys runs lua/purge_keys.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPurgeKeys(ctx context.Context, k *purgeKeysKeys, a *purgeKeysArgs) (purgeKeysReply, error) {
+	var zero purgeKeysReply
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS expiry is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS depth is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS outbox is empty")
+	}
+	if k.FairState == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS fair_state is empty")
+	}
+	if k.FairKeys == "" {
+		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS fair_keys is empty")
+	}
+	keys := make([]string, 0, 7)
+	keys = append(keys, k.Expiry, k.Events, k.Depth, k.Retained, k.Outbox, k.FairState, k.FairKeys)
+	args := make([]any, 0, 9)
+	args = append(args, a.Now, a.Band, a.Max, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.FairActive, a.KeyQueue)
+	v, err := r.run(ctx, scriptPurgeKeys, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 2, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/purge_keys.lua reply: %w", err)
+	}
+	var rep purgeKeysReply
+	if rep.Cancelled, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/purge_keys.lua reply, cancelled: %w", err)
+	}
+	if rep.More, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/purge_keys.lua reply, more: %w", err)
+	}
+	return rep, nil
+}
+
+// recountKeys are the KEYS of lua/recount.lua.
+type recountKeys struct {
+	Depth     string   // depth counter
+	Lease     string   // lease ZSET
+	Schedule  string   // schedule ZSET
+	Bands     []string // band streams p0..p9
+	Held      string   // held counter
+	Waiting   string   // waiting ZSET
+	FairState string   // fair state hash
+}
+
+// recountArgs are the ARGV of lua/recount.lua.
+type recountArgs struct {
+	Group string // consumer group
+}
+
+// recountReply is the reply of lua/recount.lua.
+type recountReply struct {
+	Old int64
+	New int64
+}
+
+// callRecount runs lua/recount.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (recountReply, error) {
+	var zero recountReply
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS depth is empty")
+	}
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS lease is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS schedule is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS held is empty")
+	}
+	if k.Waiting == "" {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS waiting is empty")
+	}
+	if k.FairState == "" {
+		return zero, fmt.Errorf("lua/recount.lua: KEYS fair_state is empty")
+	}
+	keys := make([]string, 0, 6+10)
+	keys = append(keys, k.Depth, k.Lease, k.Schedule)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Held, k.Waiting, k.FairState)
+	args := make([]any, 0, 1)
+	args = append(args, a.Group)
+	v, err := r.run(ctx, scriptRecount, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 2, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/recount.lua reply: %w", err)
+	}
+	var rep recountReply
+	if rep.Old, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/recount.lua reply, old: %w", err)
+	}
+	if rep.New, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/recount.lua reply, new: %w", err)
+	}
+	return rep, nil
+}
+
 // renewKeys are the KEYS of lua/renew.lua.
 type renewKeys struct {
 	Lease string // lease ZSET
@@ -206,4 +763,69 @@ func (r *RDB) callRenew(ctx context.Context, k *renewKeys, a *renewArgs) ([]int6
 		return zero, fmt.Errorf("lua/renew.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// runNowKeys are the KEYS of lua/run_now.lua.
+type runNowKeys struct {
+	Task     string   // task hash
+	Schedule string   // schedule ZSET
+	Events   string   // event stream
+	Bands    []string // band streams p0..p9
+}
+
+// runNowArgs are the ARGV of lua/run_now.lua.
+type runNowArgs struct {
+	Now          int64  // now (ms)
+	ID           string // task id
+	TaskPrefix   string // task key prefix
+	EventsMaxLen int64  // events maxlen
+	Outcomes     string // "1": the queue's events are outcomes (no TASK_QUEUED, TASK_RETRIED)
+}
+
+// runNowReply is the reply of lua/run_now.lua.
+type runNowReply struct {
+	Outcome string
+	Status  string
+}
+
+// callRunNow runs lua/run_now.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRunNow(ctx context.Context, k *runNowKeys, a *runNowArgs) (runNowReply, error) {
+	var zero runNowReply
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/run_now.lua: KEYS task is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/run_now.lua: KEYS schedule is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/run_now.lua: KEYS events is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/run_now.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	keys := make([]string, 0, 3+10)
+	keys = append(keys, k.Task, k.Schedule, k.Events)
+	keys = append(keys, k.Bands...)
+	args := make([]any, 0, 5)
+	args = append(args, a.Now, a.ID, a.TaskPrefix, a.EventsMaxLen, a.Outcomes)
+	v, err := r.run(ctx, scriptRunNow, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 1, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/run_now.lua reply: %w", err)
+	}
+	var rep runNowReply
+	if rep.Outcome, err = replyString(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/run_now.lua reply, outcome: %w", err)
+	}
+	if len(t) <= 1 {
+		return rep, nil
+	}
+	if rep.Status, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/run_now.lua reply, status: %w", err)
+	}
+	return rep, nil
 }

@@ -7,16 +7,28 @@
 -- against claim: a task is either still queued here (and cancelled) or already
 -- running (and flagged).
 --
--- KEYS[1] task hash   KEYS[2] schedule ZSET  KEYS[3] expiry ZSET
--- KEYS[4] event stream  KEYS[5] depth counter  KEYS[6] stats hash (minute)
--- KEYS[7..16] band streams p0..p9  KEYS[17] retained counts hash
--- KEYS[18] waiting ZSET  KEYS[19] workflow outbox stream
+-- KEYS[1] task: task hash
+-- KEYS[2] schedule: schedule ZSET
+-- KEYS[3] expiry: expiry ZSET
+-- KEYS[4] events: event stream
+-- KEYS[5] depth: depth counter
+-- KEYS[6] stats: stats hash (minute)
+-- KEYS[7..16] bands: band streams p0..p9
+-- KEYS[17] retained: retained counts hash
+-- KEYS[18] waiting: waiting ZSET
+-- KEYS[19] outbox: workflow outbox stream
 --
--- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] idempotency key prefix
--- ARGV[4] events maxlen  ARGV[5] failed retention (s)  ARGV[6] cancel channel
--- ARGV[7] "1" to publish with SPUBLISH (Redis Cluster)  ARGV[8] reason
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: task id
+-- ARGV[3] idem_prefix: idempotency key prefix
+-- ARGV[4] events_max_len int64: events maxlen
+-- ARGV[5] failed_ret_s int64: failed retention (s)
+-- ARGV[6] channel: cancel channel
+-- ARGV[7] cluster: "1" to publish with SPUBLISH (Redis Cluster)
+-- ARGV[8] reason: why the task is cancelled
 --
--- Returns {"cancelled"} | {"already_cancelled"} | {"requested"} |
+-- Returns: {outcome string, status? string}
+-- {"cancelled"} | {"already_cancelled"} | {"requested"} |
 -- {"already_requested"} | {"terminal", status} | {"not_found"}.
 --
 --! include: emit, stat, retain, keep_body, hget_map, wf_outbox, is_terminal

@@ -3,11 +3,16 @@
 -- new task). A task without a key deleted within a minute of its creation
 -- leaves its ended marker (see mark_ended). A task whose retention had started leaves the retained counts.
 --
--- KEYS[1] task hash  KEYS[2] result key  KEYS[3] listing index  KEYS[4] DLQ index
--- KEYS[5] retained counts hash
--- ARGV[1] task id  ARGV[2] now (ms)
+-- KEYS[1] task: task hash
+-- KEYS[2] result: result key
+-- KEYS[3] recent: listing index
+-- KEYS[4] dlq: DLQ index
+-- KEYS[5] retained: retained counts hash
+-- ARGV[1] id: task id
+-- ARGV[2] now int64: now (ms)
 --
--- Returns {"deleted"} | {"conflict", status} | {"not_found"}.
+-- Returns: {outcome string, status? string}
+-- {"deleted"} | {"conflict", status} | {"not_found"}.
 --
 --! include: retained_field, mark_ended, retain_logs
 

@@ -3,17 +3,28 @@
 -- index, so the cursor is the number of entries kept in place before the
 -- next unexamined one.
 --
--- KEYS[1] DLQ index  KEYS[2] event stream  KEYS[3] depth counter
--- KEYS[4..13] band streams p0..p9  KEYS[14] expiry ZSET
--- KEYS[15] retained counts hash
--- ARGV[1] now (ms)  ARGV[2] "requeue" | "discard"  ARGV[3] offset
--- ARGV[4] max entries (<= 500)  ARGV[5] task type filter ("" = any)
--- ARGV[6] error class filter ("" = any)  ARGV[7] task key prefix
--- ARGV[8] idempotency key prefix  ARGV[9] events maxlen  ARGV[10] failed retention (s)
--- ARGV[11] idempotency TTL (s)  ARGV[12] attempts history cap
+-- KEYS[1] dlq: DLQ index
+-- KEYS[2] events: event stream
+-- KEYS[3] depth: depth counter
+-- KEYS[4..13] bands: band streams p0..p9
+-- KEYS[14] expiry: expiry ZSET
+-- KEYS[15] retained: retained counts hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] action: "requeue" | "discard"
+-- ARGV[3] offset int64: offset
+-- ARGV[4] max int: max entries (<= 500)
+-- ARGV[5] task_type: task type filter ("" = any)
+-- ARGV[6] error_class: error class filter ("" = any)
+-- ARGV[7] task_prefix: task key prefix
+-- ARGV[8] idem_prefix: idempotency key prefix
+-- ARGV[9] events_max_len int64: events maxlen
+-- ARGV[10] failed_ret_s int64: failed retention (s)
+-- ARGV[11] idem_ttl_s int64: idempotency TTL (s)
+-- ARGV[12] attempts_cap int: attempts history cap
 -- A requeued task starts afresh without a deadline (see dlq_requeue_one).
 --
--- Returns {matched, processed, next offset or -1 when done}.
+-- Returns: {matched int, processed int, next int}
+-- next is the offset to go on from, or -1 when done.
 --
 --! include: hget_map, dlq_requeue_one, dlq_discard_one
 

@@ -1,16 +1,26 @@
 -- dlq_one: requeue or discard one dead-lettered task (see dlq_requeue_one and
 -- dlq_discard_one in _lifecycle.lua).
 --
--- KEYS[1] DLQ index  KEYS[2] event stream  KEYS[3] depth counter
--- KEYS[4..13] band streams p0..p9  KEYS[14] expiry ZSET
--- KEYS[15] retained counts hash
--- ARGV[1] now (ms)  ARGV[2] "requeue" | "discard"  ARGV[3] task id
--- ARGV[4] task key prefix  ARGV[5] idempotency key prefix  ARGV[6] events maxlen
--- ARGV[7] failed retention (s)  ARGV[8] idempotency TTL (s)  ARGV[9] "1" = failed tasks
--- may be requeued (the DLQ is off)  ARGV[10] new deadline of a requeued task
--- (ms, "" = none)  ARGV[11] attempts history cap
+-- KEYS[1] dlq: DLQ index
+-- KEYS[2] events: event stream
+-- KEYS[3] depth: depth counter
+-- KEYS[4..13] bands: band streams p0..p9
+-- KEYS[14] expiry: expiry ZSET
+-- KEYS[15] retained: retained counts hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] action: "requeue" | "discard"
+-- ARGV[3] id: task id
+-- ARGV[4] task_prefix: task key prefix
+-- ARGV[5] idem_prefix: idempotency key prefix
+-- ARGV[6] events_max_len int64: events maxlen
+-- ARGV[7] failed_ret_s int64: failed retention (s)
+-- ARGV[8] idem_ttl_s int64: idempotency TTL (s)
+-- ARGV[9] dlq_off: "1" = failed tasks may be requeued (the DLQ is off)
+-- ARGV[10] deadline: new deadline of a requeued task (ms, "" = none)
+-- ARGV[11] attempts_cap int: attempts history cap
 --
--- Returns "requeued" | "discarded" | "conflict" | "not_found".
+-- Returns: string
+-- "requeued" | "discarded" | "conflict" | "not_found".
 --
 --! include: dlq_requeue_one, dlq_discard_one
 

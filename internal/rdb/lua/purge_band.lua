@@ -1,13 +1,22 @@
 -- purge_band: cancel the ready (queued, undelivered) tasks of one band, at
 -- most N entries examined per call, resuming after a stream id.
 --
--- KEYS[1] band stream  KEYS[2] expiry ZSET  KEYS[3] event stream
--- KEYS[4] depth counter  KEYS[5] retained counts hash  KEYS[6] workflow outbox stream
--- ARGV[1] now (ms)  ARGV[2] start after this stream id ("-" = beginning)
--- ARGV[3] max entries  ARGV[4] task key prefix  ARGV[5] idempotency key prefix
--- ARGV[6] events maxlen  ARGV[7] failed retention (s)
+-- KEYS[1] band: band stream
+-- KEYS[2] expiry: expiry ZSET
+-- KEYS[3] events: event stream
+-- KEYS[4] depth: depth counter
+-- KEYS[5] retained: retained counts hash
+-- KEYS[6] outbox: workflow outbox stream
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] start: start after this stream id ("-" = beginning)
+-- ARGV[3] max int: max entries
+-- ARGV[4] task_prefix: task key prefix
+-- ARGV[5] idem_prefix: idempotency key prefix
+-- ARGV[6] events_max_len int64: events maxlen
+-- ARGV[7] failed_ret_s int64: failed retention (s)
 --
--- Returns {cancelled, last id examined or ""}: "" means the band is done.
+-- Returns: {cancelled int, last string}
+-- {cancelled, last id examined or ""}: "" means the band is done.
 --
 --! include: emit, retain, keep_body, hget_map, wf_outbox
 

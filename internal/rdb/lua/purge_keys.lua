@@ -3,15 +3,25 @@
 -- first, parked keys too. An entry of a task that is no longer queued
 -- there is dropped.
 --
--- KEYS[1] expiry ZSET  KEYS[2] event stream  KEYS[3] depth counter
--- KEYS[4] retained counts hash  KEYS[5] workflow outbox stream
--- KEYS[6] fair state hash  KEYS[7] fair keys ZSET
--- ARGV[1] now (ms)  ARGV[2] band  ARGV[3] max tasks  ARGV[4] task key prefix
--- ARGV[5] idempotency key prefix  ARGV[6] events maxlen  ARGV[7] failed retention (s)
--- ARGV[8] fair active keys prefix  ARGV[9] key queue prefix
+-- KEYS[1] expiry: expiry ZSET
+-- KEYS[2] events: event stream
+-- KEYS[3] depth: depth counter
+-- KEYS[4] retained: retained counts hash
+-- KEYS[5] outbox: workflow outbox stream
+-- KEYS[6] fair_state: fair state hash
+-- KEYS[7] fair_keys: fair keys ZSET
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] band int: band
+-- ARGV[3] max int: max tasks
+-- ARGV[4] task_prefix: task key prefix
+-- ARGV[5] idem_prefix: idempotency key prefix
+-- ARGV[6] events_max_len int64: events maxlen
+-- ARGV[7] failed_ret_s int64: failed retention (s)
+-- ARGV[8] fair_active: fair active keys prefix
+-- ARGV[9] key_queue: key queue prefix
 --
--- Returns {cancelled, more}: more is 1 while the band's key queues hold
--- tasks.
+-- Returns: {cancelled int, more int}
+-- more is 1 while the band's key queues hold tasks.
 --
 --! include: emit, retain, hget_map, wf_outbox, fair_leave
 

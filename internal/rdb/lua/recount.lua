@@ -7,12 +7,17 @@
 -- go; this also covers entries older versions left), so XLEN counts the
 -- undelivered ones.
 --
--- KEYS[1] depth counter  KEYS[2] lease ZSET  KEYS[3] schedule ZSET
--- KEYS[4..13] band streams p0..p9  KEYS[14] held counter  KEYS[15] waiting ZSET
--- KEYS[16] fair state hash
--- ARGV[1] consumer group
+-- KEYS[1] depth: depth counter
+-- KEYS[2] lease: lease ZSET
+-- KEYS[3] schedule: schedule ZSET
+-- KEYS[4..13] bands: band streams p0..p9
+-- KEYS[14] held: held counter
+-- KEYS[15] waiting: waiting ZSET
+-- KEYS[16] fair_state: fair state hash
+-- ARGV[1] group: consumer group
 --
--- Returns {old depth, new depth}.
+-- Returns: {old int, new int}
+-- the old depth and the new one.
 --
 --! include: after_id
 

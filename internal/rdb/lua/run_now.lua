@@ -2,12 +2,19 @@
 -- stream at once (as promotion would: TASK_QUEUED, or TASK_RETRIED with
 -- attempt +1).
 --
--- KEYS[1] task hash  KEYS[2] schedule ZSET  KEYS[3] event stream
--- KEYS[4..13] band streams p0..p9
--- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] task key prefix  ARGV[4] events maxlen
--- ARGV[5] "1": the queue's events are outcomes (no TASK_QUEUED, TASK_RETRIED)
+-- KEYS[1] task: task hash
+-- KEYS[2] schedule: schedule ZSET
+-- KEYS[3] events: event stream
+-- KEYS[4..13] bands: band streams p0..p9
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: task id
+-- ARGV[3] task_prefix: task key prefix
+-- ARGV[4] events_max_len int64: events maxlen
+-- ARGV[5] outcomes: "1": the queue's events are outcomes (no TASK_QUEUED,
+--   TASK_RETRIED)
 --
--- Returns {"queued"} | {"terminal", status} | {"conflict", status} | {"not_found"}.
+-- Returns: {outcome string, status? string}
+-- {"queued"} | {"terminal", status} | {"conflict", status} | {"not_found"}.
 --
 --! include: hget_map, enqueue_due, is_terminal
 

@@ -66,7 +66,7 @@ func writeScript(b *bytes.Buffer, h *header) {
 	fmt.Fprintf(b, "\tvar zero %s\n", ret)
 	writeBuild(b, h, "keys", "k", "string", &h.keys)
 	writeBuild(b, h, "args", "a", "any", &h.args)
-	fmt.Fprintf(b, "\tv, err := r.run(ctx, %s, keys, args...).Result()\n", "script"+upperCamel(h.script))
+	fmt.Fprintf(b, "\tv, err := r.run(ctx, %s, keys, args...).Result()\n", handle(h.script))
 	b.WriteString("\tif err != nil {\n\t\treturn zero, err\n\t}\n")
 	writeDecode(b, h, ret)
 	b.WriteString("}\n")
@@ -249,4 +249,17 @@ func firstWords(doc string) string {
 		return "(no description)"
 	}
 	return doc
+}
+
+// handle is the name of a script's handle in scripts.go: scriptFooBar for
+// foo_bar.lua.
+func handle(script string) string {
+	var b strings.Builder
+	b.WriteString("script")
+	for _, w := range strings.Split(script, "_") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
 }
