@@ -19,10 +19,10 @@ import (
 // them move the key queues' tasks back into the band streams.
 func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimits) (bool, error) {
 	k := r.keys
-	args := []any{"set", k.FairActivePrefix(queue), k.KeyQueuePrefix(queue), k.TaskPrefix(queue)}
+	var fields []any // field/value pairs
 	add := func(f string, v int64) {
 		if v > 0 {
-			args = append(args, f, v)
+			fields = append(fields, f, v)
 		}
 	}
 	fair := false
@@ -49,22 +49,26 @@ func (r *RDB) SetLimits(ctx context.Context, queue string, l *dtqtype.QueueLimit
 		}
 		if l.KeyOrder == "fifo" {
 			fair = true
-			args = append(args, "key_order", "fifo")
+			fields = append(fields, "key_order", "fifo")
 		}
 		if fair {
 			add("fair", 1)
 		}
 		if l.Events == dtqtype.EventsOutcomes {
-			args = append(args, "events", dtqtype.EventsOutcomes)
+			fields = append(fields, "events", dtqtype.EventsOutcomes)
 		}
 	}
-	if len(args) == 4 {
-		args[0] = "delete"
+	mode := "set"
+	if len(fields) == 0 {
+		mode = "delete"
 	}
-	keys := append([]string{k.Limits(queue), k.Rate(queue), k.FairState(queue), k.FairKeys(queue), k.FairDelay(queue),
-		k.KeyRate(queue)}, r.bandStreams(queue)...)
-	keys = append(keys, k.FairOn(queue))
-	n, err := r.run(ctx, scriptLimits, keys, args...).Int64()
+	n, err := r.callLimits(ctx, &limitsKeys{
+		Limits: k.Limits(queue), Rate: k.Rate(queue), FairState: k.FairState(queue), FairKeys: k.FairKeys(queue),
+		FairDelay: k.FairDelay(queue), KeyRate: k.KeyRate(queue), Bands: r.bandStreams(queue), FairOn: k.FairOn(queue),
+	}, &limitsArgs{
+		Mode: mode, FairActive: k.FairActivePrefix(queue), KeyQueue: k.KeyQueuePrefix(queue), TaskPrefix: k.TaskPrefix(queue),
+		Fields: fields,
+	})
 	if err == nil {
 		r.sawFlags(queue, queueFlags{fair: fair, outcomes: l != nil && l.Events == dtqtype.EventsOutcomes})
 	}

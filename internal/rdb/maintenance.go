@@ -2,10 +2,7 @@ package rdb
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // MaxPerCall bounds the tasks promotion and the expiry sweep handle per call.
@@ -21,36 +18,42 @@ type Progress struct {
 // Promote moves due pending/retrying tasks of queue to their streams.
 func (r *RDB) Promote(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
-	keys := append([]string{k.Schedule(queue), k.Expiry(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
-	return r.countAndNext(r.run(ctx, scriptPromote, append(keys, k.Retained(queue), k.WorkflowOutbox(queue)), now.UnixMilli(), k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention), boolArg(r.outcomesOnly(ctx, queue))))
+	v, err := r.callPromote(ctx, &promoteKeys{
+		Schedule: k.Schedule(queue), Expiry: k.Expiry(queue), Events: k.Events(queue), Depth: k.Depth(queue),
+		Bands: r.bandStreams(queue), Retained: k.Retained(queue), Outbox: k.WorkflowOutbox(queue),
+	}, &promoteArgs{
+		Now: now.UnixMilli(), TaskPrefix: k.TaskPrefix(queue), IdemPrefix: k.IdempotencyPrefix(queue), Max: MaxPerCall,
+		EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention), Outcomes: boolArg(r.outcomesOnly(ctx, queue)),
+	})
+	return progressOf(v.Moved, v.NextDue, v.Examined), err
 }
 
 // SweepExpired expires overdue pending/queued/retrying tasks of queue.
 func (r *RDB) SweepExpired(ctx context.Context, queue string, s *WorkerSettings, now time.Time) (Progress, error) {
 	k := r.keys
-	keys := append([]string{k.Expiry(queue), k.Schedule(queue), k.Events(queue), k.Depth(queue)}, r.bandStreams(queue)...)
-	return r.countAndNext(r.run(ctx, scriptSweepExpired, append(keys, k.Retained(queue), k.WorkflowOutbox(queue)), now.UnixMilli(), k.TaskPrefix(queue),
-		k.IdempotencyPrefix(queue), MaxPerCall, s.EventsMaxLen, seconds(s.FailedRetention)))
+	v, err := r.callSweepExpired(ctx, &sweepExpiredKeys{
+		Expiry: k.Expiry(queue), Schedule: k.Schedule(queue), Events: k.Events(queue), Depth: k.Depth(queue),
+		Bands: r.bandStreams(queue), Retained: k.Retained(queue), Outbox: k.WorkflowOutbox(queue),
+	}, &sweepExpiredArgs{
+		Now: now.UnixMilli(), TaskPrefix: k.TaskPrefix(queue), IdemPrefix: k.IdempotencyPrefix(queue), Max: MaxPerCall,
+		EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention),
+	})
+	return progressOf(v.Expired, v.NextDue, v.Examined), err
 }
 
-func (r *RDB) countAndNext(cmd *redis.Cmd) (Progress, error) {
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return Progress{}, err
+// progressOf reads a promotion's or a sweep's reply: next < 0 when
+// nothing is due.
+func progressOf(done, next, examined int64) Progress {
+	p := Progress{Done: int(done), Full: examined >= MaxPerCall}
+	if next >= 0 {
+		p.Next = time.UnixMilli(next)
 	}
-	if len(v) != 3 {
-		return Progress{}, fmt.Errorf("rdb: malformed reply %v", v)
-	}
-	p := Progress{Done: int(v[0]), Full: v[2] >= MaxPerCall}
-	if v[1] >= 0 {
-		p.Next = time.UnixMilli(v[1])
-	}
-	return p, nil
+	return p
 }
 
 // PruneConsumers removes the group's consumers on queue's streams that have
 // nothing pending and were idle for at least idle.
 func (r *RDB) PruneConsumers(ctx context.Context, queue string, idle time.Duration) (int64, error) {
-	return r.run(ctx, scriptPruneConsumers, r.bandStreams(queue), Group, idle.Milliseconds()).Int64()
+	return r.callPruneConsumers(ctx, &pruneConsumersKeys{Bands: r.bandStreams(queue)},
+		&pruneConsumersArgs{Group: Group, IdleMS: idle.Milliseconds()})
 }

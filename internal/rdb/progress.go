@@ -3,12 +3,9 @@ package rdb
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/dtqtype"
 )
@@ -90,26 +87,26 @@ func logEntry(idTime time.Time, e LogEntry) string {
 // and, when s.Claim is set, the claim nonce (see lua/progress.lua).
 func (r *RDB) WriteProgress(ctx context.Context, s *WorkerSettings, now time.Time, w *ProgressWrite, caps LogCaps) (ProgressResult, error) {
 	idTime := TaskIDTime(w.ID)
-	args := make([]any, 0, 12+len(w.Lines))
-	args = append(args, now.UnixMilli(), w.ID, w.Attempt, s.WorkerID, s.Claim, w.Seq, string(w.Progress),
-		s.EventsMaxLen, caps.Lines, caps.Bytes, w.MinInterval.Milliseconds(), w.Dropped)
-	for _, e := range w.Lines {
-		args = append(args, logEntry(idTime, e))
+	lines := make([]string, len(w.Lines))
+	for i, e := range w.Lines {
+		lines[i] = logEntry(idTime, e)
 	}
-	keys := []string{r.keys.Task(w.Queue, w.ID), r.keys.TaskLog(w.Queue, w.ID, w.Attempt), r.keys.Events(w.Queue)}
-	v, err := r.run(ctx, scriptProgress, keys, args...).Int64Slice()
+	v, err := r.callProgress(ctx, &progressKeys{
+		Task: r.keys.Task(w.Queue, w.ID), Log: r.keys.TaskLog(w.Queue, w.ID, w.Attempt), Events: r.keys.Events(w.Queue),
+	}, &progressArgs{
+		Now: now.UnixMilli(), ID: w.ID, Attempt: w.Attempt, WorkerID: s.WorkerID, Claim: s.Claim, Seq: w.Seq,
+		Progress: string(w.Progress), EventsMaxLen: s.EventsMaxLen, CapLines: caps.Lines, CapBytes: caps.Bytes,
+		IntervalMS: w.MinInterval.Milliseconds(), Dropped: w.Dropped, Lines: lines,
+	})
 	if err != nil {
 		return ProgressResult{}, err
 	}
-	if len(v) != 2 {
-		return ProgressResult{}, fmt.Errorf("progress: unexpected reply %v", v)
-	}
-	out := ProgressResult{Status: ProgressStatus(v[0])}
+	out := ProgressResult{Status: ProgressStatus(v.Code)}
 	switch out.Status {
 	case ProgressWritten:
-		out.Dropped = v[1]
+		out.Dropped = v.N
 	case ProgressTooSoon:
-		out.RetryAfter = time.Duration(v[1]) * time.Millisecond
+		out.RetryAfter = time.Duration(v.N) * time.Millisecond
 	}
 	return out, nil
 }
@@ -222,19 +219,14 @@ type logPageResult struct {
 }
 
 func (r *RDB) logPage(ctx context.Context, queue, id string, cur logCursor, limit int, idTime time.Time) (*logPageResult, error) {
-	v, err := r.run(ctx, scriptLogPage, []string{r.keys.TaskLog(queue, id, cur.attempt)}, cur.line, limit).Slice()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, err := r.callLogPage(ctx, &logPageKeys{Log: r.keys.TaskLog(queue, id, cur.attempt)},
+		&logPageArgs{Cursor: cur.line, Count: limit})
+	if err != nil {
 		return nil, err
 	}
-	if len(v) < 3 {
-		return nil, fmt.Errorf("log page: unexpected reply %v", v)
-	}
-	dropped, _ := v[0].(int64)
-	from, _ := v[1].(int64)
-	logged, _ := v[2].(int64)
-	res := &logPageResult{next: from, logged: logged}
-	for _, raw := range v[3:] {
-		s, _ := raw.(string)
+	dropped, from := v.Dropped, v.First
+	res := &logPageResult{next: from, logged: v.Logged}
+	for _, s := range v.Lines {
 		off, line, _ := strings.Cut(s, " ")
 		ms, _ := strconv.ParseInt(off, 10, 64)
 		res.items = append(res.items, dtqtype.LogLine{Attempt: cur.attempt,

@@ -72,3 +72,20 @@ func replyKind(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+// replyStrings reads an array of strings.
+func replyStrings(v any) ([]string, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want an array, got %s", replyKind(v))
+	}
+	out := make([]string, len(a))
+	for i, x := range a {
+		s, err := replyString(x)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i+1, err)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+

@@ -65,15 +65,15 @@ func (r *RDB) Tidy(ctx context.Context, queue string, now, createdBefore time.Ti
 	if err != nil {
 		return TidyResult{}, err
 	}
-	v, err := r.run(ctx, scriptTidy, []string{k.Recent(queue), k.Tidy(queue), k.Retained(queue)},
-		now.UnixMilli(), k.TaskPrefix(queue), TidyBatch, idSuffix(num), fmt.Sprintf("%012x", min(max(createdBefore.UnixMilli(), 0), 1<<48-1))).Int64Slice()
+	v, err := r.callTidy(ctx, &tidyKeys{Recent: k.Recent(queue), Cursor: k.Tidy(queue), Retained: k.Retained(queue)},
+		&tidyArgs{
+			Now: now.UnixMilli(), TaskPrefix: k.TaskPrefix(queue), Batch: TidyBatch, Suffix: idSuffix(num),
+			End: fmt.Sprintf("%012x", min(max(createdBefore.UnixMilli(), 0), 1<<48-1)),
+		})
 	if err != nil {
 		return TidyResult{}, err
 	}
-	if len(v) != 4 {
-		return TidyResult{}, errors.New("rdb: malformed tidy reply")
-	}
-	return TidyResult{Examined: int(v[0]), Dropped: int(v[1]), Pruned: int(v[2]), Wrapped: v[3] == 1}, nil
+	return TidyResult{Examined: int(v.Examined), Dropped: int(v.Dropped), Pruned: int(v.Pruned), Wrapped: v.Wrapped == 1}, nil
 }
 
 // Memory reads used_memory and maxmemory from INFO memory (every master's,

@@ -377,6 +377,127 @@ func (r *RDB) callLeaseSecret(ctx context.Context, k *leaseSecretKeys, a *leaseS
 	return x, nil
 }
 
+// limitsKeys are the KEYS of lua/limits.lua.
+type limitsKeys struct {
+	Limits    string   // limits hash
+	Rate      string   // rate state
+	FairState string   // fair state hash
+	FairKeys  string   // fair keys ZSET
+	FairDelay string   // fair delay ZSET
+	KeyRate   string   // key rate state
+	Bands     []string // band streams p0..p9
+	FairOn    string   // fair flag (ingest reads it)
+}
+
+// limitsArgs are the ARGV of lua/limits.lua.
+type limitsArgs struct {
+	Mode       string // "set" | "delete"
+	FairActive string // fair active keys prefix
+	KeyQueue   string // key queue prefix
+	TaskPrefix string // task key prefix
+	Fields     []any  // with "set": field/value pairs (rate_limit, rate_period_ms, burst, concurrency, key_concurrency, fair, fair_default, w:<key>, key_rate_limit, key_rate_period_ms, key_burst, key_order, events), only those given; events = "outcomes" (the claim, and the callers of ingest, promote, run_now and wf_release, read it) leaves the non-outcome events out
+}
+
+// callLimits runs lua/limits.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callLimits(ctx context.Context, k *limitsKeys, a *limitsArgs) (int64, error) {
+	var zero int64
+	if k.Limits == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS limits is empty")
+	}
+	if k.Rate == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS rate is empty")
+	}
+	if k.FairState == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_state is empty")
+	}
+	if k.FairKeys == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_keys is empty")
+	}
+	if k.FairDelay == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_delay is empty")
+	}
+	if k.KeyRate == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS key_rate is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.FairOn == "" {
+		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_on is empty")
+	}
+	keys := make([]string, 0, 7+10)
+	keys = append(keys, k.Limits, k.Rate, k.FairState, k.FairKeys, k.FairDelay, k.KeyRate)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.FairOn)
+	args := make([]any, 0, 4+len(a.Fields))
+	args = append(args, a.Mode, a.FairActive, a.KeyQueue, a.TaskPrefix)
+	args = append(args, a.Fields...)
+	v, err := r.run(ctx, scriptLimits, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/limits.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// logPageKeys are the KEYS of lua/log_page.lua.
+type logPageKeys struct {
+	Log string // log list of the attempt (see progress.lua: a header "<dropped lines> <stored bytes>", then the lines)
+}
+
+// logPageArgs are the ARGV of lua/log_page.lua.
+type logPageArgs struct {
+	Cursor int64 // the number of the first line to answer, counted over every line the attempt logged, dropped ones included (0 = from the start)
+	Count  int   // how many
+}
+
+// logPageReply is the reply of lua/log_page.lua.
+type logPageReply struct {
+	Dropped int64
+	First   int64
+	Logged  int64
+	Lines   []string
+}
+
+// callLogPage runs lua/log_page.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callLogPage(ctx context.Context, k *logPageKeys, a *logPageArgs) (logPageReply, error) {
+	var zero logPageReply
+	if k.Log == "" {
+		return zero, fmt.Errorf("lua/log_page.lua: KEYS log is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Log)
+	args := make([]any, 0, 2)
+	args = append(args, a.Cursor, a.Count)
+	v, err := r.run(ctx, scriptLogPage, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 3, -1)
+	if err != nil {
+		return zero, fmt.Errorf("lua/log_page.lua reply: %w", err)
+	}
+	var rep logPageReply
+	if rep.Dropped, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/log_page.lua reply, dropped: %w", err)
+	}
+	if rep.First, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/log_page.lua reply, first: %w", err)
+	}
+	if rep.Logged, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/log_page.lua reply, logged: %w", err)
+	}
+	if rep.Lines, err = replyStrings(t[3:]); err != nil {
+		return zero, fmt.Errorf("lua/log_page.lua reply, lines: %w", err)
+	}
+	return rep, nil
+}
+
 // opClaimKeys are the KEYS of lua/op_claim.lua.
 type opClaimKeys struct {
 	Operation string // operation hash
@@ -496,6 +617,188 @@ func (r *RDB) callPause(ctx context.Context, k *pauseKeys, a *pauseArgs) (int64,
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/pause.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// progressKeys are the KEYS of lua/progress.lua.
+type progressKeys struct {
+	Task   string // task hash
+	Log    string // log list of the attempt
+	Events string // event stream
+}
+
+// progressArgs are the ARGV of lua/progress.lua.
+type progressArgs struct {
+	Now          int64    // now (ms)
+	ID           string   // task id
+	Attempt      int      // attempt
+	WorkerID     string   // worker id
+	Claim        string   // claim nonce ("" = not checked)
+	Seq          int64    // sequence number
+	Progress     string   // progress JSON ("" = unchanged)
+	EventsMaxLen int64    // events maxlen
+	CapLines     int      // cap lines
+	CapBytes     int      // cap bytes
+	IntervalMS   int64    // least time between two writes of a run (ms; 0 = any)
+	Dropped      int64    // lines the writer dropped before sending (oldest, over the cap)
+	Lines        []string // log entries, oldest first
+}
+
+// progressReply is the reply of lua/progress.lua.
+type progressReply struct {
+	Code int64
+	N    int64
+}
+
+// callProgress runs lua/progress.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callProgress(ctx context.Context, k *progressKeys, a *progressArgs) (progressReply, error) {
+	var zero progressReply
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/progress.lua: KEYS task is empty")
+	}
+	if k.Log == "" {
+		return zero, fmt.Errorf("lua/progress.lua: KEYS log is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/progress.lua: KEYS events is empty")
+	}
+	keys := make([]string, 0, 3)
+	keys = append(keys, k.Task, k.Log, k.Events)
+	args := make([]any, 0, 12+len(a.Lines))
+	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Claim, a.Seq, a.Progress, a.EventsMaxLen, a.CapLines, a.CapBytes, a.IntervalMS, a.Dropped)
+	for _, x := range a.Lines {
+		args = append(args, x)
+	}
+	v, err := r.run(ctx, scriptProgress, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 2, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/progress.lua reply: %w", err)
+	}
+	var rep progressReply
+	if rep.Code, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/progress.lua reply, code: %w", err)
+	}
+	if rep.N, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/progress.lua reply, n: %w", err)
+	}
+	return rep, nil
+}
+
+// promoteKeys are the KEYS of lua/promote.lua.
+type promoteKeys struct {
+	Schedule string   // schedule ZSET
+	Expiry   string   // expiry ZSET
+	Events   string   // event stream
+	Depth    string   // depth counter
+	Bands    []string // band streams p0..p9
+	Retained string   // retained counts hash
+	Outbox   string   // workflow outbox stream
+}
+
+// promoteArgs are the ARGV of lua/promote.lua.
+type promoteArgs struct {
+	Now          int64  // now (ms)
+	TaskPrefix   string // task key prefix
+	IdemPrefix   string // idempotency key prefix
+	Max          int    // max tasks (<= 500)
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+	Outcomes     string // "1": the queue's events are outcomes (no TASK_QUEUED, TASK_RETRIED)
+}
+
+// promoteReply is the reply of lua/promote.lua.
+type promoteReply struct {
+	Moved    int64
+	NextDue  int64
+	Examined int64
+}
+
+// callPromote runs lua/promote.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPromote(ctx context.Context, k *promoteKeys, a *promoteArgs) (promoteReply, error) {
+	var zero promoteReply
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS schedule is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS expiry is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS depth is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/promote.lua: KEYS outbox is empty")
+	}
+	keys := make([]string, 0, 6+10)
+	keys = append(keys, k.Schedule, k.Expiry, k.Events, k.Depth)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Retained, k.Outbox)
+	args := make([]any, 0, 7)
+	args = append(args, a.Now, a.TaskPrefix, a.IdemPrefix, a.Max, a.EventsMaxLen, a.FailedRetS, a.Outcomes)
+	v, err := r.run(ctx, scriptPromote, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 3, 3)
+	if err != nil {
+		return zero, fmt.Errorf("lua/promote.lua reply: %w", err)
+	}
+	var rep promoteReply
+	if rep.Moved, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/promote.lua reply, moved: %w", err)
+	}
+	if rep.NextDue, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/promote.lua reply, next_due: %w", err)
+	}
+	if rep.Examined, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/promote.lua reply, examined: %w", err)
+	}
+	return rep, nil
+}
+
+// pruneConsumersKeys are the KEYS of lua/prune_consumers.lua.
+type pruneConsumersKeys struct {
+	Bands []string // band streams p0..p9
+}
+
+// pruneConsumersArgs are the ARGV of lua/prune_consumers.lua.
+type pruneConsumersArgs struct {
+	Group  string // consumer group
+	IdleMS int64  // minimum idle time (ms)
+}
+
+// callPruneConsumers runs lua/prune_consumers.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPruneConsumers(ctx context.Context, k *pruneConsumersKeys, a *pruneConsumersArgs) (int64, error) {
+	var zero int64
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/prune_consumers.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	keys := make([]string, 0, 0+10)
+	keys = append(keys, k.Bands...)
+	args := make([]any, 0, 2)
+	args = append(args, a.Group, a.IdleMS)
+	v, err := r.run(ctx, scriptPruneConsumers, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/prune_consumers.lua reply: %w", err)
 	}
 	return x, nil
 }
@@ -826,6 +1129,151 @@ func (r *RDB) callRunNow(ctx context.Context, k *runNowKeys, a *runNowArgs) (run
 	}
 	if rep.Status, err = replyString(t[1]); err != nil {
 		return zero, fmt.Errorf("lua/run_now.lua reply, status: %w", err)
+	}
+	return rep, nil
+}
+
+// sweepExpiredKeys are the KEYS of lua/sweep_expired.lua.
+type sweepExpiredKeys struct {
+	Expiry   string   // expiry ZSET
+	Schedule string   // schedule ZSET
+	Events   string   // event stream
+	Depth    string   // depth counter
+	Bands    []string // band streams p0..p9
+	Retained string   // retained counts hash
+	Outbox   string   // workflow outbox stream
+}
+
+// sweepExpiredArgs are the ARGV of lua/sweep_expired.lua.
+type sweepExpiredArgs struct {
+	Now          int64  // now (ms)
+	TaskPrefix   string // task key prefix
+	IdemPrefix   string // idempotency key prefix
+	Max          int    // max tasks (<= 500)
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+}
+
+// sweepExpiredReply is the reply of lua/sweep_expired.lua.
+type sweepExpiredReply struct {
+	Expired  int64
+	NextDue  int64
+	Examined int64
+}
+
+// callSweepExpired runs lua/sweep_expired.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callSweepExpired(ctx context.Context, k *sweepExpiredKeys, a *sweepExpiredArgs) (sweepExpiredReply, error) {
+	var zero sweepExpiredReply
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS expiry is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS schedule is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS depth is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS outbox is empty")
+	}
+	keys := make([]string, 0, 6+10)
+	keys = append(keys, k.Expiry, k.Schedule, k.Events, k.Depth)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Retained, k.Outbox)
+	args := make([]any, 0, 6)
+	args = append(args, a.Now, a.TaskPrefix, a.IdemPrefix, a.Max, a.EventsMaxLen, a.FailedRetS)
+	v, err := r.run(ctx, scriptSweepExpired, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 3, 3)
+	if err != nil {
+		return zero, fmt.Errorf("lua/sweep_expired.lua reply: %w", err)
+	}
+	var rep sweepExpiredReply
+	if rep.Expired, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/sweep_expired.lua reply, expired: %w", err)
+	}
+	if rep.NextDue, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/sweep_expired.lua reply, next_due: %w", err)
+	}
+	if rep.Examined, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/sweep_expired.lua reply, examined: %w", err)
+	}
+	return rep, nil
+}
+
+// tidyKeys are the KEYS of lua/tidy.lua.
+type tidyKeys struct {
+	Recent   string // listing index (LIST, newest first, ids without their last four digits, the queue's number)
+	Cursor   string // tidy cursor (how many ids from the oldest end the walk has passed)
+	Retained string // retained counts hash
+}
+
+// tidyArgs are the ARGV of lua/tidy.lua.
+type tidyArgs struct {
+	Now        int64  // now (ms)
+	TaskPrefix string // task key prefix
+	Batch      int    // ids per call
+	Suffix     string // the queue's number as the last four digits of its ids
+	End        string // the walk's end: members below it only (the first 12 digits of an id, its creation time: a task created since can still be kept)
+}
+
+// tidyReply is the reply of lua/tidy.lua.
+type tidyReply struct {
+	Examined int64
+	Dropped  int64
+	Pruned   int64
+	Wrapped  int64
+}
+
+// callTidy runs lua/tidy.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callTidy(ctx context.Context, k *tidyKeys, a *tidyArgs) (tidyReply, error) {
+	var zero tidyReply
+	if k.Recent == "" {
+		return zero, fmt.Errorf("lua/tidy.lua: KEYS recent is empty")
+	}
+	if k.Cursor == "" {
+		return zero, fmt.Errorf("lua/tidy.lua: KEYS cursor is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/tidy.lua: KEYS retained is empty")
+	}
+	keys := make([]string, 0, 3)
+	keys = append(keys, k.Recent, k.Cursor, k.Retained)
+	args := make([]any, 0, 5)
+	args = append(args, a.Now, a.TaskPrefix, a.Batch, a.Suffix, a.End)
+	v, err := r.run(ctx, scriptTidy, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 4, 4)
+	if err != nil {
+		return zero, fmt.Errorf("lua/tidy.lua reply: %w", err)
+	}
+	var rep tidyReply
+	if rep.Examined, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/tidy.lua reply, examined: %w", err)
+	}
+	if rep.Dropped, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/tidy.lua reply, dropped: %w", err)
+	}
+	if rep.Pruned, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/tidy.lua reply, pruned: %w", err)
+	}
+	if rep.Wrapped, err = replyInt(t[3]); err != nil {
+		return zero, fmt.Errorf("lua/tidy.lua reply, wrapped: %w", err)
 	}
 	return rep, nil
 }

@@ -7,18 +7,27 @@
 -- limits that turn them on leave the band streams to the claims, which sort
 -- their entries into the key queues.
 --
--- KEYS[1] limits hash  KEYS[2] rate state  KEYS[3] fair state hash
--- KEYS[4] fair keys ZSET  KEYS[5] fair delay ZSET  KEYS[6] key rate state
--- KEYS[7..16] band streams p0..p9  KEYS[17] fair flag (ingest reads it)
--- ARGV[1] "set" | "delete"  ARGV[2] fair active keys prefix
--- ARGV[3] key queue prefix  ARGV[4] task key prefix
--- ARGV[5..] with "set": field/value pairs (rate_limit, rate_period_ms,
--- burst, concurrency, key_concurrency, fair, fair_default, w:<key>,
--- key_rate_limit, key_rate_period_ms, key_burst, key_order, events), only
--- those given; events = "outcomes" (the claim, and the callers of ingest,
--- promote, run_now and wf_release, read it) leaves the non-outcome events out
+-- KEYS[1] limits: limits hash
+-- KEYS[2] rate: rate state
+-- KEYS[3] fair_state: fair state hash
+-- KEYS[4] fair_keys: fair keys ZSET
+-- KEYS[5] fair_delay: fair delay ZSET
+-- KEYS[6] key_rate: key rate state
+-- KEYS[7..16] bands: band streams p0..p9
+-- KEYS[17] fair_on: fair flag (ingest reads it)
+-- ARGV[1] mode: "set" | "delete"
+-- ARGV[2] fair_active: fair active keys prefix
+-- ARGV[3] key_queue: key queue prefix
+-- ARGV[4] task_prefix: task key prefix
+-- ARGV[5..] fields []any: with "set": field/value pairs (rate_limit,
+--   rate_period_ms, burst, concurrency, key_concurrency, fair, fair_default,
+--   w:<key>, key_rate_limit, key_rate_period_ms, key_burst, key_order,
+--   events), only those given; events = "outcomes" (the claim, and the
+--   callers of ingest, promote, run_now and wf_release, read it) leaves the
+--   non-outcome events out
 --
--- Returns 1 when limits existed before, else 0.
+-- Returns: int
+-- 1 when limits existed before, else 0.
 --
 --! include: fair_drain
 

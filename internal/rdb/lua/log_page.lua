@@ -1,13 +1,15 @@
 -- log_page: a page of an attempt's log lines, oldest first (read only).
 --
--- KEYS[1] log list of the attempt (see progress.lua: a header
--- "<dropped lines> <stored bytes>", then the lines)
--- ARGV[1] cursor: the number of the first line to answer, counted over
--- every line the attempt logged, dropped ones included (0 = from the start)
--- ARGV[2] how many
+-- KEYS[1] log: log list of the attempt (see progress.lua: a header
+--   "<dropped lines> <stored bytes>", then the lines)
+-- ARGV[1] cursor int64: the number of the first line to answer, counted
+--   over every line the attempt logged, dropped ones included (0 = from the
+--   start)
+-- ARGV[2] count int: how many
 --
--- Returns {dropped lines, number of the first line answered, lines the
--- attempt logged (dropped ones included), lines...}; an absent log
+-- Returns: {dropped int, first int, logged int, lines ...string}
+-- dropped lines, the number of the first line answered, the lines the
+-- attempt logged (dropped ones included), then the lines; an absent log
 -- answers {0, 0, 0}. A cursor past the lines logged is none a page
 -- answered: the caller refuses it.
 

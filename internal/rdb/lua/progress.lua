@@ -16,19 +16,29 @@
 -- attempt that logged (lg), and the last write applied (pq = "<claim
 -- nonce of the run>:<seq>:<ms>:<lines it dropped>").
 --
--- KEYS[1] task hash  KEYS[2] log list of the attempt  KEYS[3] event stream
--- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
--- ARGV[5] claim nonce ("" = not checked)  ARGV[6] sequence number
--- ARGV[7] progress JSON ("" = unchanged)  ARGV[8] events maxlen
--- ARGV[9] cap lines  ARGV[10] cap bytes
--- ARGV[11] least time between two writes of a run (ms; 0 = any)
--- ARGV[12] lines the writer dropped before sending (oldest, over the cap)
--- ARGV[13..] log entries, oldest first
+-- KEYS[1] task: task hash
+-- KEYS[2] log: log list of the attempt
+-- KEYS[3] events: event stream
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: task id
+-- ARGV[3] attempt int: attempt
+-- ARGV[4] worker_id: worker id
+-- ARGV[5] claim: claim nonce ("" = not checked)
+-- ARGV[6] seq int64: sequence number
+-- ARGV[7] progress: progress JSON ("" = unchanged)
+-- ARGV[8] events_max_len int64: events maxlen
+-- ARGV[9] cap_lines int: cap lines
+-- ARGV[10] cap_bytes int: cap bytes
+-- ARGV[11] interval_ms int64: least time between two writes of a run (ms;
+--   0 = any)
+-- ARGV[12] dropped int64: lines the writer dropped before sending (oldest,
+--   over the cap)
+-- ARGV[13..] lines []string: log entries, oldest first
 --
--- Returns {code, n}: code 1 written (n: lines this write dropped; a write
--- sent again answers the same), 0 lease lost (nothing written), 3 too
--- soon after the run's last write (nothing written; n: ms until one may
--- land).
+-- Returns: {code int, n int}
+-- code 1 written (n: lines this write dropped; a write sent again answers
+-- the same), 0 lease lost (nothing written), 3 too soon after the run's
+-- last write (nothing written; n: ms until one may land).
 --
 --! include: hget_map, emit, call_chunked
 

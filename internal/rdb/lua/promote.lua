@@ -4,18 +4,27 @@
 -- removed from the schedule in the same call, so any number of workers may
 -- run this at once without enqueueing a task twice.
 --
--- KEYS[1] schedule ZSET  KEYS[2] expiry ZSET  KEYS[3] event stream
--- KEYS[4] depth counter  KEYS[5..14] band streams p0..p9
--- KEYS[15] retained counts hash  KEYS[16] workflow outbox stream
+-- KEYS[1] schedule: schedule ZSET
+-- KEYS[2] expiry: expiry ZSET
+-- KEYS[3] events: event stream
+-- KEYS[4] depth: depth counter
+-- KEYS[5..14] bands: band streams p0..p9
+-- KEYS[15] retained: retained counts hash
+-- KEYS[16] outbox: workflow outbox stream
 --
--- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
--- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
--- ARGV[7] "1": the queue's events are outcomes (no TASK_QUEUED, TASK_RETRIED)
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] task_prefix: task key prefix
+-- ARGV[3] idem_prefix: idempotency key prefix
+-- ARGV[4] max int: max tasks (<= 500)
+-- ARGV[5] events_max_len int64: events maxlen
+-- ARGV[6] failed_ret_s int64: failed retention (s)
+-- ARGV[7] outcomes: "1": the queue's events are outcomes (no TASK_QUEUED,
+--   TASK_RETRIED)
 --
--- Returns {moved, next_due, examined} where next_due is the earliest remaining
--- due time (ms), or -1 when the schedule is empty, and examined the entries
--- looked at (a full call means more may be due at once, even when stale
--- entries made moved smaller).
+-- Returns: {moved int, next_due int, examined int}
+-- next_due is the earliest remaining due time (ms), or -1 when the
+-- schedule is empty, and examined the entries looked at (a full call means
+-- more may be due at once, even when stale entries made moved smaller).
 --
 --! include: expire_task, hget_map, enqueue_due
 

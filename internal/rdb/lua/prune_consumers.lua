@@ -3,10 +3,12 @@
 -- the consumer list does not grow with every deploy. A consumer is created
 -- again by its next XREADGROUP, so removing an idle one is harmless.
 --
--- KEYS[1..10] band streams p0..p9
--- ARGV[1] group  ARGV[2] minimum idle time (ms)
+-- KEYS[1..10] bands: band streams p0..p9
+-- ARGV[1] group: consumer group
+-- ARGV[2] idle_ms int64: minimum idle time (ms)
 --
--- Returns how many consumers were removed.
+-- Returns: int
+-- how many consumers were removed.
 
 local removed = 0
 for i = 1, #KEYS do

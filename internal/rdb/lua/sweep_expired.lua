@@ -3,16 +3,24 @@
 -- sure nothing waits past its deadline in an idle queue). Running and
 -- finished tasks just leave the index.
 --
--- KEYS[1] expiry ZSET   KEYS[2] schedule ZSET  KEYS[3] event stream
--- KEYS[4] depth counter KEYS[5..14] band streams p0..p9
--- KEYS[15] retained counts hash  KEYS[16] workflow outbox stream
+-- KEYS[1] expiry: expiry ZSET
+-- KEYS[2] schedule: schedule ZSET
+-- KEYS[3] events: event stream
+-- KEYS[4] depth: depth counter
+-- KEYS[5..14] bands: band streams p0..p9
+-- KEYS[15] retained: retained counts hash
+-- KEYS[16] outbox: workflow outbox stream
 --
--- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] idempotency key prefix
--- ARGV[4] max tasks (<= 500)  ARGV[5] events maxlen  ARGV[6] failed retention (s)
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] task_prefix: task key prefix
+-- ARGV[3] idem_prefix: idempotency key prefix
+-- ARGV[4] max int: max tasks (<= 500)
+-- ARGV[5] events_max_len int64: events maxlen
+-- ARGV[6] failed_ret_s int64: failed retention (s)
 --
--- Returns {expired, next, examined} where next is the earliest remaining
--- deadline (ms) or -1, and examined the entries looked at (a full call means
--- more may be overdue at once).
+-- Returns: {expired int, next_due int, examined int}
+-- next_due is the earliest remaining deadline (ms) or -1, and examined the
+-- entries looked at (a full call means more may be overdue at once).
 --
 --! include: expire_task, hget_map
 

@@ -5,21 +5,25 @@
 -- number of workers may run it: they share the cursor, and each step is
 -- idempotent.
 --
--- KEYS[1] listing index (LIST, newest first, ids without their last four
--- digits, the queue's number)
--- KEYS[2] tidy cursor (how many ids from the oldest end the walk has passed)
--- KEYS[3] retained counts hash
--- ARGV[1] now (ms)  ARGV[2] task key prefix  ARGV[3] ids per call
--- ARGV[4] the queue's number as the last four digits of its ids
--- ARGV[5] the walk's end: members below it only (the first 12 digits of an
---         id, its creation time: a task created since can still be kept)
+-- KEYS[1] recent: listing index (LIST, newest first, ids without their
+--   last four digits, the queue's number)
+-- KEYS[2] cursor: tidy cursor (how many ids from the oldest end the walk
+--   has passed)
+-- KEYS[3] retained: retained counts hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] task_prefix: task key prefix
+-- ARGV[3] batch int: ids per call
+-- ARGV[4] suffix: the queue's number as the last four digits of its ids
+-- ARGV[5] end: the walk's end: members below it only (the first 12 digits
+--   of an id, its creation time: a task created since can still be kept)
 --
 -- Gone ids are overwritten with '' (LSET) and removed with one LREM from
 -- the oldest end, which stops after the last of them: the cost is the
 -- walk's distance from that end, not the list's length.
 --
--- Returns {ids examined, ids dropped, buckets pruned, 1 when the walk
--- reached the end of the index (the next call starts over)}.
+-- Returns: {examined int, dropped int, pruned int, wrapped int}
+-- ids examined, ids dropped, buckets pruned, 1 when the walk reached the
+-- end of the index (the next call starts over).
 
 local now_s = math.floor(tonumber(ARGV[1]) / 1000)
 local max = tonumber(ARGV[3])
