@@ -2,7 +2,6 @@ package rdb
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -17,21 +16,16 @@ import (
 // its new version and whether it is paused.
 func (r *RDB) PutSchedule(ctx context.Context, name string, now time.Time, nextRun int64, def []any) (created bool, version int64, paused bool, err error) {
 	k := r.keys
-	args := append([]any{now.UnixMilli(), name, nextRun}, def...)
-	v, err := r.run(ctx, scriptSchedulePut, []string{k.ScheduleDef(name), k.ScheduleNames(), k.ScheduleDue()}, args...).Int64Slice()
-	if err != nil {
-		return false, 0, false, err
-	}
-	if len(v) != 3 {
-		return false, 0, false, fmt.Errorf("schedule_put: unexpected reply %v", v)
-	}
-	return v[0] == 1, v[1], v[2] == 1, nil
+	v, err := r.callSchedulePut(ctx, &schedulePutKeys{Def: k.ScheduleDef(name), Names: k.ScheduleNames(), Due: k.ScheduleDue()},
+		&schedulePutArgs{Now: now.UnixMilli(), Name: name, NextRun: nextRun, Def: def})
+	return v.Created == 1, v.Version, v.Paused == 1, err
 }
 
 // DeleteSchedule removes schedule name and reports whether it existed.
 func (r *RDB) DeleteSchedule(ctx context.Context, name string) (bool, error) {
 	k := r.keys
-	n, err := r.run(ctx, scriptScheduleDelete, []string{k.ScheduleDef(name), k.ScheduleNames(), k.ScheduleDue()}, name).Int64()
+	n, err := r.callScheduleDelete(ctx, &scheduleDeleteKeys{Def: k.ScheduleDef(name), Names: k.ScheduleNames(), Due: k.ScheduleDue()},
+		&scheduleDeleteArgs{Name: name})
 	return n == 1, err
 }
 
@@ -44,7 +38,8 @@ func (r *RDB) SetSchedulePaused(ctx context.Context, name string, pause bool, no
 	if pause {
 		action = "pause"
 	}
-	n, err := r.run(ctx, scriptSchedulePause, []string{k.ScheduleDef(name), k.ScheduleDue()}, now.UnixMilli(), action, name, nextRun).Int64()
+	n, err := r.callSchedulePause(ctx, &schedulePauseKeys{Def: k.ScheduleDef(name), Due: k.ScheduleDue()},
+		&schedulePauseArgs{Now: now.UnixMilli(), Action: action, Name: name, NextRun: nextRun})
 	if err != nil {
 		return false, err
 	}
@@ -85,8 +80,11 @@ func (r *RDB) RecordSchedule(ctx context.Context, now time.Time, run ScheduleRun
 	if run.Tick == 0 {
 		mode = "trigger"
 	}
-	v, err := r.run(ctx, scriptScheduleRecord, []string{k.ScheduleDef(run.Name), k.ScheduleDue()}, now.UnixMilli(), mode, run.Name,
-		run.Tick, run.NextRun, run.Version, run.TaskID, run.Error).Text()
+	v, err := r.callScheduleRecord(ctx, &scheduleRecordKeys{Def: k.ScheduleDef(run.Name), Due: k.ScheduleDue()},
+		&scheduleRecordArgs{
+			Now: now.UnixMilli(), Mode: mode, Name: run.Name, Tick: run.Tick, NextRun: run.NextRun, Version: run.Version,
+			TaskID: run.TaskID, Error: run.Error,
+		})
 	if err != nil {
 		return "", err
 	}

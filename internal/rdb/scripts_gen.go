@@ -1022,6 +1022,47 @@ func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (
 	return rep, nil
 }
 
+// remoteBeatKeys are the KEYS of lua/remote_beat.lua.
+type remoteBeatKeys struct {
+	Worker string // worker hash
+}
+
+// remoteBeatArgs are the ARGV of lua/remote_beat.lua.
+type remoteBeatArgs struct {
+	Now        int64    // now (ms)
+	Mode       string   // claim | beat | done
+	LeaseEnd   int64    // lease end (ms) for claim/beat
+	Queues     string   // queues (JSON array; "" = keep)
+	IntervalMS int64    // heartbeat interval (ms)
+	Version    string   // version
+	IDs        []string // task ids
+}
+
+// callRemoteBeat runs lua/remote_beat.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRemoteBeat(ctx context.Context, k *remoteBeatKeys, a *remoteBeatArgs) (string, error) {
+	var zero string
+	if k.Worker == "" {
+		return zero, fmt.Errorf("lua/remote_beat.lua: KEYS worker is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Worker)
+	args := make([]any, 0, 6+len(a.IDs))
+	args = append(args, a.Now, a.Mode, a.LeaseEnd, a.Queues, a.IntervalMS, a.Version)
+	for _, x := range a.IDs {
+		args = append(args, x)
+	}
+	v, err := r.run(ctx, scriptRemoteBeat, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/remote_beat.lua reply: %w", err)
+	}
+	return x, nil
+}
+
 // renewKeys are the KEYS of lua/renew.lua.
 type renewKeys struct {
 	Lease string // lease ZSET
@@ -1131,6 +1172,189 @@ func (r *RDB) callRunNow(ctx context.Context, k *runNowKeys, a *runNowArgs) (run
 		return zero, fmt.Errorf("lua/run_now.lua reply, status: %w", err)
 	}
 	return rep, nil
+}
+
+// scheduleDeleteKeys are the KEYS of lua/schedule_delete.lua.
+type scheduleDeleteKeys struct {
+	Def   string // schedule hash
+	Names string // names index
+	Due   string // due index
+}
+
+// scheduleDeleteArgs are the ARGV of lua/schedule_delete.lua.
+type scheduleDeleteArgs struct {
+	Name string // schedule name
+}
+
+// callScheduleDelete runs lua/schedule_delete.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callScheduleDelete(ctx context.Context, k *scheduleDeleteKeys, a *scheduleDeleteArgs) (int64, error) {
+	var zero int64
+	if k.Def == "" {
+		return zero, fmt.Errorf("lua/schedule_delete.lua: KEYS def is empty")
+	}
+	if k.Names == "" {
+		return zero, fmt.Errorf("lua/schedule_delete.lua: KEYS names is empty")
+	}
+	if k.Due == "" {
+		return zero, fmt.Errorf("lua/schedule_delete.lua: KEYS due is empty")
+	}
+	keys := make([]string, 0, 3)
+	keys = append(keys, k.Def, k.Names, k.Due)
+	args := make([]any, 0, 1)
+	args = append(args, a.Name)
+	v, err := r.run(ctx, scriptScheduleDelete, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/schedule_delete.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// schedulePauseKeys are the KEYS of lua/schedule_pause.lua.
+type schedulePauseKeys struct {
+	Def string // schedule hash
+	Due string // due index
+}
+
+// schedulePauseArgs are the ARGV of lua/schedule_pause.lua.
+type schedulePauseArgs struct {
+	Now     int64  // now (ms)
+	Action  string // "pause" | "resume"
+	Name    string // schedule name
+	NextRun int64  // next_run_at (ms) for resume
+}
+
+// callSchedulePause runs lua/schedule_pause.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callSchedulePause(ctx context.Context, k *schedulePauseKeys, a *schedulePauseArgs) (int64, error) {
+	var zero int64
+	if k.Def == "" {
+		return zero, fmt.Errorf("lua/schedule_pause.lua: KEYS def is empty")
+	}
+	if k.Due == "" {
+		return zero, fmt.Errorf("lua/schedule_pause.lua: KEYS due is empty")
+	}
+	keys := make([]string, 0, 2)
+	keys = append(keys, k.Def, k.Due)
+	args := make([]any, 0, 4)
+	args = append(args, a.Now, a.Action, a.Name, a.NextRun)
+	v, err := r.run(ctx, scriptSchedulePause, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/schedule_pause.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// schedulePutKeys are the KEYS of lua/schedule_put.lua.
+type schedulePutKeys struct {
+	Def   string // schedule hash
+	Names string // names index
+	Due   string // due index
+}
+
+// schedulePutArgs are the ARGV of lua/schedule_put.lua.
+type schedulePutArgs struct {
+	Now     int64  // now (ms)
+	Name    string // schedule name
+	NextRun int64  // next_run_at (ms)
+	Def     []any  // definition field, value pairs (every definition field, "" = unset)
+}
+
+// schedulePutReply is the reply of lua/schedule_put.lua.
+type schedulePutReply struct {
+	Created int64
+	Version int64
+	Paused  int64
+}
+
+// callSchedulePut runs lua/schedule_put.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callSchedulePut(ctx context.Context, k *schedulePutKeys, a *schedulePutArgs) (schedulePutReply, error) {
+	var zero schedulePutReply
+	if k.Def == "" {
+		return zero, fmt.Errorf("lua/schedule_put.lua: KEYS def is empty")
+	}
+	if k.Names == "" {
+		return zero, fmt.Errorf("lua/schedule_put.lua: KEYS names is empty")
+	}
+	if k.Due == "" {
+		return zero, fmt.Errorf("lua/schedule_put.lua: KEYS due is empty")
+	}
+	keys := make([]string, 0, 3)
+	keys = append(keys, k.Def, k.Names, k.Due)
+	args := make([]any, 0, 3+len(a.Def))
+	args = append(args, a.Now, a.Name, a.NextRun)
+	args = append(args, a.Def...)
+	v, err := r.run(ctx, scriptSchedulePut, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 3, 3)
+	if err != nil {
+		return zero, fmt.Errorf("lua/schedule_put.lua reply: %w", err)
+	}
+	var rep schedulePutReply
+	if rep.Created, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/schedule_put.lua reply, created: %w", err)
+	}
+	if rep.Version, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/schedule_put.lua reply, version: %w", err)
+	}
+	if rep.Paused, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/schedule_put.lua reply, paused: %w", err)
+	}
+	return rep, nil
+}
+
+// scheduleRecordKeys are the KEYS of lua/schedule_record.lua.
+type scheduleRecordKeys struct {
+	Def string // schedule hash
+	Due string // due index
+}
+
+// scheduleRecordArgs are the ARGV of lua/schedule_record.lua.
+type scheduleRecordArgs struct {
+	Now     int64  // now (ms)
+	Mode    string // "tick" | "trigger"
+	Name    string // schedule name
+	Tick    int64  // tick (ms; "tick" only)
+	NextRun int64  // next_run_at (ms; "tick" only)
+	Version string // version read
+	TaskID  string // task id ("" when no task was made)
+	Error   string // error ("" when none)
+}
+
+// callScheduleRecord runs lua/schedule_record.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callScheduleRecord(ctx context.Context, k *scheduleRecordKeys, a *scheduleRecordArgs) (string, error) {
+	var zero string
+	if k.Def == "" {
+		return zero, fmt.Errorf("lua/schedule_record.lua: KEYS def is empty")
+	}
+	if k.Due == "" {
+		return zero, fmt.Errorf("lua/schedule_record.lua: KEYS due is empty")
+	}
+	keys := make([]string, 0, 2)
+	keys = append(keys, k.Def, k.Due)
+	args := make([]any, 0, 8)
+	args = append(args, a.Now, a.Mode, a.Name, a.Tick, a.NextRun, a.Version, a.TaskID, a.Error)
+	v, err := r.run(ctx, scriptScheduleRecord, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/schedule_record.lua reply: %w", err)
+	}
+	return x, nil
 }
 
 // sweepExpiredKeys are the KEYS of lua/sweep_expired.lua.
@@ -1276,4 +1500,180 @@ func (r *RDB) callTidy(ctx context.Context, k *tidyKeys, a *tidyArgs) (tidyReply
 		return zero, fmt.Errorf("lua/tidy.lua reply, wrapped: %w", err)
 	}
 	return rep, nil
+}
+
+// workerAdmitKeys are the KEYS of lua/worker_admit.lua.
+type workerAdmitKeys struct {
+	Workers string // workers index (ZSET id -> last heartbeat ms)
+	OfKey   string // the API key's workers index (same slot as KEYS[1])
+}
+
+// workerAdmitArgs are the ARGV of lua/worker_admit.lua.
+type workerAdmitArgs struct {
+	Now         int64  // now (ms)
+	ID          string // worker id
+	KeepAfter   int64  // keep after (ms; older entries are dropped)
+	StaleBefore int64  // stale before (ms; entries older may be evicted)
+	Max         int64  // max ids in KEYS[1] (0 = no limit)
+	MaxPerKey   int64  // max ids in KEYS[2] (0 = no limit)
+	Mode        string // "new" (a registration, bounded) or "seen" (a worker known to hold the id: indexed whatever the bounds)
+}
+
+// workerAdmitReply is the reply of lua/worker_admit.lua.
+type workerAdmitReply struct {
+	State    string
+	Scope    string
+	Count    int64
+	Limit    int64
+	OldestMS int64
+	Evicted  []string
+}
+
+// callWorkerAdmit runs lua/worker_admit.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerAdmit(ctx context.Context, k *workerAdmitKeys, a *workerAdmitArgs) (workerAdmitReply, error) {
+	var zero workerAdmitReply
+	if k.Workers == "" {
+		return zero, fmt.Errorf("lua/worker_admit.lua: KEYS workers is empty")
+	}
+	keys := make([]string, 0, 2)
+	keys = append(keys, k.Workers)
+	for _, x := range [...]string{k.OfKey} {
+		if x == "" {
+			break
+		}
+		keys = append(keys, x)
+	}
+	args := make([]any, 0, 7)
+	args = append(args, a.Now, a.ID, a.KeepAfter, a.StaleBefore, a.Max, a.MaxPerKey, a.Mode)
+	v, err := r.run(ctx, scriptWorkerAdmit, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 5, -1)
+	if err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply: %w", err)
+	}
+	var rep workerAdmitReply
+	if rep.State, err = replyString(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply, state: %w", err)
+	}
+	if rep.Scope, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply, scope: %w", err)
+	}
+	if rep.Count, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply, count: %w", err)
+	}
+	if rep.Limit, err = replyInt(t[3]); err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply, limit: %w", err)
+	}
+	if rep.OldestMS, err = replyInt(t[4]); err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply, oldest_ms: %w", err)
+	}
+	if rep.Evicted, err = replyStrings(t[5:]); err != nil {
+		return zero, fmt.Errorf("lua/worker_admit.lua reply, evicted: %w", err)
+	}
+	return rep, nil
+}
+
+// workerBeatKeys are the KEYS of lua/worker_beat.lua.
+type workerBeatKeys struct {
+	Worker string // worker hash
+}
+
+// workerBeatArgs are the ARGV of lua/worker_beat.lua.
+type workerBeatArgs struct {
+	Now      int64  // now (ms)
+	Instance string // instance token
+	Fields   []any  // field, value pairs
+}
+
+// callWorkerBeat runs lua/worker_beat.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerBeat(ctx context.Context, k *workerBeatKeys, a *workerBeatArgs) (string, error) {
+	var zero string
+	if k.Worker == "" {
+		return zero, fmt.Errorf("lua/worker_beat.lua: KEYS worker is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Worker)
+	args := make([]any, 0, 2+len(a.Fields))
+	args = append(args, a.Now, a.Instance)
+	args = append(args, a.Fields...)
+	v, err := r.run(ctx, scriptWorkerBeat, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/worker_beat.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// workerForgetKeys are the KEYS of lua/worker_forget.lua.
+type workerForgetKeys struct {
+	Worker string // worker hash
+}
+
+// workerForgetArgs are the ARGV of lua/worker_forget.lua.
+type workerForgetArgs struct {
+	StaleBefore int64 // stale before (ms)
+}
+
+// callWorkerForget runs lua/worker_forget.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerForget(ctx context.Context, k *workerForgetKeys, a *workerForgetArgs) (int64, error) {
+	var zero int64
+	if k.Worker == "" {
+		return zero, fmt.Errorf("lua/worker_forget.lua: KEYS worker is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Worker)
+	args := make([]any, 0, 1)
+	args = append(args, a.StaleBefore)
+	v, err := r.run(ctx, scriptWorkerForget, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/worker_forget.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// workerStartKeys are the KEYS of lua/worker_start.lua.
+type workerStartKeys struct {
+	Worker string // worker hash
+}
+
+// workerStartArgs are the ARGV of lua/worker_start.lua.
+type workerStartArgs struct {
+	Now          int64 // now (ms)
+	StaleAfterMS int64 // stale after (ms)
+	Fields       []any // field, value pairs
+}
+
+// callWorkerStart runs lua/worker_start.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerStart(ctx context.Context, k *workerStartKeys, a *workerStartArgs) (string, error) {
+	var zero string
+	if k.Worker == "" {
+		return zero, fmt.Errorf("lua/worker_start.lua: KEYS worker is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Worker)
+	args := make([]any, 0, 2+len(a.Fields))
+	args = append(args, a.Now, a.StaleAfterMS)
+	args = append(args, a.Fields...)
+	v, err := r.run(ctx, scriptWorkerStart, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/worker_start.lua reply: %w", err)
+	}
+	return x, nil
 }

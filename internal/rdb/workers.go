@@ -144,8 +144,8 @@ func (r *RDB) WorkerStart(ctx context.Context, id string, now time.Time, staleAf
 	if err := r.admitWorker(ctx, id, "", now, true); err != nil {
 		return err
 	}
-	args := append([]any{now.UnixMilli(), staleAfter.Milliseconds()}, fields...)
-	v, err := r.run(ctx, scriptWorkerStart, []string{r.keys.Worker(id)}, args...).Text()
+	v, err := r.callWorkerStart(ctx, &workerStartKeys{Worker: r.keys.Worker(id)},
+		&workerStartArgs{Now: now.UnixMilli(), StaleAfterMS: staleAfter.Milliseconds(), Fields: fields})
 	if err != nil {
 		return err
 	}
@@ -197,10 +197,10 @@ func (e *TooManyWorkersError) Error() string {
 // fresh says the call registers the id, which the bounds apply to. It
 // deletes the records of the ids the script evicted.
 func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fresh bool) error {
-	keys := []string{r.keys.Workers()}
+	keys := &workerAdmitKeys{Workers: r.keys.Workers()}
 	perKey := int64(0)
 	if key != "" {
-		keys = append(keys, r.keys.WorkersOfKey(key))
+		keys.OfKey = r.keys.WorkersOfKey(key)
 		perKey = r.workerBounds.MaxPerKey
 	}
 	mode := "seen"
@@ -208,21 +208,22 @@ func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fr
 		mode = "new"
 	}
 	staleBefore := now.Add(-WorkerEvictAfter).UnixMilli()
-	v, err := r.run(ctx, scriptWorkerAdmit, keys, now.UnixMilli(), id, now.Add(-WorkerRetention).UnixMilli(),
-		staleBefore, r.workerBounds.Max, perKey, mode).Slice()
+	v, err := r.callWorkerAdmit(ctx, keys, &workerAdmitArgs{
+		Now: now.UnixMilli(), ID: id, KeepAfter: now.Add(-WorkerRetention).UnixMilli(), StaleBefore: staleBefore,
+		Max: r.workerBounds.Max, MaxPerKey: perKey, Mode: mode,
+	})
 	if err != nil {
 		return err
 	}
-	evicted := v[1:]
 	var full *TooManyWorkersError
-	if len(v) >= 5 && v[0] == "full" {
-		oldest := time.UnixMilli(toInt64(v[4]))
-		full = &TooManyWorkersError{Scope: fmt.Sprint(v[1]), Count: toInt64(v[2]), Limit: toInt64(v[3]),
+	if v.State == "full" {
+		oldest := time.UnixMilli(v.OldestMS)
+		full = &TooManyWorkersError{Scope: v.Scope, Count: v.Count, Limit: v.Limit,
 			RetryAfter: min(max(time.Second, oldest.Add(WorkerEvictAfter).Sub(now)), WorkerEvictAfter)}
-		evicted = v[5:]
 	}
-	for _, e := range evicted {
-		if err := r.run(ctx, scriptWorkerForget, []string{r.keys.Worker(fmt.Sprint(e))}, staleBefore).Err(); err != nil {
+	for _, e := range v.Evicted {
+		if _, err := r.callWorkerForget(ctx, &workerForgetKeys{Worker: r.keys.Worker(e)},
+			&workerForgetArgs{StaleBefore: staleBefore}); err != nil {
 			return err
 		}
 	}
@@ -230,17 +231,6 @@ func (r *RDB) admitWorker(ctx context.Context, id, key string, now time.Time, fr
 		return full
 	}
 	return nil
-}
-
-// toInt64 reads an integer a script answered as a number or a string.
-func toInt64(v any) int64 {
-	switch n := v.(type) {
-	case int64:
-		return n
-	case string:
-		return atoi64(n)
-	}
-	return 0
 }
 
 func (r *RDB) workerEvent(ctx context.Context, id string, now time.Time, eventsMaxLen int64, event string) error {
@@ -254,8 +244,8 @@ func (r *RDB) workerEvent(ctx context.Context, id string, now time.Time, eventsM
 // WorkerBeat refreshes the heartbeat record, fenced on instance, and the
 // workers index; stopped emits WORKER_STOPPED.
 func (r *RDB) WorkerBeat(ctx context.Context, id, instance string, now time.Time, eventsMaxLen int64, stopped bool, fields []any) error {
-	args := append([]any{now.UnixMilli(), instance}, fields...)
-	v, err := r.run(ctx, scriptWorkerBeat, []string{r.keys.Worker(id)}, args...).Text()
+	v, err := r.callWorkerBeat(ctx, &workerBeatKeys{Worker: r.keys.Worker(id)},
+		&workerBeatArgs{Now: now.UnixMilli(), Instance: instance, Fields: fields})
 	if err != nil {
 		return err
 	}
@@ -312,11 +302,10 @@ func (r *RDB) RemoteWorkerBeat(ctx context.Context, w *RemoteWorker, now time.Ti
 		}
 		queues = string(b)
 	}
-	args := []any{now.UnixMilli(), w.Mode, w.LeaseEnd.UnixMilli(), queues, w.Interval.Milliseconds(), w.Version}
-	for _, id := range w.TaskIDs {
-		args = append(args, id)
-	}
-	v, err := r.run(ctx, scriptRemoteBeat, []string{r.keys.Worker(w.ID)}, args...).Text()
+	v, err := r.callRemoteBeat(ctx, &remoteBeatKeys{Worker: r.keys.Worker(w.ID)}, &remoteBeatArgs{
+		Now: now.UnixMilli(), Mode: w.Mode, LeaseEnd: w.LeaseEnd.UnixMilli(), Queues: queues,
+		IntervalMS: w.Interval.Milliseconds(), Version: w.Version, IDs: w.TaskIDs,
+	})
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,17 @@
 -- live Go worker uses (its record has an instance token). Touches only the
 -- worker's own hash; the caller then indexes the worker.
 --
--- KEYS[1] worker hash
--- ARGV[1] now (ms)  ARGV[2] mode: claim | beat | done
--- ARGV[3] lease end (ms) for claim/beat  ARGV[4] queues (JSON array; "" = keep)
--- ARGV[5] heartbeat interval (ms)  ARGV[6] version
--- ARGV[7..] task ids
+-- KEYS[1] worker: worker hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] mode: claim | beat | done
+-- ARGV[3] lease_end int64: lease end (ms) for claim/beat
+-- ARGV[4] queues: queues (JSON array; "" = keep)
+-- ARGV[5] interval_ms int64: heartbeat interval (ms)
+-- ARGV[6] version: version
+-- ARGV[7..] ids []string: task ids
 --
--- Returns "ok" or "duplicate".
+-- Returns: string
+-- "ok" or "duplicate".
 
 local now = tonumber(ARGV[1])
 local cur = redis.call('HMGET', KEYS[1], 'instance', 'status', 'last_heartbeat', 'heartbeat_interval_ms', 'leases')

@@ -1,10 +1,13 @@
 -- schedule_delete: remove a schedule and its index entries. Tasks it
 -- already made are left alone. Global schedule keys only (one hash tag).
 --
--- KEYS[1] schedule hash  KEYS[2] names index  KEYS[3] due index
--- ARGV[1] name
+-- KEYS[1] def: schedule hash
+-- KEYS[2] names: names index
+-- KEYS[3] due: due index
+-- ARGV[1] name: schedule name
 --
--- Returns 1 when the schedule existed, 0 when it did not.
+-- Returns: int
+-- 1 when the schedule existed, 0 when it did not.
 
 local existed = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])

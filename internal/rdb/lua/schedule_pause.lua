@@ -3,12 +3,16 @@
 -- tick after now (ticks missed while paused are not fired). Global schedule
 -- keys only (one hash tag).
 --
--- KEYS[1] schedule hash  KEYS[2] due index
--- ARGV[1] now (ms)  ARGV[2] "pause" | "resume"  ARGV[3] name
--- ARGV[4] next_run_at (ms) for resume
+-- KEYS[1] def: schedule hash
+-- KEYS[2] due: due index
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] action: "pause" | "resume"
+-- ARGV[3] name: schedule name
+-- ARGV[4] next_run int64: next_run_at (ms) for resume
 --
--- Returns -1 for an unknown schedule, 1 when the state changed, 0 when it
--- already was so.
+-- Returns: int
+-- -1 for an unknown schedule, 1 when the state changed, 0 when it already
+-- was so.
 
 local paused = redis.call('HGET', KEYS[1], 'paused')
 if not paused then return -1 end

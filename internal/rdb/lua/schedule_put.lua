@@ -4,11 +4,17 @@
 -- the old definition does not move next_run_at (see schedule_record). Global
 -- schedule keys only (one hash tag).
 --
--- KEYS[1] schedule hash  KEYS[2] names index  KEYS[3] due index
--- ARGV[1] now (ms)  ARGV[2] name  ARGV[3] next_run_at (ms)
--- ARGV[4..] definition field, value pairs (every definition field, "" = unset)
+-- KEYS[1] def: schedule hash
+-- KEYS[2] names: names index
+-- KEYS[3] due: due index
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] name: schedule name
+-- ARGV[3] next_run int64: next_run_at (ms)
+-- ARGV[4..] def []any: definition field, value pairs (every definition
+--   field, "" = unset)
 --
--- Returns {created (1|0), version, paused (1|0)}.
+-- Returns: {created int, version int, paused int}
+-- created and paused are 1 or 0.
 
 local now, name, next_run = ARGV[1], ARGV[2], ARGV[3]
 local cur = redis.call('HMGET', KEYS[1], 'version', 'paused')

@@ -9,13 +9,19 @@
 -- only when the definition is still the version the scheduler read and the
 -- schedule is not paused. Global schedule keys only (one hash tag).
 --
--- KEYS[1] schedule hash  KEYS[2] due index
--- ARGV[1] now (ms)  ARGV[2] "tick" | "trigger"  ARGV[3] name
--- ARGV[4] tick (ms; "tick" only)  ARGV[5] next_run_at (ms; "tick" only)
--- ARGV[6] version read  ARGV[7] task id ("" when no task was made)
--- ARGV[8] error ("" when none)
+-- KEYS[1] def: schedule hash
+-- KEYS[2] due: due index
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] mode: "tick" | "trigger"
+-- ARGV[3] name: schedule name
+-- ARGV[4] tick int64: tick (ms; "tick" only)
+-- ARGV[5] next_run int64: next_run_at (ms; "tick" only)
+-- ARGV[6] version: version read
+-- ARGV[7] task_id: task id ("" when no task was made)
+-- ARGV[8] error: error ("" when none)
 --
--- Returns "recorded", "stale" (the tick was recorded already, with another
+-- Returns: string
+-- "recorded", "stale" (the tick was recorded already, with another
 -- outcome) or "not_found". The same outcome of the same tick recorded
 -- again (a resent call) answers "recorded" and changes nothing.
 

@@ -6,17 +6,22 @@
 -- were evicted to make room. Sending it twice answers what the first run
 -- answered: the id is then indexed, or the indexes are still full.
 --
--- KEYS[1] workers index (ZSET id -> last heartbeat ms)
--- KEYS[2] optional: the API key's workers index (same slot as KEYS[1])
--- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] keep after (ms; older entries
--- are dropped)  ARGV[4] stale before (ms; entries older may be evicted)
--- ARGV[5] max ids in KEYS[1] (0 = no limit)  ARGV[6] max ids in KEYS[2]
--- (0 = no limit)  ARGV[7] "new" (a registration, bounded) or "seen" (a
--- worker known to hold the id: indexed whatever the bounds)
+-- KEYS[1] workers: workers index (ZSET id -> last heartbeat ms)
+-- KEYS[2] of_key?: the API key's workers index (same slot as KEYS[1])
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: worker id
+-- ARGV[3] keep_after int64: keep after (ms; older entries are dropped)
+-- ARGV[4] stale_before int64: stale before (ms; entries older may be
+--   evicted)
+-- ARGV[5] max int64: max ids in KEYS[1] (0 = no limit)
+-- ARGV[6] max_per_key int64: max ids in KEYS[2] (0 = no limit)
+-- ARGV[7] mode: "new" (a registration, bounded) or "seen" (a worker known
+--   to hold the id: indexed whatever the bounds)
 --
--- Returns {"ok", evicted ids...} or {"full", scope ("total" | "key"),
--- count, limit, oldest entry ms, evicted ids...}; the caller deletes the
--- records of evicted ids (worker_forget).
+-- Returns: {state string, scope string, count int, limit int, oldest_ms int, evicted ...string}
+-- state "ok" (scope "", the numbers 0) or "full": scope "total" | "key",
+-- the ids the index holds, its limit and its oldest entry's heartbeat;
+-- then the evicted ids, whose records the caller deletes (worker_forget).
 
 local now, id = ARGV[1], ARGV[2]
 local keep_after, stale_before = ARGV[3], tonumber(ARGV[4])
@@ -40,7 +45,7 @@ if not known and ARGV[7] == 'new' then
       local n = redis.call('ZCARD', KEYS[i])
       if n >= limit then
         local oldest = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-        local out = {'full', scopes[i], n, limit, oldest[2] or now}
+        local out = {'full', scopes[i], n, limit, tonumber(oldest[2] or now)}
         for _, e in ipairs(evicted) do out[#out + 1] = e end
         return out
       end
@@ -56,6 +61,6 @@ if KEYS[2] then
     redis.call('ZADD', KEYS[2], now, id)
   end
 end
-local out = {'ok'}
+local out = {'ok', '', 0, 0, 0}
 for _, e in ipairs(evicted) do out[#out + 1] = e end
 return out

@@ -2,10 +2,13 @@
 -- token written at start, so a worker whose id was taken over by a new
 -- process does not overwrite it. Touches only the worker's own hash.
 --
--- KEYS[1] worker hash
--- ARGV[1] now (ms)  ARGV[2] instance token  ARGV[3..] field, value pairs
+-- KEYS[1] worker: worker hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] instance: instance token
+-- ARGV[3..] fields []any: field, value pairs
 --
--- Returns "ok" or "replaced".
+-- Returns: string
+-- "ok" or "replaced".
 
 if redis.call('HGET', KEYS[1], 'instance') ~= ARGV[2] then
   return 'replaced'

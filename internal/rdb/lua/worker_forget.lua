@@ -3,10 +3,11 @@
 -- worker that came back keeps its record and is indexed by its next beat).
 -- Touches only the worker's hash; sending it twice deletes nothing more.
 --
--- KEYS[1] worker hash
--- ARGV[1] stale before (ms)
+-- KEYS[1] worker: worker hash
+-- ARGV[1] stale_before int64: stale before (ms)
 --
--- Returns 1 when the record was deleted, else 0.
+-- Returns: int
+-- 1 when the record was deleted, else 0.
 
 local last = tonumber(redis.call('HGET', KEYS[1], 'last_heartbeat') or '0')
 if last < tonumber(ARGV[1]) then

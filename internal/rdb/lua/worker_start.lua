@@ -3,10 +3,13 @@
 -- one Cluster slot; the caller then indexes the worker and emits
 -- WORKER_STARTED.
 --
--- KEYS[1] worker hash
--- ARGV[1] now (ms)  ARGV[2] stale after (ms)  ARGV[3..] field, value pairs
+-- KEYS[1] worker: worker hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] stale_after_ms int64: stale after (ms)
+-- ARGV[3..] fields []any: field, value pairs
 --
--- Returns "ok" or "duplicate".
+-- Returns: string
+-- "ok" or "duplicate".
 
 local now = tonumber(ARGV[1])
 local cur = redis.call('HMGET', KEYS[1], 'status', 'last_heartbeat')
