@@ -389,23 +389,21 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 				return 0, false, err
 			}
 		}
-		v, err := r.run(ctx, scriptRegisterQueue, []string{r.keys.Queues()}, queue,
-			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), flag, want).Int64Slice()
+		v, err := r.callRegisterQueue(ctx, &registerQueueKeys{Registry: r.keys.Queues()}, &registerQueueArgs{
+			Queue: queue, Now: time.Now().UnixMilli(), QuarantineMS: numberQuarantine.Milliseconds(), Register: flag, Number: want,
+		})
 		if err != nil {
 			if strings.Contains(err.Error(), "registry is full") {
 				return 0, false, ErrQueueRegistryFull
 			}
 			return 0, false, err
 		}
-		if len(v) != 2 {
-			return 0, false, fmt.Errorf("register_queue: unexpected reply %v", v)
-		}
-		if v[0] == 0 {
+		if v.Number == 0 {
 			return 0, false, ErrQueueNotRegistered
 		}
-		n, ok := queueNumber(v[0])
+		n, ok := queueNumber(v.Number)
 		if !ok {
-			return 0, false, fmt.Errorf("register_queue: number %d out of range", v[0])
+			return 0, false, fmt.Errorf("register_queue: number %d out of range", v.Number)
 		}
 		num = n
 		if want == "" {
@@ -447,20 +445,21 @@ func (r *RDB) DeleteQueue(ctx context.Context, queue string) (*DeleteQueueResult
 		return nil, err
 	}
 	k := r.keys
-	keys := []string{k.Depth(queue), k.Schedule(queue), k.Lease(queue), k.Expiry(queue), k.DLQ(queue),
-		k.Recent(queue), k.Events(queue), k.Paused(queue)}
-	keys = append(append(keys, r.bandStreams(queue)...), k.Retained(queue), k.Tidy(queue), k.QueueNum(queue),
-		k.FairState(queue), k.FairKeys(queue), k.FairDelay(queue), k.KeyRate(queue), k.DedupCounts(queue), k.KeyFreed(queue))
-	v, err := r.run(ctx, scriptDeleteQueue, keys, Group, k.FairActivePrefix(queue), k.KeyQueuePrefix(queue)).Slice()
+	v, err := r.callDeleteQueue(ctx, &deleteQueueKeys{
+		Depth: k.Depth(queue), Schedule: k.Schedule(queue), Lease: k.Lease(queue), Expiry: k.Expiry(queue), DLQ: k.DLQ(queue),
+		Recent: k.Recent(queue), Events: k.Events(queue), Paused: k.Paused(queue), Bands: r.bandStreams(queue),
+		Retained: k.Retained(queue), Tidy: k.Tidy(queue), Number: k.QueueNum(queue), FairState: k.FairState(queue),
+		FairKeys: k.FairKeys(queue), FairDelay: k.FairDelay(queue), KeyRate: k.KeyRate(queue),
+		DedupCounts: k.DedupCounts(queue), KeyFreed: k.KeyFreed(queue),
+	}, &deleteQueueArgs{Group: Group, FairActive: k.FairActivePrefix(queue), KeyQueue: k.KeyQueuePrefix(queue)})
 	if err != nil {
 		return nil, err
 	}
-	if n, _ := v[0].(int64); n != 1 {
-		what, _ := v[1].(string)
-		count, _ := v[2].(int64)
-		return &DeleteQueueResult{NotEmpty: what, Count: count}, nil
+	if v.Deleted != 1 {
+		return &DeleteQueueResult{NotEmpty: v.What, Count: v.Count}, nil
 	}
-	num, err := r.run(ctx, scriptUnregisterQueue, []string{k.Queues()}, queue, time.Now().UnixMilli()).Int64()
+	num, err := r.callUnregisterQueue(ctx, &unregisterQueueKeys{Registry: k.Queues()},
+		&unregisterQueueArgs{Queue: queue, Now: time.Now().UnixMilli()})
 	if err != nil {
 		return nil, err
 	}
@@ -673,8 +672,10 @@ func (r *RDB) restoreRegistry(ctx context.Context) error {
 	}
 	slices.SortFunc(found, func(a, b entry) int { return b.num - a.num })
 	for _, e := range found {
-		err := r.run(ctx, scriptRegisterQueue, []string{r.keys.Queues()}, e.queue,
-			time.Now().UnixMilli(), numberQuarantine.Milliseconds(), "0", strconv.Itoa(e.num)).Err()
+		_, err := r.callRegisterQueue(ctx, &registerQueueKeys{Registry: r.keys.Queues()}, &registerQueueArgs{
+			Queue: e.queue, Now: time.Now().UnixMilli(), QuarantineMS: numberQuarantine.Milliseconds(), Register: "0",
+			Number: strconv.Itoa(e.num),
+		})
 		if err != nil {
 			return fmt.Errorf("restore queue %q: %w", e.queue, err)
 		}

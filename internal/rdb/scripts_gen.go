@@ -134,6 +134,133 @@ func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (can
 	return rep, nil
 }
 
+// deleteQueueKeys are the KEYS of lua/delete_queue.lua.
+type deleteQueueKeys struct {
+	Depth       string   // depth counter
+	Schedule    string   // schedule ZSET
+	Lease       string   // lease ZSET
+	Expiry      string   // expiry ZSET
+	DLQ         string   // dead-letter index
+	Recent      string   // listing index
+	Events      string   // event stream
+	Paused      string   // paused flag
+	Bands       []string // band streams p0..p9
+	Retained    string   // retained counts hash
+	Tidy        string   // tidy cursor
+	Number      string   // the queue's number key (a queue created again may get another)
+	FairState   string   // fair state hash
+	FairKeys    string   // fair keys ZSET
+	FairDelay   string   // fair delay ZSET
+	KeyRate     string   // key rate state (the limits, and so the fair flag, stay)
+	DedupCounts string   // dedup counts hash
+	KeyFreed    string   // key slot release time
+}
+
+// deleteQueueArgs are the ARGV of lua/delete_queue.lua.
+type deleteQueueArgs struct {
+	Group      string // consumer group name
+	FairActive string // fair active keys prefix
+	KeyQueue   string // key queue prefix
+}
+
+// deleteQueueReply is the reply of lua/delete_queue.lua.
+type deleteQueueReply struct {
+	Deleted int64
+	What    string
+	Count   int64
+}
+
+// callDeleteQueue runs lua/delete_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDeleteQueue(ctx context.Context, k *deleteQueueKeys, a *deleteQueueArgs) (deleteQueueReply, error) {
+	var zero deleteQueueReply
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS depth is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS schedule is empty")
+	}
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS lease is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS expiry is empty")
+	}
+	if k.DLQ == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS dlq is empty")
+	}
+	if k.Recent == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS recent is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS events is empty")
+	}
+	if k.Paused == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS paused is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS retained is empty")
+	}
+	if k.Tidy == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS tidy is empty")
+	}
+	if k.Number == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS number is empty")
+	}
+	if k.FairState == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS fair_state is empty")
+	}
+	if k.FairKeys == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS fair_keys is empty")
+	}
+	if k.FairDelay == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS fair_delay is empty")
+	}
+	if k.KeyRate == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS key_rate is empty")
+	}
+	if k.DedupCounts == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS dedup_counts is empty")
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 17+10)
+	keys = append(keys, k.Depth, k.Schedule, k.Lease, k.Expiry, k.DLQ, k.Recent, k.Events, k.Paused)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Retained, k.Tidy, k.Number, k.FairState, k.FairKeys, k.FairDelay, k.KeyRate, k.DedupCounts, k.KeyFreed)
+	args := make([]any, 0, 3)
+	args = append(args, a.Group, a.FairActive, a.KeyQueue)
+	v, err := r.run(ctx, scriptDeleteQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 1, 3)
+	if err != nil {
+		return zero, fmt.Errorf("lua/delete_queue.lua reply: %w", err)
+	}
+	var rep deleteQueueReply
+	if rep.Deleted, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/delete_queue.lua reply, deleted: %w", err)
+	}
+	if len(t) <= 1 {
+		return rep, nil
+	}
+	if rep.What, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/delete_queue.lua reply, what: %w", err)
+	}
+	if len(t) <= 2 {
+		return rep, nil
+	}
+	if rep.Count, err = replyInt(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/delete_queue.lua reply, count: %w", err)
+	}
+	return rep, nil
+}
+
 // deleteTaskKeys are the KEYS of lua/delete_task.lua.
 type deleteTaskKeys struct {
 	Task     string // task hash
@@ -1022,6 +1149,55 @@ func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (
 	return rep, nil
 }
 
+// registerQueueKeys are the KEYS of lua/register_queue.lua.
+type registerQueueKeys struct {
+	Registry string // queue registry hash
+}
+
+// registerQueueArgs are the ARGV of lua/register_queue.lua.
+type registerQueueArgs struct {
+	Queue        string // queue name
+	Now          int64  // now (epoch ms)
+	QuarantineMS int64  // quarantine of a freed number (ms)
+	Register     string // "1" to register a new queue, "0" to look up only
+	Number       string // the queue's number from its number key, "" when it has none
+}
+
+// registerQueueReply is the reply of lua/register_queue.lua.
+type registerQueueReply struct {
+	Number     int64
+	Registered int64
+}
+
+// callRegisterQueue runs lua/register_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRegisterQueue(ctx context.Context, k *registerQueueKeys, a *registerQueueArgs) (registerQueueReply, error) {
+	var zero registerQueueReply
+	if k.Registry == "" {
+		return zero, fmt.Errorf("lua/register_queue.lua: KEYS registry is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Registry)
+	args := make([]any, 0, 5)
+	args = append(args, a.Queue, a.Now, a.QuarantineMS, a.Register, a.Number)
+	v, err := r.run(ctx, scriptRegisterQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 2, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/register_queue.lua reply: %w", err)
+	}
+	var rep registerQueueReply
+	if rep.Number, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/register_queue.lua reply, number: %w", err)
+	}
+	if rep.Registered, err = replyInt(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/register_queue.lua reply, registered: %w", err)
+	}
+	return rep, nil
+}
+
 // remoteBeatKeys are the KEYS of lua/remote_beat.lua.
 type remoteBeatKeys struct {
 	Worker string // worker hash
@@ -1500,6 +1676,39 @@ func (r *RDB) callTidy(ctx context.Context, k *tidyKeys, a *tidyArgs) (tidyReply
 		return zero, fmt.Errorf("lua/tidy.lua reply, wrapped: %w", err)
 	}
 	return rep, nil
+}
+
+// unregisterQueueKeys are the KEYS of lua/unregister_queue.lua.
+type unregisterQueueKeys struct {
+	Registry string // queue registry hash
+}
+
+// unregisterQueueArgs are the ARGV of lua/unregister_queue.lua.
+type unregisterQueueArgs struct {
+	Queue string // queue name
+	Now   int64  // now (epoch ms)
+}
+
+// callUnregisterQueue runs lua/unregister_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callUnregisterQueue(ctx context.Context, k *unregisterQueueKeys, a *unregisterQueueArgs) (int64, error) {
+	var zero int64
+	if k.Registry == "" {
+		return zero, fmt.Errorf("lua/unregister_queue.lua: KEYS registry is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Registry)
+	args := make([]any, 0, 2)
+	args = append(args, a.Queue, a.Now)
+	v, err := r.run(ctx, scriptUnregisterQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/unregister_queue.lua reply: %w", err)
+	}
+	return x, nil
 }
 
 // workerAdmitKeys are the KEYS of lua/worker_admit.lua.

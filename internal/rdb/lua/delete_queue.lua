@@ -5,25 +5,36 @@
 -- stats are left to their TTLs; their retained counts and tidy cursor go. Freeing the registry number is a separate
 -- script on the global registry (unregister_queue), run after this one.
 --
--- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
--- KEYS[3]  lease ZSET               KEYS[4]  expiry ZSET
--- KEYS[5]  dead-letter index        KEYS[6]  listing index
--- KEYS[7]  event stream             KEYS[8]  paused flag
--- KEYS[9..18] band streams p0..p9
--- KEYS[19] retained counts hash     KEYS[20] tidy cursor
--- KEYS[21] the queue's number key (a queue created again may get another)
--- KEYS[22] fair state hash  KEYS[23] fair keys ZSET  KEYS[24] fair delay ZSET
--- KEYS[25] key rate state (the limits, and so the fair flag, stay)
--- KEYS[26] dedup counts hash  KEYS[27] key slot release time
+-- KEYS[1] depth: depth counter
+-- KEYS[2] schedule: schedule ZSET
+-- KEYS[3] lease: lease ZSET
+-- KEYS[4] expiry: expiry ZSET
+-- KEYS[5] dlq: dead-letter index
+-- KEYS[6] recent: listing index
+-- KEYS[7] events: event stream
+-- KEYS[8] paused: paused flag
+-- KEYS[9..18] bands: band streams p0..p9
+-- KEYS[19] retained: retained counts hash
+-- KEYS[20] tidy: tidy cursor
+-- KEYS[21] number: the queue's number key (a queue created again may get
+--   another)
+-- KEYS[22] fair_state: fair state hash
+-- KEYS[23] fair_keys: fair keys ZSET
+-- KEYS[24] fair_delay: fair delay ZSET
+-- KEYS[25] key_rate: key rate state (the limits, and so the fair flag, stay)
+-- KEYS[26] dedup_counts: dedup counts hash
+-- KEYS[27] key_freed: key slot release time
 --
--- ARGV[1] consumer group name  ARGV[2] fair active keys prefix
--- ARGV[3] key queue prefix
+-- ARGV[1] group: consumer group name
+-- ARGV[2] fair_active: fair active keys prefix
+-- ARGV[3] key_queue: key queue prefix
 --
 -- The key queues (lua/_fair.lua) of an empty queue hold at most entries of
 -- finished tasks, which a claim would have dropped: they go too, found
 -- through the fair keys ZSET.
 --
--- Returns {1} when deleted, or {0, what, count} when not empty, what one of
+-- Returns: {deleted int, what? string, count? int}
+-- {1} when deleted, or {0, what, count} when not empty, what one of
 -- "live", "scheduled", "running", "expiring", "dead_lettered", "ready",
 -- "delivered".
 

@@ -12,12 +12,16 @@
 -- restoring an entry a lost or re-created registry no longer has, so a
 -- queue is never given a number other than the one its task ids carry.
 --
--- KEYS[1] queue registry hash
--- ARGV[1] queue name
--- ARGV[2] now (epoch ms)          ARGV[3] quarantine of a freed number (ms)
--- ARGV[4] "1" to register a new queue, "0" to look up only
--- ARGV[5] the queue's number from its number key, "" when it has none
--- Returns {number, 1 when registered or restored by this call else 0};
+-- KEYS[1] registry: queue registry hash
+-- ARGV[1] queue: queue name
+-- ARGV[2] now int64: now (epoch ms)
+-- ARGV[3] quarantine_ms int64: quarantine of a freed number (ms)
+-- ARGV[4] register: "1" to register a new queue, "0" to look up only
+-- ARGV[5] number: the queue's number from its number key, "" when it has
+--   none
+--
+-- Returns: {number int, registered int}
+-- registered is 1 when registered or restored by this call, else 0;
 -- {0, 0} when the queue is unknown and ARGV[4] is "0"; an error reply when
 -- all 65535 numbers are used, or when ARGV[5]'s number names another queue.
 

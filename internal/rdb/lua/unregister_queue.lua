@@ -5,9 +5,12 @@
 -- The free list, field "#free" of the registry hash, is a space-separated
 -- list of "<number>:<freed at, epoch ms>" entries, oldest first.
 --
--- KEYS[1] queue registry hash
--- ARGV[1] queue name              ARGV[2] now (epoch ms)
--- Returns the freed number, or 0 when the queue was not registered.
+-- KEYS[1] registry: queue registry hash
+-- ARGV[1] queue: queue name
+-- ARGV[2] now int64: now (epoch ms)
+--
+-- Returns: int
+-- the freed number, or 0 when the queue was not registered.
 
 local num = redis.call('HGET', KEYS[1], ARGV[1])
 if not num then
