@@ -15,6 +15,7 @@ import (
 	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workflow"
+	"github.com/dtq-io/dtq/internal/workflow/engine"
 )
 
 // ClientConfig configures a Client. The zero value of every field selects
@@ -93,8 +94,8 @@ type Client struct {
 	dep deployment
 	lim limits
 
-	batchers sync.Map // queue -> *groupcommit.Group
-	wf       *workflows
+	batchers sync.Map       // queue -> *groupcommit.Group
+	wf       *engine.Engine // submits and fans out workflows
 }
 
 // NewClient returns a Client that stores tasks through rdb.
@@ -128,7 +129,7 @@ func newClient(c redis.UniversalClient, cfg *ClientConfig, dep deployment) (*Cli
 		}
 	}
 	cl := &Client{rdb: dep.storage(c), cfg: conf, dep: dep, lim: lim}
-	cl.wf = newWorkflows(cl.rdb, cl, dep, nil, conf.MaxWorkflowNodes)
+	cl.wf = cl.newEngine(dep, nil)
 	return cl, nil
 }
 

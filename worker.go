@@ -19,6 +19,7 @@ import (
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/slots"
+	"github.com/dtq-io/dtq/internal/workflow/engine"
 )
 
 // Version is dtq's version, reported in worker heartbeats.
@@ -182,9 +183,10 @@ type Worker struct {
 	slots        *slots.Pool
 	obs          Observer
 	instance     string
-	sched        *Scheduler // nil with DisableScheduler
-	wf           *workflows // relay, sweep and AddNodes of workflow nodes
-	identity     []any      // the heartbeat record's fixed fields
+	sched        *Scheduler     // nil with DisableScheduler
+	wf           *engine.Engine // relay and sweep of workflow nodes
+	nodes        *Client        // AddNodes of workflow nodes (its engine is wf)
+	identity     []any          // the heartbeat record's fixed fields
 	redisVersion string
 	started      time.Time
 
@@ -385,9 +387,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })
 	}
 	spawn(ctx, func(c context.Context) {
-		w.wf.runRelays(c, func(context.Context) []string { return w.queues() }, 0)
+		w.wf.RunRelays(c, func(context.Context) []string { return w.queues() }, 0)
 	})
-	spawn(ctx, w.wf.runSweep)
+	spawn(ctx, w.wf.RunSweep)
 	spawn(loopCtx, w.heartbeatLoop)
 	spawn(loopCtx, w.cancelListener)
 	spawn(loopCtx, w.progressLoop)

@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/groupcommit"
@@ -410,55 +407,19 @@ func (w *Worker) heartbeat(ctx context.Context) {
 }
 
 // cancelListener cancels running handlers when a cancel request for their
-// task is published on a served queue's cancel channel. On Redis Cluster the
-// channels are sharded (SPUBLISH): one SSUBSCRIBE may only name channels of
-// one hash slot, so each slot gets its own subscription, which go-redis
-// sends to the slot's master and moves after a failover.
+// task is published on a served queue's cancel channel.
 func (w *Worker) cancelListener(ctx context.Context) {
-	bySlot := map[int][]string{}
-	for _, q := range w.queues() {
-		ch := w.rdb.Keys().CancelChannel(q)
-		bySlot[rdb.HashSlot(ch)] = append(bySlot[rdb.HashSlot(ch)], ch)
-	}
-	var subs []*redis.PubSub
-	if cc, ok := w.rdb.Client().(*redis.ClusterClient); ok {
-		for _, chans := range bySlot {
-			subs = append(subs, cc.SSubscribe(ctx, chans...))
-		}
-	} else {
-		var all []string
-		for _, chans := range bySlot {
-			all = append(all, chans...)
-		}
-		subs = append(subs, w.rdb.Client().Subscribe(ctx, all...))
-	}
-	var wg sync.WaitGroup
-	for _, ps := range subs {
-		wg.Go(func() {
-			defer ps.Close()
-			w.listenCancels(ctx, ps.Channel())
-		})
-	}
-	wg.Wait()
+	w.rdb.ListenCancels(ctx, w.queues(), w.cancelRequested)
 }
 
-func (w *Worker) listenCancels(ctx context.Context, ch <-chan *redis.Message) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			w.mu.Lock()
-			for k, r := range w.inflight {
-				if k.id == m.Payload {
-					r.cancelRequested.Store(true)
-					r.cancel(errCancelRequested)
-				}
-			}
-			w.mu.Unlock()
+// cancelRequested cancels the running handlers of task id.
+func (w *Worker) cancelRequested(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, r := range w.inflight {
+		if k.id == id {
+			r.cancelRequested.Store(true)
+			r.cancel(errCancelRequested)
 		}
 	}
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// newWorkflows gives the worker its workflow engine: the relay of each
-// served queue's outbox, the sweep, and the Client behind AddNodes (and
-// on_failure), configured like the scheduler's (SchedulerClient).
+// newWorkflows gives the worker its workflow engine (the relay of each
+// served queue's outbox and the sweep) and the Client behind AddNodes
+// (and on_failure), configured like the scheduler's (SchedulerClient),
+// whose engine it is.
 func (w *Worker) newWorkflows() error {
 	var own deployment
 	if cc := w.cfg.SchedulerClient; cc != nil {
@@ -25,8 +26,8 @@ func (w *Worker) newWorkflows() error {
 	if err != nil {
 		return fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
 	}
-	w.wf = newWorkflows(w.rdb, c, dep, w.cfg.Logger, c.cfg.MaxWorkflowNodes)
-	c.wf = w.wf
+	c.wf = c.newEngine(dep, w.cfg.Logger) // the worker's logger
+	w.nodes, w.wf = c, c.wf
 	return nil
 }
 
@@ -38,6 +39,6 @@ func (w *Worker) handlerContext(ctx context.Context, ct *rdb.ClaimedTask) contex
 	if ct.Workflow == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, nodeKey{}, &nodeCtx{client: w.wf.client,
+	return context.WithValue(ctx, nodeKey{}, &nodeCtx{client: w.nodes,
 		lease: NodeLease{Queue: ct.Queue, TaskID: ct.ID, Attempt: ct.Attempt, WorkerID: w.cfg.WorkerID}})
 }

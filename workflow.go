@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/idemkey"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workflow"
+	"github.com/dtq-io/dtq/internal/workflow/engine"
 )
 
 // Workflow is a set of nodes, each an ordinary task on any queue, with
@@ -114,7 +114,7 @@ type WorkflowResult struct {
 var ErrInvalidWorkflow = errors.New("dtq: invalid workflow")
 
 // ErrWorkflowNotFound is returned for an unknown (or expired) workflow.
-var ErrWorkflowNotFound = errors.New("dtq: workflow not found")
+var ErrWorkflowNotFound = engine.ErrNotFound
 
 // ErrWorkflowNotRunning is returned by AddNodes when the workflow has ended
 // or is being cancelled.
@@ -341,7 +341,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, w Workflow) (*WorkflowResul
 		return nil, err
 	}
 	nw.Full = full
-	return c.wf.submit(ctx, nw, now)
+	return c.submitWorkflow(ctx, nw, now)
 }
 
 // fullQueue finds the first queue that nodes would take past
@@ -381,33 +381,25 @@ func printable(s string) bool {
 	return true
 }
 
-// submit runs the steps of a submission after validation.
-func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Time) (*WorkflowResult, error) {
-	mark := rdb.NewAttention(nw.ID, now.UnixMilli())
-	if err := e.rdb.WorkflowMark(ctx, mark, true); err != nil {
-		return nil, fmt.Errorf("dtq: submit workflow: %w", err)
+// submitWorkflow runs the steps of a submission after validation (the
+// engine's Submit) and answers it.
+func (c *Client) submitWorkflow(ctx context.Context, nw *rdb.NewWorkflow, now time.Time) (*WorkflowResult, error) {
+	sub, err := c.wf.Submit(ctx, nw, now)
+	if u, ok := errors.AsType[*engine.UnansweredError](err); ok {
+		return nil, &OutcomeUnknownError{TaskID: nw.ID, Key: nw.IdempotencyKey, Err: u.Err}
 	}
-	cr, err := e.rdb.WorkflowCreate(ctx, now, nw)
 	if err != nil {
-		if cr, err = attempt.Resend(ctx, ingestResendWindow, func() (rdb.CreateResult, error) {
-			return e.rdb.WorkflowCreate(ctx, now, nw)
-		}); err != nil {
-			return nil, &OutcomeUnknownError{TaskID: nw.ID, Key: nw.IdempotencyKey, Err: err}
-		}
+		return nil, err
 	}
-	switch cr.Outcome {
+	switch cr := sub.Create; cr.Outcome {
 	case rdb.WorkflowQueueFull:
-		_ = e.rdb.WorkflowUnmark(ctx, mark)
-		return nil, e.client.queueFull(ctx, cr.Queue, cr.Depth, now)
+		return nil, c.queueFull(ctx, cr.Queue, cr.Depth, now)
 	case rdb.WorkflowInProgress:
-		_ = e.rdb.WorkflowUnmark(ctx, mark)
 		return nil, &WorkflowConflictError{Key: nw.IdempotencyKey, WorkflowID: cr.ID, err: ErrIdempotencyInProgress}
 	case rdb.WorkflowMismatch:
-		_ = e.rdb.WorkflowUnmark(ctx, mark)
 		return nil, &WorkflowConflictError{Key: nw.IdempotencyKey, WorkflowID: cr.ID, err: ErrIdempotencyKeyMismatch}
 	case rdb.WorkflowDuplicate:
-		_ = e.rdb.WorkflowUnmark(ctx, mark)
-		info, err := getWorkflow(ctx, e.rdb, cr.ID)
+		info, err := engine.Info(ctx, c.rdb, cr.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -419,12 +411,9 @@ func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Ti
 	for i, n := range nw.Nodes {
 		res.Nodes[i] = NodeRef{Ref: n.Ref, TaskID: n.Task.ID, Status: dtqtype.StatusWaiting}
 	}
-	// From here on the workflow exists: what does not land now, the sweep
-	// completes from the stored definitions.
-	st, err := e.activate(ctx, nw.ID, nw.Nodes, now)
-	if err != nil {
-		e.log.Warn("workflow submit left to maintenance", "workflow_id", nw.ID, "err", err)
-		return res, nil
+	st := sub.Start
+	if st == nil {
+		return res, nil // left to maintenance
 	}
 	res.Status = dtqtype.WorkflowRunning
 	if st.Final != "" {
@@ -438,7 +427,6 @@ func (e *workflows) submit(ctx context.Context, nw *rdb.NewWorkflow, now time.Ti
 			}
 		}
 	}
-	_ = e.rdb.WorkflowUnmark(ctx, mark)
 	return res, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/workflow/engine"
 )
 
 // TestOnFailureRefusedSaysWhy: an on_failure task the ingest refused is
@@ -39,4 +40,13 @@ func TestOnFailureRefusedSaysWhy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkflowEventTypesAreTheEnginesOwn: the event types the package
+// documents are the ones its workflow engine emits.
+func TestWorkflowEventTypesAreTheEnginesOwn(t *testing.T) {
+	t.Parallel()
+	require.Equal(t,
+		[]string{engine.EventStarted, engine.EventSucceeded, engine.EventFailed, engine.EventCancelled},
+		[]string{EventWorkflowStarted, EventWorkflowSucceeded, EventWorkflowFailed, EventWorkflowCancelled})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -21,10 +20,6 @@ type WorkflowMaintenanceConfig struct {
 	// Logger receives warnings. Default: discarded.
 	Logger *slog.Logger
 }
-
-// queueRefresh is how often RunWorkflowMaintenance looks for new queues:
-// a node's end on a queue it has no relay for yet waits up to this long.
-const queueRefresh = 2 * time.Second
 
 // RunWorkflowMaintenance runs until ctx ends what a Worker runs for the
 // workflows of its queues, for every registered queue (looked up every 2
@@ -50,16 +45,6 @@ func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig)
 	if cfg.FailedRetention != 0 {
 		dep.failedRetention = cfg.FailedRetention
 	}
-	e := newWorkflows(c.rdb, c, dep, cfg.Logger, c.cfg.MaxWorkflowNodes)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { e.runSweep(ctx) })
-	e.runRelays(ctx, func(ctx context.Context) []string {
-		qs, err := c.rdb.Queues(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.log.Warn("workflow maintenance: listing queues failed", "err", err)
-		}
-		return qs
-	}, queueRefresh)
+	c.newEngine(dep, cfg.Logger).RunMaintenance(ctx)
 	return nil
 }

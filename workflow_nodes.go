@@ -3,7 +3,6 @@ package dtq
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/workflow"
+	"github.com/dtq-io/dtq/internal/workflow/engine"
 )
 
 // Deps returns the outcomes of the node's deps by ref, for a task that is
@@ -145,19 +145,9 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	if err != nil {
 		return nil, err
 	}
-	// Marked before wf_add: a call whose wf_add landed unanswered leaves
-	// definitions that only the sweep may write, if the node never adds
-	// them again (it is cancelled, or fails for good).
-	mark := rdb.NewAttention(id, now.UnixMilli())
-	if err := c.rdb.WorkflowMark(ctx, mark, false); err != nil {
-		return nil, err
-	}
-	res, err := c.rdb.WorkflowAdd(ctx, id, now, c.cfg.MaxWorkflowNodes, full, built)
+	res, done, err := c.wf.Add(ctx, id, now, c.cfg.MaxWorkflowNodes, full, built)
 	if err != nil {
-		return nil, err // the mark stays for the sweep
-	}
-	if res.Outcome != rdb.AddOK {
-		_ = c.rdb.WorkflowUnmark(ctx, mark)
+		return nil, err
 	}
 	switch res.Outcome {
 	case rdb.WorkflowQueueFull:
@@ -174,22 +164,13 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 		return nil, &WorkflowError{Node: "nodes", Field: "nodes", Reason: fmt.Sprintf("the workflow would have %d nodes; the limit is %d (DTQ_WORKFLOW_MAX_NODES)",
 			res.Total, c.cfg.MaxWorkflowNodes)}
 	}
-	var pending []rdb.WorkflowNode
 	out := make([]NodeRef, len(res.Nodes))
 	for i, n := range res.Nodes {
 		out[i] = NodeRef{Ref: n.Ref, TaskID: n.TaskID, Status: dtqtype.StatusWaiting}
-		if n.Def != nil {
-			pending = append(pending, *n.Def)
-		}
 	}
-	if len(pending) > 0 {
-		// What does not land now, the sweep completes from the definitions.
-		if _, err := c.wf.activate(ctx, id, pending, now); err != nil {
-			c.wf.log.Warn("workflow fan-out left to maintenance", "workflow_id", id, "err", err)
-			return out, nil // the nodes exist: the sweep writes and releases them
-		}
+	if !done {
+		return out, nil // the nodes exist: the sweep writes and releases them
 	}
-	_ = c.rdb.WorkflowUnmark(ctx, mark)
 	// The nodes' statuses now.
 	refs := make([]rdb.NodeRef, len(out))
 	for i, n := range out {
@@ -268,7 +249,7 @@ func cutWorkflow(wf string) (id, ref string, ok bool) {
 // GetWorkflow returns workflow id: its status, counts and each node with
 // its task's status. ErrWorkflowNotFound for an unknown or expired one.
 func (i *Inspector) GetWorkflow(ctx context.Context, id string) (*dtqtype.WorkflowInfo, error) {
-	return getWorkflow(ctx, i.rdb, id)
+	return engine.Info(ctx, i.rdb, id)
 }
 
 // WaitWorkflow returns workflow id once it has ended, or as it is when
@@ -279,7 +260,7 @@ func (i *Inspector) GetWorkflow(ctx context.Context, id string) (*dtqtype.Workfl
 // more than on a small one.
 func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Duration) (*dtqtype.WorkflowInfo, error) {
 	if timeout <= 0 {
-		return getWorkflow(ctx, i.rdb, id)
+		return engine.Info(ctx, i.rdb, id)
 	}
 	ended := func() (bool, error) {
 		st, err := workflowStatus(ctx, i.rdb, id)
@@ -290,7 +271,7 @@ func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Du
 		return nil, err
 	}
 	if done {
-		return getWorkflow(ctx, i.rdb, id)
+		return engine.Info(ctx, i.rdb, id)
 	}
 	end, err := poll(ctx, timeout, 20*time.Millisecond, 500*time.Millisecond, ended)
 	switch {
@@ -299,7 +280,7 @@ func (i *Inspector) WaitWorkflow(ctx context.Context, id string, timeout time.Du
 	case err != nil:
 		return nil, err
 	}
-	return getWorkflow(ctx, i.rdb, id)
+	return engine.Info(ctx, i.rdb, id)
 }
 
 // workflowStatus reads only workflow id's status: ErrWorkflowNotFound for
@@ -390,19 +371,10 @@ func (a *Admin) CancelWorkflow(ctx context.Context, id string) (info *dtqtype.Wo
 	if !rdb.ValidWorkflowID(id) {
 		return nil, false, ErrWorkflowNotFound
 	}
-	e := a.client.wf
-	mark := rdb.NewAttention(id, a.clock().UnixMilli())
-	if err := a.rdb.WorkflowMark(ctx, mark, false); err != nil {
-		return nil, false, err
-	}
-	ended, err = e.cancel(ctx, id)
+	ended, err = a.client.wf.Cancel(ctx, id)
 	if err != nil {
-		if errors.Is(err, ErrWorkflowNotFound) {
-			_ = a.rdb.WorkflowUnmark(ctx, mark)
-		}
 		return nil, false, err
 	}
-	_ = a.rdb.WorkflowUnmark(ctx, mark)
-	info, err = getWorkflow(ctx, a.rdb, id)
+	info, err = engine.Info(ctx, a.rdb, id)
 	return info, ended, err
 }

@@ -690,28 +690,6 @@ func (r *RDB) RelayLock(ctx context.Context, queue, token string, lease time.Dur
 	return n == 1, err
 }
 
-// WorkflowRecord is a workflow's record and graph as stored.
-type WorkflowRecord struct {
-	Fields map[string]string // the record hash
-	Nodes  map[string]string // the nodes hash
-}
-
-// ReadWorkflow reads workflow id's record and graph; ErrWorkflowNotFound
-// when it does not exist.
-func (r *RDB) ReadWorkflow(ctx context.Context, id string) (*WorkflowRecord, error) {
-	k := r.keys
-	pipe := r.c.Pipeline()
-	w := pipe.HGetAll(ctx, k.Workflow(id))
-	n := pipe.HGetAll(ctx, k.WorkflowNodes(id))
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
-	if len(w.Val()) == 0 {
-		return nil, ErrWorkflowNotFound
-	}
-	return &WorkflowRecord{Fields: w.Val(), Nodes: n.Val()}, nil
-}
-
 // ReadWorkflowStatus reads the status (and name) of each workflow of ids
 // ("" for one that is gone).
 func (r *RDB) ReadWorkflowStatus(ctx context.Context, ids []string) ([]dtqtype.WorkflowSummary, error) {

@@ -355,7 +355,7 @@ func TestWorkflowResolution(t *testing.T) {
 			require.Equal(t, tc.want, final)
 			rec, err := b.r.ReadWorkflow(b.ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, string(tc.want), rec.Fields["status"])
+			require.Equal(t, tc.want, rec.Status)
 			ttl, err := b.c.PTTL(b.ctx, b.keys.Workflow(id)).Result()
 			require.NoError(t, err)
 			require.Greater(t, ttl, time.Duration(0), "a finished workflow's record expires")
@@ -405,7 +405,7 @@ func TestWorkflowNodeEndsReachTheOutbox(t *testing.T) {
 	require.Empty(t, finals, "run is still running")
 	rec, err := r.ReadWorkflow(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, "running", rec.Fields["status"])
+	require.Equal(t, dtqtype.WorkflowRunning, rec.Status)
 }
 
 // exerciseWorkflowScripts runs the workflow scripts on queue "emails" for

@@ -1,8 +1,8 @@
 // Package workflow holds what a workflow (a DAG of tasks submitted as one
 // unit) is as a graph, apart from its tasks: the rules a submitted graph
 // must satisfy, and the reference model of how a node's end resolves its
-// dependants and when the workflow ends. Workflows are not served yet; the
-// scripts that will run them are to be tested against this model.
+// dependants and when the workflow ends, which the scripts are tested
+// against. internal/workflow/engine runs workflows.
 package workflow
 
 import (

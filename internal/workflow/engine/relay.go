@@ -1,4 +1,4 @@
-package dtq
+package engine
 
 import (
 	"context"
@@ -7,7 +7,93 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq/internal/attempt"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
+
+// Relay pacing.
+const (
+	// relayLease is how long a relay lock lives without renewal.
+	relayLease = 5 * time.Second
+	// relayBlock bounds one wait for outbox entries.
+	relayBlock = time.Second
+	// relayBatch is the entries one relay pass reads.
+	relayBatch = 100
+)
+
+// relayPass carries out up to relayBatch entries of queue's outbox, in
+// order, if this process holds the queue's relay lock (held). It returns
+// the id of the last entry it carried out and whether the batch was full.
+//
+// The scripts per pass: one attention mark per workflow of the batch
+// before any of its entries is applied (a crash from there on leaves the
+// workflow to the sweep), one wf_apply per entry (and the releases it
+// decided), one wf_ack for the whole batch, one unmark per workflow. A
+// crash before the ack applies those entries again, which wf_apply answers
+// as known. Per entry that is one script instead of four in a row, so that
+// the relay keeps up with the workers' batched finalizes (a 10,000-leaf
+// join, docs/benchmarks.md).
+//
+// An entry never holds back the ones behind it: one wf_apply fails on is
+// parked in its workflow's slot (wf_park), and one whose releases or
+// effects fail was applied; either way it is acknowledged, and its
+// workflow's mark stays for the sweep, which retries with backoff. Only
+// when parking fails too (Redis itself failing) does the pass stop, its
+// entries left in the outbox.
+func (e *Engine) relayPass(ctx context.Context, queue string) (held bool, last string, full bool, err error) {
+	held, err = e.rdb.RelayLock(ctx, queue, e.token, relayLease)
+	if err != nil || !held {
+		return false, "", false, err
+	}
+	es, err := e.rdb.ReadOutbox(ctx, queue, relayBatch)
+	if err != nil || len(es) == 0 {
+		return true, "", false, err
+	}
+	score := e.cfg.Clock().UnixMilli()
+	marks := map[string]rdb.Attention{}
+	var order []string // the batch's workflows, in order
+	for i := range es {
+		id := es[i].Workflow
+		if _, ok := marks[id]; ok {
+			continue
+		}
+		m := rdb.NewAttention(id, score)
+		if err := e.rdb.WorkflowMark(ctx, m, false); err != nil {
+			return true, "", false, err
+		}
+		marks[id] = m
+		order = append(order, id)
+	}
+	keep := map[string]bool{}
+	ids := make([]string, len(es))
+	for i := range es {
+		en := &es[i]
+		k, applied, err := e.apply(ctx, en, false)
+		if err != nil && !applied {
+			if _, perr := e.rdb.WorkflowPark(ctx, en); perr != nil {
+				return true, "", false, err // the marks stay for the sweep
+			}
+		}
+		if err != nil {
+			e.log.Warn("workflow relay: an entry is left to the sweep", "queue", queue, "workflow_id", en.Workflow,
+				"ref", en.Ref, "parked", !applied, "err", err)
+		}
+		if k || err != nil {
+			keep[en.Workflow] = true
+		}
+		ids[i] = en.ID
+	}
+	if err := e.rdb.AckOutbox(ctx, queue, ids); err != nil {
+		return true, "", false, err
+	}
+	for _, id := range order {
+		if !keep[id] {
+			if err := e.rdb.WorkflowUnmark(ctx, marks[id]); err != nil {
+				return true, ids[len(ids)-1], false, err
+			}
+		}
+	}
+	return true, ids[len(ids)-1], len(es) == relayBatch, nil
+}
 
 // Relay scheduling. A process relays the workflow outboxes of many queues
 // (a worker's own, or every registered queue for the API) with a number of
@@ -43,7 +129,7 @@ type relayQueue struct {
 
 // relayer relays the outboxes of the queues that queues returns.
 type relayer struct {
-	e      *workflows
+	e      *Engine
 	queues func(context.Context) []string
 	// refresh is how often queues is called again (0: once).
 	refresh time.Duration
@@ -53,9 +139,11 @@ type relayer struct {
 	groups int      // groups started
 }
 
-// runRelays relays the workflow outboxes of the queues that queues returns
-// (called again every refresh when refresh > 0) until ctx ends.
-func (e *workflows) runRelays(ctx context.Context, queues func(context.Context) []string, refresh time.Duration) {
+// RunRelays relays the workflow outboxes of the queues that queues returns
+// (called again every refresh when refresh > 0; a nil answer keeps the
+// last list) until ctx ends, then waits for the large releases carried
+// out beside the passes.
+func (e *Engine) RunRelays(ctx context.Context, queues func(context.Context) []string, refresh time.Duration) {
 	r := &relayer{e: e, queues: queues, refresh: refresh}
 	defer e.carry.wg.Wait() // large releases carried out beside the passes
 	var wg sync.WaitGroup
