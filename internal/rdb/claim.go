@@ -110,58 +110,55 @@ type ClaimResult struct {
 // call: when an error leaves it unknown whether a claim ran, sending it
 // again with the same now and nonce answers the tasks it started.
 func (r *RDB) Claim(ctx context.Context, queue string, s *WorkerSettings, limit int, now time.Time, nonce string) (*ClaimResult, error) {
-	c := r.claimCall(queue, s, limit, now, nonce)
-	v, err := r.run(ctx, scriptClaim, c.keys(), c.args()...).Slice()
+	k := r.keys
+	v, err := r.callClaim(ctx, &claimKeys{
+		Lease: k.Lease(queue), Expiry: k.Expiry(queue), Schedule: k.Schedule(queue), Events: k.Events(queue),
+		Depth: k.Depth(queue), Paused: k.Paused(queue), Stats: k.Stats(queue, minuteOf(now)), Bands: r.bandStreams(queue),
+		Limits: k.Limits(queue), Rate: k.Rate(queue), KeyRunning: k.KeyRunning(queue), Held: k.Held(queue),
+		Limited: k.Limited(queue), Retained: k.Retained(queue), Outbox: k.WorkflowOutbox(queue),
+		FairState: k.FairState(queue), FairKeys: k.FairKeys(queue), FairDelay: k.FairDelay(queue), KeyRate: k.KeyRate(queue),
+		Wake: k.Wake(queue), KeyFreed: k.KeyFreed(queue),
+	}, &claimArgs{
+		Now: now.UnixMilli(), WorkerID: s.WorkerID, Group: Group, Max: limit, LeaseMS: s.Lease.Milliseconds(),
+		TaskPrefix: k.TaskPrefix(queue), IdemPrefix: k.IdempotencyPrefix(queue), EventsMaxLen: s.EventsMaxLen,
+		FailedRetS: seconds(s.FailedRetention), Nonce: nonce, KeyWaitPrefix: k.KeyWaitPrefix(queue),
+		FairActive: k.FairActivePrefix(queue), KeyQueue: k.KeyQueuePrefix(queue),
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 6 {
-		return nil, fmt.Errorf("rdb: malformed claim reply")
-	}
-	state, _ := v[0].(string)
-	res := &ClaimResult{Paused: state == "paused", NoGroup: state == "nogroup", Limited: state == "limited"}
-	if w, _ := v[3].(int64); w != 0 {
+	res := &ClaimResult{Paused: v.State == "paused", NoGroup: v.State == "nogroup", Limited: v.State == "limited",
+		Reason: v.Reason, Held: int(v.Held), LastIDs: v.LastIDs}
+	if w := v.WaitMS; w != 0 {
 		res.Wait = time.Duration(w) * time.Millisecond
 		if w < 0 {
 			res.Wait = -1
 		}
 	}
-	res.Reason, _ = v[4].(string)
-	held, _ := v[5].(int64)
-	res.Held = int(held)
-	res.Tasks = decodeClaimed(queue, v[1])
-	for _, id := range asSlice(v[2]) {
-		s, _ := id.(string)
-		res.LastIDs = append(res.LastIDs, s)
+	if res.Tasks, err = decodeClaimed(queue, v.Tasks); err != nil {
+		return nil, fmt.Errorf("claim reply: %w", err)
 	}
 	return res, nil
-}
-
-func asSlice(v any) []any {
-	s, _ := v.([]any)
-	return s
 }
 
 // decodeClaimed reads the tasks claim and reclaim return, one flat list
 // (lua/_attempts.lua, claimed_put): per task a head "<n> <attempt>
 // <timeout_ms> <max_attempts> <created_at> <cancel_requested> <priority>
 // <id>", then n elements: type, payload, metadata[, idem_key[, wf, deps]].
-func decodeClaimed(queue string, v any) []ClaimedTask {
-	flat := asSlice(v)
+func decodeClaimed(queue string, flat []string) ([]ClaimedTask, error) {
 	var out []ClaimedTask
 	for i := 0; i < len(flat); {
-		head, _ := flat[i].(string)
-		f := strings.SplitN(head, " ", 8)
+		f := strings.SplitN(flat[i], " ", 8)
 		if len(f) < 8 {
-			break
+			return nil, fmt.Errorf("task %d: a head of %d fields, want 8", len(out)+1, len(f))
 		}
 		n := int(atoi64(f[0]))
 		if n < 3 || i+1+n > len(flat) {
-			break
+			return nil, fmt.Errorf("task %d: %d elements announced, %d left", len(out)+1, n, len(flat)-i-1)
 		}
 		el := flat[i+1 : i+1+n]
 		i += 1 + n
-		str := func(j int) string { s, _ := el[j].(string); return s }
+		str := func(j int) string { return el[j] }
 		id := f[7]
 		created := atoi64(f[4])
 		if f[4] == "" {
@@ -184,7 +181,7 @@ func decodeClaimed(queue string, v any) []ClaimedTask {
 		}
 		out = append(out, t)
 	}
-	return out
+	return out, nil
 }
 
 // WaitReady blocks until an entry newer than lastIDs (bands p9..p0, and

@@ -66,8 +66,24 @@ type Success struct {
 // success this worker already recorded (a call sent again after its reply
 // was lost) answers nil.
 func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettings, now time.Time, tasks []Success) ([]error, error) {
-	c := r.finishSucceededCall(queue, s, now, tasks)
-	v, err := r.run(ctx, scriptFinishSucceeded, c.keys(), c.args()...).Int64Slice()
+	k := r.keys
+	l := r.limitKeys(queue)
+	keyItems := make([]finishSucceededTaskKeysItem, len(tasks))
+	argItems := make([]finishSucceededTasksItem, len(tasks))
+	for i, t := range tasks {
+		keyItems[i] = finishSucceededTaskKeysItem{Task: k.Task(queue, t.ID), Result: k.Result(queue, t.ID)}
+		argItems[i] = finishSucceededTasksItem{ID: t.ID, Attempt: t.Attempt, Result: t.Result, Truncated: boolArg(t.Truncated)}
+	}
+	v, err := r.callFinishSucceeded(ctx, &finishSucceededKeys{
+		Lease: k.Lease(queue), Events: k.Events(queue), Depth: k.Depth(queue), Stats: k.Stats(queue, minuteOf(now)),
+		Bands: r.bandStreams(queue), KeyRunning: l.keyRunning, Held: l.held, Limited: l.limited, Wake: l.wake,
+		Retained: k.Retained(queue), TaskKeys: keyItems, Outbox: k.WorkflowOutbox(queue), KeyFreed: l.freed,
+	}, &finishSucceededArgs{
+		Now: now.UnixMilli(), WorkerID: s.WorkerID, Group: Group, IdemPrefix: k.IdempotencyPrefix(queue),
+		EventsMaxLen: s.EventsMaxLen, SucceededRetS: seconds(s.SucceededRetention), ResultRetS: seconds(s.ResultRetention),
+		Count: len(tasks), KeyWaitPrefix: k.KeyWaitPrefix(queue), TaskPrefix: k.TaskPrefix(queue), Claim: s.Claim,
+		Tasks: argItems,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -90,36 +106,49 @@ func (r *RDB) FinishSucceeded(ctx context.Context, queue string, s *WorkerSettin
 // FinishRetry schedules another attempt after delay. With
 // a.CheckAttempts it answers ErrAttemptsExhausted when none are left.
 func (r *RDB) FinishRetry(ctx context.Context, a *FinishArgs, s *WorkerSettings, delay time.Duration, class, msg string) error {
-	k := r.keys
-	c := &finishRetryCall{finishHead: r.finishHead(a, s),
-		schedule: k.Schedule(a.Queue), expiry: k.Expiry(a.Queue), limit: r.limitSet(a.Queue),
-		bands: r.bandStreams(a.Queue), retained: k.Retained(a.Queue),
-		delayMS: delay.Milliseconds(), class: class, msg: msg, keyWaitPrefix: k.KeyWaitPrefix(a.Queue),
-		taskPrefix: k.TaskPrefix(a.Queue), claim: s.Claim, checkAttempts: boolArg(a.CheckAttempts)}
-	return fenced(r.run(ctx, scriptFinishRetry, c.keys(), c.args()...).Text())
+	k, q := r.keys, a.Queue
+	l := r.limitKeys(q)
+	return fenced(r.callFinishRetry(ctx, &finishRetryKeys{
+		Task: k.Task(q, a.ID), Lease: k.Lease(q), Events: k.Events(q), Band: k.Stream(q, a.Priority), Depth: k.Depth(q),
+		Stats: k.Stats(q, minuteOf(a.Now)), Schedule: k.Schedule(q), Expiry: k.Expiry(q), KeyRunning: l.keyRunning,
+		Held: l.held, Limited: l.limited, Wake: l.wake, Bands: r.bandStreams(q), Retained: k.Retained(q),
+		Outbox: k.WorkflowOutbox(q), KeyFreed: l.freed,
+	}, &finishRetryArgs{
+		Now: a.Now.UnixMilli(), ID: a.ID, Attempt: a.Attempt, WorkerID: s.WorkerID, Group: Group,
+		IdemPrefix: k.IdempotencyPrefix(q), EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention),
+		AttemptsCap: AttemptsCap, DelayMS: delay.Milliseconds(), Class: class, Msg: msg, KeyWaitPrefix: k.KeyWaitPrefix(q),
+		TaskPrefix: k.TaskPrefix(q), Claim: s.Claim, CheckAttempts: boolArg(a.CheckAttempts),
+	}))
 }
 
 // FinishDead ends the task for good: dead-lettered, or failed when the DLQ
 // is off.
 func (r *RDB) FinishDead(ctx context.Context, a *FinishArgs, s *WorkerSettings, class, msg string, retryable bool) error {
-	k := r.keys
-	c := &finishDeadCall{finishHead: r.finishHead(a, s),
-		dlq: k.DLQ(a.Queue), limit: r.limitSet(a.Queue), bands: r.bandStreams(a.Queue), retained: k.Retained(a.Queue),
-		class: class, msg: msg, dlqEnabled: boolArg(s.DLQEnabled), dlqMaxLen: s.DLQMaxLen,
-		taskPrefix: k.TaskPrefix(a.Queue), retryable: boolArg(retryable), keyWaitPrefix: k.KeyWaitPrefix(a.Queue),
-		claimNonce: s.Claim}
-	return fenced(r.run(ctx, scriptFinishDead, c.keys(), c.args()...).Text())
+	k, q := r.keys, a.Queue
+	l := r.limitKeys(q)
+	return fenced(r.callFinishDead(ctx, &finishDeadKeys{
+		Task: k.Task(q, a.ID), Lease: k.Lease(q), Events: k.Events(q), Band: k.Stream(q, a.Priority), Depth: k.Depth(q),
+		Stats: k.Stats(q, minuteOf(a.Now)), DLQ: k.DLQ(q), KeyRunning: l.keyRunning, Held: l.held, Limited: l.limited,
+		Wake: l.wake, Bands: r.bandStreams(q), Retained: k.Retained(q), Outbox: k.WorkflowOutbox(q), KeyFreed: l.freed,
+	}, &finishDeadArgs{
+		Now: a.Now.UnixMilli(), ID: a.ID, Attempt: a.Attempt, WorkerID: s.WorkerID, Group: Group,
+		IdemPrefix: k.IdempotencyPrefix(q), EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention),
+		AttemptsCap: AttemptsCap, Class: class, Msg: msg, DLQEnabled: boolArg(s.DLQEnabled), DLQMaxLen: s.DLQMaxLen,
+		TaskPrefix: k.TaskPrefix(q), Retryable: boolArg(retryable), KeyWaitPrefix: k.KeyWaitPrefix(q), Claim: s.Claim,
+	}))
 }
 
 // HandBack returns a running task to its queue with the same attempt.
 func (r *RDB) HandBack(ctx context.Context, a *FinishArgs, s *WorkerSettings) error {
-	k := r.keys
-	c := &handBackCall{task: k.Task(a.Queue, a.ID), lease: k.Lease(a.Queue), events: k.Events(a.Queue),
-		band: k.Stream(a.Queue, a.Priority), limit: r.limitSet(a.Queue), bands: r.bandStreams(a.Queue),
-		now: a.Now.UnixMilli(), id: a.ID, attempt: a.Attempt, worker: s.WorkerID, group: Group,
-		eventsMaxLen: s.EventsMaxLen, attemptsCap: AttemptsCap, keyWaitPrefix: k.KeyWaitPrefix(a.Queue),
-		taskPrefix: k.TaskPrefix(a.Queue)}
-	return fenced(r.run(ctx, scriptFinishHandback, c.keys(), c.args()...).Text())
+	k, q := r.keys, a.Queue
+	l := r.limitKeys(q)
+	return fenced(r.callFinishHandback(ctx, &finishHandbackKeys{
+		Task: k.Task(q, a.ID), Lease: k.Lease(q), Events: k.Events(q), Band: k.Stream(q, a.Priority),
+		KeyRunning: l.keyRunning, Held: l.held, Limited: l.limited, Wake: l.wake, Bands: r.bandStreams(q), KeyFreed: l.freed,
+	}, &finishHandbackArgs{
+		Now: a.Now.UnixMilli(), ID: a.ID, Attempt: a.Attempt, WorkerID: s.WorkerID, Group: Group,
+		EventsMaxLen: s.EventsMaxLen, AttemptsCap: AttemptsCap, KeyWaitPrefix: k.KeyWaitPrefix(q), TaskPrefix: k.TaskPrefix(q),
+	}))
 }
 
 func boolArg(b bool) string {

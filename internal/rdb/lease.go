@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -56,10 +57,28 @@ func (r *RDB) LeaseSecret(ctx context.Context, offer string) (string, error) {
 // calling process runs now: their leases are renewed, never taken over.
 // nonce identifies the call as for Claim.
 func (r *RDB) Reclaim(ctx context.Context, queue string, s *WorkerSettings, room int, now time.Time, nonce string, mine []LeaseRef) ([]ClaimedTask, error) {
-	c := r.reclaimCall(queue, s, room, now, nonce, mine)
-	v, err := r.run(ctx, scriptReclaim, c.keys(), c.args()...).Slice()
+	k := r.keys
+	l := r.limitKeys(queue)
+	items := make([]reclaimMineItem, len(mine))
+	for i, m := range mine {
+		items[i] = reclaimMineItem(m)
+	}
+	v, err := r.callReclaim(ctx, &reclaimKeys{
+		Lease: k.Lease(queue), Events: k.Events(queue), Depth: k.Depth(queue), DLQ: k.DLQ(queue),
+		Stats: k.Stats(queue, minuteOf(now)), Bands: r.bandStreams(queue), KeyRunning: l.keyRunning, Held: l.held,
+		Limited: l.limited, Wake: l.wake, Retained: k.Retained(queue), Outbox: k.WorkflowOutbox(queue), KeyFreed: l.freed,
+	}, &reclaimArgs{
+		Now: now.UnixMilli(), LeaseMS: s.Lease.Milliseconds(), WorkerID: s.WorkerID, Group: Group,
+		TaskPrefix: k.TaskPrefix(queue), IdemPrefix: k.IdempotencyPrefix(queue), Room: room, EventsMaxLen: s.EventsMaxLen,
+		FailedRetS: seconds(s.FailedRetention), AttemptsCap: AttemptsCap, DLQEnabled: boolArg(s.DLQEnabled),
+		DLQMaxLen: s.DLQMaxLen, Nonce: nonce, KeyWaitPrefix: k.KeyWaitPrefix(queue), Mine: items,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return decodeClaimed(queue, v), nil
+	tasks, err := decodeClaimed(queue, v)
+	if err != nil {
+		return nil, fmt.Errorf("reclaim reply: %w", err)
+	}
+	return tasks, nil
 }

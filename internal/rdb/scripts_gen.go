@@ -134,6 +134,161 @@ func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (can
 	return rep, nil
 }
 
+// claimKeys are the KEYS of lua/claim.lua.
+type claimKeys struct {
+	Lease      string   // lease ZSET
+	Expiry     string   // expiry ZSET
+	Schedule   string   // schedule ZSET
+	Events     string   // event stream
+	Depth      string   // depth counter
+	Paused     string   // paused flag
+	Stats      string   // stats hash (current minute)
+	Bands      []string // band streams p0..p9
+	Limits     string   // limits hash
+	Rate       string   // rate state (GCRA arrival time)
+	KeyRunning string   // key-running hash
+	Held       string   // held counter
+	Limited    string   // limited flag
+	Retained   string   // retained counts hash
+	Outbox     string   // workflow outbox stream
+	FairState  string   // fair state hash
+	FairKeys   string   // fair keys ZSET (queued tasks per key)
+	FairDelay  string   // fair delay ZSET (keys parked until their key_rate token)
+	KeyRate    string   // key rate state ZSET (key -> GCRA arrival time)
+	Wake       string   // wake stream (fair ingest writes it)
+	KeyFreed   string   // key slot release time (lua/_limits.lua, key_freed)
+}
+
+// claimArgs are the ARGV of lua/claim.lua.
+type claimArgs struct {
+	Now           int64  // now (ms)
+	WorkerID      string // worker id (consumer)
+	Group         string // consumer group
+	Max           int    // max tasks
+	LeaseMS       int64  // lease duration (ms)
+	TaskPrefix    string // task key prefix
+	IdemPrefix    string // idempotency key prefix
+	EventsMaxLen  int64  // events maxlen
+	FailedRetS    int64  // failed retention (s)
+	Nonce         string // call nonce: a call sent again with the same arguments after its reply was lost answers the tasks its first run started (see replayed) instead of starting more
+	KeyWaitPrefix string // key wait list prefix
+	FairActive    string // fair active keys prefix (+ band)
+	KeyQueue      string // key queue prefix (+ band .. ':' .. key)
+}
+
+// claimReply is the reply of lua/claim.lua.
+type claimReply struct {
+	State   string
+	Tasks   []string
+	LastIDs []string
+	WaitMS  int64
+	Reason  string
+	Held    int64
+}
+
+// callClaim runs lua/claim.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callClaim(ctx context.Context, k *claimKeys, a *claimArgs) (claimReply, error) {
+	var zero claimReply
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS lease is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS expiry is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS schedule is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS depth is empty")
+	}
+	if k.Paused == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS paused is empty")
+	}
+	if k.Stats == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS stats is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Limits == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS limits is empty")
+	}
+	if k.Rate == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS rate is empty")
+	}
+	if k.KeyRunning == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS key_running is empty")
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS held is empty")
+	}
+	if k.Limited == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS limited is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS outbox is empty")
+	}
+	if k.FairState == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS fair_state is empty")
+	}
+	if k.FairKeys == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS fair_keys is empty")
+	}
+	if k.FairDelay == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS fair_delay is empty")
+	}
+	if k.KeyRate == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS key_rate is empty")
+	}
+	if k.Wake == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS wake is empty")
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/claim.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 20+10)
+	keys = append(keys, k.Lease, k.Expiry, k.Schedule, k.Events, k.Depth, k.Paused, k.Stats)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Limits, k.Rate, k.KeyRunning, k.Held, k.Limited, k.Retained, k.Outbox, k.FairState, k.FairKeys, k.FairDelay, k.KeyRate, k.Wake, k.KeyFreed)
+	args := make([]any, 0, 13)
+	args = append(args, a.Now, a.WorkerID, a.Group, a.Max, a.LeaseMS, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.Nonce, a.KeyWaitPrefix, a.FairActive, a.KeyQueue)
+	v, err := r.run(ctx, scriptClaim, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	t, err := replyTuple(v, 6, 6)
+	if err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply: %w", err)
+	}
+	var rep claimReply
+	if rep.State, err = replyString(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply, state: %w", err)
+	}
+	if rep.Tasks, err = replyStrings(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply, tasks: %w", err)
+	}
+	if rep.LastIDs, err = replyStrings(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply, last_ids: %w", err)
+	}
+	if rep.WaitMS, err = replyInt(t[3]); err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply, wait_ms: %w", err)
+	}
+	if rep.Reason, err = replyString(t[4]); err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply, reason: %w", err)
+	}
+	if rep.Held, err = replyInt(t[5]); err != nil {
+		return zero, fmt.Errorf("lua/claim.lua reply, held: %w", err)
+	}
+	return rep, nil
+}
+
 // deleteQueueKeys are the KEYS of lua/delete_queue.lua.
 type deleteQueueKeys struct {
 	Depth       string   // depth counter
@@ -468,6 +623,410 @@ func (r *RDB) callDLQOne(ctx context.Context, k *dlqOneKeys, a *dlqOneArgs) (str
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/dlq_one.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// finishDeadKeys are the KEYS of lua/finish_dead.lua.
+type finishDeadKeys struct {
+	Task       string   // task hash
+	Lease      string   // lease ZSET
+	Events     string   // event stream
+	Band       string   // band stream
+	Depth      string   // depth counter
+	Stats      string   // stats hash (minute)
+	DLQ        string   // DLQ index ZSET
+	KeyRunning string   // key-running hash
+	Held       string   // held counter
+	Limited    string   // limited flag
+	Wake       string   // wake stream
+	Bands      []string // band streams p0..p9
+	Retained   string   // retained counts hash
+	Outbox     string   // workflow outbox stream
+	KeyFreed   string   // key slot release time (see key_freed)
+}
+
+// finishDeadArgs are the ARGV of lua/finish_dead.lua.
+type finishDeadArgs struct {
+	Now           int64  // now (ms)
+	ID            string // task id
+	Attempt       int    // attempt
+	WorkerID      string // worker id
+	Group         string // consumer group
+	IdemPrefix    string // idempotency key prefix
+	EventsMaxLen  int64  // events maxlen
+	FailedRetS    int64  // failed retention (s)
+	AttemptsCap   int    // attempts history cap
+	Class         string // error class
+	Msg           string // error message
+	DLQEnabled    string // "1" = DLQ enabled
+	DLQMaxLen     int64  // DLQ maxlen
+	TaskPrefix    string // task key prefix
+	Retryable     string // "1" = retryable error
+	KeyWaitPrefix string // key wait list prefix
+	Claim         string // claim nonce the attempt must have been started by ("" = not checked; see fence)
+}
+
+// callFinishDead runs lua/finish_dead.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishDead(ctx context.Context, k *finishDeadKeys, a *finishDeadArgs) (string, error) {
+	var zero string
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS task is empty")
+	}
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS lease is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS events is empty")
+	}
+	if k.Band == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS band is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS depth is empty")
+	}
+	if k.Stats == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS stats is empty")
+	}
+	if k.DLQ == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS dlq is empty")
+	}
+	if k.KeyRunning == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS key_running is empty")
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS held is empty")
+	}
+	if k.Limited == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS limited is empty")
+	}
+	if k.Wake == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS wake is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS outbox is empty")
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 14+10)
+	keys = append(keys, k.Task, k.Lease, k.Events, k.Band, k.Depth, k.Stats, k.DLQ, k.KeyRunning, k.Held, k.Limited, k.Wake)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Retained, k.Outbox, k.KeyFreed)
+	args := make([]any, 0, 17)
+	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Group, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.AttemptsCap, a.Class, a.Msg, a.DLQEnabled, a.DLQMaxLen, a.TaskPrefix, a.Retryable, a.KeyWaitPrefix, a.Claim)
+	v, err := r.run(ctx, scriptFinishDead, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/finish_dead.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// finishHandbackKeys are the KEYS of lua/finish_handback.lua.
+type finishHandbackKeys struct {
+	Task       string   // task hash
+	Lease      string   // lease ZSET
+	Events     string   // event stream
+	Band       string   // band stream
+	KeyRunning string   // key-running hash
+	Held       string   // held counter
+	Limited    string   // limited flag
+	Wake       string   // wake stream
+	Bands      []string // band streams p0..p9
+	KeyFreed   string   // key slot release time (see key_freed)
+}
+
+// finishHandbackArgs are the ARGV of lua/finish_handback.lua.
+type finishHandbackArgs struct {
+	Now           int64  // now (ms)
+	ID            string // task id
+	Attempt       int    // attempt
+	WorkerID      string // worker id
+	Group         string // consumer group
+	EventsMaxLen  int64  // events maxlen
+	AttemptsCap   int    // attempts history cap
+	KeyWaitPrefix string // key wait list prefix
+	TaskPrefix    string // task key prefix
+}
+
+// callFinishHandback runs lua/finish_handback.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishHandback(ctx context.Context, k *finishHandbackKeys, a *finishHandbackArgs) (string, error) {
+	var zero string
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS task is empty")
+	}
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS lease is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS events is empty")
+	}
+	if k.Band == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS band is empty")
+	}
+	if k.KeyRunning == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS key_running is empty")
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS held is empty")
+	}
+	if k.Limited == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS limited is empty")
+	}
+	if k.Wake == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS wake is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 9+10)
+	keys = append(keys, k.Task, k.Lease, k.Events, k.Band, k.KeyRunning, k.Held, k.Limited, k.Wake)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.KeyFreed)
+	args := make([]any, 0, 9)
+	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Group, a.EventsMaxLen, a.AttemptsCap, a.KeyWaitPrefix, a.TaskPrefix)
+	v, err := r.run(ctx, scriptFinishHandback, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/finish_handback.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// finishRetryKeys are the KEYS of lua/finish_retry.lua.
+type finishRetryKeys struct {
+	Task       string   // task hash
+	Lease      string   // lease ZSET
+	Events     string   // event stream
+	Band       string   // band stream
+	Depth      string   // depth counter
+	Stats      string   // stats hash (minute)
+	Schedule   string   // schedule ZSET
+	Expiry     string   // expiry ZSET
+	KeyRunning string   // key-running hash
+	Held       string   // held counter
+	Limited    string   // limited flag
+	Wake       string   // wake stream
+	Bands      []string // band streams p0..p9 (a task held on the same concurrency key goes back to its own band)
+	Retained   string   // retained counts hash
+	Outbox     string   // workflow outbox stream
+	KeyFreed   string   // key slot release time (see key_freed)
+}
+
+// finishRetryArgs are the ARGV of lua/finish_retry.lua.
+type finishRetryArgs struct {
+	Now           int64  // now (ms)
+	ID            string // task id
+	Attempt       int    // attempt
+	WorkerID      string // worker id
+	Group         string // consumer group
+	IdemPrefix    string // idempotency key prefix
+	EventsMaxLen  int64  // events maxlen
+	FailedRetS    int64  // failed retention (s)
+	AttemptsCap   int    // attempts history cap
+	DelayMS       int64  // retry delay (ms)
+	Class         string // error class
+	Msg           string // error message
+	KeyWaitPrefix string // key wait list prefix
+	TaskPrefix    string // task key prefix
+	Claim         string // claim nonce the attempt must have been started by ("" = not checked; see fence)
+	CheckAttempts string // "1" = the caller does not know the task's max_attempts (a remote worker): with no attempts left, write nothing and answer "exhausted", and so does a call sent again after the task was dead-lettered, failed or deleted; the caller then finalizes with finish_dead, which answers for the attempt
+}
+
+// callFinishRetry runs lua/finish_retry.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishRetry(ctx context.Context, k *finishRetryKeys, a *finishRetryArgs) (string, error) {
+	var zero string
+	if k.Task == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS task is empty")
+	}
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS lease is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS events is empty")
+	}
+	if k.Band == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS band is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS depth is empty")
+	}
+	if k.Stats == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS stats is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS schedule is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS expiry is empty")
+	}
+	if k.KeyRunning == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS key_running is empty")
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS held is empty")
+	}
+	if k.Limited == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS limited is empty")
+	}
+	if k.Wake == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS wake is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS outbox is empty")
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 15+10)
+	keys = append(keys, k.Task, k.Lease, k.Events, k.Band, k.Depth, k.Stats, k.Schedule, k.Expiry, k.KeyRunning, k.Held, k.Limited, k.Wake)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.Retained, k.Outbox, k.KeyFreed)
+	args := make([]any, 0, 16)
+	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Group, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.AttemptsCap, a.DelayMS, a.Class, a.Msg, a.KeyWaitPrefix, a.TaskPrefix, a.Claim, a.CheckAttempts)
+	v, err := r.run(ctx, scriptFinishRetry, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/finish_retry.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// finishSucceededKeys are the KEYS of lua/finish_succeeded.lua.
+type finishSucceededKeys struct {
+	Lease      string                        // lease ZSET
+	Events     string                        // event stream
+	Depth      string                        // depth counter
+	Stats      string                        // stats hash (minute)
+	Bands      []string                      // band streams p0..p9
+	KeyRunning string                        // key-running hash
+	Held       string                        // held counter
+	Limited    string                        // limited flag
+	Wake       string                        // wake stream
+	Retained   string                        // retained counts hash
+	TaskKeys   []finishSucceededTaskKeysItem // per task its hash and its result key
+	Outbox     string                        // workflow outbox stream (a node's end, see wf_outbox)
+	KeyFreed   string                        // key slot release time (see key_freed)
+}
+
+// finishSucceededArgs are the ARGV of lua/finish_succeeded.lua.
+type finishSucceededArgs struct {
+	Now           int64                      // now (ms)
+	WorkerID      string                     // worker id
+	Group         string                     // consumer group
+	IdemPrefix    string                     // idempotency key prefix
+	EventsMaxLen  int64                      // events maxlen
+	SucceededRetS int64                      // succeeded retention (s)
+	ResultRetS    int64                      // result retention (s)
+	Count         int                        // tasks
+	KeyWaitPrefix string                     // key wait list prefix
+	TaskPrefix    string                     // task key prefix
+	Claim         string                     // claim nonce every task's attempt must have been started by ("" = not checked)
+	Tasks         []finishSucceededTasksItem // per task its id, attempt, result JSON ("" = none), "1" when the result was too large to keep
+}
+
+// finishSucceededTaskKeysItem is one item of lua/finish_succeeded.lua's task_keys.
+type finishSucceededTaskKeysItem struct {
+	Task   string
+	Result string
+}
+
+// finishSucceededTasksItem is one item of lua/finish_succeeded.lua's tasks.
+type finishSucceededTasksItem struct {
+	ID        string
+	Attempt   int
+	Result    []byte
+	Truncated string
+}
+
+// callFinishSucceeded runs lua/finish_succeeded.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishSucceeded(ctx context.Context, k *finishSucceededKeys, a *finishSucceededArgs) ([]int64, error) {
+	var zero []int64
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS lease is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS depth is empty")
+	}
+	if k.Stats == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS stats is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.KeyRunning == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS key_running is empty")
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS held is empty")
+	}
+	if k.Limited == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS limited is empty")
+	}
+	if k.Wake == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS wake is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS outbox is empty")
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 11+10+2*len(k.TaskKeys))
+	keys = append(keys, k.Lease, k.Events, k.Depth, k.Stats)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.KeyRunning, k.Held, k.Limited, k.Wake, k.Retained)
+	for _, it := range k.TaskKeys {
+		keys = append(keys, it.Task, it.Result)
+	}
+	keys = append(keys, k.Outbox, k.KeyFreed)
+	args := make([]any, 0, 11+4*len(a.Tasks))
+	args = append(args, a.Now, a.WorkerID, a.Group, a.IdemPrefix, a.EventsMaxLen, a.SucceededRetS, a.ResultRetS, a.Count, a.KeyWaitPrefix, a.TaskPrefix, a.Claim)
+	for _, it := range a.Tasks {
+		args = append(args, it.ID, it.Attempt, it.Result, it.Truncated)
+	}
+	v, err := r.run(ctx, scriptFinishSucceeded, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyInts(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/finish_succeeded.lua reply: %w", err)
 	}
 	return x, nil
 }
@@ -1076,6 +1635,111 @@ func (r *RDB) callPurgeKeys(ctx context.Context, k *purgeKeysKeys, a *purgeKeysA
 		return zero, fmt.Errorf("lua/purge_keys.lua reply, more: %w", err)
 	}
 	return rep, nil
+}
+
+// reclaimKeys are the KEYS of lua/reclaim.lua.
+type reclaimKeys struct {
+	Lease      string   // lease ZSET
+	Events     string   // event stream
+	Depth      string   // depth counter
+	DLQ        string   // DLQ index
+	Stats      string   // stats hash (minute)
+	Bands      []string // band streams p0..p9
+	KeyRunning string   // key-running hash
+	Held       string   // held counter
+	Limited    string   // limited flag
+	Wake       string   // wake stream
+	Retained   string   // retained counts hash
+	Outbox     string   // workflow outbox stream
+	KeyFreed   string   // key slot release time (see key_freed)
+}
+
+// reclaimArgs are the ARGV of lua/reclaim.lua.
+type reclaimArgs struct {
+	Now           int64             // now (ms)
+	LeaseMS       int64             // lease duration (ms)
+	WorkerID      string            // reclaiming worker id
+	Group         string            // consumer group
+	TaskPrefix    string            // task key prefix
+	IdemPrefix    string            // idempotency key prefix
+	Room          int               // max tasks to take over
+	EventsMaxLen  int64             // events maxlen
+	FailedRetS    int64             // failed retention (s)
+	AttemptsCap   int               // attempts history cap
+	DLQEnabled    string            // "1" = DLQ enabled
+	DLQMaxLen     int64             // DLQ maxlen
+	Nonce         string            // call nonce (see replayed)
+	KeyWaitPrefix string            // key wait list prefix
+	Mine          []reclaimMineItem // pairs of task id, attempt the reclaiming process runs now
+}
+
+// reclaimMineItem is one item of lua/reclaim.lua's mine.
+type reclaimMineItem struct {
+	ID      string
+	Attempt int
+}
+
+// callReclaim runs lua/reclaim.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callReclaim(ctx context.Context, k *reclaimKeys, a *reclaimArgs) ([]string, error) {
+	var zero []string
+	if k.Lease == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS lease is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS depth is empty")
+	}
+	if k.DLQ == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS dlq is empty")
+	}
+	if k.Stats == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS stats is empty")
+	}
+	if len(k.Bands) != 10 {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+	}
+	if k.KeyRunning == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS key_running is empty")
+	}
+	if k.Held == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS held is empty")
+	}
+	if k.Limited == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS limited is empty")
+	}
+	if k.Wake == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS wake is empty")
+	}
+	if k.Retained == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS outbox is empty")
+	}
+	if k.KeyFreed == "" {
+		return zero, fmt.Errorf("lua/reclaim.lua: KEYS key_freed is empty")
+	}
+	keys := make([]string, 0, 12+10)
+	keys = append(keys, k.Lease, k.Events, k.Depth, k.DLQ, k.Stats)
+	keys = append(keys, k.Bands...)
+	keys = append(keys, k.KeyRunning, k.Held, k.Limited, k.Wake, k.Retained, k.Outbox, k.KeyFreed)
+	args := make([]any, 0, 14+2*len(a.Mine))
+	args = append(args, a.Now, a.LeaseMS, a.WorkerID, a.Group, a.TaskPrefix, a.IdemPrefix, a.Room, a.EventsMaxLen, a.FailedRetS, a.AttemptsCap, a.DLQEnabled, a.DLQMaxLen, a.Nonce, a.KeyWaitPrefix)
+	for _, it := range a.Mine {
+		args = append(args, it.ID, it.Attempt)
+	}
+	v, err := r.run(ctx, scriptReclaim, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/reclaim.lua reply: %w", err)
+	}
+	return x, nil
 }
 
 // recountKeys are the KEYS of lua/recount.lua.

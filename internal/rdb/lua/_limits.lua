@@ -65,15 +65,15 @@ local function wake_limited(limits)
   end
 end
 
--- limit_keys reads the limit keys and the key wait prefix from
--- KEYS[keys_at..keys_at+3] (keyrun, held, limited, wake),
--- KEYS[bands_at..bands_at+9] (band streams p0..p9), KEYS[freed_at] (the
--- slot release time, see key_freed), ARGV[argv_at] (key wait prefix),
--- ARGV[argv_at+1] (task key prefix); now is the call's time (text).
-local function limit_keys(keys_at, bands_at, argv_at, freed_at, now)
+-- limit_keys completes t, which names freed (the slot release time key,
+-- see key_freed), keywait_prefix (key wait list prefix), task_prefix and
+-- now (the call's time, text), with the limit keys read from
+-- KEYS[keys_at..keys_at+3] (keyrun, held, limited, wake) and the band
+-- streams from KEYS[bands_at..bands_at+9] (p0..p9), and returns it.
+local function limit_keys(keys_at, bands_at, t)
   local streams = {}
   for i = 0, 9 do streams[i] = KEYS[bands_at + i] end
-  return {keyrun = KEYS[keys_at], held = KEYS[keys_at + 1], limited = KEYS[keys_at + 2], wake = KEYS[keys_at + 3],
-    streams = streams, keywait_prefix = ARGV[argv_at], task_prefix = ARGV[argv_at + 1], freed = KEYS[freed_at],
-    now = now}
+  t.keyrun, t.held, t.limited, t.wake = KEYS[keys_at], KEYS[keys_at + 1], KEYS[keys_at + 2], KEYS[keys_at + 3]
+  t.streams = streams
+  return t
 end

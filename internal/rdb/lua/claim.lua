@@ -16,28 +16,44 @@
 -- the task starts: status running, lease, TASK_STARTED (left out with the
 -- limits field events = "outcomes").
 --
--- KEYS[1] lease ZSET        KEYS[2] expiry ZSET      KEYS[3] schedule ZSET
--- KEYS[4] event stream      KEYS[5] depth counter    KEYS[6] paused flag
--- KEYS[7] stats hash (current minute)
--- KEYS[8..17] band streams p0..p9
--- KEYS[18] limits hash      KEYS[19] rate state (GCRA arrival time)
--- KEYS[20] key-running hash KEYS[21] held counter  KEYS[22] limited flag
--- KEYS[23] retained counts hash  KEYS[24] workflow outbox stream
--- KEYS[25] fair state hash  KEYS[26] fair keys ZSET (queued tasks per key)
--- KEYS[27] fair delay ZSET (keys parked until their key_rate token)
--- KEYS[28] key rate state ZSET (key -> GCRA arrival time)
--- KEYS[29] wake stream (fair ingest writes it)
--- KEYS[30] key slot release time (lua/_limits.lua, key_freed)
+-- KEYS[1] lease: lease ZSET
+-- KEYS[2] expiry: expiry ZSET
+-- KEYS[3] schedule: schedule ZSET
+-- KEYS[4] events: event stream
+-- KEYS[5] depth: depth counter
+-- KEYS[6] paused: paused flag
+-- KEYS[7] stats: stats hash (current minute)
+-- KEYS[8..17] bands: band streams p0..p9
+-- KEYS[18] limits: limits hash
+-- KEYS[19] rate: rate state (GCRA arrival time)
+-- KEYS[20] key_running: key-running hash
+-- KEYS[21] held: held counter
+-- KEYS[22] limited: limited flag
+-- KEYS[23] retained: retained counts hash
+-- KEYS[24] outbox: workflow outbox stream
+-- KEYS[25] fair_state: fair state hash
+-- KEYS[26] fair_keys: fair keys ZSET (queued tasks per key)
+-- KEYS[27] fair_delay: fair delay ZSET (keys parked until their key_rate
+--   token)
+-- KEYS[28] key_rate: key rate state ZSET (key -> GCRA arrival time)
+-- KEYS[29] wake: wake stream (fair ingest writes it)
+-- KEYS[30] key_freed: key slot release time (lua/_limits.lua, key_freed)
 --
--- ARGV[1] now (ms)          ARGV[2] worker id (consumer)  ARGV[3] group
--- ARGV[4] max tasks         ARGV[5] lease duration (ms)   ARGV[6] task key prefix
--- ARGV[7] idempotency key prefix  ARGV[8] events maxlen   ARGV[9] failed retention (s)
--- ARGV[10] call nonce: a call sent again with the same arguments after its
---          reply was lost answers the tasks its first run started (see
---          replayed) instead of starting more
--- ARGV[11] key wait list prefix
--- ARGV[12] fair active keys prefix (+ band)  ARGV[13] key queue prefix
---          (+ band .. ':' .. key)
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] worker_id: worker id (consumer)
+-- ARGV[3] group: consumer group
+-- ARGV[4] max int: max tasks
+-- ARGV[5] lease_ms int64: lease duration (ms)
+-- ARGV[6] task_prefix: task key prefix
+-- ARGV[7] idem_prefix: idempotency key prefix
+-- ARGV[8] events_max_len int64: events maxlen
+-- ARGV[9] failed_ret_s int64: failed retention (s)
+-- ARGV[10] nonce: call nonce: a call sent again with the same arguments
+--   after its reply was lost answers the tasks its first run started (see
+--   replayed) instead of starting more
+-- ARGV[11] key_wait_prefix: key wait list prefix
+-- ARGV[12] fair_active: fair active keys prefix (+ band)
+-- ARGV[13] key_queue: key queue prefix (+ band .. ':' .. key)
 --
 -- Flow control (docs/flow-control.md): the queue's limits cap how many
 -- tasks the call may start: concurrency by the lease set's size (every
@@ -56,7 +72,7 @@
 -- call). A key at its key_concurrency or out of key_rate tokens is parked
 -- (score +inf), not scanned.
 --
--- Returns {state, tasks, last_ids, wait_ms, reason, held}:
+-- Returns: {state string, tasks []string, last_ids []string, wait_ms int, reason string, held int}
 --   state "paused" (nothing read), "ok", "nogroup" (a band had no group), or
 --          "limited" (a limit allows no start now; nothing read; or, with
 --          reason key_rate, the tasks it did start and no other one until

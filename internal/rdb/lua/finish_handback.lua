@@ -7,14 +7,28 @@
 -- to leave room for the attempts still to come. A call whose first run
 -- landed (its record exists) answers ok.
 --
--- KEYS[1] task hash  KEYS[2] lease ZSET  KEYS[3] event stream  KEYS[4] band stream
--- KEYS[5..8] key-running hash, held counter, limited flag, wake stream
--- KEYS[9..18] band streams p0..p9  KEYS[19] key slot release time (see key_freed)
--- ARGV[1] now (ms)   ARGV[2] task id     ARGV[3] attempt       ARGV[4] worker id
--- ARGV[5] group      ARGV[6] events maxlen  ARGV[7] attempts history cap
--- ARGV[8] key wait list prefix  ARGV[9] task key prefix
+-- KEYS[1] task: task hash
+-- KEYS[2] lease: lease ZSET
+-- KEYS[3] events: event stream
+-- KEYS[4] band: band stream
+-- KEYS[5] key_running: key-running hash
+-- KEYS[6] held: held counter
+-- KEYS[7] limited: limited flag
+-- KEYS[8] wake: wake stream
+-- KEYS[9..18] bands: band streams p0..p9
+-- KEYS[19] key_freed: key slot release time (see key_freed)
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: task id
+-- ARGV[3] attempt int: attempt
+-- ARGV[4] worker_id: worker id
+-- ARGV[5] group: consumer group
+-- ARGV[6] events_max_len int64: events maxlen
+-- ARGV[7] attempts_cap int: attempts history cap
+-- ARGV[8] key_wait_prefix: key wait list prefix
+-- ARGV[9] task_prefix: task key prefix
 --
--- Returns "ok" or "lease_lost".
+-- Returns: string
+-- "ok" or "lease_lost".
 --
 --! include: emit, history_field, fence, trim_history_to, release_entry, release_key, wake_limited
 --! include: limit_keys
@@ -30,7 +44,7 @@ end
 local _, rec = history_field(h, h.worker_id, h.started_at or ARGV[1], ARGV[1], 'handback', 'Shutdown',
   'worker stopped before the task finished')
 release_entry(finish, h)
-local lk = limit_keys(5, 9, 8, 19, ARGV[1])
+local lk = limit_keys(5, 9, {freed = KEYS[19], keywait_prefix = ARGV[8], task_prefix = ARGV[9], now = ARGV[1]})
 release_key(lk, h)
 wake_limited(lk)
 local sid = redis.call('XADD', KEYS[4], '*', 't', finish.tid, 'a', h.attempt)

@@ -8,31 +8,51 @@
 -- is live. A call whose first run
 -- landed but whose reply was lost answers what that run did.
 --
--- KEYS[1] task hash    KEYS[2] lease ZSET    KEYS[3] event stream
--- KEYS[4] band stream  KEYS[5] depth counter KEYS[6] stats hash (minute)
--- KEYS[7] schedule ZSET  KEYS[8] expiry ZSET
--- KEYS[9..12] key-running hash, held counter, limited flag, wake stream
--- KEYS[13..22] band streams p0..p9 (a task held on the same concurrency
--- key goes back to its own band)  KEYS[23] retained counts hash
--- KEYS[24] workflow outbox stream  KEYS[25] key slot release time (see key_freed)
+-- KEYS[1] task: task hash
+-- KEYS[2] lease: lease ZSET
+-- KEYS[3] events: event stream
+-- KEYS[4] band: band stream
+-- KEYS[5] depth: depth counter
+-- KEYS[6] stats: stats hash (minute)
+-- KEYS[7] schedule: schedule ZSET
+-- KEYS[8] expiry: expiry ZSET
+-- KEYS[9] key_running: key-running hash
+-- KEYS[10] held: held counter
+-- KEYS[11] limited: limited flag
+-- KEYS[12] wake: wake stream
+-- KEYS[13..22] bands: band streams p0..p9 (a task held on the same
+--   concurrency key goes back to its own band)
+-- KEYS[23] retained: retained counts hash
+-- KEYS[24] outbox: workflow outbox stream
+-- KEYS[25] key_freed: key slot release time (see key_freed)
 --
--- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] attempt  ARGV[4] worker id
--- ARGV[5] group     ARGV[6] idempotency key prefix    ARGV[7] events maxlen
--- ARGV[8] failed retention (s)  ARGV[9] attempts history cap
--- ARGV[10] retry delay (ms)  ARGV[11] error class  ARGV[12] error message
--- ARGV[13] key wait list prefix  ARGV[14] task key prefix
--- ARGV[15] claim nonce the attempt must have been started by ("" = not
---          checked; see fence)
--- ARGV[16] "1" = the caller does not know the task's max_attempts (a remote
---          worker): with no attempts left, write nothing and answer
---          "exhausted", and so does a call sent again after the task was
---          dead-lettered, failed or deleted; the caller then finalizes with
---          finish_dead, which answers for the attempt
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: task id
+-- ARGV[3] attempt int: attempt
+-- ARGV[4] worker_id: worker id
+-- ARGV[5] group: consumer group
+-- ARGV[6] idem_prefix: idempotency key prefix
+-- ARGV[7] events_max_len int64: events maxlen
+-- ARGV[8] failed_ret_s int64: failed retention (s)
+-- ARGV[9] attempts_cap int: attempts history cap
+-- ARGV[10] delay_ms int64: retry delay (ms)
+-- ARGV[11] class: error class
+-- ARGV[12] msg: error message
+-- ARGV[13] key_wait_prefix: key wait list prefix
+-- ARGV[14] task_prefix: task key prefix
+-- ARGV[15] claim: claim nonce the attempt must have been started by ("" =
+--   not checked; see fence)
+-- ARGV[16] check_attempts: "1" = the caller does not know the task's
+--   max_attempts (a remote worker): with no attempts left, write nothing
+--   and answer "exhausted", and so does a call sent again after the task
+--   was dead-lettered, failed or deleted; the caller then finalizes with
+--   finish_dead, which answers for the attempt
 --
 -- The entry is acked in the task's own band (KEYS[13..22] by its priority
 -- field), whatever band KEYS[4] names.
 --
--- Returns "ok", "cancelled", "lease_lost" or "exhausted".
+-- Returns: string
+-- "ok", "cancelled", "lease_lost" or "exhausted".
 --
 --! include: emit, stat, bucket_field, fence, landed, finish_attempt, release_entry, release_key
 --! include: wake_limited, limit_keys, cancel_running
@@ -40,7 +60,7 @@
 local finish = {task_key = KEYS[1], lease = KEYS[2], events = KEYS[3], stream = KEYS[4], depth = KEYS[5],
   stats = KEYS[6], now = tonumber(ARGV[1]), tid = ARGV[2], group = ARGV[5], idem_prefix = ARGV[6],
   events_maxlen = ARGV[7], retained = KEYS[23], retention = ARGV[8], attempts_cap = tonumber(ARGV[9]),
-  limits = limit_keys(9, 13, 13, 25, ARGV[1]), outbox = KEYS[24]}
+  limits = limit_keys(9, 13, {freed = KEYS[25], keywait_prefix = ARGV[13], task_prefix = ARGV[14], now = ARGV[1]}), outbox = KEYS[24]}
 local checked = ARGV[16] == '1'
 local h, seen = fence(KEYS[1], ARGV[3], ARGV[4], nil, nil, ARGV[15])
 if not h then

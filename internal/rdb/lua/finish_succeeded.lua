@@ -24,24 +24,39 @@
 -- deleted and written anew: a hash that grew into a hashtable (a payload
 -- over hash-max-listpack-value) never turns back into a listpack.
 --
--- KEYS[1] lease ZSET  KEYS[2] event stream  KEYS[3] depth counter
--- KEYS[4] stats hash (minute)  KEYS[5..14] band streams p0..p9
--- KEYS[15..18] key-running hash, held counter, limited flag, wake stream
--- KEYS[19] retained counts hash
--- then per task i: KEYS[20 + 2*(i-1)] task hash, KEYS[21 + 2*(i-1)] result key
--- then KEYS[20 + 2*n] workflow outbox stream (a node's end, see wf_outbox)
--- and KEYS[21 + 2*n] key slot release time (see key_freed)
+-- KEYS[1] lease: lease ZSET
+-- KEYS[2] events: event stream
+-- KEYS[3] depth: depth counter
+-- KEYS[4] stats: stats hash (minute)
+-- KEYS[5..14] bands: band streams p0..p9
+-- KEYS[15] key_running: key-running hash
+-- KEYS[16] held: held counter
+-- KEYS[17] limited: limited flag
+-- KEYS[18] wake: wake stream
+-- KEYS[19] retained: retained counts hash
+-- KEYS[20..] task_keys []{task, result}: per task its hash and its result key
+-- KEYS[20 + 2*n] outbox: workflow outbox stream (a node's end, see
+--   wf_outbox)
+-- KEYS[21 + 2*n] key_freed: key slot release time (see key_freed)
 --
--- ARGV[1] now (ms)  ARGV[2] worker id  ARGV[3] group
--- ARGV[4] idempotency key prefix  ARGV[5] events maxlen
--- ARGV[6] succeeded retention (s)  ARGV[7] result retention (s)
--- ARGV[8] tasks  ARGV[9] key wait list prefix  ARGV[10] task key prefix
--- ARGV[11] claim nonce every task's attempt must have been started by
---          ("" = not checked)
--- then per task i (base = 12 + 4*(i-1)): task id, attempt, result JSON
--- ("" = none), "1" when the result was too large to keep
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] worker_id: worker id
+-- ARGV[3] group: consumer group
+-- ARGV[4] idem_prefix: idempotency key prefix
+-- ARGV[5] events_max_len int64: events maxlen
+-- ARGV[6] succeeded_ret_s int64: succeeded retention (s)
+-- ARGV[7] result_ret_s int64: result retention (s)
+-- ARGV[8] count int: tasks
+-- ARGV[9] key_wait_prefix: key wait list prefix
+-- ARGV[10] task_prefix: task key prefix
+-- ARGV[11] claim: claim nonce every task's attempt must have been started
+--   by ("" = not checked)
+-- ARGV[12..] tasks []{id, attempt int, result bytes, truncated}: per task
+--   its id, attempt, result JSON ("" = none), "1" when the result was too
+--   large to keep
 --
--- Returns one code per task: 1 finalized, 0 lease lost, 2 already finalized.
+-- Returns: []int
+-- one code per task: 1 finalized, 0 lease lost, 2 already finalized.
 --
 --! include: emit, stats_flush, retain, flush_retained, bucket_field, itoa, succeeded_by
 --! include: release_key, wake_limited, limit_keys, wf_outbox, flat_map, event_age
@@ -58,7 +73,7 @@ local starts = {} -- started_at text -> number: the tasks of one claim share it
 -- The compact hash's argument list, refilled for every task (unpack with an
 -- explicit length): a table built per task would be grown on the way.
 local hset_args = {'status', 'succeeded', 'type', false, false, false, false, false, false, false, false, false}
-local lk = limit_keys(15, 5, 9, 21 + 2 * n, now_s)
+local lk = limit_keys(15, 5, {freed = KEYS[21 + 2 * n], keywait_prefix = ARGV[9], task_prefix = ARGV[10], now = now_s})
 local retention = {retained = KEYS[19], idem_prefix = ARGV[4], now = now}
 -- Fields the compact hash drops: folded into done, or not needed once the
 -- task succeeded. Everything else (optional fields, earlier attempts'

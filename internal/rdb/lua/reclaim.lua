@@ -14,22 +14,39 @@
 -- this worker took less than a lease ago, is renewed, never taken over: one
 -- process never runs a task twice at once.
 --
--- KEYS[1] lease ZSET    KEYS[2] event stream  KEYS[3] depth counter
--- KEYS[4] DLQ index     KEYS[5] stats hash (minute)
--- KEYS[6..15] band streams p0..p9
--- KEYS[16..19] key-running hash, held counter, limited flag, wake stream
--- KEYS[20] retained counts hash  KEYS[21] workflow outbox stream
--- KEYS[22] key slot release time (see key_freed)
+-- KEYS[1] lease: lease ZSET
+-- KEYS[2] events: event stream
+-- KEYS[3] depth: depth counter
+-- KEYS[4] dlq: DLQ index
+-- KEYS[5] stats: stats hash (minute)
+-- KEYS[6..15] bands: band streams p0..p9
+-- KEYS[16] key_running: key-running hash
+-- KEYS[17] held: held counter
+-- KEYS[18] limited: limited flag
+-- KEYS[19] wake: wake stream
+-- KEYS[20] retained: retained counts hash
+-- KEYS[21] outbox: workflow outbox stream
+-- KEYS[22] key_freed: key slot release time (see key_freed)
 --
--- ARGV[1] now (ms)  ARGV[2] lease duration (ms)  ARGV[3] reclaiming worker id
--- ARGV[4] group     ARGV[5] task key prefix       ARGV[6] idempotency key prefix
--- ARGV[7] max tasks to take over   ARGV[8] events maxlen   ARGV[9] failed retention (s)
--- ARGV[10] attempts history cap    ARGV[11] "1" = DLQ enabled  ARGV[12] DLQ maxlen
--- ARGV[13] call nonce (see replayed)
--- ARGV[14] key wait list prefix  ARGV[15] task key prefix
--- ARGV[16..] pairs of task id, attempt the reclaiming process runs now
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] lease_ms int64: lease duration (ms)
+-- ARGV[3] worker_id: reclaiming worker id
+-- ARGV[4] group: consumer group
+-- ARGV[5] task_prefix: task key prefix
+-- ARGV[6] idem_prefix: idempotency key prefix
+-- ARGV[7] room int: max tasks to take over
+-- ARGV[8] events_max_len int64: events maxlen
+-- ARGV[9] failed_ret_s int64: failed retention (s)
+-- ARGV[10] attempts_cap int: attempts history cap
+-- ARGV[11] dlq_enabled: "1" = DLQ enabled
+-- ARGV[12] dlq_max_len int64: DLQ maxlen
+-- ARGV[13] nonce: call nonce (see replayed)
+-- ARGV[14] key_wait_prefix: key wait list prefix
+-- ARGV[15..] mine []{id, attempt int}: pairs of task id, attempt the
+--   reclaiming process runs now
 --
--- Returns the tasks taken over, one flat list (see claimed_put): per task a
+-- Returns: []string
+-- the tasks taken over, one flat list (see claimed_put): per task a
 -- head "<n> <attempt> <timeout_ms> <max_attempts> <created_at>
 -- <cancel_requested> <priority> <id>", then type, payload, metadata[,
 -- idem_key[, wf, deps]].
@@ -46,8 +63,8 @@ local again = replayed(KEYS[1], lease_s, worker, nonce, ARGV[5])
 if #again > 0 then return again end
 
 local mine = {}
-for i = 16, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
-local limits = limit_keys(16, 6, 14, 22, now_s)
+for i = 15, #ARGV, 2 do mine[ARGV[i]] = ARGV[i + 1] end
+local limits = limit_keys(16, 6, {freed = KEYS[22], keywait_prefix = ARGV[14], task_prefix = ARGV[5], now = now_s})
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
 local out = {}

@@ -140,6 +140,11 @@ func parseHeader(script, src string) (*header, error) {
 		}
 		last = e
 	}
+	for _, e := range h.keys.entries {
+		if slices.ContainsFunc(h.args.entries, func(a *entry) bool { return a.name == e.name && len(a.items)+len(e.items) > 0 }) {
+			return nil, fmt.Errorf("%s names items in both KEYS and ARGV: their types would clash", e.name)
+		}
+	}
 	return h, nil
 }
 
@@ -217,7 +222,8 @@ var argTypes = map[string]string{
 }
 
 func (e *entry) setType(which, typ string) error {
-	if which == "KEYS" && typ != "" {
+	keyItems := e.kind == tail && strings.HasPrefix(typ, "[]{")
+	if which == "KEYS" && typ != "" && !keyItems {
 		return errors.New("KEYS entries are strings: no type")
 	}
 	if typ == "" {
@@ -249,6 +255,9 @@ func (e *entry) setType(which, typ string) error {
 				ft = "string"
 			}
 			t, ok := argTypes[ft]
+			if which == "KEYS" && t != "string" {
+				ok = false
+			}
 			if !ok || !fieldName.MatchString(name) {
 				return fmt.Errorf("cannot read the item field %q", f)
 			}
