@@ -24,41 +24,40 @@ func (r *RDB) limitKeys(queue string) limitKeys {
 	return limitKeys{k.KeyRunning(queue), k.Held(queue), k.Limited(queue), k.Wake(queue), k.KeyFreed(queue)}
 }
 
-// ingestCall is ingest.lua's KEYS and ARGV.
-type ingestCall struct {
-	depth, schedule, expiry, recent, events string
-	queueNum                                string // after the tasks' keys
-	fair                                    bool   // the queue was seen with key queues: pass their keys
-	fairOn, fairState, fairKeys, wake       string // after queueNum, with fair
-
-	now, maxDepth, eventsMaxLen, recentCap int64
-	taskPrefix, resultPrefix, streamPrefix string
-	settle                                 string // ARGV[9]: "1" settle, "o" outcome events only, else ""
-	fairActive, keyQueue                   string // prefixes: ARGV[12], with fair
-	dedup                                  string // ARGV[10]: the dedup settings, when a task has a spec
-	tasks                                  []NewTask
-	keyOf                                  Keys // builds each task's two keys
-	queue                                  string
-}
-
+// ingestCall builds ingest.lua's KEYS and ARGV for tasks; ingest builds
+// them again when it stamped another queue number into the ids.
 func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool,
-	f queueFlags) *ingestCall {
+	f queueFlags) (*ingestKeys, *ingestArgs) {
 	k := r.keys
 	mode := boolArg(settle)
 	if !settle && f.outcomes {
 		mode = "o"
 	}
-	fair := f.fair
-	return &ingestCall{
-		depth: k.Depth(queue), schedule: k.Schedule(queue), expiry: k.Expiry(queue), recent: k.Recent(queue),
-		events: k.Events(queue), queueNum: k.QueueNum(queue),
-		fair: fair, fairOn: k.FairOn(queue), fairState: k.FairState(queue), fairKeys: k.FairKeys(queue), wake: k.Wake(queue),
-
-		now: now.UnixMilli(), maxDepth: opt.MaxDepth, eventsMaxLen: opt.EventsMaxLen, recentCap: opt.RecentCap,
-		taskPrefix: k.TaskPrefix(queue), resultPrefix: k.ResultPrefix(queue), streamPrefix: k.StreamPrefix(queue),
-		settle: mode, fairActive: k.FairActivePrefix(queue), keyQueue: k.KeyQueuePrefix(queue),
-		tasks: tasks, keyOf: k, queue: queue, dedup: r.dedupSettings(queue, now, opt, tasks),
+	keys := &ingestKeys{
+		Depth: k.Depth(queue), Schedule: k.Schedule(queue), Expiry: k.Expiry(queue), Recent: k.Recent(queue),
+		Events: k.Events(queue), Tasks: make([]string, len(tasks)), Number: k.QueueNum(queue),
 	}
+	args := &ingestArgs{
+		Now: now.UnixMilli(), MaxDepth: opt.MaxDepth, EventsMaxLen: opt.EventsMaxLen, RecentCap: opt.RecentCap,
+		TaskPrefix: k.TaskPrefix(queue), ResultPrefix: k.ResultPrefix(queue), Count: len(tasks),
+		StreamPrefix: k.StreamPrefix(queue), Settle: mode, Dedup: r.dedupSettings(queue, now, opt, tasks),
+		Tasks: make([]any, 0, 10*len(tasks)),
+	}
+	for i := range tasks {
+		// A task without an idempotency key is fenced by the marker its
+		// deletion at once leaves, which the script names from this key.
+		keys.Tasks[i] = k.Task(queue, tasks[i].ID)
+		args.Tasks = appendTask(args.Tasks, k, queue, args.Now, &tasks[i])
+	}
+	if len(tasks) > 0 {
+		num, _ := ParseTaskID(tasks[0].ID)
+		args.Number = strconv.Itoa(int(num))
+	}
+	if f.fair {
+		keys.FairOn, keys.FairState, keys.FairKeys, keys.Wake = k.FairOn(queue), k.FairState(queue), k.FairKeys(queue), k.Wake(queue)
+		args.Fair = k.FairActivePrefix(queue) + "\t" + k.KeyQueuePrefix(queue)
+	}
+	return keys, args
 }
 
 // dedupSettings is ingest.lua's ARGV[10] for tasks: "" unless one of them
@@ -75,43 +74,10 @@ func (r *RDB) dedupSettings(queue string, now time.Time, opt IngestOptions, task
 	return ""
 }
 
-func (c *ingestCall) keys() []string {
-	keys := make([]string, 0, 10+len(c.tasks))
-	keys = append(keys, c.depth, c.schedule, c.expiry, c.recent, c.events)
-	for i := range c.tasks {
-		// A task without an idempotency key is fenced by the marker its
-		// deletion at once leaves, which the script names from this key.
-		keys = append(keys, c.keyOf.Task(c.queue, c.tasks[i].ID))
-	}
-	keys = append(keys, c.queueNum)
-	if c.fair {
-		keys = append(keys, c.fairOn, c.fairState, c.fairKeys, c.wake)
-	}
-	return keys
-}
-
-func (c *ingestCall) args() []any {
-	args := make([]any, 0, 12+10*len(c.tasks))
-	var qnum, fair string
-	if len(c.tasks) > 0 {
-		num, _ := ParseTaskID(c.tasks[0].ID)
-		qnum = strconv.Itoa(int(num))
-	}
-	if c.fair {
-		fair = c.fairActive + "\t" + c.keyQueue
-	}
-	args = append(args, c.now, c.maxDepth, c.eventsMaxLen, c.recentCap, c.taskPrefix, c.resultPrefix,
-		len(c.tasks), c.streamPrefix, c.settle, c.dedup, qnum, fair)
-	for i := range c.tasks {
-		args = c.appendTask(args, &c.tasks[i])
-	}
-	return args
-}
-
 // appendTask appends t's arguments: the ten every task has, then the
 // values its optional fields announce, in the order of the letters (see
 // ingest.lua's header). Most tasks have none, and pay for none.
-func (c *ingestCall) appendTask(args []any, t *NewTask) []any {
+func appendTask(args []any, keyOf Keys, queue string, now int64, t *NewTask) []any {
 	exp := ""
 	if t.ExpiresAt > 0 {
 		exp = strconv.FormatInt(t.ExpiresAt, 10)
@@ -144,12 +110,12 @@ func (c *ingestCall) appendTask(args []any, t *NewTask) []any {
 		x = append(x, 'd')
 	}
 	args = append(args, t.ID, t.Type, t.Payload, t.Priority, t.MaxAttempts, t.TimeoutMS, t.CreatedAt,
-		c.now-TaskIDTime(t.ID).UnixMilli(), claimFields(t, exp, c.now), string(x))
+		now-TaskIDTime(t.ID).UnixMilli(), claimFields(t, exp, now), string(x))
 	if t.AvailableAt != t.CreatedAt {
 		args = append(args, t.AvailableAt)
 	}
 	if t.IdempotencyKey != "" {
-		args = append(args, t.IdempotencyKey, c.keyOf.Idempotency(c.queue, t.IdempotencyKey), t.Fingerprint, t.IdemTTL)
+		args = append(args, t.IdempotencyKey, keyOf.Idempotency(queue, t.IdempotencyKey), t.Fingerprint, t.IdemTTL)
 	}
 	if exp != "" {
 		args = append(args, exp)

@@ -138,8 +138,9 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 }
 
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
-	c := r.ingestCall(queue, now, opt, tasks, settle, r.flags(ctx, queue))
-	reply, err := r.run(ctx, scriptIngest, c.keys(), c.args()...).Result()
+	flags := r.flags(ctx, queue)
+	keys, args := r.ingestCall(queue, now, opt, tasks, settle, flags)
+	reply, err := r.callIngest(ctx, keys, args)
 	if len(tasks) > 0 && isQnumError(err) {
 		// The ids carry a number that is not the queue's (a stale cache,
 		// a lost registry): nothing was written. Ask the registry, stamp its
@@ -152,7 +153,8 @@ func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt Inges
 		for i := range tasks {
 			tasks[i].ID = WithQueueNumber(tasks[i].ID, num)
 		}
-		reply, err = r.run(ctx, scriptIngest, c.keys(), c.args()...).Result()
+		keys, args = r.ingestCall(queue, now, opt, tasks, settle, flags)
+		reply, err = r.callIngest(ctx, keys, args)
 	}
 	if err != nil {
 		return nil, err

@@ -1031,6 +1031,80 @@ func (r *RDB) callFinishSucceeded(ctx context.Context, k *finishSucceededKeys, a
 	return x, nil
 }
 
+// ingestKeys are the KEYS of lua/ingest.lua.
+type ingestKeys struct {
+	Depth     string   // depth counter
+	Schedule  string   // schedule ZSET
+	Expiry    string   // expiry ZSET
+	Recent    string   // listing index LIST (ids without their last four digits, newest first)
+	Events    string   // event stream
+	Tasks     []string // per task its hash (a task without an idempotency key is fenced by the marker its deletion at once leaves, this key with ":ended" appended: Keys.TaskEnded)
+	Number    string   // the queue's number key (Keys.QueueNum), which every id of the call must carry
+	FairOn    string   // fair flag (set while the queue has key queues)
+	FairState string   // fair state hash
+	FairKeys  string   // fair keys ZSET
+	Wake      string   // wake stream
+}
+
+// ingestArgs are the ARGV of lua/ingest.lua.
+type ingestArgs struct {
+	Now          int64  // now (epoch ms)
+	MaxDepth     int64  // max depth
+	EventsMaxLen int64  // events maxlen
+	RecentCap    int64  // listing index cap
+	TaskPrefix   string // task key prefix
+	ResultPrefix string // result key prefix
+	Count        int    // number of tasks
+	StreamPrefix string // band stream prefix
+	Settle       string // "1": settle (see below); "o": the queue's events are outcomes (events: outcomes, as the caller last read it): no TASK_PENDING or TASK_QUEUED for the tasks created; else ""
+	Dedup        string // "" or, in a call where a task carries a dedup spec, the dedup settings, tab-separated: dedup record prefix (keys.go DedupPrefix), idempotency key prefix, retained counts hash, stats hash (this minute), waiting ZSET, cancelled retention (s), dedup counts hash -- keys of the queue's slot, named here because only calls that deduplicate use them
+	Number       string // the queue's number the ids carry (their last four hex digits), in decimal, as the number key holds it
+	Fair         string // "" or, with the fair keys, the fair active keys prefix and the key queue prefix, tab-separated
+	Tasks        []any  // the tasks, one after the other, each ten arguments and then what its tenth announces: id, type, payload, priority, max_attempts, timeout_ms, created_at, the creation event's ts (now less the id's time, ms: see event_ts), the band entry's field c ("" = none: the entry then goes without it; see the header), and the optional fields the task has, as one letter each in this order ("" = none; the task is then due at created_at), each letter followed, after the ten, by its value(s) in the same order: a available_at (epoch ms; after now = pending), k idempotency key, its record key, fingerprint (a SHA-256 as its 32 bytes) and record TTL (s), e expires_at, m metadata (absent = {}), c concurrency key, r retention once finished (s; absent = the workers' setting), p keep the payload once succeeded (no value), d the dedup spec (mode, ttl, window and max wait in ms ("" = none) and the key, tab-separated)
+}
+
+// callIngest runs lua/ingest.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callIngest(ctx context.Context, k *ingestKeys, a *ingestArgs) (any, error) {
+	var zero any
+	if k.Depth == "" {
+		return zero, fmt.Errorf("lua/ingest.lua: KEYS depth is empty")
+	}
+	if k.Schedule == "" {
+		return zero, fmt.Errorf("lua/ingest.lua: KEYS schedule is empty")
+	}
+	if k.Expiry == "" {
+		return zero, fmt.Errorf("lua/ingest.lua: KEYS expiry is empty")
+	}
+	if k.Recent == "" {
+		return zero, fmt.Errorf("lua/ingest.lua: KEYS recent is empty")
+	}
+	if k.Events == "" {
+		return zero, fmt.Errorf("lua/ingest.lua: KEYS events is empty")
+	}
+	if k.Number == "" {
+		return zero, fmt.Errorf("lua/ingest.lua: KEYS number is empty")
+	}
+	keys := make([]string, 0, 10+len(k.Tasks))
+	keys = append(keys, k.Depth, k.Schedule, k.Expiry, k.Recent, k.Events)
+	keys = append(keys, k.Tasks...)
+	keys = append(keys, k.Number)
+	for _, x := range [...]string{k.FairOn, k.FairState, k.FairKeys, k.Wake} {
+		if x == "" {
+			break
+		}
+		keys = append(keys, x)
+	}
+	args := make([]any, 0, 12+len(a.Tasks))
+	args = append(args, a.Now, a.MaxDepth, a.EventsMaxLen, a.RecentCap, a.TaskPrefix, a.ResultPrefix, a.Count, a.StreamPrefix, a.Settle, a.Dedup, a.Number, a.Fair)
+	args = append(args, a.Tasks...)
+	v, err := r.run(ctx, scriptIngest, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
 // leaseSecretKeys are the KEYS of lua/lease_secret.lua.
 type leaseSecretKeys struct {
 	Secret string // lease secret string

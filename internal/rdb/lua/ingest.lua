@@ -22,41 +22,50 @@
 -- band none of them can change, so the claim reads no hash (claim_entry in
 -- claim.lua).
 --
--- KEYS[1]  depth counter            KEYS[2]  schedule ZSET
--- KEYS[3]  expiry ZSET              KEYS[4]  listing index LIST (ids
---                                   without their last four digits,
---                                   newest first)
--- KEYS[5]  event stream
--- then per task i (base = 6 + 1*(i-1)):
--- KEYS[base]   task hash (a task without an idempotency key is fenced by
---              the marker its deletion at once leaves, this key with
---              ":ended" appended: Keys.TaskEnded)
--- then, after the last task's key (KEYS[6 + 1*n]): the queue's number
--- key (Keys.QueueNum), which every id of the call must carry; then, in a
--- call for a queue the caller saw with key queues (the fair keys),
--- KEYS[7 + 1*n] optional: fair flag (set while the queue has key queues),
--- KEYS[8 + 1*n] optional: fair state hash, KEYS[9 + 1*n] optional: fair
--- keys ZSET, KEYS[10 + 1*n] optional: wake stream
+-- KEYS[1] depth: depth counter
+-- KEYS[2] schedule: schedule ZSET
+-- KEYS[3] expiry: expiry ZSET
+-- KEYS[4] recent: listing index LIST (ids without their last four digits,
+--   newest first)
+-- KEYS[5] events: event stream
+-- KEYS[6..] tasks: per task its hash (a task without an idempotency key is
+--   fenced by the marker its deletion at once leaves, this key with
+--   ":ended" appended: Keys.TaskEnded)
+-- KEYS[6 + 1*n] number: the queue's number key (Keys.QueueNum), which every
+--   id of the call must carry
+--
+-- Then, in a call for a queue the caller saw with key queues (the fair
+-- keys):
+-- KEYS[7 + 1*n] fair_on?: fair flag (set while the queue has key queues)
+-- KEYS[8 + 1*n] fair_state?: fair state hash
+-- KEYS[9 + 1*n] fair_keys?: fair keys ZSET
+-- KEYS[10 + 1*n] wake?: wake stream
+--
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
 --
--- ARGV[1] now (epoch ms)            ARGV[2] max depth
--- ARGV[3] events maxlen             ARGV[4] listing index cap
--- ARGV[5] task key prefix           ARGV[6] result key prefix
--- ARGV[7] number of tasks           ARGV[8] band stream prefix
--- ARGV[9] "1": settle (see below); "o": the queue's events are outcomes
--- (events: outcomes, as the caller last read it): no TASK_PENDING or
--- TASK_QUEUED for the tasks created; else ""
--- ARGV[10] "" or, in a call where a task carries a dedup spec, the dedup
--- settings, tab-separated: dedup record prefix (keys.go DedupPrefix),
--- idempotency key prefix, retained counts hash, stats hash (this minute),
--- waiting ZSET, cancelled retention (s), dedup counts hash -- keys of the
--- queue's slot, named here because only calls that deduplicate use them
--- ARGV[11] the queue's number the ids carry (their last four hex digits),
--- in decimal, as the number key holds it
--- ARGV[12] "" or, with the fair keys, the fair active keys prefix and the
--- key queue prefix, tab-separated
--- ARGV[13..] the tasks, one after the other, each ten arguments and then
+-- ARGV[1] now int64: now (epoch ms)
+-- ARGV[2] max_depth int64: max depth
+-- ARGV[3] events_max_len int64: events maxlen
+-- ARGV[4] recent_cap int64: listing index cap
+-- ARGV[5] task_prefix: task key prefix
+-- ARGV[6] result_prefix: result key prefix
+-- ARGV[7] count int: number of tasks
+-- ARGV[8] stream_prefix: band stream prefix
+-- ARGV[9] settle: "1": settle (see below); "o": the queue's events are
+--   outcomes (events: outcomes, as the caller last read it): no
+--   TASK_PENDING or TASK_QUEUED for the tasks created; else ""
+-- ARGV[10] dedup: "" or, in a call where a task carries a dedup spec, the
+--   dedup settings, tab-separated: dedup record prefix (keys.go
+--   DedupPrefix), idempotency key prefix, retained counts hash, stats hash
+--   (this minute), waiting ZSET, cancelled retention (s), dedup counts hash
+--   -- keys of the queue's slot, named here because only calls that
+--   deduplicate use them
+-- ARGV[11] number: the queue's number the ids carry (their last four hex
+--   digits), in decimal, as the number key holds it
+-- ARGV[12] fair: "" or, with the fair keys, the fair active keys prefix and
+--   the key queue prefix, tab-separated
+-- ARGV[13..] tasks []any: the tasks, one after the other, each ten arguments and then
 -- what its tenth announces: id, type, payload, priority, max_attempts,
 -- timeout_ms, created_at, the creation event's ts (now less the id's
 -- time, ms: see event_ts), the band entry's field c ("" = none: the entry
@@ -76,8 +85,10 @@
 -- again and writes nothing, so a call resent after its reply was lost
 -- answers what its first run answered.
 --
--- Returns one reply per task, in a list; a call of one task returns its
--- reply alone (a list built for one reply costs its conversion):
+-- Returns: any
+-- one reply per task, in a list; a call of one task returns its reply
+-- alone (a list built for one reply costs its conversion; decodeIngest
+-- reads it):
 --   status text: created ("queued", "pending" or "waiting"; the id is the
 --                one sent, so it is not repeated)
 --   {"created", id, status, replaced id}

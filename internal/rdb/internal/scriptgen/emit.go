@@ -178,6 +178,10 @@ var decoders = map[string]string{"int64": "replyInt", "string": "replyString", "
 
 func writeDecode(b *bytes.Buffer, h *header, ret string) {
 	file := "lua/" + h.script + ".lua"
+	if h.reply.typ == "any" {
+		b.WriteString("\treturn v, nil\n")
+		return
+	}
 	if h.reply.typ != "" {
 		fmt.Fprintf(b, "\tx, err := %s(v)\n\tif err != nil {\n\t\treturn zero, fmt.Errorf(\"%s reply: %%w\", err)\n\t}\n\treturn x, nil\n",
 			decoders[h.reply.typ], file)

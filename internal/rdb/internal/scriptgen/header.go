@@ -279,13 +279,18 @@ func (e *entry) setType(which, typ string) error {
 // replyTypes are the Go types of a reply or of a tuple's field.
 var replyTypes = map[string]string{"int": "int64", "string": "string", "[]int": "[]int64", "[]string": "[]string"}
 
-// parseReply reads a reply shape: int, string, []int, []string, or a tuple
+// parseReply reads a reply shape: int, string, []int, []string, any (a
+// reply whose shape depends on the call, handed over as go-redis reads it
+// for a decoder written beside its caller), or a tuple
 // {name type, name? type, ..., name ...type} of int, string, []int and
 // []string fields, where name? fields may be left out (with the ones after
 // them) and a last name ...type field takes the remaining elements.
 func parseReply(s string) (reply, error) {
 	if t, ok := replyTypes[s]; ok {
 		return reply{typ: t}, nil
+	}
+	if s == "any" {
+		return reply{typ: "any"}, nil
 	}
 	inner, ok := strings.CutPrefix(s, "{")
 	if ok {
