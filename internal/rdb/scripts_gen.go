@@ -18,27 +18,42 @@ type auditArgs struct {
 	Fields []any // field, value pairs (actor, role, action, target, ts, request_id, ...)
 }
 
-// callAudit runs lua/audit.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callAudit(ctx context.Context, k *auditKeys, a *auditArgs) (string, error) {
-	var zero string
+// auditBuild lays out the KEYS and ARGV of lua/audit.lua in its header's order.
+func auditBuild(k *auditKeys, a *auditArgs) ([]string, []any, error) {
 	if k.Audit == "" {
-		return zero, fmt.Errorf("lua/audit.lua: KEYS audit is empty")
+		return nil, nil, fmt.Errorf("lua/audit.lua: KEYS audit is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Audit)
 	args := make([]any, 0, 1+len(a.Fields))
 	args = append(args, a.MaxLen)
 	args = append(args, a.Fields...)
-	v, err := r.run(ctx, scriptAudit, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// auditDecode reads a reply of lua/audit.lua, or fails on a reply of another shape.
+func auditDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/audit.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callAudit runs lua/audit.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callAudit(ctx context.Context, k *auditKeys, a *auditArgs) (string, error) {
+	var zero string
+	keys, args, err := auditBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptAudit, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return auditDecode(v)
 }
 
 // cancelKeys are the KEYS of lua/cancel.lua.
@@ -73,39 +88,37 @@ type cancelReply struct {
 	Status  string
 }
 
-// callCancel runs lua/cancel.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (cancelReply, error) {
-	var zero cancelReply
+// cancelBuild lays out the KEYS and ARGV of lua/cancel.lua in its header's order.
+func cancelBuild(k *cancelKeys, a *cancelArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS task is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS schedule is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS expiry is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS depth is empty")
 	}
 	if k.Stats == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS stats is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS stats is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS retained is empty")
 	}
 	if k.Waiting == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS waiting is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS waiting is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/cancel.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/cancel.lua: KEYS outbox is empty")
 	}
 	keys := make([]string, 0, 9+10)
 	keys = append(keys, k.Task, k.Schedule, k.Expiry, k.Events, k.Depth, k.Stats)
@@ -113,10 +126,12 @@ func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (can
 	keys = append(keys, k.Retained, k.Waiting, k.Outbox)
 	args := make([]any, 0, 8)
 	args = append(args, a.Now, a.ID, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.Channel, a.Cluster, a.Reason)
-	v, err := r.run(ctx, scriptCancel, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// cancelDecode reads a reply of lua/cancel.lua, or fails on a reply of another shape.
+func cancelDecode(v any) (cancelReply, error) {
+	var zero cancelReply
 	t, err := replyTuple(v, 1, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/cancel.lua reply: %w", err)
@@ -132,6 +147,21 @@ func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (can
 		return zero, fmt.Errorf("lua/cancel.lua reply, status: %w", err)
 	}
 	return rep, nil
+}
+
+// callCancel runs lua/cancel.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callCancel(ctx context.Context, k *cancelKeys, a *cancelArgs) (cancelReply, error) {
+	var zero cancelReply
+	keys, args, err := cancelBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptCancel, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return cancelDecode(v)
 }
 
 // claimKeys are the KEYS of lua/claim.lua.
@@ -186,72 +216,70 @@ type claimReply struct {
 	Held    int64
 }
 
-// callClaim runs lua/claim.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callClaim(ctx context.Context, k *claimKeys, a *claimArgs) (claimReply, error) {
-	var zero claimReply
+// claimBuild lays out the KEYS and ARGV of lua/claim.lua in its header's order.
+func claimBuild(k *claimKeys, a *claimArgs) ([]string, []any, error) {
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS lease is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS expiry is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS schedule is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS depth is empty")
 	}
 	if k.Paused == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS paused is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS paused is empty")
 	}
 	if k.Stats == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS stats is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS stats is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Limits == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS limits is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS limits is empty")
 	}
 	if k.Rate == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS rate is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS rate is empty")
 	}
 	if k.KeyRunning == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS key_running is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS key_running is empty")
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS held is empty")
 	}
 	if k.Limited == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS limited is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS limited is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS outbox is empty")
 	}
 	if k.FairState == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS fair_state is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS fair_state is empty")
 	}
 	if k.FairKeys == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS fair_keys is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS fair_keys is empty")
 	}
 	if k.FairDelay == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS fair_delay is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS fair_delay is empty")
 	}
 	if k.KeyRate == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS key_rate is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS key_rate is empty")
 	}
 	if k.Wake == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS wake is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS wake is empty")
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/claim.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/claim.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 20+10)
 	keys = append(keys, k.Lease, k.Expiry, k.Schedule, k.Events, k.Depth, k.Paused, k.Stats)
@@ -259,10 +287,12 @@ func (r *RDB) callClaim(ctx context.Context, k *claimKeys, a *claimArgs) (claimR
 	keys = append(keys, k.Limits, k.Rate, k.KeyRunning, k.Held, k.Limited, k.Retained, k.Outbox, k.FairState, k.FairKeys, k.FairDelay, k.KeyRate, k.Wake, k.KeyFreed)
 	args := make([]any, 0, 13)
 	args = append(args, a.Now, a.WorkerID, a.Group, a.Max, a.LeaseMS, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.Nonce, a.KeyWaitPrefix, a.FairActive, a.KeyQueue)
-	v, err := r.run(ctx, scriptClaim, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// claimDecode reads a reply of lua/claim.lua, or fails on a reply of another shape.
+func claimDecode(v any) (claimReply, error) {
+	var zero claimReply
 	t, err := replyTuple(v, 6, 6)
 	if err != nil {
 		return zero, fmt.Errorf("lua/claim.lua reply: %w", err)
@@ -287,6 +317,21 @@ func (r *RDB) callClaim(ctx context.Context, k *claimKeys, a *claimArgs) (claimR
 		return zero, fmt.Errorf("lua/claim.lua reply, held: %w", err)
 	}
 	return rep, nil
+}
+
+// callClaim runs lua/claim.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callClaim(ctx context.Context, k *claimKeys, a *claimArgs) (claimReply, error) {
+	var zero claimReply
+	keys, args, err := claimBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptClaim, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return claimDecode(v)
 }
 
 // deleteQueueKeys are the KEYS of lua/delete_queue.lua.
@@ -325,63 +370,61 @@ type deleteQueueReply struct {
 	Count   int64
 }
 
-// callDeleteQueue runs lua/delete_queue.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callDeleteQueue(ctx context.Context, k *deleteQueueKeys, a *deleteQueueArgs) (deleteQueueReply, error) {
-	var zero deleteQueueReply
+// deleteQueueBuild lays out the KEYS and ARGV of lua/delete_queue.lua in its header's order.
+func deleteQueueBuild(k *deleteQueueKeys, a *deleteQueueArgs) ([]string, []any, error) {
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS depth is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS schedule is empty")
 	}
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS lease is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS expiry is empty")
 	}
 	if k.DLQ == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS dlq is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS dlq is empty")
 	}
 	if k.Recent == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS recent is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS recent is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS events is empty")
 	}
 	if k.Paused == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS paused is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS paused is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS retained is empty")
 	}
 	if k.Tidy == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS tidy is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS tidy is empty")
 	}
 	if k.Number == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS number is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS number is empty")
 	}
 	if k.FairState == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS fair_state is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS fair_state is empty")
 	}
 	if k.FairKeys == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS fair_keys is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS fair_keys is empty")
 	}
 	if k.FairDelay == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS fair_delay is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS fair_delay is empty")
 	}
 	if k.KeyRate == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS key_rate is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS key_rate is empty")
 	}
 	if k.DedupCounts == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS dedup_counts is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS dedup_counts is empty")
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/delete_queue.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/delete_queue.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 17+10)
 	keys = append(keys, k.Depth, k.Schedule, k.Lease, k.Expiry, k.DLQ, k.Recent, k.Events, k.Paused)
@@ -389,10 +432,12 @@ func (r *RDB) callDeleteQueue(ctx context.Context, k *deleteQueueKeys, a *delete
 	keys = append(keys, k.Retained, k.Tidy, k.Number, k.FairState, k.FairKeys, k.FairDelay, k.KeyRate, k.DedupCounts, k.KeyFreed)
 	args := make([]any, 0, 3)
 	args = append(args, a.Group, a.FairActive, a.KeyQueue)
-	v, err := r.run(ctx, scriptDeleteQueue, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// deleteQueueDecode reads a reply of lua/delete_queue.lua, or fails on a reply of another shape.
+func deleteQueueDecode(v any) (deleteQueueReply, error) {
+	var zero deleteQueueReply
 	t, err := replyTuple(v, 1, 3)
 	if err != nil {
 		return zero, fmt.Errorf("lua/delete_queue.lua reply: %w", err)
@@ -416,6 +461,21 @@ func (r *RDB) callDeleteQueue(ctx context.Context, k *deleteQueueKeys, a *delete
 	return rep, nil
 }
 
+// callDeleteQueue runs lua/delete_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDeleteQueue(ctx context.Context, k *deleteQueueKeys, a *deleteQueueArgs) (deleteQueueReply, error) {
+	var zero deleteQueueReply
+	keys, args, err := deleteQueueBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptDeleteQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return deleteQueueDecode(v)
+}
+
 // deleteTaskKeys are the KEYS of lua/delete_task.lua.
 type deleteTaskKeys struct {
 	Task     string // task hash
@@ -437,33 +497,33 @@ type deleteTaskReply struct {
 	Status  string
 }
 
-// callDeleteTask runs lua/delete_task.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callDeleteTask(ctx context.Context, k *deleteTaskKeys, a *deleteTaskArgs) (deleteTaskReply, error) {
-	var zero deleteTaskReply
+// deleteTaskBuild lays out the KEYS and ARGV of lua/delete_task.lua in its header's order.
+func deleteTaskBuild(k *deleteTaskKeys, a *deleteTaskArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/delete_task.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/delete_task.lua: KEYS task is empty")
 	}
 	if k.Result == "" {
-		return zero, fmt.Errorf("lua/delete_task.lua: KEYS result is empty")
+		return nil, nil, fmt.Errorf("lua/delete_task.lua: KEYS result is empty")
 	}
 	if k.Recent == "" {
-		return zero, fmt.Errorf("lua/delete_task.lua: KEYS recent is empty")
+		return nil, nil, fmt.Errorf("lua/delete_task.lua: KEYS recent is empty")
 	}
 	if k.DLQ == "" {
-		return zero, fmt.Errorf("lua/delete_task.lua: KEYS dlq is empty")
+		return nil, nil, fmt.Errorf("lua/delete_task.lua: KEYS dlq is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/delete_task.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/delete_task.lua: KEYS retained is empty")
 	}
 	keys := make([]string, 0, 5)
 	keys = append(keys, k.Task, k.Result, k.Recent, k.DLQ, k.Retained)
 	args := make([]any, 0, 2)
 	args = append(args, a.ID, a.Now)
-	v, err := r.run(ctx, scriptDeleteTask, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// deleteTaskDecode reads a reply of lua/delete_task.lua, or fails on a reply of another shape.
+func deleteTaskDecode(v any) (deleteTaskReply, error) {
+	var zero deleteTaskReply
 	t, err := replyTuple(v, 1, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/delete_task.lua reply: %w", err)
@@ -479,6 +539,21 @@ func (r *RDB) callDeleteTask(ctx context.Context, k *deleteTaskKeys, a *deleteTa
 		return zero, fmt.Errorf("lua/delete_task.lua reply, status: %w", err)
 	}
 	return rep, nil
+}
+
+// callDeleteTask runs lua/delete_task.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDeleteTask(ctx context.Context, k *deleteTaskKeys, a *deleteTaskArgs) (deleteTaskReply, error) {
+	var zero deleteTaskReply
+	keys, args, err := deleteTaskBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptDeleteTask, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return deleteTaskDecode(v)
 }
 
 // dlqBulkKeys are the KEYS of lua/dlq_bulk.lua.
@@ -514,27 +589,25 @@ type dlqBulkReply struct {
 	Next      int64
 }
 
-// callDLQBulk runs lua/dlq_bulk.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callDLQBulk(ctx context.Context, k *dlqBulkKeys, a *dlqBulkArgs) (dlqBulkReply, error) {
-	var zero dlqBulkReply
+// dlqBulkBuild lays out the KEYS and ARGV of lua/dlq_bulk.lua in its header's order.
+func dlqBulkBuild(k *dlqBulkKeys, a *dlqBulkArgs) ([]string, []any, error) {
 	if k.DLQ == "" {
-		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS dlq is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_bulk.lua: KEYS dlq is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_bulk.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_bulk.lua: KEYS depth is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/dlq_bulk.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_bulk.lua: KEYS expiry is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/dlq_bulk.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_bulk.lua: KEYS retained is empty")
 	}
 	keys := make([]string, 0, 5+10)
 	keys = append(keys, k.DLQ, k.Events, k.Depth)
@@ -542,10 +615,12 @@ func (r *RDB) callDLQBulk(ctx context.Context, k *dlqBulkKeys, a *dlqBulkArgs) (
 	keys = append(keys, k.Expiry, k.Retained)
 	args := make([]any, 0, 12)
 	args = append(args, a.Now, a.Action, a.Offset, a.Max, a.TaskType, a.ErrorClass, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.IdemTTLS, a.AttemptsCap)
-	v, err := r.run(ctx, scriptDlqBulk, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// dlqBulkDecode reads a reply of lua/dlq_bulk.lua, or fails on a reply of another shape.
+func dlqBulkDecode(v any) (dlqBulkReply, error) {
+	var zero dlqBulkReply
 	t, err := replyTuple(v, 3, 3)
 	if err != nil {
 		return zero, fmt.Errorf("lua/dlq_bulk.lua reply: %w", err)
@@ -561,6 +636,21 @@ func (r *RDB) callDLQBulk(ctx context.Context, k *dlqBulkKeys, a *dlqBulkArgs) (
 		return zero, fmt.Errorf("lua/dlq_bulk.lua reply, next: %w", err)
 	}
 	return rep, nil
+}
+
+// callDLQBulk runs lua/dlq_bulk.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDLQBulk(ctx context.Context, k *dlqBulkKeys, a *dlqBulkArgs) (dlqBulkReply, error) {
+	var zero dlqBulkReply
+	keys, args, err := dlqBulkBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptDlqBulk, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return dlqBulkDecode(v)
 }
 
 // dlqOneKeys are the KEYS of lua/dlq_one.lua.
@@ -588,27 +678,25 @@ type dlqOneArgs struct {
 	AttemptsCap  int    // attempts history cap
 }
 
-// callDLQOne runs lua/dlq_one.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callDLQOne(ctx context.Context, k *dlqOneKeys, a *dlqOneArgs) (string, error) {
-	var zero string
+// dlqOneBuild lays out the KEYS and ARGV of lua/dlq_one.lua in its header's order.
+func dlqOneBuild(k *dlqOneKeys, a *dlqOneArgs) ([]string, []any, error) {
 	if k.DLQ == "" {
-		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS dlq is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_one.lua: KEYS dlq is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_one.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_one.lua: KEYS depth is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/dlq_one.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_one.lua: KEYS expiry is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/dlq_one.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/dlq_one.lua: KEYS retained is empty")
 	}
 	keys := make([]string, 0, 5+10)
 	keys = append(keys, k.DLQ, k.Events, k.Depth)
@@ -616,15 +704,32 @@ func (r *RDB) callDLQOne(ctx context.Context, k *dlqOneKeys, a *dlqOneArgs) (str
 	keys = append(keys, k.Expiry, k.Retained)
 	args := make([]any, 0, 11)
 	args = append(args, a.Now, a.Action, a.ID, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.IdemTTLS, a.DLQOff, a.Deadline, a.AttemptsCap)
-	v, err := r.run(ctx, scriptDlqOne, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// dlqOneDecode reads a reply of lua/dlq_one.lua, or fails on a reply of another shape.
+func dlqOneDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/dlq_one.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callDLQOne runs lua/dlq_one.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callDLQOne(ctx context.Context, k *dlqOneKeys, a *dlqOneArgs) (string, error) {
+	var zero string
+	keys, args, err := dlqOneBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptDlqOne, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return dlqOneDecode(v)
 }
 
 // finishDeadKeys are the KEYS of lua/finish_dead.lua.
@@ -667,54 +772,52 @@ type finishDeadArgs struct {
 	Claim         string // claim nonce the attempt must have been started by ("" = not checked; see fence)
 }
 
-// callFinishDead runs lua/finish_dead.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callFinishDead(ctx context.Context, k *finishDeadKeys, a *finishDeadArgs) (string, error) {
-	var zero string
+// finishDeadBuild lays out the KEYS and ARGV of lua/finish_dead.lua in its header's order.
+func finishDeadBuild(k *finishDeadKeys, a *finishDeadArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS task is empty")
 	}
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS lease is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS events is empty")
 	}
 	if k.Band == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS band is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS band is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS depth is empty")
 	}
 	if k.Stats == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS stats is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS stats is empty")
 	}
 	if k.DLQ == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS dlq is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS dlq is empty")
 	}
 	if k.KeyRunning == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS key_running is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS key_running is empty")
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS held is empty")
 	}
 	if k.Limited == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS limited is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS limited is empty")
 	}
 	if k.Wake == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS wake is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS wake is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS outbox is empty")
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/finish_dead.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/finish_dead.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 14+10)
 	keys = append(keys, k.Task, k.Lease, k.Events, k.Band, k.Depth, k.Stats, k.DLQ, k.KeyRunning, k.Held, k.Limited, k.Wake)
@@ -722,15 +825,32 @@ func (r *RDB) callFinishDead(ctx context.Context, k *finishDeadKeys, a *finishDe
 	keys = append(keys, k.Retained, k.Outbox, k.KeyFreed)
 	args := make([]any, 0, 17)
 	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Group, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.AttemptsCap, a.Class, a.Msg, a.DLQEnabled, a.DLQMaxLen, a.TaskPrefix, a.Retryable, a.KeyWaitPrefix, a.Claim)
-	v, err := r.run(ctx, scriptFinishDead, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// finishDeadDecode reads a reply of lua/finish_dead.lua, or fails on a reply of another shape.
+func finishDeadDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/finish_dead.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callFinishDead runs lua/finish_dead.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishDead(ctx context.Context, k *finishDeadKeys, a *finishDeadArgs) (string, error) {
+	var zero string
+	keys, args, err := finishDeadBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptFinishDead, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return finishDeadDecode(v)
 }
 
 // finishHandbackKeys are the KEYS of lua/finish_handback.lua.
@@ -760,39 +880,37 @@ type finishHandbackArgs struct {
 	TaskPrefix    string // task key prefix
 }
 
-// callFinishHandback runs lua/finish_handback.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callFinishHandback(ctx context.Context, k *finishHandbackKeys, a *finishHandbackArgs) (string, error) {
-	var zero string
+// finishHandbackBuild lays out the KEYS and ARGV of lua/finish_handback.lua in its header's order.
+func finishHandbackBuild(k *finishHandbackKeys, a *finishHandbackArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS task is empty")
 	}
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS lease is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS events is empty")
 	}
 	if k.Band == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS band is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS band is empty")
 	}
 	if k.KeyRunning == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS key_running is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS key_running is empty")
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS held is empty")
 	}
 	if k.Limited == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS limited is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS limited is empty")
 	}
 	if k.Wake == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS wake is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS wake is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/finish_handback.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/finish_handback.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 9+10)
 	keys = append(keys, k.Task, k.Lease, k.Events, k.Band, k.KeyRunning, k.Held, k.Limited, k.Wake)
@@ -800,15 +918,32 @@ func (r *RDB) callFinishHandback(ctx context.Context, k *finishHandbackKeys, a *
 	keys = append(keys, k.KeyFreed)
 	args := make([]any, 0, 9)
 	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Group, a.EventsMaxLen, a.AttemptsCap, a.KeyWaitPrefix, a.TaskPrefix)
-	v, err := r.run(ctx, scriptFinishHandback, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// finishHandbackDecode reads a reply of lua/finish_handback.lua, or fails on a reply of another shape.
+func finishHandbackDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/finish_handback.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callFinishHandback runs lua/finish_handback.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishHandback(ctx context.Context, k *finishHandbackKeys, a *finishHandbackArgs) (string, error) {
+	var zero string
+	keys, args, err := finishHandbackBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptFinishHandback, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return finishHandbackDecode(v)
 }
 
 // finishRetryKeys are the KEYS of lua/finish_retry.lua.
@@ -851,57 +986,55 @@ type finishRetryArgs struct {
 	CheckAttempts string // "1" = the caller does not know the task's max_attempts (a remote worker): with no attempts left, write nothing and answer "exhausted", and so does a call sent again after the task was dead-lettered, failed or deleted; the caller then finalizes with finish_dead, which answers for the attempt
 }
 
-// callFinishRetry runs lua/finish_retry.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callFinishRetry(ctx context.Context, k *finishRetryKeys, a *finishRetryArgs) (string, error) {
-	var zero string
+// finishRetryBuild lays out the KEYS and ARGV of lua/finish_retry.lua in its header's order.
+func finishRetryBuild(k *finishRetryKeys, a *finishRetryArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS task is empty")
 	}
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS lease is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS events is empty")
 	}
 	if k.Band == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS band is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS band is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS depth is empty")
 	}
 	if k.Stats == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS stats is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS stats is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS schedule is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS expiry is empty")
 	}
 	if k.KeyRunning == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS key_running is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS key_running is empty")
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS held is empty")
 	}
 	if k.Limited == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS limited is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS limited is empty")
 	}
 	if k.Wake == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS wake is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS wake is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS outbox is empty")
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/finish_retry.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/finish_retry.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 15+10)
 	keys = append(keys, k.Task, k.Lease, k.Events, k.Band, k.Depth, k.Stats, k.Schedule, k.Expiry, k.KeyRunning, k.Held, k.Limited, k.Wake)
@@ -909,15 +1042,32 @@ func (r *RDB) callFinishRetry(ctx context.Context, k *finishRetryKeys, a *finish
 	keys = append(keys, k.Retained, k.Outbox, k.KeyFreed)
 	args := make([]any, 0, 16)
 	args = append(args, a.Now, a.ID, a.Attempt, a.WorkerID, a.Group, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.AttemptsCap, a.DelayMS, a.Class, a.Msg, a.KeyWaitPrefix, a.TaskPrefix, a.Claim, a.CheckAttempts)
-	v, err := r.run(ctx, scriptFinishRetry, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// finishRetryDecode reads a reply of lua/finish_retry.lua, or fails on a reply of another shape.
+func finishRetryDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/finish_retry.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callFinishRetry runs lua/finish_retry.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishRetry(ctx context.Context, k *finishRetryKeys, a *finishRetryArgs) (string, error) {
+	var zero string
+	keys, args, err := finishRetryBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptFinishRetry, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return finishRetryDecode(v)
 }
 
 // finishSucceededKeys are the KEYS of lua/finish_succeeded.lua.
@@ -967,45 +1117,43 @@ type finishSucceededTasksItem struct {
 	Truncated string
 }
 
-// callFinishSucceeded runs lua/finish_succeeded.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callFinishSucceeded(ctx context.Context, k *finishSucceededKeys, a *finishSucceededArgs) ([]int64, error) {
-	var zero []int64
+// finishSucceededBuild lays out the KEYS and ARGV of lua/finish_succeeded.lua in its header's order.
+func finishSucceededBuild(k *finishSucceededKeys, a *finishSucceededArgs) ([]string, []any, error) {
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS lease is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS depth is empty")
 	}
 	if k.Stats == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS stats is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS stats is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.KeyRunning == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS key_running is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS key_running is empty")
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS held is empty")
 	}
 	if k.Limited == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS limited is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS limited is empty")
 	}
 	if k.Wake == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS wake is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS wake is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS outbox is empty")
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/finish_succeeded.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/finish_succeeded.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 11+10+2*len(k.TaskKeys))
 	keys = append(keys, k.Lease, k.Events, k.Depth, k.Stats)
@@ -1020,15 +1168,32 @@ func (r *RDB) callFinishSucceeded(ctx context.Context, k *finishSucceededKeys, a
 	for _, it := range a.Tasks {
 		args = append(args, it.ID, it.Attempt, it.Result, it.Truncated)
 	}
-	v, err := r.run(ctx, scriptFinishSucceeded, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// finishSucceededDecode reads a reply of lua/finish_succeeded.lua, or fails on a reply of another shape.
+func finishSucceededDecode(v any) ([]int64, error) {
+	var zero []int64
 	x, err := replyInts(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/finish_succeeded.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callFinishSucceeded runs lua/finish_succeeded.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callFinishSucceeded(ctx context.Context, k *finishSucceededKeys, a *finishSucceededArgs) ([]int64, error) {
+	var zero []int64
+	keys, args, err := finishSucceededBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptFinishSucceeded, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return finishSucceededDecode(v)
 }
 
 // ingestKeys are the KEYS of lua/ingest.lua.
@@ -1063,27 +1228,25 @@ type ingestArgs struct {
 	Tasks        []any  // the tasks, one after the other, each ten arguments and then what its tenth announces: id, type, payload, priority, max_attempts, timeout_ms, created_at, the creation event's ts (now less the id's time, ms: see event_ts), the band entry's field c ("" = none: the entry then goes without it; see the header), and the optional fields the task has, as one letter each in this order ("" = none; the task is then due at created_at), each letter followed, after the ten, by its value(s) in the same order: a available_at (epoch ms; after now = pending), k idempotency key, its record key, fingerprint (a SHA-256 as its 32 bytes) and record TTL (s), e expires_at, m metadata (absent = {}), c concurrency key, r retention once finished (s; absent = the workers' setting), p keep the payload once succeeded (no value), d the dedup spec (mode, ttl, window and max wait in ms ("" = none) and the key, tab-separated)
 }
 
-// callIngest runs lua/ingest.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callIngest(ctx context.Context, k *ingestKeys, a *ingestArgs) (any, error) {
-	var zero any
+// ingestBuild lays out the KEYS and ARGV of lua/ingest.lua in its header's order.
+func ingestBuild(k *ingestKeys, a *ingestArgs) ([]string, []any, error) {
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/ingest.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS depth is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/ingest.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS schedule is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/ingest.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS expiry is empty")
 	}
 	if k.Recent == "" {
-		return zero, fmt.Errorf("lua/ingest.lua: KEYS recent is empty")
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS recent is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/ingest.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS events is empty")
 	}
 	if k.Number == "" {
-		return zero, fmt.Errorf("lua/ingest.lua: KEYS number is empty")
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS number is empty")
 	}
 	keys := make([]string, 0, 10+len(k.Tasks))
 	keys = append(keys, k.Depth, k.Schedule, k.Expiry, k.Recent, k.Events)
@@ -1098,6 +1261,17 @@ func (r *RDB) callIngest(ctx context.Context, k *ingestKeys, a *ingestArgs) (any
 	args := make([]any, 0, 12+len(a.Tasks))
 	args = append(args, a.Now, a.MaxDepth, a.EventsMaxLen, a.RecentCap, a.TaskPrefix, a.ResultPrefix, a.Count, a.StreamPrefix, a.Settle, a.Dedup, a.Number, a.Fair)
 	args = append(args, a.Tasks...)
+	return keys, args, nil
+}
+
+// callIngest runs lua/ingest.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callIngest(ctx context.Context, k *ingestKeys, a *ingestArgs) (any, error) {
+	var zero any
+	keys, args, err := ingestBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
 	v, err := r.run(ctx, scriptIngest, keys, args...).Result()
 	if err != nil {
 		return zero, err
@@ -1115,26 +1289,41 @@ type leaseSecretArgs struct {
 	Offer string // the secret to store when none is
 }
 
-// callLeaseSecret runs lua/lease_secret.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callLeaseSecret(ctx context.Context, k *leaseSecretKeys, a *leaseSecretArgs) (string, error) {
-	var zero string
+// leaseSecretBuild lays out the KEYS and ARGV of lua/lease_secret.lua in its header's order.
+func leaseSecretBuild(k *leaseSecretKeys, a *leaseSecretArgs) ([]string, []any, error) {
 	if k.Secret == "" {
-		return zero, fmt.Errorf("lua/lease_secret.lua: KEYS secret is empty")
+		return nil, nil, fmt.Errorf("lua/lease_secret.lua: KEYS secret is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Secret)
 	args := make([]any, 0, 1)
 	args = append(args, a.Offer)
-	v, err := r.run(ctx, scriptLeaseSecret, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// leaseSecretDecode reads a reply of lua/lease_secret.lua, or fails on a reply of another shape.
+func leaseSecretDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/lease_secret.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callLeaseSecret runs lua/lease_secret.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callLeaseSecret(ctx context.Context, k *leaseSecretKeys, a *leaseSecretArgs) (string, error) {
+	var zero string
+	keys, args, err := leaseSecretBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptLeaseSecret, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return leaseSecretDecode(v)
 }
 
 // limitsKeys are the KEYS of lua/limits.lua.
@@ -1158,33 +1347,31 @@ type limitsArgs struct {
 	Fields     []any  // with "set": field/value pairs (rate_limit, rate_period_ms, burst, concurrency, key_concurrency, fair, fair_default, w:<key>, key_rate_limit, key_rate_period_ms, key_burst, key_order, events), only those given; events = "outcomes" (the claim, and the callers of ingest, promote, run_now and wf_release, read it) leaves the non-outcome events out
 }
 
-// callLimits runs lua/limits.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callLimits(ctx context.Context, k *limitsKeys, a *limitsArgs) (int64, error) {
-	var zero int64
+// limitsBuild lays out the KEYS and ARGV of lua/limits.lua in its header's order.
+func limitsBuild(k *limitsKeys, a *limitsArgs) ([]string, []any, error) {
 	if k.Limits == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS limits is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS limits is empty")
 	}
 	if k.Rate == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS rate is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS rate is empty")
 	}
 	if k.FairState == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_state is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS fair_state is empty")
 	}
 	if k.FairKeys == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_keys is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS fair_keys is empty")
 	}
 	if k.FairDelay == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_delay is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS fair_delay is empty")
 	}
 	if k.KeyRate == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS key_rate is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS key_rate is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.FairOn == "" {
-		return zero, fmt.Errorf("lua/limits.lua: KEYS fair_on is empty")
+		return nil, nil, fmt.Errorf("lua/limits.lua: KEYS fair_on is empty")
 	}
 	keys := make([]string, 0, 7+10)
 	keys = append(keys, k.Limits, k.Rate, k.FairState, k.FairKeys, k.FairDelay, k.KeyRate)
@@ -1193,15 +1380,80 @@ func (r *RDB) callLimits(ctx context.Context, k *limitsKeys, a *limitsArgs) (int
 	args := make([]any, 0, 4+len(a.Fields))
 	args = append(args, a.Mode, a.FairActive, a.KeyQueue, a.TaskPrefix)
 	args = append(args, a.Fields...)
-	v, err := r.run(ctx, scriptLimits, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// limitsDecode reads a reply of lua/limits.lua, or fails on a reply of another shape.
+func limitsDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/limits.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callLimits runs lua/limits.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callLimits(ctx context.Context, k *limitsKeys, a *limitsArgs) (int64, error) {
+	var zero int64
+	keys, args, err := limitsBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptLimits, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return limitsDecode(v)
+}
+
+// listPageKeys are the KEYS of lua/list_page.lua.
+type listPageKeys struct {
+	Recent string // listing index (LIST, newest first: ingest pushes ids as it creates tasks)
+}
+
+// listPageArgs are the ARGV of lua/list_page.lua.
+type listPageArgs struct {
+	Cursor string // cursor member (an id without its last four digits)
+	Count  int    // how many
+}
+
+// listPageBuild lays out the KEYS and ARGV of lua/list_page.lua in its header's order.
+func listPageBuild(k *listPageKeys, a *listPageArgs) ([]string, []any, error) {
+	if k.Recent == "" {
+		return nil, nil, fmt.Errorf("lua/list_page.lua: KEYS recent is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Recent)
+	args := make([]any, 0, 2)
+	args = append(args, a.Cursor, a.Count)
+	return keys, args, nil
+}
+
+// listPageDecode reads a reply of lua/list_page.lua, or fails on a reply of another shape.
+func listPageDecode(v any) ([]string, error) {
+	var zero []string
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/list_page.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callListPage runs lua/list_page.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callListPage(ctx context.Context, k *listPageKeys, a *listPageArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := listPageBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptListPage, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return listPageDecode(v)
 }
 
 // logPageKeys are the KEYS of lua/log_page.lua.
@@ -1223,21 +1475,21 @@ type logPageReply struct {
 	Lines   []string
 }
 
-// callLogPage runs lua/log_page.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callLogPage(ctx context.Context, k *logPageKeys, a *logPageArgs) (logPageReply, error) {
-	var zero logPageReply
+// logPageBuild lays out the KEYS and ARGV of lua/log_page.lua in its header's order.
+func logPageBuild(k *logPageKeys, a *logPageArgs) ([]string, []any, error) {
 	if k.Log == "" {
-		return zero, fmt.Errorf("lua/log_page.lua: KEYS log is empty")
+		return nil, nil, fmt.Errorf("lua/log_page.lua: KEYS log is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Log)
 	args := make([]any, 0, 2)
 	args = append(args, a.Cursor, a.Count)
-	v, err := r.run(ctx, scriptLogPage, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// logPageDecode reads a reply of lua/log_page.lua, or fails on a reply of another shape.
+func logPageDecode(v any) (logPageReply, error) {
+	var zero logPageReply
 	t, err := replyTuple(v, 3, -1)
 	if err != nil {
 		return zero, fmt.Errorf("lua/log_page.lua reply: %w", err)
@@ -1258,6 +1510,21 @@ func (r *RDB) callLogPage(ctx context.Context, k *logPageKeys, a *logPageArgs) (
 	return rep, nil
 }
 
+// callLogPage runs lua/log_page.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callLogPage(ctx context.Context, k *logPageKeys, a *logPageArgs) (logPageReply, error) {
+	var zero logPageReply
+	keys, args, err := logPageBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptLogPage, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return logPageDecode(v)
+}
+
 // opClaimKeys are the KEYS of lua/op_claim.lua.
 type opClaimKeys struct {
 	Operation string // operation hash
@@ -1275,21 +1542,21 @@ type opClaimReply struct {
 	Result string
 }
 
-// callOpClaim runs lua/op_claim.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callOpClaim(ctx context.Context, k *opClaimKeys, a *opClaimArgs) (opClaimReply, error) {
-	var zero opClaimReply
+// opClaimBuild lays out the KEYS and ARGV of lua/op_claim.lua in its header's order.
+func opClaimBuild(k *opClaimKeys, a *opClaimArgs) ([]string, []any, error) {
 	if k.Operation == "" {
-		return zero, fmt.Errorf("lua/op_claim.lua: KEYS operation is empty")
+		return nil, nil, fmt.Errorf("lua/op_claim.lua: KEYS operation is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Operation)
 	args := make([]any, 0, 2)
 	args = append(args, a.Token, a.LeaseMS)
-	v, err := r.run(ctx, scriptOpClaim, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// opClaimDecode reads a reply of lua/op_claim.lua, or fails on a reply of another shape.
+func opClaimDecode(v any) (opClaimReply, error) {
+	var zero opClaimReply
 	t, err := replyTuple(v, 1, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/op_claim.lua reply: %w", err)
@@ -1307,6 +1574,21 @@ func (r *RDB) callOpClaim(ctx context.Context, k *opClaimKeys, a *opClaimArgs) (
 	return rep, nil
 }
 
+// callOpClaim runs lua/op_claim.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callOpClaim(ctx context.Context, k *opClaimKeys, a *opClaimArgs) (opClaimReply, error) {
+	var zero opClaimReply
+	keys, args, err := opClaimBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptOpClaim, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return opClaimDecode(v)
+}
+
 // opFinishKeys are the KEYS of lua/op_finish.lua.
 type opFinishKeys struct {
 	Operation string // operation hash
@@ -1320,26 +1602,41 @@ type opFinishArgs struct {
 	Result []byte // result JSON (done)
 }
 
-// callOpFinish runs lua/op_finish.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callOpFinish(ctx context.Context, k *opFinishKeys, a *opFinishArgs) (int64, error) {
-	var zero int64
+// opFinishBuild lays out the KEYS and ARGV of lua/op_finish.lua in its header's order.
+func opFinishBuild(k *opFinishKeys, a *opFinishArgs) ([]string, []any, error) {
 	if k.Operation == "" {
-		return zero, fmt.Errorf("lua/op_finish.lua: KEYS operation is empty")
+		return nil, nil, fmt.Errorf("lua/op_finish.lua: KEYS operation is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Operation)
 	args := make([]any, 0, 4)
 	args = append(args, a.Token, a.Mode, a.TTLMS, a.Result)
-	v, err := r.run(ctx, scriptOpFinish, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// opFinishDecode reads a reply of lua/op_finish.lua, or fails on a reply of another shape.
+func opFinishDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/op_finish.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callOpFinish runs lua/op_finish.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callOpFinish(ctx context.Context, k *opFinishKeys, a *opFinishArgs) (int64, error) {
+	var zero int64
+	keys, args, err := opFinishBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptOpFinish, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return opFinishDecode(v)
 }
 
 // pauseKeys are the KEYS of lua/pause.lua.
@@ -1356,29 +1653,44 @@ type pauseArgs struct {
 	Actor        string // who asked
 }
 
-// callPause runs lua/pause.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callPause(ctx context.Context, k *pauseKeys, a *pauseArgs) (int64, error) {
-	var zero int64
+// pauseBuild lays out the KEYS and ARGV of lua/pause.lua in its header's order.
+func pauseBuild(k *pauseKeys, a *pauseArgs) ([]string, []any, error) {
 	if k.Paused == "" {
-		return zero, fmt.Errorf("lua/pause.lua: KEYS paused is empty")
+		return nil, nil, fmt.Errorf("lua/pause.lua: KEYS paused is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/pause.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/pause.lua: KEYS events is empty")
 	}
 	keys := make([]string, 0, 2)
 	keys = append(keys, k.Paused, k.Events)
 	args := make([]any, 0, 4)
 	args = append(args, a.Now, a.Mode, a.EventsMaxLen, a.Actor)
-	v, err := r.run(ctx, scriptPause, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// pauseDecode reads a reply of lua/pause.lua, or fails on a reply of another shape.
+func pauseDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/pause.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callPause runs lua/pause.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPause(ctx context.Context, k *pauseKeys, a *pauseArgs) (int64, error) {
+	var zero int64
+	keys, args, err := pauseBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptPause, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return pauseDecode(v)
 }
 
 // progressKeys are the KEYS of lua/progress.lua.
@@ -1411,18 +1723,16 @@ type progressReply struct {
 	N    int64
 }
 
-// callProgress runs lua/progress.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callProgress(ctx context.Context, k *progressKeys, a *progressArgs) (progressReply, error) {
-	var zero progressReply
+// progressBuild lays out the KEYS and ARGV of lua/progress.lua in its header's order.
+func progressBuild(k *progressKeys, a *progressArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/progress.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/progress.lua: KEYS task is empty")
 	}
 	if k.Log == "" {
-		return zero, fmt.Errorf("lua/progress.lua: KEYS log is empty")
+		return nil, nil, fmt.Errorf("lua/progress.lua: KEYS log is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/progress.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/progress.lua: KEYS events is empty")
 	}
 	keys := make([]string, 0, 3)
 	keys = append(keys, k.Task, k.Log, k.Events)
@@ -1431,10 +1741,12 @@ func (r *RDB) callProgress(ctx context.Context, k *progressKeys, a *progressArgs
 	for _, x := range a.Lines {
 		args = append(args, x)
 	}
-	v, err := r.run(ctx, scriptProgress, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// progressDecode reads a reply of lua/progress.lua, or fails on a reply of another shape.
+func progressDecode(v any) (progressReply, error) {
+	var zero progressReply
 	t, err := replyTuple(v, 2, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/progress.lua reply: %w", err)
@@ -1447,6 +1759,21 @@ func (r *RDB) callProgress(ctx context.Context, k *progressKeys, a *progressArgs
 		return zero, fmt.Errorf("lua/progress.lua reply, n: %w", err)
 	}
 	return rep, nil
+}
+
+// callProgress runs lua/progress.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callProgress(ctx context.Context, k *progressKeys, a *progressArgs) (progressReply, error) {
+	var zero progressReply
+	keys, args, err := progressBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptProgress, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return progressDecode(v)
 }
 
 // promoteKeys are the KEYS of lua/promote.lua.
@@ -1478,30 +1805,28 @@ type promoteReply struct {
 	Examined int64
 }
 
-// callPromote runs lua/promote.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callPromote(ctx context.Context, k *promoteKeys, a *promoteArgs) (promoteReply, error) {
-	var zero promoteReply
+// promoteBuild lays out the KEYS and ARGV of lua/promote.lua in its header's order.
+func promoteBuild(k *promoteKeys, a *promoteArgs) ([]string, []any, error) {
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS schedule is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS expiry is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS depth is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/promote.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/promote.lua: KEYS outbox is empty")
 	}
 	keys := make([]string, 0, 6+10)
 	keys = append(keys, k.Schedule, k.Expiry, k.Events, k.Depth)
@@ -1509,10 +1834,12 @@ func (r *RDB) callPromote(ctx context.Context, k *promoteKeys, a *promoteArgs) (
 	keys = append(keys, k.Retained, k.Outbox)
 	args := make([]any, 0, 7)
 	args = append(args, a.Now, a.TaskPrefix, a.IdemPrefix, a.Max, a.EventsMaxLen, a.FailedRetS, a.Outcomes)
-	v, err := r.run(ctx, scriptPromote, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// promoteDecode reads a reply of lua/promote.lua, or fails on a reply of another shape.
+func promoteDecode(v any) (promoteReply, error) {
+	var zero promoteReply
 	t, err := replyTuple(v, 3, 3)
 	if err != nil {
 		return zero, fmt.Errorf("lua/promote.lua reply: %w", err)
@@ -1530,6 +1857,21 @@ func (r *RDB) callPromote(ctx context.Context, k *promoteKeys, a *promoteArgs) (
 	return rep, nil
 }
 
+// callPromote runs lua/promote.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPromote(ctx context.Context, k *promoteKeys, a *promoteArgs) (promoteReply, error) {
+	var zero promoteReply
+	keys, args, err := promoteBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptPromote, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return promoteDecode(v)
+}
+
 // pruneConsumersKeys are the KEYS of lua/prune_consumers.lua.
 type pruneConsumersKeys struct {
 	Bands []string // band streams p0..p9
@@ -1541,26 +1883,41 @@ type pruneConsumersArgs struct {
 	IdleMS int64  // minimum idle time (ms)
 }
 
-// callPruneConsumers runs lua/prune_consumers.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callPruneConsumers(ctx context.Context, k *pruneConsumersKeys, a *pruneConsumersArgs) (int64, error) {
-	var zero int64
+// pruneConsumersBuild lays out the KEYS and ARGV of lua/prune_consumers.lua in its header's order.
+func pruneConsumersBuild(k *pruneConsumersKeys, a *pruneConsumersArgs) ([]string, []any, error) {
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/prune_consumers.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/prune_consumers.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	keys := make([]string, 0, 0+10)
 	keys = append(keys, k.Bands...)
 	args := make([]any, 0, 2)
 	args = append(args, a.Group, a.IdleMS)
-	v, err := r.run(ctx, scriptPruneConsumers, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// pruneConsumersDecode reads a reply of lua/prune_consumers.lua, or fails on a reply of another shape.
+func pruneConsumersDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/prune_consumers.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callPruneConsumers runs lua/prune_consumers.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPruneConsumers(ctx context.Context, k *pruneConsumersKeys, a *pruneConsumersArgs) (int64, error) {
+	var zero int64
+	keys, args, err := pruneConsumersBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptPruneConsumers, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return pruneConsumersDecode(v)
 }
 
 // purgeBandKeys are the KEYS of lua/purge_band.lua.
@@ -1590,36 +1947,36 @@ type purgeBandReply struct {
 	Last      string
 }
 
-// callPurgeBand runs lua/purge_band.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callPurgeBand(ctx context.Context, k *purgeBandKeys, a *purgeBandArgs) (purgeBandReply, error) {
-	var zero purgeBandReply
+// purgeBandBuild lays out the KEYS and ARGV of lua/purge_band.lua in its header's order.
+func purgeBandBuild(k *purgeBandKeys, a *purgeBandArgs) ([]string, []any, error) {
 	if k.Band == "" {
-		return zero, fmt.Errorf("lua/purge_band.lua: KEYS band is empty")
+		return nil, nil, fmt.Errorf("lua/purge_band.lua: KEYS band is empty")
 	}
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/purge_band.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/purge_band.lua: KEYS expiry is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/purge_band.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/purge_band.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/purge_band.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/purge_band.lua: KEYS depth is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/purge_band.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/purge_band.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/purge_band.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/purge_band.lua: KEYS outbox is empty")
 	}
 	keys := make([]string, 0, 6)
 	keys = append(keys, k.Band, k.Expiry, k.Events, k.Depth, k.Retained, k.Outbox)
 	args := make([]any, 0, 7)
 	args = append(args, a.Now, a.Start, a.Max, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS)
-	v, err := r.run(ctx, scriptPurgeBand, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// purgeBandDecode reads a reply of lua/purge_band.lua, or fails on a reply of another shape.
+func purgeBandDecode(v any) (purgeBandReply, error) {
+	var zero purgeBandReply
 	t, err := replyTuple(v, 2, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/purge_band.lua reply: %w", err)
@@ -1632,6 +1989,21 @@ func (r *RDB) callPurgeBand(ctx context.Context, k *purgeBandKeys, a *purgeBandA
 		return zero, fmt.Errorf("lua/purge_band.lua reply, last: %w", err)
 	}
 	return rep, nil
+}
+
+// callPurgeBand runs lua/purge_band.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPurgeBand(ctx context.Context, k *purgeBandKeys, a *purgeBandArgs) (purgeBandReply, error) {
+	var zero purgeBandReply
+	keys, args, err := purgeBandBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptPurgeBand, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return purgeBandDecode(v)
 }
 
 // purgeKeysKeys are the KEYS of lua/purge_keys.lua.
@@ -1664,39 +2036,39 @@ type purgeKeysReply struct {
 	More      int64
 }
 
-// callPurgeKeys runs lua/purge_keys.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callPurgeKeys(ctx context.Context, k *purgeKeysKeys, a *purgeKeysArgs) (purgeKeysReply, error) {
-	var zero purgeKeysReply
+// purgeKeysBuild lays out the KEYS and ARGV of lua/purge_keys.lua in its header's order.
+func purgeKeysBuild(k *purgeKeysKeys, a *purgeKeysArgs) ([]string, []any, error) {
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS expiry is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS depth is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS outbox is empty")
 	}
 	if k.FairState == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS fair_state is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS fair_state is empty")
 	}
 	if k.FairKeys == "" {
-		return zero, fmt.Errorf("lua/purge_keys.lua: KEYS fair_keys is empty")
+		return nil, nil, fmt.Errorf("lua/purge_keys.lua: KEYS fair_keys is empty")
 	}
 	keys := make([]string, 0, 7)
 	keys = append(keys, k.Expiry, k.Events, k.Depth, k.Retained, k.Outbox, k.FairState, k.FairKeys)
 	args := make([]any, 0, 9)
 	args = append(args, a.Now, a.Band, a.Max, a.TaskPrefix, a.IdemPrefix, a.EventsMaxLen, a.FailedRetS, a.FairActive, a.KeyQueue)
-	v, err := r.run(ctx, scriptPurgeKeys, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// purgeKeysDecode reads a reply of lua/purge_keys.lua, or fails on a reply of another shape.
+func purgeKeysDecode(v any) (purgeKeysReply, error) {
+	var zero purgeKeysReply
 	t, err := replyTuple(v, 2, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/purge_keys.lua reply: %w", err)
@@ -1709,6 +2081,21 @@ func (r *RDB) callPurgeKeys(ctx context.Context, k *purgeKeysKeys, a *purgeKeysA
 		return zero, fmt.Errorf("lua/purge_keys.lua reply, more: %w", err)
 	}
 	return rep, nil
+}
+
+// callPurgeKeys runs lua/purge_keys.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPurgeKeys(ctx context.Context, k *purgeKeysKeys, a *purgeKeysArgs) (purgeKeysReply, error) {
+	var zero purgeKeysReply
+	keys, args, err := purgeKeysBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptPurgeKeys, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return purgeKeysDecode(v)
 }
 
 // reclaimKeys are the KEYS of lua/reclaim.lua.
@@ -1753,48 +2140,46 @@ type reclaimMineItem struct {
 	Attempt int
 }
 
-// callReclaim runs lua/reclaim.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callReclaim(ctx context.Context, k *reclaimKeys, a *reclaimArgs) ([]string, error) {
-	var zero []string
+// reclaimBuild lays out the KEYS and ARGV of lua/reclaim.lua in its header's order.
+func reclaimBuild(k *reclaimKeys, a *reclaimArgs) ([]string, []any, error) {
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS lease is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS depth is empty")
 	}
 	if k.DLQ == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS dlq is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS dlq is empty")
 	}
 	if k.Stats == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS stats is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS stats is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.KeyRunning == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS key_running is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS key_running is empty")
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS held is empty")
 	}
 	if k.Limited == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS limited is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS limited is empty")
 	}
 	if k.Wake == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS wake is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS wake is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS outbox is empty")
 	}
 	if k.KeyFreed == "" {
-		return zero, fmt.Errorf("lua/reclaim.lua: KEYS key_freed is empty")
+		return nil, nil, fmt.Errorf("lua/reclaim.lua: KEYS key_freed is empty")
 	}
 	keys := make([]string, 0, 12+10)
 	keys = append(keys, k.Lease, k.Events, k.Depth, k.DLQ, k.Stats)
@@ -1805,15 +2190,32 @@ func (r *RDB) callReclaim(ctx context.Context, k *reclaimKeys, a *reclaimArgs) (
 	for _, it := range a.Mine {
 		args = append(args, it.ID, it.Attempt)
 	}
-	v, err := r.run(ctx, scriptReclaim, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// reclaimDecode reads a reply of lua/reclaim.lua, or fails on a reply of another shape.
+func reclaimDecode(v any) ([]string, error) {
+	var zero []string
 	x, err := replyStrings(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/reclaim.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callReclaim runs lua/reclaim.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callReclaim(ctx context.Context, k *reclaimKeys, a *reclaimArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := reclaimBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptReclaim, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return reclaimDecode(v)
 }
 
 // recountKeys are the KEYS of lua/recount.lua.
@@ -1838,30 +2240,28 @@ type recountReply struct {
 	New int64
 }
 
-// callRecount runs lua/recount.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (recountReply, error) {
-	var zero recountReply
+// recountBuild lays out the KEYS and ARGV of lua/recount.lua in its header's order.
+func recountBuild(k *recountKeys, a *recountArgs) ([]string, []any, error) {
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS depth is empty")
 	}
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS lease is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS schedule is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Held == "" {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS held is empty")
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS held is empty")
 	}
 	if k.Waiting == "" {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS waiting is empty")
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS waiting is empty")
 	}
 	if k.FairState == "" {
-		return zero, fmt.Errorf("lua/recount.lua: KEYS fair_state is empty")
+		return nil, nil, fmt.Errorf("lua/recount.lua: KEYS fair_state is empty")
 	}
 	keys := make([]string, 0, 6+10)
 	keys = append(keys, k.Depth, k.Lease, k.Schedule)
@@ -1869,10 +2269,12 @@ func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (
 	keys = append(keys, k.Held, k.Waiting, k.FairState)
 	args := make([]any, 0, 1)
 	args = append(args, a.Group)
-	v, err := r.run(ctx, scriptRecount, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// recountDecode reads a reply of lua/recount.lua, or fails on a reply of another shape.
+func recountDecode(v any) (recountReply, error) {
+	var zero recountReply
 	t, err := replyTuple(v, 2, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/recount.lua reply: %w", err)
@@ -1885,6 +2287,21 @@ func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (
 		return zero, fmt.Errorf("lua/recount.lua reply, new: %w", err)
 	}
 	return rep, nil
+}
+
+// callRecount runs lua/recount.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRecount(ctx context.Context, k *recountKeys, a *recountArgs) (recountReply, error) {
+	var zero recountReply
+	keys, args, err := recountBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptRecount, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return recountDecode(v)
 }
 
 // registerQueueKeys are the KEYS of lua/register_queue.lua.
@@ -1907,21 +2324,21 @@ type registerQueueReply struct {
 	Registered int64
 }
 
-// callRegisterQueue runs lua/register_queue.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callRegisterQueue(ctx context.Context, k *registerQueueKeys, a *registerQueueArgs) (registerQueueReply, error) {
-	var zero registerQueueReply
+// registerQueueBuild lays out the KEYS and ARGV of lua/register_queue.lua in its header's order.
+func registerQueueBuild(k *registerQueueKeys, a *registerQueueArgs) ([]string, []any, error) {
 	if k.Registry == "" {
-		return zero, fmt.Errorf("lua/register_queue.lua: KEYS registry is empty")
+		return nil, nil, fmt.Errorf("lua/register_queue.lua: KEYS registry is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Registry)
 	args := make([]any, 0, 5)
 	args = append(args, a.Queue, a.Now, a.QuarantineMS, a.Register, a.Number)
-	v, err := r.run(ctx, scriptRegisterQueue, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// registerQueueDecode reads a reply of lua/register_queue.lua, or fails on a reply of another shape.
+func registerQueueDecode(v any) (registerQueueReply, error) {
+	var zero registerQueueReply
 	t, err := replyTuple(v, 2, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/register_queue.lua reply: %w", err)
@@ -1934,6 +2351,21 @@ func (r *RDB) callRegisterQueue(ctx context.Context, k *registerQueueKeys, a *re
 		return zero, fmt.Errorf("lua/register_queue.lua reply, registered: %w", err)
 	}
 	return rep, nil
+}
+
+// callRegisterQueue runs lua/register_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRegisterQueue(ctx context.Context, k *registerQueueKeys, a *registerQueueArgs) (registerQueueReply, error) {
+	var zero registerQueueReply
+	keys, args, err := registerQueueBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptRegisterQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return registerQueueDecode(v)
 }
 
 // remoteBeatKeys are the KEYS of lua/remote_beat.lua.
@@ -1952,12 +2384,10 @@ type remoteBeatArgs struct {
 	IDs        []string // task ids
 }
 
-// callRemoteBeat runs lua/remote_beat.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callRemoteBeat(ctx context.Context, k *remoteBeatKeys, a *remoteBeatArgs) (string, error) {
-	var zero string
+// remoteBeatBuild lays out the KEYS and ARGV of lua/remote_beat.lua in its header's order.
+func remoteBeatBuild(k *remoteBeatKeys, a *remoteBeatArgs) ([]string, []any, error) {
 	if k.Worker == "" {
-		return zero, fmt.Errorf("lua/remote_beat.lua: KEYS worker is empty")
+		return nil, nil, fmt.Errorf("lua/remote_beat.lua: KEYS worker is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Worker)
@@ -1966,15 +2396,32 @@ func (r *RDB) callRemoteBeat(ctx context.Context, k *remoteBeatKeys, a *remoteBe
 	for _, x := range a.IDs {
 		args = append(args, x)
 	}
-	v, err := r.run(ctx, scriptRemoteBeat, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// remoteBeatDecode reads a reply of lua/remote_beat.lua, or fails on a reply of another shape.
+func remoteBeatDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/remote_beat.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callRemoteBeat runs lua/remote_beat.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRemoteBeat(ctx context.Context, k *remoteBeatKeys, a *remoteBeatArgs) (string, error) {
+	var zero string
+	keys, args, err := remoteBeatBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptRemoteBeat, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return remoteBeatDecode(v)
 }
 
 // renewKeys are the KEYS of lua/renew.lua.
@@ -1998,12 +2445,10 @@ type renewTasksItem struct {
 	Attempt int
 }
 
-// callRenew runs lua/renew.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callRenew(ctx context.Context, k *renewKeys, a *renewArgs) ([]int64, error) {
-	var zero []int64
+// renewBuild lays out the KEYS and ARGV of lua/renew.lua in its header's order.
+func renewBuild(k *renewKeys, a *renewArgs) ([]string, []any, error) {
 	if k.Lease == "" {
-		return zero, fmt.Errorf("lua/renew.lua: KEYS lease is empty")
+		return nil, nil, fmt.Errorf("lua/renew.lua: KEYS lease is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Lease)
@@ -2012,15 +2457,32 @@ func (r *RDB) callRenew(ctx context.Context, k *renewKeys, a *renewArgs) ([]int6
 	for _, it := range a.Tasks {
 		args = append(args, it.ID, it.Attempt)
 	}
-	v, err := r.run(ctx, scriptRenew, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// renewDecode reads a reply of lua/renew.lua, or fails on a reply of another shape.
+func renewDecode(v any) ([]int64, error) {
+	var zero []int64
 	x, err := replyInts(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/renew.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callRenew runs lua/renew.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRenew(ctx context.Context, k *renewKeys, a *renewArgs) ([]int64, error) {
+	var zero []int64
+	keys, args, err := renewBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptRenew, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return renewDecode(v)
 }
 
 // runNowKeys are the KEYS of lua/run_now.lua.
@@ -2046,31 +2508,31 @@ type runNowReply struct {
 	Status  string
 }
 
-// callRunNow runs lua/run_now.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callRunNow(ctx context.Context, k *runNowKeys, a *runNowArgs) (runNowReply, error) {
-	var zero runNowReply
+// runNowBuild lays out the KEYS and ARGV of lua/run_now.lua in its header's order.
+func runNowBuild(k *runNowKeys, a *runNowArgs) ([]string, []any, error) {
 	if k.Task == "" {
-		return zero, fmt.Errorf("lua/run_now.lua: KEYS task is empty")
+		return nil, nil, fmt.Errorf("lua/run_now.lua: KEYS task is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/run_now.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/run_now.lua: KEYS schedule is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/run_now.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/run_now.lua: KEYS events is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/run_now.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/run_now.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	keys := make([]string, 0, 3+10)
 	keys = append(keys, k.Task, k.Schedule, k.Events)
 	keys = append(keys, k.Bands...)
 	args := make([]any, 0, 5)
 	args = append(args, a.Now, a.ID, a.TaskPrefix, a.EventsMaxLen, a.Outcomes)
-	v, err := r.run(ctx, scriptRunNow, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// runNowDecode reads a reply of lua/run_now.lua, or fails on a reply of another shape.
+func runNowDecode(v any) (runNowReply, error) {
+	var zero runNowReply
 	t, err := replyTuple(v, 1, 2)
 	if err != nil {
 		return zero, fmt.Errorf("lua/run_now.lua reply: %w", err)
@@ -2088,6 +2550,21 @@ func (r *RDB) callRunNow(ctx context.Context, k *runNowKeys, a *runNowArgs) (run
 	return rep, nil
 }
 
+// callRunNow runs lua/run_now.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callRunNow(ctx context.Context, k *runNowKeys, a *runNowArgs) (runNowReply, error) {
+	var zero runNowReply
+	keys, args, err := runNowBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptRunNow, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return runNowDecode(v)
+}
+
 // scheduleDeleteKeys are the KEYS of lua/schedule_delete.lua.
 type scheduleDeleteKeys struct {
 	Def   string // schedule hash
@@ -2100,32 +2577,47 @@ type scheduleDeleteArgs struct {
 	Name string // schedule name
 }
 
-// callScheduleDelete runs lua/schedule_delete.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callScheduleDelete(ctx context.Context, k *scheduleDeleteKeys, a *scheduleDeleteArgs) (int64, error) {
-	var zero int64
+// scheduleDeleteBuild lays out the KEYS and ARGV of lua/schedule_delete.lua in its header's order.
+func scheduleDeleteBuild(k *scheduleDeleteKeys, a *scheduleDeleteArgs) ([]string, []any, error) {
 	if k.Def == "" {
-		return zero, fmt.Errorf("lua/schedule_delete.lua: KEYS def is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_delete.lua: KEYS def is empty")
 	}
 	if k.Names == "" {
-		return zero, fmt.Errorf("lua/schedule_delete.lua: KEYS names is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_delete.lua: KEYS names is empty")
 	}
 	if k.Due == "" {
-		return zero, fmt.Errorf("lua/schedule_delete.lua: KEYS due is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_delete.lua: KEYS due is empty")
 	}
 	keys := make([]string, 0, 3)
 	keys = append(keys, k.Def, k.Names, k.Due)
 	args := make([]any, 0, 1)
 	args = append(args, a.Name)
-	v, err := r.run(ctx, scriptScheduleDelete, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// scheduleDeleteDecode reads a reply of lua/schedule_delete.lua, or fails on a reply of another shape.
+func scheduleDeleteDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/schedule_delete.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callScheduleDelete runs lua/schedule_delete.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callScheduleDelete(ctx context.Context, k *scheduleDeleteKeys, a *scheduleDeleteArgs) (int64, error) {
+	var zero int64
+	keys, args, err := scheduleDeleteBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptScheduleDelete, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return scheduleDeleteDecode(v)
 }
 
 // schedulePauseKeys are the KEYS of lua/schedule_pause.lua.
@@ -2142,29 +2634,44 @@ type schedulePauseArgs struct {
 	NextRun int64  // next_run_at (ms) for resume
 }
 
-// callSchedulePause runs lua/schedule_pause.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callSchedulePause(ctx context.Context, k *schedulePauseKeys, a *schedulePauseArgs) (int64, error) {
-	var zero int64
+// schedulePauseBuild lays out the KEYS and ARGV of lua/schedule_pause.lua in its header's order.
+func schedulePauseBuild(k *schedulePauseKeys, a *schedulePauseArgs) ([]string, []any, error) {
 	if k.Def == "" {
-		return zero, fmt.Errorf("lua/schedule_pause.lua: KEYS def is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_pause.lua: KEYS def is empty")
 	}
 	if k.Due == "" {
-		return zero, fmt.Errorf("lua/schedule_pause.lua: KEYS due is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_pause.lua: KEYS due is empty")
 	}
 	keys := make([]string, 0, 2)
 	keys = append(keys, k.Def, k.Due)
 	args := make([]any, 0, 4)
 	args = append(args, a.Now, a.Action, a.Name, a.NextRun)
-	v, err := r.run(ctx, scriptSchedulePause, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// schedulePauseDecode reads a reply of lua/schedule_pause.lua, or fails on a reply of another shape.
+func schedulePauseDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/schedule_pause.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callSchedulePause runs lua/schedule_pause.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callSchedulePause(ctx context.Context, k *schedulePauseKeys, a *schedulePauseArgs) (int64, error) {
+	var zero int64
+	keys, args, err := schedulePauseBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptSchedulePause, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return schedulePauseDecode(v)
 }
 
 // schedulePutKeys are the KEYS of lua/schedule_put.lua.
@@ -2189,28 +2696,28 @@ type schedulePutReply struct {
 	Paused  int64
 }
 
-// callSchedulePut runs lua/schedule_put.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callSchedulePut(ctx context.Context, k *schedulePutKeys, a *schedulePutArgs) (schedulePutReply, error) {
-	var zero schedulePutReply
+// schedulePutBuild lays out the KEYS and ARGV of lua/schedule_put.lua in its header's order.
+func schedulePutBuild(k *schedulePutKeys, a *schedulePutArgs) ([]string, []any, error) {
 	if k.Def == "" {
-		return zero, fmt.Errorf("lua/schedule_put.lua: KEYS def is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_put.lua: KEYS def is empty")
 	}
 	if k.Names == "" {
-		return zero, fmt.Errorf("lua/schedule_put.lua: KEYS names is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_put.lua: KEYS names is empty")
 	}
 	if k.Due == "" {
-		return zero, fmt.Errorf("lua/schedule_put.lua: KEYS due is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_put.lua: KEYS due is empty")
 	}
 	keys := make([]string, 0, 3)
 	keys = append(keys, k.Def, k.Names, k.Due)
 	args := make([]any, 0, 3+len(a.Def))
 	args = append(args, a.Now, a.Name, a.NextRun)
 	args = append(args, a.Def...)
-	v, err := r.run(ctx, scriptSchedulePut, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// schedulePutDecode reads a reply of lua/schedule_put.lua, or fails on a reply of another shape.
+func schedulePutDecode(v any) (schedulePutReply, error) {
+	var zero schedulePutReply
 	t, err := replyTuple(v, 3, 3)
 	if err != nil {
 		return zero, fmt.Errorf("lua/schedule_put.lua reply: %w", err)
@@ -2226,6 +2733,21 @@ func (r *RDB) callSchedulePut(ctx context.Context, k *schedulePutKeys, a *schedu
 		return zero, fmt.Errorf("lua/schedule_put.lua reply, paused: %w", err)
 	}
 	return rep, nil
+}
+
+// callSchedulePut runs lua/schedule_put.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callSchedulePut(ctx context.Context, k *schedulePutKeys, a *schedulePutArgs) (schedulePutReply, error) {
+	var zero schedulePutReply
+	keys, args, err := schedulePutBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptSchedulePut, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return schedulePutDecode(v)
 }
 
 // scheduleRecordKeys are the KEYS of lua/schedule_record.lua.
@@ -2246,29 +2768,44 @@ type scheduleRecordArgs struct {
 	Error   string // error ("" when none)
 }
 
-// callScheduleRecord runs lua/schedule_record.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callScheduleRecord(ctx context.Context, k *scheduleRecordKeys, a *scheduleRecordArgs) (string, error) {
-	var zero string
+// scheduleRecordBuild lays out the KEYS and ARGV of lua/schedule_record.lua in its header's order.
+func scheduleRecordBuild(k *scheduleRecordKeys, a *scheduleRecordArgs) ([]string, []any, error) {
 	if k.Def == "" {
-		return zero, fmt.Errorf("lua/schedule_record.lua: KEYS def is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_record.lua: KEYS def is empty")
 	}
 	if k.Due == "" {
-		return zero, fmt.Errorf("lua/schedule_record.lua: KEYS due is empty")
+		return nil, nil, fmt.Errorf("lua/schedule_record.lua: KEYS due is empty")
 	}
 	keys := make([]string, 0, 2)
 	keys = append(keys, k.Def, k.Due)
 	args := make([]any, 0, 8)
 	args = append(args, a.Now, a.Mode, a.Name, a.Tick, a.NextRun, a.Version, a.TaskID, a.Error)
-	v, err := r.run(ctx, scriptScheduleRecord, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// scheduleRecordDecode reads a reply of lua/schedule_record.lua, or fails on a reply of another shape.
+func scheduleRecordDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/schedule_record.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callScheduleRecord runs lua/schedule_record.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callScheduleRecord(ctx context.Context, k *scheduleRecordKeys, a *scheduleRecordArgs) (string, error) {
+	var zero string
+	keys, args, err := scheduleRecordBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptScheduleRecord, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return scheduleRecordDecode(v)
 }
 
 // sweepExpiredKeys are the KEYS of lua/sweep_expired.lua.
@@ -2299,30 +2836,28 @@ type sweepExpiredReply struct {
 	Examined int64
 }
 
-// callSweepExpired runs lua/sweep_expired.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callSweepExpired(ctx context.Context, k *sweepExpiredKeys, a *sweepExpiredArgs) (sweepExpiredReply, error) {
-	var zero sweepExpiredReply
+// sweepExpiredBuild lays out the KEYS and ARGV of lua/sweep_expired.lua in its header's order.
+func sweepExpiredBuild(k *sweepExpiredKeys, a *sweepExpiredArgs) ([]string, []any, error) {
 	if k.Expiry == "" {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS expiry is empty")
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS expiry is empty")
 	}
 	if k.Schedule == "" {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS schedule is empty")
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS schedule is empty")
 	}
 	if k.Events == "" {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS events is empty")
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS events is empty")
 	}
 	if k.Depth == "" {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS depth is empty")
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS depth is empty")
 	}
 	if len(k.Bands) != 10 {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS bands: %d entries, want 10", len(k.Bands))
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS bands: %d entries, want 10", len(k.Bands))
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS retained is empty")
 	}
 	if k.Outbox == "" {
-		return zero, fmt.Errorf("lua/sweep_expired.lua: KEYS outbox is empty")
+		return nil, nil, fmt.Errorf("lua/sweep_expired.lua: KEYS outbox is empty")
 	}
 	keys := make([]string, 0, 6+10)
 	keys = append(keys, k.Expiry, k.Schedule, k.Events, k.Depth)
@@ -2330,10 +2865,12 @@ func (r *RDB) callSweepExpired(ctx context.Context, k *sweepExpiredKeys, a *swee
 	keys = append(keys, k.Retained, k.Outbox)
 	args := make([]any, 0, 6)
 	args = append(args, a.Now, a.TaskPrefix, a.IdemPrefix, a.Max, a.EventsMaxLen, a.FailedRetS)
-	v, err := r.run(ctx, scriptSweepExpired, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// sweepExpiredDecode reads a reply of lua/sweep_expired.lua, or fails on a reply of another shape.
+func sweepExpiredDecode(v any) (sweepExpiredReply, error) {
+	var zero sweepExpiredReply
 	t, err := replyTuple(v, 3, 3)
 	if err != nil {
 		return zero, fmt.Errorf("lua/sweep_expired.lua reply: %w", err)
@@ -2349,6 +2886,21 @@ func (r *RDB) callSweepExpired(ctx context.Context, k *sweepExpiredKeys, a *swee
 		return zero, fmt.Errorf("lua/sweep_expired.lua reply, examined: %w", err)
 	}
 	return rep, nil
+}
+
+// callSweepExpired runs lua/sweep_expired.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callSweepExpired(ctx context.Context, k *sweepExpiredKeys, a *sweepExpiredArgs) (sweepExpiredReply, error) {
+	var zero sweepExpiredReply
+	keys, args, err := sweepExpiredBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptSweepExpired, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return sweepExpiredDecode(v)
 }
 
 // tidyKeys are the KEYS of lua/tidy.lua.
@@ -2375,27 +2927,27 @@ type tidyReply struct {
 	Wrapped  int64
 }
 
-// callTidy runs lua/tidy.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callTidy(ctx context.Context, k *tidyKeys, a *tidyArgs) (tidyReply, error) {
-	var zero tidyReply
+// tidyBuild lays out the KEYS and ARGV of lua/tidy.lua in its header's order.
+func tidyBuild(k *tidyKeys, a *tidyArgs) ([]string, []any, error) {
 	if k.Recent == "" {
-		return zero, fmt.Errorf("lua/tidy.lua: KEYS recent is empty")
+		return nil, nil, fmt.Errorf("lua/tidy.lua: KEYS recent is empty")
 	}
 	if k.Cursor == "" {
-		return zero, fmt.Errorf("lua/tidy.lua: KEYS cursor is empty")
+		return nil, nil, fmt.Errorf("lua/tidy.lua: KEYS cursor is empty")
 	}
 	if k.Retained == "" {
-		return zero, fmt.Errorf("lua/tidy.lua: KEYS retained is empty")
+		return nil, nil, fmt.Errorf("lua/tidy.lua: KEYS retained is empty")
 	}
 	keys := make([]string, 0, 3)
 	keys = append(keys, k.Recent, k.Cursor, k.Retained)
 	args := make([]any, 0, 5)
 	args = append(args, a.Now, a.TaskPrefix, a.Batch, a.Suffix, a.End)
-	v, err := r.run(ctx, scriptTidy, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// tidyDecode reads a reply of lua/tidy.lua, or fails on a reply of another shape.
+func tidyDecode(v any) (tidyReply, error) {
+	var zero tidyReply
 	t, err := replyTuple(v, 4, 4)
 	if err != nil {
 		return zero, fmt.Errorf("lua/tidy.lua reply: %w", err)
@@ -2416,6 +2968,21 @@ func (r *RDB) callTidy(ctx context.Context, k *tidyKeys, a *tidyArgs) (tidyReply
 	return rep, nil
 }
 
+// callTidy runs lua/tidy.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callTidy(ctx context.Context, k *tidyKeys, a *tidyArgs) (tidyReply, error) {
+	var zero tidyReply
+	keys, args, err := tidyBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptTidy, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return tidyDecode(v)
+}
+
 // unregisterQueueKeys are the KEYS of lua/unregister_queue.lua.
 type unregisterQueueKeys struct {
 	Registry string // queue registry hash
@@ -2427,26 +2994,41 @@ type unregisterQueueArgs struct {
 	Now   int64  // now (epoch ms)
 }
 
-// callUnregisterQueue runs lua/unregister_queue.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callUnregisterQueue(ctx context.Context, k *unregisterQueueKeys, a *unregisterQueueArgs) (int64, error) {
-	var zero int64
+// unregisterQueueBuild lays out the KEYS and ARGV of lua/unregister_queue.lua in its header's order.
+func unregisterQueueBuild(k *unregisterQueueKeys, a *unregisterQueueArgs) ([]string, []any, error) {
 	if k.Registry == "" {
-		return zero, fmt.Errorf("lua/unregister_queue.lua: KEYS registry is empty")
+		return nil, nil, fmt.Errorf("lua/unregister_queue.lua: KEYS registry is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Registry)
 	args := make([]any, 0, 2)
 	args = append(args, a.Queue, a.Now)
-	v, err := r.run(ctx, scriptUnregisterQueue, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// unregisterQueueDecode reads a reply of lua/unregister_queue.lua, or fails on a reply of another shape.
+func unregisterQueueDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/unregister_queue.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callUnregisterQueue runs lua/unregister_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callUnregisterQueue(ctx context.Context, k *unregisterQueueKeys, a *unregisterQueueArgs) (int64, error) {
+	var zero int64
+	keys, args, err := unregisterQueueBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptUnregisterQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return unregisterQueueDecode(v)
 }
 
 // workerAdmitKeys are the KEYS of lua/worker_admit.lua.
@@ -2476,12 +3058,10 @@ type workerAdmitReply struct {
 	Evicted  []string
 }
 
-// callWorkerAdmit runs lua/worker_admit.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callWorkerAdmit(ctx context.Context, k *workerAdmitKeys, a *workerAdmitArgs) (workerAdmitReply, error) {
-	var zero workerAdmitReply
+// workerAdmitBuild lays out the KEYS and ARGV of lua/worker_admit.lua in its header's order.
+func workerAdmitBuild(k *workerAdmitKeys, a *workerAdmitArgs) ([]string, []any, error) {
 	if k.Workers == "" {
-		return zero, fmt.Errorf("lua/worker_admit.lua: KEYS workers is empty")
+		return nil, nil, fmt.Errorf("lua/worker_admit.lua: KEYS workers is empty")
 	}
 	keys := make([]string, 0, 2)
 	keys = append(keys, k.Workers)
@@ -2493,10 +3073,12 @@ func (r *RDB) callWorkerAdmit(ctx context.Context, k *workerAdmitKeys, a *worker
 	}
 	args := make([]any, 0, 7)
 	args = append(args, a.Now, a.ID, a.KeepAfter, a.StaleBefore, a.Max, a.MaxPerKey, a.Mode)
-	v, err := r.run(ctx, scriptWorkerAdmit, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// workerAdmitDecode reads a reply of lua/worker_admit.lua, or fails on a reply of another shape.
+func workerAdmitDecode(v any) (workerAdmitReply, error) {
+	var zero workerAdmitReply
 	t, err := replyTuple(v, 5, -1)
 	if err != nil {
 		return zero, fmt.Errorf("lua/worker_admit.lua reply: %w", err)
@@ -2523,6 +3105,21 @@ func (r *RDB) callWorkerAdmit(ctx context.Context, k *workerAdmitKeys, a *worker
 	return rep, nil
 }
 
+// callWorkerAdmit runs lua/worker_admit.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerAdmit(ctx context.Context, k *workerAdmitKeys, a *workerAdmitArgs) (workerAdmitReply, error) {
+	var zero workerAdmitReply
+	keys, args, err := workerAdmitBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWorkerAdmit, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return workerAdmitDecode(v)
+}
+
 // workerBeatKeys are the KEYS of lua/worker_beat.lua.
 type workerBeatKeys struct {
 	Worker string // worker hash
@@ -2535,27 +3132,42 @@ type workerBeatArgs struct {
 	Fields   []any  // field, value pairs
 }
 
-// callWorkerBeat runs lua/worker_beat.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callWorkerBeat(ctx context.Context, k *workerBeatKeys, a *workerBeatArgs) (string, error) {
-	var zero string
+// workerBeatBuild lays out the KEYS and ARGV of lua/worker_beat.lua in its header's order.
+func workerBeatBuild(k *workerBeatKeys, a *workerBeatArgs) ([]string, []any, error) {
 	if k.Worker == "" {
-		return zero, fmt.Errorf("lua/worker_beat.lua: KEYS worker is empty")
+		return nil, nil, fmt.Errorf("lua/worker_beat.lua: KEYS worker is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Worker)
 	args := make([]any, 0, 2+len(a.Fields))
 	args = append(args, a.Now, a.Instance)
 	args = append(args, a.Fields...)
-	v, err := r.run(ctx, scriptWorkerBeat, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// workerBeatDecode reads a reply of lua/worker_beat.lua, or fails on a reply of another shape.
+func workerBeatDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/worker_beat.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callWorkerBeat runs lua/worker_beat.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerBeat(ctx context.Context, k *workerBeatKeys, a *workerBeatArgs) (string, error) {
+	var zero string
+	keys, args, err := workerBeatBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWorkerBeat, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return workerBeatDecode(v)
 }
 
 // workerForgetKeys are the KEYS of lua/worker_forget.lua.
@@ -2568,26 +3180,41 @@ type workerForgetArgs struct {
 	StaleBefore int64 // stale before (ms)
 }
 
-// callWorkerForget runs lua/worker_forget.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callWorkerForget(ctx context.Context, k *workerForgetKeys, a *workerForgetArgs) (int64, error) {
-	var zero int64
+// workerForgetBuild lays out the KEYS and ARGV of lua/worker_forget.lua in its header's order.
+func workerForgetBuild(k *workerForgetKeys, a *workerForgetArgs) ([]string, []any, error) {
 	if k.Worker == "" {
-		return zero, fmt.Errorf("lua/worker_forget.lua: KEYS worker is empty")
+		return nil, nil, fmt.Errorf("lua/worker_forget.lua: KEYS worker is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Worker)
 	args := make([]any, 0, 1)
 	args = append(args, a.StaleBefore)
-	v, err := r.run(ctx, scriptWorkerForget, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// workerForgetDecode reads a reply of lua/worker_forget.lua, or fails on a reply of another shape.
+func workerForgetDecode(v any) (int64, error) {
+	var zero int64
 	x, err := replyInt(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/worker_forget.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callWorkerForget runs lua/worker_forget.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerForget(ctx context.Context, k *workerForgetKeys, a *workerForgetArgs) (int64, error) {
+	var zero int64
+	keys, args, err := workerForgetBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWorkerForget, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return workerForgetDecode(v)
 }
 
 // workerStartKeys are the KEYS of lua/worker_start.lua.
@@ -2602,25 +3229,40 @@ type workerStartArgs struct {
 	Fields       []any // field, value pairs
 }
 
-// callWorkerStart runs lua/worker_start.lua with the KEYS and ARGV in its header's order and
-// decodes its reply, or fails on a reply of another shape.
-func (r *RDB) callWorkerStart(ctx context.Context, k *workerStartKeys, a *workerStartArgs) (string, error) {
-	var zero string
+// workerStartBuild lays out the KEYS and ARGV of lua/worker_start.lua in its header's order.
+func workerStartBuild(k *workerStartKeys, a *workerStartArgs) ([]string, []any, error) {
 	if k.Worker == "" {
-		return zero, fmt.Errorf("lua/worker_start.lua: KEYS worker is empty")
+		return nil, nil, fmt.Errorf("lua/worker_start.lua: KEYS worker is empty")
 	}
 	keys := make([]string, 0, 1)
 	keys = append(keys, k.Worker)
 	args := make([]any, 0, 2+len(a.Fields))
 	args = append(args, a.Now, a.StaleAfterMS)
 	args = append(args, a.Fields...)
-	v, err := r.run(ctx, scriptWorkerStart, keys, args...).Result()
-	if err != nil {
-		return zero, err
-	}
+	return keys, args, nil
+}
+
+// workerStartDecode reads a reply of lua/worker_start.lua, or fails on a reply of another shape.
+func workerStartDecode(v any) (string, error) {
+	var zero string
 	x, err := replyString(v)
 	if err != nil {
 		return zero, fmt.Errorf("lua/worker_start.lua reply: %w", err)
 	}
 	return x, nil
+}
+
+// callWorkerStart runs lua/worker_start.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWorkerStart(ctx context.Context, k *workerStartKeys, a *workerStartArgs) (string, error) {
+	var zero string
+	keys, args, err := workerStartBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWorkerStart, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return workerStartDecode(v)
 }

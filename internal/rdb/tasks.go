@@ -268,12 +268,17 @@ func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, cou
 		for i, q := range queues {
 			if cursor == "" {
 				cmds[i] = pipe.LRange(ctx, r.keys.Recent(q), 0, int64(count-1))
-			} else {
-				if callHook != nil {
-					callHook(scriptListPage.name, []string{r.keys.Recent(q)}, []any{recentMember(cursor), count})
-				}
-				cmds[i] = s.EvalSha(ctx, pipe, []string{r.keys.Recent(q)}, recentMember(cursor), count)
+				continue
 			}
+			keys, args, err := listPageBuild(&listPageKeys{Recent: r.keys.Recent(q)},
+				&listPageArgs{Cursor: recentMember(cursor), Count: count})
+			if err != nil {
+				return nil, nil, err
+			}
+			if callHook != nil {
+				callHook(scriptListPage.name, keys, args)
+			}
+			cmds[i] = s.EvalSha(ctx, pipe, keys, args...)
 		}
 		nums := pipe.HMGet(ctx, r.keys.Queues(), queues...)
 		_, err := pipe.Exec(ctx)
@@ -292,7 +297,12 @@ func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, cou
 			case *redis.StringSliceCmd:
 				pages[i] = c.Val()
 			case *redis.Cmd:
-				pages[i], _ = c.StringSlice()
+				if errors.Is(c.Err(), redis.Nil) {
+					continue
+				}
+				if pages[i], err = listPageDecode(c.Val()); err != nil {
+					return nil, nil, err
+				}
 			}
 		}
 		return pages, nums.Val(), nil

@@ -1,10 +1,13 @@
 -- list_page: the members of a queue's listing index older than a cursor,
 -- newest first (read only).
 --
--- KEYS[1] listing index (LIST, newest first: ingest pushes ids as it
--- creates tasks)
--- ARGV[1] cursor member (an id without its last four digits)
--- ARGV[2] how many
+-- KEYS[1] recent: listing index (LIST, newest first: ingest pushes ids as
+--   it creates tasks)
+-- ARGV[1] cursor: cursor member (an id without its last four digits)
+-- ARGV[2] count int: how many
+--
+-- Returns: []string
+-- the members, newest first.
 --
 -- The list is in creation order, so a binary search over LINDEX finds the
 -- first member older than the cursor in ~17 steps for 100,000 ids, with or

@@ -60,16 +60,35 @@ func writeScript(b *bytes.Buffer, h *header) {
 	if len(h.args.entries) > 0 {
 		params = append(params, "a *"+base+"Args")
 	}
+	var names []string
+	for _, p := range params {
+		names = append(names, p[:1])
+	}
+	build, decode := base+"Build", base+"Decode"
+	fmt.Fprintf(b, "\n// %s lays out the KEYS and ARGV of %s in its header's order.\n", build, file)
+	fmt.Fprintf(b, "func %s(%s) ([]string, []any, error) {\n", build, strings.Join(params, ", "))
+	writeBuild(b, h, "keys", "k", "string", &h.keys)
+	writeBuild(b, h, "args", "a", "any", &h.args)
+	b.WriteString("\treturn keys, args, nil\n}\n")
+	if h.reply.typ != "any" {
+		fmt.Fprintf(b, "\n// %s reads a reply of %s, or fails on a reply of another shape.\n", decode, file)
+		fmt.Fprintf(b, "func %s(v any) (%s, error) {\n\tvar zero %s\n", decode, ret, ret)
+		writeDecode(b, h, ret)
+		b.WriteString("}\n")
+	}
+
 	name := "call" + upperCamel(h.script)
 	fmt.Fprintf(b, "\n// %s runs %s with the KEYS and ARGV in its header's order and\n// decodes its reply, or fails on a reply of another shape.\n", name, file)
 	fmt.Fprintf(b, "func (r *RDB) %s(ctx context.Context, %s) (%s, error) {\n", name, strings.Join(params, ", "), ret)
 	fmt.Fprintf(b, "\tvar zero %s\n", ret)
-	writeBuild(b, h, "keys", "k", "string", &h.keys)
-	writeBuild(b, h, "args", "a", "any", &h.args)
+	fmt.Fprintf(b, "\tkeys, args, err := %s(%s)\n\tif err != nil {\n\t\treturn zero, err\n\t}\n", build, strings.Join(names, ", "))
 	fmt.Fprintf(b, "\tv, err := r.run(ctx, %s, keys, args...).Result()\n", handle(h.script))
 	b.WriteString("\tif err != nil {\n\t\treturn zero, err\n\t}\n")
-	writeDecode(b, h, ret)
-	b.WriteString("}\n")
+	if h.reply.typ == "any" {
+		b.WriteString("\treturn v, nil\n}\n")
+	} else {
+		fmt.Fprintf(b, "\treturn %s(v)\n}\n", decode)
+	}
 }
 
 func writeStruct(b *bytes.Buffer, name, about string, s *side) {
@@ -110,7 +129,7 @@ func writeBuild(b *bytes.Buffer, h *header, v, p, elem string, s *side) {
 		f := p + "." + upperCamel(e.name)
 		switch {
 		case e.kind == span:
-			fmt.Fprintf(b, "\tif len(%s) != %d {\n\t\treturn zero, fmt.Errorf(\"%s: %s %s: %%d entries, want %d\", len(%s))\n\t}\n",
+			fmt.Fprintf(b, "\tif len(%s) != %d {\n\t\treturn nil, nil, fmt.Errorf(\"%s: %s %s: %%d entries, want %d\", len(%s))\n\t}\n",
 				f, e.count, "lua/"+h.script+".lua", strings.ToUpper(map[string]string{"keys": "keys", "args": "argv"}[v]), e.name, e.count, f)
 			size = append(size, fmt.Sprint(e.count))
 		case e.kind == tail && len(e.items) > 0:
@@ -118,7 +137,7 @@ func writeBuild(b *bytes.Buffer, h *header, v, p, elem string, s *side) {
 		case e.kind == tail:
 			size = append(size, fmt.Sprintf("len(%s)", f))
 		case v == "keys" && !e.optional:
-			fmt.Fprintf(b, "\tif %s == \"\" {\n\t\treturn zero, fmt.Errorf(\"%s: KEYS %s is empty\")\n\t}\n", f, "lua/"+h.script+".lua", e.name)
+			fmt.Fprintf(b, "\tif %s == \"\" {\n\t\treturn nil, nil, fmt.Errorf(\"%s: KEYS %s is empty\")\n\t}\n", f, "lua/"+h.script+".lua", e.name)
 		}
 	}
 	fmt.Fprintf(b, "\t%s := make([]%s, 0, %s)\n", v, elem, strings.Join(size, "+"))
@@ -178,10 +197,6 @@ var decoders = map[string]string{"int64": "replyInt", "string": "replyString", "
 
 func writeDecode(b *bytes.Buffer, h *header, ret string) {
 	file := "lua/" + h.script + ".lua"
-	if h.reply.typ == "any" {
-		b.WriteString("\treturn v, nil\n")
-		return
-	}
 	if h.reply.typ != "" {
 		fmt.Fprintf(b, "\tx, err := %s(v)\n\tif err != nil {\n\t\treturn zero, fmt.Errorf(\"%s reply: %%w\", err)\n\t}\n\treturn x, nil\n",
 			decoders[h.reply.typ], file)
