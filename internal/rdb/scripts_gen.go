@@ -3031,6 +3031,496 @@ func (r *RDB) callUnregisterQueue(ctx context.Context, k *unregisterQueueKeys, a
 	return unregisterQueueDecode(v)
 }
 
+// wfAckKeys are the KEYS of lua/wf_ack.lua.
+type wfAckKeys struct {
+	Outbox string // workflow outbox stream
+}
+
+// wfAckArgs are the ARGV of lua/wf_ack.lua.
+type wfAckArgs struct {
+	IDs []string // entry ids
+}
+
+// wfAckBuild lays out the KEYS and ARGV of lua/wf_ack.lua in its header's order.
+func wfAckBuild(k *wfAckKeys, a *wfAckArgs) ([]string, []any, error) {
+	if k.Outbox == "" {
+		return nil, nil, fmt.Errorf("lua/wf_ack.lua: KEYS outbox is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Outbox)
+	args := make([]any, 0, 0+len(a.IDs))
+	for _, x := range a.IDs {
+		args = append(args, x)
+	}
+	return keys, args, nil
+}
+
+// wfAckDecode reads a reply of lua/wf_ack.lua, or fails on a reply of another shape.
+func wfAckDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_ack.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfAck runs lua/wf_ack.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfAck(ctx context.Context, k *wfAckKeys, a *wfAckArgs) (string, error) {
+	var zero string
+	keys, args, err := wfAckBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfAck, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfAckDecode(v)
+}
+
+// wfLockKeys are the KEYS of lua/wf_lock.lua.
+type wfLockKeys struct {
+	Lock string // relay lock
+}
+
+// wfLockArgs are the ARGV of lua/wf_lock.lua.
+type wfLockArgs struct {
+	Token   string // holder token
+	LeaseMS int64  // lease (ms; "0" gives it up)
+}
+
+// wfLockBuild lays out the KEYS and ARGV of lua/wf_lock.lua in its header's order.
+func wfLockBuild(k *wfLockKeys, a *wfLockArgs) ([]string, []any, error) {
+	if k.Lock == "" {
+		return nil, nil, fmt.Errorf("lua/wf_lock.lua: KEYS lock is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Lock)
+	args := make([]any, 0, 2)
+	args = append(args, a.Token, a.LeaseMS)
+	return keys, args, nil
+}
+
+// wfLockDecode reads a reply of lua/wf_lock.lua, or fails on a reply of another shape.
+func wfLockDecode(v any) (int64, error) {
+	var zero int64
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_lock.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfLock runs lua/wf_lock.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfLock(ctx context.Context, k *wfLockKeys, a *wfLockArgs) (int64, error) {
+	var zero int64
+	keys, args, err := wfLockBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfLock, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfLockDecode(v)
+}
+
+// wfMarkKeys are the KEYS of lua/wf_mark.lua.
+type wfMarkKeys struct {
+	Attention string // attention ZSET
+	Index     string // listing index ZSET
+}
+
+// wfMarkArgs are the ARGV of lua/wf_mark.lua.
+type wfMarkArgs struct {
+	Member string // the attention entry
+	Score  int64  // its score (ms)
+	ID     string // the workflow id, put in the listing index (score 0), sent with the index
+}
+
+// wfMarkBuild lays out the KEYS and ARGV of lua/wf_mark.lua in its header's order.
+func wfMarkBuild(k *wfMarkKeys, a *wfMarkArgs) ([]string, []any, error) {
+	if k.Attention == "" {
+		return nil, nil, fmt.Errorf("lua/wf_mark.lua: KEYS attention is empty")
+	}
+	keys := make([]string, 0, 2)
+	keys = append(keys, k.Attention)
+	for _, x := range [...]string{k.Index} {
+		if x == "" {
+			break
+		}
+		keys = append(keys, x)
+	}
+	args := make([]any, 0, 3)
+	args = append(args, a.Member, a.Score)
+	for _, x := range [...]string{a.ID} {
+		if x == "" {
+			break
+		}
+		args = append(args, x)
+	}
+	return keys, args, nil
+}
+
+// wfMarkDecode reads a reply of lua/wf_mark.lua, or fails on a reply of another shape.
+func wfMarkDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_mark.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfMark runs lua/wf_mark.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfMark(ctx context.Context, k *wfMarkKeys, a *wfMarkArgs) (string, error) {
+	var zero string
+	keys, args, err := wfMarkBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfMark, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfMarkDecode(v)
+}
+
+// wfNoteKeys are the KEYS of lua/wf_note.lua.
+type wfNoteKeys struct {
+	Workflow string // workflow record hash
+}
+
+// wfNoteArgs are the ARGV of lua/wf_note.lua.
+type wfNoteArgs struct {
+	Field string // the field
+	Value string // its value
+}
+
+// wfNoteBuild lays out the KEYS and ARGV of lua/wf_note.lua in its header's order.
+func wfNoteBuild(k *wfNoteKeys, a *wfNoteArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_note.lua: KEYS workflow is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Workflow)
+	args := make([]any, 0, 2)
+	args = append(args, a.Field, a.Value)
+	return keys, args, nil
+}
+
+// wfNoteDecode reads a reply of lua/wf_note.lua, or fails on a reply of another shape.
+func wfNoteDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_note.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfNote runs lua/wf_note.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfNote(ctx context.Context, k *wfNoteKeys, a *wfNoteArgs) (string, error) {
+	var zero string
+	keys, args, err := wfNoteBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfNote, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfNoteDecode(v)
+}
+
+// wfParkKeys are the KEYS of lua/wf_park.lua.
+type wfParkKeys struct {
+	Workflow string // workflow record hash
+	Parked   string // parked hash
+}
+
+// wfParkArgs are the ARGV of lua/wf_park.lua.
+type wfParkArgs struct {
+	Ref    string // the node's ref
+	Status string // its status
+	Result string // result JSON ("" = none)
+	Class  string // error class ("" = none)
+}
+
+// wfParkBuild lays out the KEYS and ARGV of lua/wf_park.lua in its header's order.
+func wfParkBuild(k *wfParkKeys, a *wfParkArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_park.lua: KEYS workflow is empty")
+	}
+	if k.Parked == "" {
+		return nil, nil, fmt.Errorf("lua/wf_park.lua: KEYS parked is empty")
+	}
+	keys := make([]string, 0, 2)
+	keys = append(keys, k.Workflow, k.Parked)
+	args := make([]any, 0, 4)
+	args = append(args, a.Ref, a.Status, a.Result, a.Class)
+	return keys, args, nil
+}
+
+// wfParkDecode reads a reply of lua/wf_park.lua, or fails on a reply of another shape.
+func wfParkDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_park.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfPark runs lua/wf_park.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfPark(ctx context.Context, k *wfParkKeys, a *wfParkArgs) (string, error) {
+	var zero string
+	keys, args, err := wfParkBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfPark, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfParkDecode(v)
+}
+
+// wfReleaseKeys are the KEYS of lua/wf_release.lua.
+type wfReleaseKeys struct {
+	Task     string // task hash
+	Waiting  string // waiting ZSET
+	Schedule string // schedule ZSET
+	Expiry   string // expiry ZSET
+	Events   string // event stream
+	Depth    string // depth counter
+	Retained string // retained counts hash
+	Outbox   string // workflow outbox stream
+}
+
+// wfReleaseArgs are the ARGV of lua/wf_release.lua.
+type wfReleaseArgs struct {
+	Now          int64  // now (ms)
+	ID           string // task id
+	Kind         string // "run" or "cancel"
+	Detail       string // run: the deps' outcomes JSON; cancel: the error class
+	StreamPrefix string // band stream prefix
+	EventsMaxLen int64  // events maxlen
+	FailedRetS   int64  // failed retention (s)
+	IdemPrefix   string // idempotency key prefix
+	Outcomes     string // "1": the queue's events are outcomes (no TASK_PENDING, TASK_QUEUED)
+}
+
+// wfReleaseBuild lays out the KEYS and ARGV of lua/wf_release.lua in its header's order.
+func wfReleaseBuild(k *wfReleaseKeys, a *wfReleaseArgs) ([]string, []any, error) {
+	if k.Task == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS task is empty")
+	}
+	if k.Waiting == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS waiting is empty")
+	}
+	if k.Schedule == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS schedule is empty")
+	}
+	if k.Expiry == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS expiry is empty")
+	}
+	if k.Events == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS events is empty")
+	}
+	if k.Depth == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS depth is empty")
+	}
+	if k.Retained == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS retained is empty")
+	}
+	if k.Outbox == "" {
+		return nil, nil, fmt.Errorf("lua/wf_release.lua: KEYS outbox is empty")
+	}
+	keys := make([]string, 0, 8)
+	keys = append(keys, k.Task, k.Waiting, k.Schedule, k.Expiry, k.Events, k.Depth, k.Retained, k.Outbox)
+	args := make([]any, 0, 9)
+	args = append(args, a.Now, a.ID, a.Kind, a.Detail, a.StreamPrefix, a.EventsMaxLen, a.FailedRetS, a.IdemPrefix, a.Outcomes)
+	return keys, args, nil
+}
+
+// wfReleaseDecode reads a reply of lua/wf_release.lua, or fails on a reply of another shape.
+func wfReleaseDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_release.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfRelease runs lua/wf_release.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfRelease(ctx context.Context, k *wfReleaseKeys, a *wfReleaseArgs) (string, error) {
+	var zero string
+	keys, args, err := wfReleaseBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfRelease, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfReleaseDecode(v)
+}
+
+// wfReleasedKeys are the KEYS of lua/wf_released.lua.
+type wfReleasedKeys struct {
+	Releases string // releases hash
+}
+
+// wfReleasedArgs are the ARGV of lua/wf_released.lua.
+type wfReleasedArgs struct {
+	Refs []string // refs
+}
+
+// wfReleasedBuild lays out the KEYS and ARGV of lua/wf_released.lua in its header's order.
+func wfReleasedBuild(k *wfReleasedKeys, a *wfReleasedArgs) ([]string, []any, error) {
+	if k.Releases == "" {
+		return nil, nil, fmt.Errorf("lua/wf_released.lua: KEYS releases is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Releases)
+	args := make([]any, 0, 0+len(a.Refs))
+	for _, x := range a.Refs {
+		args = append(args, x)
+	}
+	return keys, args, nil
+}
+
+// wfReleasedDecode reads a reply of lua/wf_released.lua, or fails on a reply of another shape.
+func wfReleasedDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_released.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfReleased runs lua/wf_released.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfReleased(ctx context.Context, k *wfReleasedKeys, a *wfReleasedArgs) (string, error) {
+	var zero string
+	keys, args, err := wfReleasedBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfReleased, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfReleasedDecode(v)
+}
+
+// wfUnlistKeys are the KEYS of lua/wf_unlist.lua.
+type wfUnlistKeys struct {
+	Index string // listing index ZSET
+}
+
+// wfUnlistArgs are the ARGV of lua/wf_unlist.lua.
+type wfUnlistArgs struct {
+	IDs []string // workflow ids
+}
+
+// wfUnlistBuild lays out the KEYS and ARGV of lua/wf_unlist.lua in its header's order.
+func wfUnlistBuild(k *wfUnlistKeys, a *wfUnlistArgs) ([]string, []any, error) {
+	if k.Index == "" {
+		return nil, nil, fmt.Errorf("lua/wf_unlist.lua: KEYS index is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Index)
+	args := make([]any, 0, 0+len(a.IDs))
+	for _, x := range a.IDs {
+		args = append(args, x)
+	}
+	return keys, args, nil
+}
+
+// wfUnlistDecode reads a reply of lua/wf_unlist.lua, or fails on a reply of another shape.
+func wfUnlistDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_unlist.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfUnlist runs lua/wf_unlist.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfUnlist(ctx context.Context, k *wfUnlistKeys, a *wfUnlistArgs) (string, error) {
+	var zero string
+	keys, args, err := wfUnlistBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfUnlist, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfUnlistDecode(v)
+}
+
+// wfUnmarkKeys are the KEYS of lua/wf_unmark.lua.
+type wfUnmarkKeys struct {
+	Attention string // attention ZSET
+}
+
+// wfUnmarkArgs are the ARGV of lua/wf_unmark.lua.
+type wfUnmarkArgs struct {
+	Member string // the entry ("<workflow id>|<token>", see wf_mark)
+	Score  int64  // the score (ms)
+}
+
+// wfUnmarkBuild lays out the KEYS and ARGV of lua/wf_unmark.lua in its header's order.
+func wfUnmarkBuild(k *wfUnmarkKeys, a *wfUnmarkArgs) ([]string, []any, error) {
+	if k.Attention == "" {
+		return nil, nil, fmt.Errorf("lua/wf_unmark.lua: KEYS attention is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Attention)
+	args := make([]any, 0, 2)
+	args = append(args, a.Member, a.Score)
+	return keys, args, nil
+}
+
+// wfUnmarkDecode reads a reply of lua/wf_unmark.lua, or fails on a reply of another shape.
+func wfUnmarkDecode(v any) (string, error) {
+	var zero string
+	x, err := replyString(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_unmark.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfUnmark runs lua/wf_unmark.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfUnmark(ctx context.Context, k *wfUnmarkKeys, a *wfUnmarkArgs) (string, error) {
+	var zero string
+	keys, args, err := wfUnmarkBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfUnmark, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfUnmarkDecode(v)
+}
+
 // workerAdmitKeys are the KEYS of lua/worker_admit.lua.
 type workerAdmitKeys struct {
 	Workers string // workers index (ZSET id -> last heartbeat ms)

@@ -371,8 +371,8 @@ func (r *RDB) WorkflowApply(ctx context.Context, e *OutboxEntry, now time.Time, 
 // gone: the workflow no longer exists (nothing to keep).
 func (r *RDB) WorkflowPark(ctx context.Context, e *OutboxEntry) (gone bool, err error) {
 	k := r.keys
-	v, err := r.run(ctx, scriptWfPark, []string{k.Workflow(e.Workflow), k.WorkflowParked(e.Workflow)}, e.Ref,
-		string(e.Status), e.Result, e.ErrorClass).Text()
+	v, err := r.callWfPark(ctx, &wfParkKeys{Workflow: k.Workflow(e.Workflow), Parked: k.WorkflowParked(e.Workflow)},
+		&wfParkArgs{Ref: e.Ref, Status: string(e.Status), Result: e.Result, Class: e.ErrorClass})
 	return v == "gone", err
 }
 
@@ -403,17 +403,25 @@ type ReleaseSettings struct {
 // (wf_release.lua) and returns the task's status after it.
 func (r *RDB) WorkflowRelease(ctx context.Context, rel *Release, now time.Time, s *ReleaseSettings) (dtqtype.Status, error) {
 	k, q := r.keys, rel.Queue
-	keys := []string{k.Task(q, rel.TaskID), k.Waiting(q), k.Schedule(q), k.Expiry(q), k.Events(q), k.Depth(q),
-		k.Retained(q), k.WorkflowOutbox(q)}
-	st, err := r.run(ctx, scriptWfRelease, keys, now.UnixMilli(), rel.TaskID, rel.Kind, rel.Detail, k.StreamPrefix(q),
-		s.EventsMaxLen, seconds(s.FailedRetention), k.IdempotencyPrefix(q), boolArg(r.outcomesOnly(ctx, q))).Text()
+	st, err := r.callWfRelease(ctx, &wfReleaseKeys{
+		Task: k.Task(q, rel.TaskID), Waiting: k.Waiting(q), Schedule: k.Schedule(q), Expiry: k.Expiry(q),
+		Events: k.Events(q), Depth: k.Depth(q), Retained: k.Retained(q), Outbox: k.WorkflowOutbox(q),
+	}, &wfReleaseArgs{
+		Now: now.UnixMilli(), ID: rel.TaskID, Kind: rel.Kind, Detail: rel.Detail, StreamPrefix: k.StreamPrefix(q),
+		EventsMaxLen: s.EventsMaxLen, FailedRetS: seconds(s.FailedRetention), IdemPrefix: k.IdempotencyPrefix(q),
+		Outcomes: boolArg(r.outcomesOnly(ctx, q)),
+	})
 	return dtqtype.Status(st), err
 }
 
 // WorkflowReleased drops carried-out releases of workflow id, at most
 // ReleaseChunk a call.
 func (r *RDB) WorkflowReleased(ctx context.Context, id string, refs []string) error {
-	return r.runChunked(ctx, scriptWfReleased, r.keys.WorkflowReleases(id), refs)
+	key := r.keys.WorkflowReleases(id)
+	return runChunked(refs, func(chunk []string) error {
+		_, err := r.callWfReleased(ctx, &wfReleasedKeys{Releases: key}, &wfReleasedArgs{Refs: chunk})
+		return err
+	})
 }
 
 // WorkflowScanReleases reads up to about n releases of workflow id not yet
@@ -573,7 +581,8 @@ const (
 
 // WorkflowNote records on workflow id what was done outside its slot.
 func (r *RDB) WorkflowNote(ctx context.Context, id, field, value string) error {
-	return r.run(ctx, scriptWfNote, []string{r.keys.Workflow(id)}, field, value).Err()
+	_, err := r.callWfNote(ctx, &wfNoteKeys{Workflow: r.keys.Workflow(id)}, &wfNoteArgs{Field: field, Value: value})
+	return err
 }
 
 // WorkflowMark puts a's entry in the attention index with its score (ms)
@@ -581,16 +590,21 @@ func (r *RDB) WorkflowNote(ctx context.Context, id, field, value string) error {
 // creation time, so the index is read by id, ZRANGEBYLEX).
 func (r *RDB) WorkflowMark(ctx context.Context, a Attention, list bool) error {
 	k := r.keys
+	keys := &wfMarkKeys{Attention: k.WorkflowAttention()}
+	args := &wfMarkArgs{Member: a.member(), Score: a.Score}
 	if list {
-		return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention(), k.WorkflowIndex()}, a.member(), a.Score, a.ID).Err()
+		keys.Index, args.ID = k.WorkflowIndex(), a.ID
 	}
-	return r.run(ctx, scriptWfMark, []string{k.WorkflowAttention()}, a.member(), a.Score).Err()
+	_, err := r.callWfMark(ctx, keys, args)
+	return err
 }
 
 // WorkflowUnmark removes a's entry from the attention index if its score is
 // still a.Score.
 func (r *RDB) WorkflowUnmark(ctx context.Context, a Attention) error {
-	return r.run(ctx, scriptWfUnmark, []string{r.keys.WorkflowAttention()}, a.member(), a.Score).Err()
+	_, err := r.callWfUnmark(ctx, &wfUnmarkKeys{Attention: r.keys.WorkflowAttention()},
+		&wfUnmarkArgs{Member: a.member(), Score: a.Score})
+	return err
 }
 
 // Attention is one entry of the attention index: a workflow, and the mark
@@ -680,13 +694,18 @@ func (r *RDB) OutboxLastID(ctx context.Context, queue string) (string, error) {
 
 // AckOutbox deletes carried-out entries of queue's outbox.
 func (r *RDB) AckOutbox(ctx context.Context, queue string, ids []string) error {
-	return r.runChunked(ctx, scriptWfAck, r.keys.WorkflowOutbox(queue), ids)
+	key := r.keys.WorkflowOutbox(queue)
+	return runChunked(ids, func(chunk []string) error {
+		_, err := r.callWfAck(ctx, &wfAckKeys{Outbox: key}, &wfAckArgs{IDs: chunk})
+		return err
+	})
 }
 
 // RelayLock takes or keeps (lease > 0) or gives up (lease 0) the right to
 // relay queue's outbox under token; it reports whether token holds it.
 func (r *RDB) RelayLock(ctx context.Context, queue, token string, lease time.Duration) (bool, error) {
-	n, err := r.run(ctx, scriptWfLock, []string{r.keys.WorkflowRelayLock(queue)}, token, lease.Milliseconds()).Int64()
+	n, err := r.callWfLock(ctx, &wfLockKeys{Lock: r.keys.WorkflowRelayLock(queue)},
+		&wfLockArgs{Token: token, LeaseMS: lease.Milliseconds()})
 	return n == 1, err
 }
 
@@ -736,29 +755,24 @@ func (r *RDB) WorkflowIndexPage(ctx context.Context, before string, n int) ([]st
 // DropFromWorkflowIndex removes workflows that are gone from the listing
 // index (a read found no record).
 func (r *RDB) DropFromWorkflowIndex(ctx context.Context, ids []string) error {
-	return r.runChunked(ctx, scriptWfUnlist, r.keys.WorkflowIndex(), ids)
+	key := r.keys.WorkflowIndex()
+	return runChunked(ids, func(chunk []string) error {
+		_, err := r.callWfUnlist(ctx, &wfUnlistKeys{Index: key}, &wfUnlistArgs{IDs: chunk})
+		return err
+	})
 }
 
-// runChunked runs script s, whose one key is key and whose arguments are
-// a list of values, over vals at most ReleaseChunk values a call (none for
-// an empty vals).
-func (r *RDB) runChunked(ctx context.Context, s *script, key string, vals []string) error {
+// runChunked calls call over vals, at most ReleaseChunk values a call
+// (none for an empty vals): a script whose arguments are a list of values.
+func runChunked(vals []string, call func(chunk []string) error) error {
 	for len(vals) > 0 {
 		chunk := vals[:min(len(vals), ReleaseChunk)]
 		vals = vals[len(chunk):]
-		if err := r.run(ctx, s, []string{key}, toAnys(chunk)...).Err(); err != nil {
+		if err := call(chunk); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func toAnys(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // TaskStatuses reads the status of each task (queue and id pairs), "" for

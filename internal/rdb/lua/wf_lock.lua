@@ -2,10 +2,12 @@
 -- outbox, so that one process carries out its entries at a time (any may;
 -- the lock only spares duplicate work).
 --
--- KEYS[1] relay lock
--- ARGV[1] holder token  ARGV[2] lease (ms; "0" gives it up)
+-- KEYS[1] lock: relay lock
+-- ARGV[1] token: holder token
+-- ARGV[2] lease_ms int64: lease (ms; "0" gives it up)
 --
--- Returns 1 when the caller holds the lock after the call, else 0.
+-- Returns: int
+-- 1 when the caller holds the lock after the call, else 0.
 
 local cur = redis.call('GET', KEYS[1])
 if ARGV[2] == '0' then

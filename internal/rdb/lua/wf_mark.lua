@@ -7,13 +7,17 @@
 -- that a call that removes its entry once its steps are done (wf_unmark)
 -- never removes the entry of another call whose steps were cut short.
 --
--- KEYS[1] attention ZSET  KEYS[2] optional: listing index ZSET
--- ARGV[1] the attention entry  ARGV[2] its score (ms)  ARGV[3] optional:
--- the workflow id, put in the listing index (score 0), with KEYS[2]
+-- KEYS[1] attention: attention ZSET
+-- KEYS[2] index?: listing index ZSET
+-- ARGV[1] member: the attention entry
+-- ARGV[2] score int64: its score (ms)
+-- ARGV[3] id?: the workflow id, put in the listing index (score 0), sent
+--   with the index
 --
 -- Safe to send twice (the entry gets the same score again).
 --
--- Returns "ok".
+-- Returns: string
+-- "ok".
 
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 if KEYS[2] then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end

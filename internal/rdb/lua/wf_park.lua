@@ -5,13 +5,17 @@
 -- later end of the same node is one the workflow would find known). The
 -- parked hash expires with the workflow once it has ended.
 --
--- KEYS[1] workflow record hash  KEYS[2] parked hash
--- ARGV[1] ref  ARGV[2] status  ARGV[3] result JSON ("" = none)
--- ARGV[4] error class ("" = none)
+-- KEYS[1] workflow: workflow record hash
+-- KEYS[2] parked: parked hash
+-- ARGV[1] ref: the node's ref
+-- ARGV[2] status: its status
+-- ARGV[3] result: result JSON ("" = none)
+-- ARGV[4] class: error class ("" = none)
 --
 -- Safe to send twice (the first end stays).
 --
--- Returns "ok", or "gone" when the workflow no longer exists.
+-- Returns: string
+-- "ok", or "gone" when the workflow no longer exists.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'gone' end
 redis.call('HSETNX', KEYS[2], ARGV[1], cjson.encode({s = ARGV[2], v = ARGV[3], e = ARGV[4]}))

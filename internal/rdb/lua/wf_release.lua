@@ -6,19 +6,30 @@
 -- error class (its end goes to the queue's workflow outbox like any node's
 -- end, where the workflow finds it already known).
 --
--- KEYS[1] task hash  KEYS[2] waiting ZSET  KEYS[3] schedule ZSET
--- KEYS[4] expiry ZSET  KEYS[5] event stream  KEYS[6] depth counter
--- KEYS[7] retained counts hash  KEYS[8] workflow outbox stream
+-- KEYS[1] task: task hash
+-- KEYS[2] waiting: waiting ZSET
+-- KEYS[3] schedule: schedule ZSET
+-- KEYS[4] expiry: expiry ZSET
+-- KEYS[5] events: event stream
+-- KEYS[6] depth: depth counter
+-- KEYS[7] retained: retained counts hash
+-- KEYS[8] outbox: workflow outbox stream
 --
--- ARGV[1] now (ms)  ARGV[2] task id  ARGV[3] "run" or "cancel"
--- ARGV[4] run: the deps' outcomes JSON; cancel: the error class
--- ARGV[5] band stream prefix  ARGV[6] events maxlen
--- ARGV[7] failed retention (s)  ARGV[8] idempotency key prefix
--- ARGV[9] "1": the queue's events are outcomes (no TASK_PENDING, TASK_QUEUED)
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: task id
+-- ARGV[3] kind: "run" or "cancel"
+-- ARGV[4] detail: run: the deps' outcomes JSON; cancel: the error class
+-- ARGV[5] stream_prefix: band stream prefix
+-- ARGV[6] events_max_len int64: events maxlen
+-- ARGV[7] failed_ret_s int64: failed retention (s)
+-- ARGV[8] idem_prefix: idempotency key prefix
+-- ARGV[9] outcomes: "1": the queue's events are outcomes (no TASK_PENDING,
+--   TASK_QUEUED)
 --
 -- Safe to send twice: a task no longer waiting is left as it is.
 --
--- Returns the task's status after the call ("" when it is gone).
+-- Returns: string
+-- the task's status after the call ("" when it is gone).
 --
 --! include: emit, retain, wf_outbox
 

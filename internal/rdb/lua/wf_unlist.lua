@@ -1,12 +1,13 @@
 -- wf_unlist: remove workflows whose records are gone (retention ended) from
 -- the listing index; a listing that finds one gone calls it.
 --
--- KEYS[1] listing index ZSET
--- ARGV[1..] workflow ids
+-- KEYS[1] index: listing index ZSET
+-- ARGV[1..] ids []string: workflow ids
 --
 -- Safe to send twice (a removed id is nothing to remove).
 --
--- Returns "ok".
+-- Returns: string
+-- "ok".
 --
 --! include: call_chunked
 
