@@ -13,10 +13,9 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
-// FuzzDecodeSubmission feeds arbitrary bodies to wire.DecodeSubmission and then
+// FuzzDecodeSubmission feeds arbitrary bodies to Submission.UnmarshalJSON and then
 // submits what it accepts to a real Redis. Every refusal must be a field
 // error or ErrInvalidJSON (never a panic, never a Redis error), and every
 // accepted submission must be stored.
@@ -54,8 +53,8 @@ func FuzzDecodeSubmission(f *testing.F) {
 	s := redistest.New(f)
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, body []byte) {
-		sub, err := wire.DecodeSubmission(body)
-		if err != nil {
+		var sub dtq.Submission
+		if err := sub.UnmarshalJSON(body); err != nil {
 			requireRefusal(t, err, true)
 			return
 		}
@@ -95,7 +94,7 @@ func requireRefusal(t *testing.T, err error, decoding bool) {
 			errors.Is(err, dtq.ErrUnknownTaskType), "%v", err)
 		return
 	}
-	require.True(t, decoding && errors.Is(err, wire.ErrInvalidJSON), "unexpected error: %v", err)
+	require.True(t, decoding && errors.Is(err, dtq.ErrInvalidJSON), "unexpected error: %v", err)
 }
 
 func cleanKeys(t *testing.T, s *redistest.Setup, prefix string) {

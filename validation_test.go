@@ -10,13 +10,12 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // submitJSON decodes body as the HTTP API does and submits it.
 func (b *bundle) submitJSON(body string) (*dtq.SubmitResult, error) {
-	s, err := wire.DecodeSubmission([]byte(body))
-	if err != nil {
+	var s dtq.Submission
+	if err := s.UnmarshalJSON([]byte(body)); err != nil {
 		return nil, err
 	}
 	return b.client.Submit(b.ctx, s)
@@ -41,13 +40,13 @@ func TestSubmissionFieldErrors(t *testing.T) {
 		field string // "" when kind is ErrInvalidJSON
 		kind  error
 	}{
-		{"empty body", "!", "", wire.ErrInvalidJSON},
-		{"array body", "![]", "", wire.ErrInvalidJSON},
-		{"null body", "!null", "", wire.ErrInvalidJSON},
-		{"string body", `!"echo"`, "", wire.ErrInvalidJSON},
-		{"truncated", `!{"task_type":"echo"`, "", wire.ErrInvalidJSON},
-		{"trailing garbage", `!{"task_type":"echo"} x`, "", wire.ErrInvalidJSON},
-		{"nested too deep", `!{"task_type":"echo","payload":` + deep(70) + `}`, "", wire.ErrInvalidJSON},
+		{"empty body", "!", "", dtq.ErrInvalidJSON},
+		{"array body", "![]", "", dtq.ErrInvalidJSON},
+		{"null body", "!null", "", dtq.ErrInvalidJSON},
+		{"string body", `!"echo"`, "", dtq.ErrInvalidJSON},
+		{"truncated", `!{"task_type":"echo"`, "", dtq.ErrInvalidJSON},
+		{"trailing garbage", `!{"task_type":"echo"} x`, "", dtq.ErrInvalidJSON},
+		{"nested too deep", `!{"task_type":"echo","payload":` + deep(70) + `}`, "", dtq.ErrInvalidJSON},
 
 		{"unknown field", `"prio":5`, "prio", dtq.ErrInvalidTask},
 		{"task_type missing", `!{}`, "task_type", dtq.ErrInvalidTask},
@@ -129,7 +128,7 @@ func TestSubmissionFieldErrors(t *testing.T) {
 			require.Nil(t, res)
 			require.ErrorIs(t, err, c.kind)
 			var ve *dtq.ValidationError
-			if c.kind == wire.ErrInvalidJSON {
+			if c.kind == dtq.ErrInvalidJSON {
 				require.False(t, errors.As(err, &ve), "a body that is no JSON object is not a field error: %v", err)
 				return
 			}

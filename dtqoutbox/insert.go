@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // ErrInvalidSubmission is wrapped by Insert's refusals: a submission that
@@ -34,15 +33,16 @@ func Insert(ctx context.Context, tx *sql.Tx, s dtq.Submission) (int64, error) {
 	return id, nil
 }
 
-// encode turns s into its row form: the JSON body of POST /api/v1/tasks
-// (docs/http-api.md), written by the codec the HTTP API reads it with, so
+// encode turns s into its row form: the submission's JSON form, the body
+// of POST /api/v1/tasks (docs/http-api.md), written by the one codec the
+// HTTP API and the relay read it with (dtq.Submission's MarshalJSON), so
 // that every field of s is kept and programs in any language can write
 // rows too.
 func encode(s *dtq.Submission) ([]byte, error) {
 	if s.Type == "" {
 		return nil, fmt.Errorf("%w: Type is required", ErrInvalidSubmission)
 	}
-	b, err := wire.EncodeSubmission(s)
+	b, err := s.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSubmission, err)
 	}

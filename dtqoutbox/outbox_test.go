@@ -17,7 +17,6 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/redistest"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // rig is a Redis prefix, a database schema and what talks to both.
@@ -189,8 +188,8 @@ func TestInsertWritesTheSubmissionsHTTPForm(t *testing.T) {
 			b, err := encode(&c.in)
 			require.NoError(t, err)
 			require.JSONEq(t, c.want, string(b))
-			back, err := wire.DecodeSubmission(b) // what the relay reads
-			require.NoError(t, err)
+			var back dtq.Submission
+			require.NoError(t, back.UnmarshalJSON(b)) // what the relay reads
 			again, err := encode(&back)
 			require.NoError(t, err)
 			require.JSONEq(t, c.want, string(again), "the relay reads the row as it was written")

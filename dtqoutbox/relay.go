@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // RelayConfig configures a Relay. DB and Client are required; the zero
@@ -243,8 +242,8 @@ func (r *Relay) pass(ctx context.Context) (int, error) {
 					"2 × the payload limit and 64 KiB); not read, not submitted", t.size, r.cfg.MaxRowBytes)})
 			continue
 		}
-		s, err := wire.DecodeSubmission(t.body)
-		if err != nil {
+		var s dtq.Submission
+		if err := s.UnmarshalJSON(t.body); err != nil {
 			failed = append(failed, outcome{id: t.id, err: "the row's submission is invalid: " + err.Error()})
 			continue
 		}

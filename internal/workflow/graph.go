@@ -1,8 +1,9 @@
 // Package workflow holds what a workflow (a DAG of tasks submitted as one
 // unit) is as a graph, apart from its tasks: the rules a submitted graph
 // must satisfy, and the reference model of how a node's end resolves its
-// dependants and when the workflow ends, which the scripts are tested
-// against. internal/workflow/engine runs workflows.
+// dependants and when the workflow ends. dtq's Client checks a submitted
+// workflow against the rules; the tests hold the workflow scripts to the
+// model. internal/workflow/engine runs workflows.
 package workflow
 
 import (

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
@@ -208,76 +209,101 @@ func newTasksSubmitCmd(r *remote) *cobra.Command {
 	return cmd
 }
 
-// body builds the submission body; only the options given are sent, so
-// that the API applies its own defaults.
-func (f *submitFlags) body(cmd *cobra.Command, typ string) (map[string]any, error) {
-	body := map[string]any{"task_type": typ}
+// body builds the submission; only the options given are set, so that the
+// API applies its own defaults. It is sent in the submission's JSON form,
+// written by dtq.Submission's own codec, as every client of the API does.
+func (f *submitFlags) body(cmd *cobra.Command, typ string) (dtq.Submission, error) {
+	s := dtq.Submission{Type: typ, Queue: f.queue, IdempotencyKey: f.key}
 	changed := cmd.Flags().Changed
+	var err error
 	if f.payload != "" {
-		raw, err := jsonArg("--payload", f.payload)
-		if err != nil {
-			return nil, err
+		if s.Payload, err = jsonArg("--payload", f.payload); err != nil {
+			return s, err
 		}
-		body["payload"] = raw
 	}
 	if f.metadata != "" {
-		raw, err := jsonArg("--metadata", f.metadata)
-		if err != nil {
-			return nil, err
-		}
-		body["metadata"] = raw
-	}
-	for name, v := range map[string]string{"queue": f.queue, "run_at": f.runAt, "expires_at": f.expiresAt, "idempotency_key": f.key} {
-		if v != "" {
-			body[name] = v
+		if s.Metadata, err = jsonArg("--metadata", f.metadata); err != nil {
+			return s, err
 		}
 	}
 	if changed("priority") {
-		body["priority"] = f.priority
+		s.Priority = &f.priority
 	}
 	if changed("max-attempts") {
-		body["max_attempts"] = f.maxAttempts
+		s.MaxAttempts = f.maxAttempts
 	}
 	if changed("timeout-ms") {
-		body["timeout_ms"] = f.timeoutMS
+		s.Timeout = time.Duration(f.timeoutMS) * time.Millisecond
+	}
+	if s.RunAt, err = timeArg("--run-at", f.runAt); err != nil {
+		return s, err
+	}
+	if s.ExpiresAt, err = timeArg("--expires-at", f.expiresAt); err != nil {
+		return s, err
 	}
 	if f.delay != "" {
 		d, err := parseDurationArg("--delay", f.delay)
 		if err != nil {
-			return nil, err
+			return s, err
 		}
-		body["delay_ms"] = d.Milliseconds()
+		s.Delay = d.Truncate(time.Millisecond) // delay_ms counts whole milliseconds
 	}
 	if f.ttl != "" {
 		d, err := parseDurationArg("--ttl", f.ttl)
 		if err != nil {
-			return nil, err
+			return s, err
 		}
 		if d <= 0 || d%time.Second != 0 {
-			return nil, fmt.Errorf("--ttl=%q: must be a positive whole number of seconds", f.ttl)
+			return s, fmt.Errorf("--ttl=%q: must be a positive whole number of seconds", f.ttl)
 		}
-		body["ttl_seconds"] = int64(d / time.Second)
+		s.TTL = d
 	}
 	if f.dedupKey != "" || len(f.dedupBy) > 0 || f.dedupMode != "" {
-		if f.dedupMode == "" {
-			return nil, errors.New("--dedup-key and --dedup-by need --dedup-mode (drop, throttle, debounce, replace, keep_last)")
+		if s.Dedup, err = f.dedup(); err != nil {
+			return s, err
 		}
-		d := map[string]any{"mode": f.dedupMode}
-		if f.dedupKey != "" {
-			d["key"] = f.dedupKey
-		}
-		if len(f.dedupBy) > 0 {
-			d["by"] = f.dedupBy
-		}
-		// Durations go as given: the API checks them and names the field.
-		for name, v := range map[string]string{"ttl": f.dedupTTL, "window": f.dedupWindow, "max_wait": f.dedupMaxWait} {
-			if v != "" {
-				d[name] = v
-			}
-		}
-		body["dedup"] = d
 	}
-	return body, nil
+	// The codec refuses what the JSON form cannot hold (a payload that is
+	// not an object) before anything is sent.
+	if _, err := s.MarshalJSON(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// dedup builds the submission's dedup from the --dedup-* flags. The values
+// are checked by the API, which names the field.
+func (f *submitFlags) dedup() (*dtq.Dedup, error) {
+	if f.dedupMode == "" {
+		return nil, errors.New("--dedup-key and --dedup-by need --dedup-mode (drop, throttle, debounce, replace, keep_last)")
+	}
+	d := &dtq.Dedup{Key: f.dedupKey, By: f.dedupBy, Mode: dtq.DedupMode(f.dedupMode)}
+	for _, x := range []struct {
+		flag, v string
+		to      *time.Duration
+	}{{"--dedup-ttl", f.dedupTTL, &d.TTL}, {"--dedup-window", f.dedupWindow, &d.Window}, {"--dedup-max-wait", f.dedupMaxWait, &d.MaxWait}} {
+		if x.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(x.v)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%s=%q: must be a positive duration such as 500ms, 5s or 10m", x.flag, x.v)
+		}
+		*x.to = v
+	}
+	return d, nil
+}
+
+// timeArg reads an RFC 3339 time flag; "" is the zero time (not given).
+func timeArg(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s=%q: must be an RFC 3339 time such as 2026-01-02T15:04:05Z", flag, v)
+	}
+	return t, nil
 }
 
 // jsonArg reads a JSON flag value, or a file's content for "@file".

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dtq-io/dtq/internal/access"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/access"
 	"github.com/spf13/pflag"
 )
 

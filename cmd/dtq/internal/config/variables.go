@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/access"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/access"
 )
 
 // Ranges enforced by Load; docs/configuration.md lists them.

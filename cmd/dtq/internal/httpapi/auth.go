@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/dtq-io/dtq/internal/access"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/access"
 )
 
 // Role is an API key's role (see access.Role).

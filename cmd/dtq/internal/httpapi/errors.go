@@ -18,7 +18,6 @@ import (
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // Error codes (docs/http-api.md, "Errors").
@@ -150,7 +149,7 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
 			message: fmt.Sprintf("the request body exceeds %d bytes", tb.Limit),
 			details: map[string]any{"limit_bytes": tb.Limit}}
-	case errors.Is(err, wire.ErrInvalidJSON):
+	case errors.Is(err, dtq.ErrInvalidJSON):
 		return &apiError{status: http.StatusBadRequest, code: codeInvalidRequest, message: msg}
 	case errors.As(err, &ve):
 		e := &apiError{status: http.StatusBadRequest, code: codeInvalidTask, message: msg,

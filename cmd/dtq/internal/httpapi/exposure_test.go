@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/access"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/access"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 

@@ -18,7 +18,6 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/metrics"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // apiMetrics are the API process's metrics: submission counters plus queue
@@ -80,7 +79,7 @@ func (am *apiMetrics) observeSubmit(res *dtq.SubmitResult, err error) {
 		am.m.Rejected.WithLabelValues("too_large").Inc()
 	case errors.Is(err, dtq.ErrUnknownTaskType):
 		am.m.Rejected.WithLabelValues("unknown_type").Inc()
-	case errors.Is(err, dtq.ErrInvalidTask), errors.Is(err, wire.ErrInvalidJSON):
+	case errors.Is(err, dtq.ErrInvalidTask), errors.Is(err, dtq.ErrInvalidJSON):
 		am.m.Rejected.WithLabelValues("invalid").Inc()
 	case errors.Is(err, dtq.ErrQueueFull):
 		am.m.Rejected.WithLabelValues("queue_full").Inc()

@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/wire"
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // Schedules (docs/schedules.md) are global, but each targets one queue: a scoped key

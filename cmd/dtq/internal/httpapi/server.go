@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/access"
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/access"
 )
 
 // Config configures the HTTP API.

@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/wire"
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // maxWait bounds GET /api/v1/tasks/{id}?wait=.
@@ -83,8 +83,8 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	sub, err := wire.DecodeSubmission(body)
-	if err != nil {
+	var sub dtq.Submission
+	if err := sub.UnmarshalJSON(body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -166,7 +166,8 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	at := make([]int, 0, len(raws)) // subs[j] is item at[j]
 	for i, raw := range raws {
 		items[i].Index = i
-		sub, err := wire.DecodeSubmission(raw)
+		var sub dtq.Submission
+		err := sub.UnmarshalJSON(raw)
 		if err == nil {
 			withTraceContext(r, &sub)
 			err = requireScope(r, queueOf(sub))
@@ -222,7 +223,7 @@ func withTraceContext(r *http.Request, sub *dtq.Submission) {
 	if len(tp) != 1 || !validTraceparent(tp[0]) {
 		return
 	}
-	raw, _ := sub.Metadata.(json.RawMessage) // what wire.DecodeSubmission gives
+	raw, _ := sub.Metadata.(json.RawMessage) // what Submission.UnmarshalJSON gives
 	raw = bytes.TrimSpace(raw)
 	var meta map[string]json.RawMessage
 	if len(raw) > 0 && string(raw) != "null" {

@@ -23,7 +23,7 @@ func TestWithTraceContext(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		headers  [][2]string // name, value; repeated names repeat the header
-		metadata any         // as wire.DecodeSubmission leaves it
+		metadata any         // as Submission.UnmarshalJSON leaves it
 		want     any         // nil: metadata left as it was
 	}{
 		{name: "no header", metadata: json.RawMessage(`{"a":1}`)},

@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/wire"
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/jsonscan"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // maxWorkflowBodyBytes bounds the body of POST /api/v1/workflows and POST
@@ -79,8 +79,8 @@ func decodeWorkflow(body []byte) (dtq.Workflow, error) {
 			if string(raw) == "null" {
 				continue
 			}
-			sub, err := wire.DecodeSubmission(raw)
-			if err != nil {
+			var sub dtq.Submission
+			if err := sub.UnmarshalJSON(raw); err != nil {
 				return w, nodeError("on_failure", err)
 			}
 			w.OnFailure = &sub
@@ -163,8 +163,8 @@ func decodeNode(raw json.RawMessage, i int) (dtq.Node, error) {
 	if err != nil {
 		return n, &workflowError{node: where, message: "is not valid JSON"}
 	}
-	sub, err := wire.DecodeSubmission(rest)
-	if err != nil {
+	var sub dtq.Submission
+	if err := sub.UnmarshalJSON(rest); err != nil {
 		return n, nodeError(where, err)
 	}
 	n.Submission = sub

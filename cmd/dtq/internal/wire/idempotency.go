@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/dtq-io/dtq"
@@ -15,6 +16,15 @@ func CheckIdempotencyKey(k string) error {
 		return invalid("idempotency_key", "%s", err.Error())
 	}
 	return nil
+}
+
+// jsonString reads a JSON string field.
+func jsonString(field string, raw json.RawMessage) (string, error) {
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", invalid(field, "must be a string")
+	}
+	return v, nil
 }
 
 // invalid is a field error; it matches dtq.ErrInvalidTask.

@@ -1,4 +1,4 @@
-package wire_test
+package dtq_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/wire"
 )
 
 // fill returns a T with every exported field set from values, by name. It
@@ -26,7 +25,7 @@ func fill[T any](t *testing.T, values map[string]any) T {
 			continue
 		}
 		x, ok := values[f.Name]
-		require.True(t, ok, "%s.%s has no value here: add one, and make EncodeSubmission write it", v.Type(), f.Name)
+		require.True(t, ok, "%s.%s has no value here: add one, and make Submission.MarshalJSON write it", v.Type(), f.Name)
 		v.Field(i).Set(reflect.ValueOf(x))
 		require.False(t, v.Field(i).IsZero(), "%s.%s: the value must not be the zero value", v.Type(), f.Name)
 		seen[f.Name] = true
@@ -37,10 +36,10 @@ func fill[T any](t *testing.T, values map[string]any) T {
 	return out
 }
 
-// TestEncodeSubmissionRoundTrip: every field of a Submission survives
-// EncodeSubmission and DecodeSubmission, Dedup's fields included. A field
-// added to dtq.Submission or dtq.Dedup fails here until the codec has it.
-func TestEncodeSubmissionRoundTrip(t *testing.T) {
+// TestSubmissionJSONRoundTrip: every field of a Submission survives
+// MarshalJSON and UnmarshalJSON, Dedup's fields included. A field added to
+// dtq.Submission or dtq.Dedup fails here until the codec has it.
+func TestSubmissionJSONRoundTrip(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2027, 1, 2, 3, 4, 5, 6_000_007, time.UTC)
 	dedup := fill[dtq.Dedup](t, map[string]any{
@@ -67,16 +66,23 @@ func TestEncodeSubmissionRoundTrip(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			b, err := wire.EncodeSubmission(&c.in)
+			b, err := json.Marshal(c.in)
 			require.NoError(t, err)
-			back, err := wire.DecodeSubmission(b)
-			require.NoError(t, err, "%s", b)
+			var back dtq.Submission
+			require.NoError(t, json.Unmarshal(b, &back), "%s", b)
+			require.Equal(t, c.in, back, "%s", b)
+			// A pointer marshals the same, and decoding overwrites every field.
+			b2, err := json.Marshal(&c.in)
+			require.NoError(t, err)
+			require.Equal(t, string(b), string(b2))
+			back = dtq.Submission{Type: "old", Queue: "old", MaxAttempts: 9}
+			require.NoError(t, json.Unmarshal(b, &back), "%s", b)
 			require.Equal(t, c.in, back, "%s", b)
 		})
 	}
 }
 
-func TestEncodeSubmissionWritesTheHTTPForm(t *testing.T) {
+func TestSubmissionMarshalJSONWritesTheHTTPForm(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2027, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
 	cases := []struct {
@@ -95,7 +101,7 @@ func TestEncodeSubmissionWritesTheHTTPForm(t *testing.T) {
 		{"no retention", dtq.Submission{Type: "x", Retention: dtq.NoRetention}, `{"task_type":"x","retention_seconds":0}`},
 	}
 	for _, c := range cases {
-		b, err := wire.EncodeSubmission(&c.in)
+		b, err := json.Marshal(c.in)
 		require.NoError(t, err, c.name)
 		require.JSONEq(t, c.want, string(b), c.name)
 	}
@@ -113,7 +119,7 @@ func TestEncodeSubmissionWritesTheHTTPForm(t *testing.T) {
 		{"negative dedup window", dtq.Submission{Type: "x", Dedup: &dtq.Dedup{Key: "k", Mode: dtq.DedupDebounce, Window: -1}}, "dedup.window"},
 	}
 	for _, c := range bad {
-		_, err := wire.EncodeSubmission(&c.in)
+		_, err := json.Marshal(c.in)
 		var ve *dtq.ValidationError
 		require.ErrorAs(t, err, &ve, c.name)
 		require.Equal(t, c.field, ve.Field, c.name)

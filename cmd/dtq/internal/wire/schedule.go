@@ -1,3 +1,9 @@
+// Package wire reads what the HTTP API receives, beyond a submission, into
+// the library's types: the JSON body of a schedule (PUT
+// /api/v1/schedules/{name}) and the Idempotency-Key header. A submission's
+// JSON form is read by dtq.Submission's own UnmarshalJSON, the one codec of
+// that form. Refusals are *dtq.ValidationError naming the field, or wrap
+// dtq.dtq.ErrInvalidJSON for a body that is not a JSON object at all.
 package wire
 
 import (
@@ -19,15 +25,15 @@ var scheduleTaskFields = map[string]bool{"queue": true, "task_type": true, "payl
 // priority, max_attempts, timeout_ms, metadata, and optionally name, which
 // must then equal name. Unknown fields and wrong types are
 // *ValidationError naming the field; a body that is not a JSON object
-// wraps ErrInvalidJSON. Ranges are checked by dtq.Admin.PutSchedule.
+// wraps dtq.ErrInvalidJSON. Ranges are checked by dtq.Admin.PutSchedule.
 func DecodeSchedule(name string, data []byte) (dtq.Schedule, error) {
 	data = bytes.TrimSpace(data)
 	if d := jsonscan.Depth(data); d > dtq.MaxJSONDepth+2 {
-		return dtq.Schedule{}, fmt.Errorf("%w: nests %d levels deep; the limit is %d", ErrInvalidJSON, d, dtq.MaxJSONDepth)
+		return dtq.Schedule{}, fmt.Errorf("%w: nests %d levels deep; the limit is %d", dtq.ErrInvalidJSON, d, dtq.MaxJSONDepth)
 	}
 	var m map[string]json.RawMessage
 	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &m) != nil {
-		return dtq.Schedule{}, fmt.Errorf("%w: expected an object like {\"spec\": \"@every 1m\", \"task_type\": \"echo\"}", ErrInvalidJSON)
+		return dtq.Schedule{}, fmt.Errorf("%w: expected an object like {\"spec\": \"@every 1m\", \"task_type\": \"echo\"}", dtq.ErrInvalidJSON)
 	}
 	s := dtq.Schedule{Name: name}
 	task := map[string]json.RawMessage{}
@@ -57,8 +63,13 @@ func DecodeSchedule(name string, data []byte) (dtq.Schedule, error) {
 			return dtq.Schedule{}, err
 		}
 	}
-	sub, err := submissionFromFields(task)
+	// The task's fields are a submission's: its codec reads them.
+	taskJSON, err := json.Marshal(task)
 	if err != nil {
+		return dtq.Schedule{}, fmt.Errorf("%w: %w", dtq.ErrInvalidJSON, err)
+	}
+	var sub dtq.Submission
+	if err := sub.UnmarshalJSON(taskJSON); err != nil {
 		return dtq.Schedule{}, err
 	}
 	s.Queue, s.TaskType, s.Payload, s.Priority = sub.Queue, sub.Type, sub.Payload, sub.Priority

@@ -1,4 +1,4 @@
-package wire
+package dtq
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestDecodeSubmissionNamesThePosition(t *testing.T) {
+func TestSubmissionUnmarshalJSONNamesThePosition(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, body, want string
@@ -20,7 +20,8 @@ func TestDecodeSubmissionNamesThePosition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := DecodeSubmission([]byte(tt.body))
+			var s Submission
+			err := s.UnmarshalJSON([]byte(tt.body))
 			require.True(t, errors.Is(err, ErrInvalidJSON), "%v", err)
 			require.Contains(t, err.Error(), tt.want)
 		})

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/wire"
+	"github.com/dtq-io/dtq/cmd/dtq/internal/wire"
 )
 
 func TestCheckIdempotencyKey(t *testing.T) {
