@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,8 +93,8 @@ type Client struct {
 	dep deployment
 	lim limits
 
-	batchers sync.Map       // queue -> *groupcommit.Group
-	wf       *engine.Engine // submits and fans out workflows
+	batchers groupcommit.PerKey[*pendingSubmit, submitOutcome] // one per queue
+	wf       *engine.Engine                                    // submits and fans out workflows
 }
 
 // NewClient returns a Client that stores tasks through rdb.
@@ -407,11 +406,7 @@ func createdInfo(n *normalized, t *rdb.NewTask, st dtqtype.Status) *dtqtype.Task
 }
 
 func (c *Client) batcher(queue string) *groupcommit.Group[*pendingSubmit, submitOutcome] {
-	if b, ok := c.batchers.Load(queue); ok {
-		return b.(*groupcommit.Group[*pendingSubmit, submitOutcome])
-	}
-	b, _ := c.batchers.LoadOrStore(queue, c.newSubmitBatcher(queue))
-	return b.(*groupcommit.Group[*pendingSubmit, submitOutcome])
+	return c.batchers.Get(queue, func() *groupcommit.Group[*pendingSubmit, submitOutcome] { return c.newSubmitBatcher(queue) })
 }
 
 // pendingSubmit is one validated submission waiting for its ingest call.

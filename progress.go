@@ -439,6 +439,7 @@ func (g *WorkerGateway) Progress(ctx context.Context, id, token string, p Progre
 		return err
 	}
 	switch res.Status {
+	case rdb.ProgressWritten:
 	case rdb.ProgressLeaseLost:
 		return ErrLeaseLost
 	case rdb.ProgressTooSoon:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/slots"
@@ -190,7 +191,7 @@ type Worker struct {
 	redisVersion string
 	started      time.Time
 
-	succeeders sync.Map // queue -> *groupcommit.Group: batched success finalizes
+	succeeders groupcommit.PerKey[rdb.Success, error] // per queue: batched success finalizes
 
 	mu       sync.Mutex
 	inflight map[runKey]*running

@@ -328,21 +328,19 @@ func (w *Worker) reportOutcome(ct *rdb.ClaimedTask, d *attempt.Decision, outcome
 // succeeder merges concurrent successes of one queue into one finalize
 // script call.
 func (w *Worker) succeeder(queue string) *groupcommit.Group[rdb.Success, error] {
-	if g, ok := w.succeeders.Load(queue); ok {
-		return g.(*groupcommit.Group[rdb.Success, error])
-	}
-	g, _ := w.succeeders.LoadOrStore(queue, &groupcommit.Group[rdb.Success, error]{
-		Max: maxScriptTasks,
-		// At a steady rate a success waits up to successLinger for others
-		// (or until half the concurrency is waiting) to share their
-		// finalize call: one script call per few tasks instead of each.
-		Linger: successLinger,
-		Gather: max(2, w.cfg.Concurrency/2),
-		Run: func(batch []rdb.Success) ([]error, error) {
-			return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.dep.clock(), batch)
-		},
+	return w.succeeders.Get(queue, func() *groupcommit.Group[rdb.Success, error] {
+		return &groupcommit.Group[rdb.Success, error]{
+			Max: maxScriptTasks,
+			// At a steady rate a success waits up to successLinger for others
+			// (or until half the concurrency is waiting) to share their
+			// finalize call: one script call per few tasks instead of each.
+			Linger: successLinger,
+			Gather: max(2, w.cfg.Concurrency/2),
+			Run: func(batch []rdb.Success) ([]error, error) {
+				return w.rdb.FinishSucceeded(context.Background(), queue, &w.settings, w.dep.clock(), batch)
+			},
+		}
 	})
-	return g.(*groupcommit.Group[rdb.Success, error])
 }
 
 // heartbeatLoop renews the leases of running tasks (cancelling a handler
@@ -381,6 +379,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 		for i, s := range st {
 			switch s {
+			case rdb.Renewed:
 			case rdb.LeaseLost:
 				rs[i].cancel(ErrLeaseLost)
 			case rdb.CancelRequested:

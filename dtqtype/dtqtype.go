@@ -44,8 +44,10 @@ func (s Status) Terminal() bool {
 	switch s {
 	case StatusSucceeded, StatusFailed, StatusDeadLettered, StatusCancelled, StatusExpired:
 		return true
+	case StatusWaiting, StatusPending, StatusQueued, StatusRunning, StatusRetrying:
+		return false
 	}
-	return false
+	return false // not a status
 }
 
 // TimeLayout is the wire format of every timestamp: UTC with milliseconds.

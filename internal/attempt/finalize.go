@@ -21,6 +21,7 @@ func WriteFailure(ctx context.Context, db *rdb.RDB, a *rdb.FinishArgs, s *rdb.Wo
 		return db.FinishRetry(ctx, a, s, d.Delay, d.Class, d.Message)
 	case Dead:
 		return db.FinishDead(ctx, a, s, d.Class, d.Message, d.Retryable)
+	case None, Succeed: // not a failure: nothing to write here
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package groupcommit
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -288,4 +289,30 @@ func (g *Group[I, R]) flushBatch() bool {
 		return false
 	}
 	return true
+}
+
+// PerKey holds one Group per key (a queue), made by New on a key's first
+// use. The zero value is ready; it is safe for concurrent use.
+type PerKey[T, R any] struct {
+	m sync.Map // key -> *Group[T, R]
+}
+
+// Get returns key's Group, made with newGroup if key has none yet. Two
+// callers racing on a new key get the same Group; the loser's is dropped
+// unused.
+func (p *PerKey[T, R]) Get(key string, newGroup func() *Group[T, R]) *Group[T, R] {
+	if g, ok := p.m.Load(key); ok {
+		return mustGroup[T, R](g)
+	}
+	g, _ := p.m.LoadOrStore(key, newGroup())
+	return mustGroup[T, R](g)
+}
+
+// mustGroup is v as the only type PerKey stores.
+func mustGroup[T, R any](v any) *Group[T, R] {
+	g, ok := v.(*Group[T, R])
+	if !ok {
+		panic(fmt.Sprintf("groupcommit: PerKey holds a %T", v))
+	}
+	return g
 }

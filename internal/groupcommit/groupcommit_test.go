@@ -384,3 +384,22 @@ func TestGroupCommitByRateAnswersEveryCall(t *testing.T) {
 		require.Equal(t, 1, n, "item %d ran %d times", v, n)
 	}
 }
+
+// TestPerKeyMakesOneGroupPerKey: concurrent first uses of a key get one
+// Group; another key gets its own.
+func TestPerKeyMakesOneGroupPerKey(t *testing.T) {
+	t.Parallel()
+	var p PerKey[int, int]
+	newGroup := func() *Group[int, int] { return &Group[int, int]{} }
+	got := make([]*Group[int, int], 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i] = p.Get("q", newGroup) })
+	}
+	wg.Wait()
+	for _, g := range got {
+		require.Same(t, got[0], g)
+	}
+	require.NotSame(t, got[0], p.Get("other", newGroup))
+	require.Same(t, got[0], p.Get("q", newGroup))
+}

@@ -223,5 +223,8 @@ func (f *Factory) finish(tb testing.TB, ctx context.Context, status dtqtype.Stat
 		s := *f.Settings
 		s.DLQEnabled = status == dtqtype.StatusDeadLettered
 		require.NoError(tb, f.R.FinishDead(ctx, a, &s, spec.ErrorClass, spec.Error, false))
+	case dtqtype.StatusRunning: // claimed: nothing to finish
+	default:
+		tb.Fatalf("rdbtest: cannot finish a task into status %q", status)
 	}
 }

@@ -1,6 +1,9 @@
 package redistest
 
-import "syscall"
+import (
+	"fmt"
+	"syscall"
+)
 
 // holdPort binds a TCP socket to a free loopback port and never listens on
 // it: connections there are refused, and without SO_REUSEADDR on it no
@@ -19,5 +22,10 @@ func holdPort() (port int, release func(), err error) {
 		_ = syscall.Close(fd)
 		return 0, nil, err
 	}
-	return sa.(*syscall.SockaddrInet4).Port, func() { _ = syscall.Close(fd) }, nil
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	if !ok {
+		_ = syscall.Close(fd)
+		return 0, nil, fmt.Errorf("redistest: bound to %T, not an IPv4 address", sa)
+	}
+	return in4.Port, func() { _ = syscall.Close(fd) }, nil
 }

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -43,8 +44,12 @@ func freePort() (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		addr, ok := l.Addr().(*net.TCPAddr)
 		_ = l.Close() // never accepted on: nothing to flush
+		if !ok {
+			return 0, fmt.Errorf("redistest: listening on %v, not a TCP address", l.Addr())
+		}
+		port := addr.Port
 		if !isDown(port) {
 			return port, nil
 		}

@@ -173,7 +173,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 
 	ln := p.listener
 	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+		if ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.APIAddr); err != nil {
 			return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w", cfg.APIAddr, err)
 		}
 	}
@@ -231,7 +231,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 	log.Info("API shutting down")
 	grace := time.AfterFunc(shutdownGrace, cancelRequests)
 	defer grace.Stop()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
 	if err != nil {

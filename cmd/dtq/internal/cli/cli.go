@@ -50,15 +50,14 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func execute(ctx context.Context, args []string, e *env) int {
-	root := newRootCmd(e)
+	root := newRootCmd(e) //nolint:contextcheck // the commands take ctx through cmd.Context(), set by ExecuteContext below
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
 	code := exitUsage // cobra's own errors: unknown command or flag, bad arguments
-	var ee *exitError
-	if errors.As(err, &ee) {
+	if ee, ok := errors.AsType[*exitError](err); ok {
 		code = ee.code
 	}
 	notef(e.stderr, "%s", errorText(stripDtqPrefix(err.Error())))

@@ -28,7 +28,10 @@ type apiClient struct {
 // newAPIClient returns a client of the API at base. Call close when done:
 // it releases idle connections.
 func newAPIClient(base, token string, timeout time.Duration) *apiClient {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment}
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = dt.Clone()
+	}
 	return &apiClient{base: strings.TrimRight(base, "/"), token: token, timeout: timeout,
 		http: &http.Client{Transport: tr}}
 }
@@ -161,12 +164,10 @@ func (c *apiClient) transportError(ctx context.Context, err error, timeout time.
 		return fmt.Errorf("cannot reach the dtq API at %s (--api-url or DTQ_API_URL): connection refused; "+
 			"start it with \"dtq api\" (or \"dtq dev\" for local use), or point --api-url at it", c.base)
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
 		return fmt.Errorf("cannot reach the dtq API at %s (--api-url or DTQ_API_URL): cannot resolve %s", c.base, dns.Name)
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err // the URL is already in the message
 	}
 	return fmt.Errorf("cannot reach the dtq API at %s (--api-url or DTQ_API_URL): %w", c.base, err)

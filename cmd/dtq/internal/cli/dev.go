@@ -133,7 +133,7 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, o devOptions) error
 		switch {
 		case errors.As(err, &le):
 			return usageError(fmt.Errorf("%w; stop it first, or give this run its own directory and address: --data-dir %s --api-addr %s",
-				err, suggestDataDir(dataDir), suggestAddr(cfg.APIAddr)))
+				err, suggestDataDir(dataDir), suggestAddr(ctx, cfg.APIAddr)))
 		case errors.Is(err, devredis.ErrLockUnsupported):
 			log.Warn("cannot lock the data directory on this system: do not run two dtq dev on one --data-dir", "data_dir", dataDir)
 		case err != nil:
@@ -143,10 +143,10 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, o devOptions) error
 			defer func() { _ = lock.Unlock() }()
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.APIAddr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.APIAddr)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): the address is in use, by another dtq dev or another program; "+
-			"give this one its own address: --api-addr %s", cfg.APIAddr, suggestAddr(cfg.APIAddr))
+			"give this one its own address: --api-addr %s", cfg.APIAddr, suggestAddr(ctx, cfg.APIAddr))
 	}
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s (DTQ_API_ADDR): %w; choose another address with --api-addr", cfg.APIAddr, err)
@@ -169,7 +169,7 @@ func runDev(ctx context.Context, e *env, cfg *config.Config, o devOptions) error
 			return err
 		}
 		defer func() {
-			stopCtx, cancel := context.WithTimeout(context.Background(), backendStopTimeout)
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backendStopTimeout)
 			defer cancel()
 			if err := backend.Stop(stopCtx); err != nil {
 				log.Error("stopping the development Redis", "err", err)
@@ -262,7 +262,7 @@ func announceStop(ctx context.Context, log *slog.Logger) func() bool {
 // suggestAddr proposes an address for a second dev next to one on addr:
 // the first free port after addr's on the same host (addr itself when
 // nothing near is free, or addr is not host:port).
-func suggestAddr(addr string) string {
+func suggestAddr(ctx context.Context, addr string) string {
 	host, p, err := net.SplitHostPort(addr)
 	port, perr := strconv.Atoi(p)
 	if err != nil || perr != nil || port == 0 {
@@ -270,7 +270,7 @@ func suggestAddr(addr string) string {
 	}
 	for next := port + 1; next <= min(port+20, 65535); next++ {
 		candidate := net.JoinHostPort(host, strconv.Itoa(next))
-		if l, err := net.Listen("tcp", candidate); err == nil {
+		if l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", candidate); err == nil {
 			_ = l.Close()
 			return candidate
 		}

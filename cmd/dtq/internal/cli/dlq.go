@@ -179,7 +179,10 @@ func dlqBulk(cmd *cobra.Command, r *remote, path string, f *dlqFilterFlags, verb
 		return err
 	}
 	if s.out.json {
-		b, _ := json.Marshal(total)
+		b, err := json.Marshal(total)
+		if err != nil {
+			return err
+		}
 		return s.out.raw(b)
 	}
 	return s.out.textf("%s %d of %d matching dead-letter entries", verb, total.Processed, total.Matched)

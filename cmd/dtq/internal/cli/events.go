@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -105,8 +106,10 @@ func (t *tailer) run(ctx context.Context) error {
 	backoff := sseMinBackoff
 	for {
 		opened, err := t.stream(ctx)
-		if ctx.Err() != nil {
-			return nil
+		select {
+		case <-ctx.Done():
+			return nil // told to stop: not a failure
+		default:
 		}
 		if opened {
 			backoff = sseMinBackoff
@@ -150,9 +153,7 @@ func (t *tailer) stream(parent context.Context) (opened bool, err error) {
 	expire := func() { timedOut.Store(true); cancel() }
 	headerTimer := time.AfterFunc(t.api.timeout, expire)
 	q := url.Values{}
-	for k, v := range t.query {
-		q[k] = v
-	}
+	maps.Copy(q, t.query)
 	if !t.connected && t.lastID != "" {
 		q.Set("cursor", t.lastID)
 	}

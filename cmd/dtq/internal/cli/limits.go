@@ -65,10 +65,12 @@ func describeLimits(l *dtqtype.QueueLimits) string {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
+		var b strings.Builder
+		b.WriteString(p)
 		for _, k := range keys {
-			p += fmt.Sprintf(", %s %d", k, f.Weights[k])
+			fmt.Fprintf(&b, ", %s %d", k, f.Weights[k])
 		}
-		parts = append(parts, p+")")
+		parts = append(parts, b.String()+")")
 	}
 	if l.KeyRate != nil {
 		p := fmt.Sprintf("key_rate %d/%s", l.KeyRate.Limit, time.Duration(l.KeyRate.Period))
@@ -132,11 +134,10 @@ func newLimitsSetCmd(r *remote) *cobra.Command {
 	cmd.Flags().StringVar(&events, "events", "", `event detail: "full" (default) or "outcomes" (no queued/started events)`)
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
 		l := dtqtype.QueueLimits{Concurrency: conc, KeyConcurrency: keyConc, KeyOrder: keyOrder, Events: events}
-		var err error
-		if l.Rate, err = parseRateFlag("rate", rate, burst); err != nil {
+		if err := parseRateFlag("rate", rate, burst, &l.Rate); err != nil {
 			return err
 		}
-		if l.KeyRate, err = parseRateFlag("key-rate", keyRate, keyBurst); err != nil {
+		if err := parseRateFlag("key-rate", keyRate, keyBurst, &l.KeyRate); err != nil {
 			return err
 		}
 		if fair || defaultWeight != 0 || len(weights) > 0 {
@@ -165,22 +166,23 @@ func newLimitsSetCmd(r *remote) *cobra.Command {
 	return cmd
 }
 
-// parseRateFlag reads --<name> <limit>/<period> and its burst; nil when
-// the flag is not given.
-func parseRateFlag(name, v string, burst int) (*dtqtype.RateLimit, error) {
+// parseRateFlag reads --<name> <limit>/<period> and its burst into *to;
+// *to is left alone when the flag is not given.
+func parseRateFlag(name, v string, burst int, to **dtqtype.RateLimit) error {
 	if v == "" {
 		if burst != 0 {
-			return nil, usageError(fmt.Errorf("--%s needs --%s", strings.TrimSuffix(name, "rate")+"burst", name))
+			return usageError(fmt.Errorf("--%s needs --%s", strings.TrimSuffix(name, "rate")+"burst", name))
 		}
-		return nil, nil
+		return nil
 	}
 	n, p, ok := strings.Cut(v, "/")
 	var limit int
 	d, err := time.ParseDuration(p)
 	if _, serr := fmt.Sscan(n, &limit); !ok || serr != nil || err != nil {
-		return nil, usageError(fmt.Errorf("--%s %q: want <limit>/<period>, e.g. 10/1s", name, v))
+		return usageError(fmt.Errorf("--%s %q: want <limit>/<period>, e.g. 10/1s", name, v))
 	}
-	return &dtqtype.RateLimit{Limit: limit, Period: dtqtype.Duration(d), Burst: burst}, nil
+	*to = &dtqtype.RateLimit{Limit: limit, Period: dtqtype.Duration(d), Burst: burst}
+	return nil
 }
 
 func newLimitsDeleteCmd(r *remote) *cobra.Command {

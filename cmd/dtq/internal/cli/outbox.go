@@ -145,7 +145,7 @@ func serveRegistry(ctx context.Context, addr string, reg *prometheus.Registry, l
 		<-ctx.Done()
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics listener on %s (--metrics-addr): %w", addr, err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/dtq-io/dtq/dtqtype"
+	"strings"
 
 	"context"
 	"encoding/json"
@@ -66,16 +67,16 @@ func newQueuesStatsCmd(r *remote) *cobra.Command {
 }
 
 func printQueue(p *printer, q *queueView) error {
-	bands := ""
+	var bands strings.Builder
 	for b := 9; b >= 0; b-- {
-		bands += fmt.Sprintf(" p%d=%d", b, q.Ready[fmt.Sprintf("p%d", b)])
+		fmt.Fprintf(&bands, " p%d=%d", b, q.Ready[fmt.Sprintf("p%d", b)])
 	}
 	tp := q.Throughput
 	return p.fields([][2]string{
 		{"queue", q.Name},
 		{"state", q.state()},
 		{"depth", itoa(q.Depth)},
-		{"ready", itoa(q.ReadyTotal) + " (" + bands[1:] + ")"},
+		{"ready", itoa(q.ReadyTotal) + " (" + bands.String()[1:] + ")"},
 		{"running", itoa(q.Running)},
 		{"pending", itoa(q.Pending) + " (delivered, not acknowledged)"},
 		{"scheduled", itoa(q.Scheduled)},

@@ -141,11 +141,11 @@ func (r *remote) call(cmd *cobra.Command, req request, answer any, text func(p *
 
 // showRun is the run of a command that reads one thing, at path(args[0]),
 // and prints it.
-func showRun[T any](r *remote, path func(string) string, print func(*printer, *T) error) func(*cobra.Command, []string) error {
+func showRun[T any](r *remote, path func(string) string, show func(*printer, *T) error) func(*cobra.Command, []string) error {
 	return runE(func(cmd *cobra.Command, args []string) error {
 		var v T
 		return r.call(cmd, request{method: http.MethodGet, path: path(args[0])}, &v, func(p *printer, _ *apiResponse) error {
-			return print(p, &v)
+			return show(p, &v)
 		})
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -310,7 +311,7 @@ func timeArg(flag, v string) (time.Time, error) {
 func jsonArg(flag, v string) (json.RawMessage, error) {
 	raw := []byte(v)
 	if name, ok := strings.CutPrefix(v, "@"); ok {
-		b, err := os.ReadFile(name)
+		b, err := os.ReadFile(filepath.Clean(name))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", flag, err)
 		}

@@ -118,10 +118,10 @@ func serveWorkerMetrics(ctx context.Context, addr string, explicit bool, w *exam
 		<-ctx.Done()
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil && !explicit && errors.Is(err, syscall.EADDRINUSE) {
 		host, _, _ := net.SplitHostPort(addr)
-		if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+		if ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(host, "0")); err == nil {
 			log.Warn("the default worker metrics address is in use (another worker on this machine?): serving on a free port instead; set DTQ_WORKER_METRICS_ADDR (--worker-metrics-addr) to choose one",
 				"default", addr, "addr", ln.Addr().String())
 		}
@@ -175,7 +175,11 @@ func workerProbeMux(w *exampleWorker, log *slog.Logger) *http.ServeMux {
 
 // writeProbe writes a probe's JSON answer.
 func writeProbe(rw http.ResponseWriter, status int, body map[string]string) {
-	b, _ := json.Marshal(body)
+	b, err := json.Marshal(body)
+	if err != nil { // strings only: cannot happen
+		http.Error(rw, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	rw.Header().Set("Content-Type", "application/json")
 	rw.Header().Set("Cache-Control", "no-store")
 	rw.WriteHeader(status)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,7 +165,7 @@ func workflowBody(cmd *cobra.Command, file, key string) (map[string]json.RawMess
 	if file == "-" {
 		raw, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxWorkflowFile))
 	} else {
-		raw, err = os.ReadFile(file)
+		raw, err = os.ReadFile(filepath.Clean(file))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--file: %w", err)
@@ -174,7 +175,10 @@ func workflowBody(cmd *cobra.Command, file, key string) (map[string]json.RawMess
 		return nil, fmt.Errorf("--file %s: not a JSON object like {\"nodes\": [{\"ref\": \"a\", \"task_type\": \"echo\"}]}", file)
 	}
 	if key != "" {
-		k, _ := json.Marshal(key)
+		k, err := json.Marshal(key)
+		if err != nil {
+			return nil, fmt.Errorf("--idempotency-key: %w", err)
+		}
 		body["idempotency_key"] = k
 	}
 	return body, nil

@@ -52,11 +52,10 @@ func ParseRedisURL(s string) (*RedisOptions, error) {
 		return nil, errors.New(redisURLForms)
 	}
 	fail := func(err error) (*RedisOptions, error) {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
 			err = uerr.Err // url.Error repeats the URL, password included
 		}
-		return nil, fmt.Errorf("%s (%v)", redisURLForms, err)
+		return nil, fmt.Errorf("%s (%w)", redisURLForms, err)
 	}
 	switch scheme {
 	case "redis", "rediss", "unix":
@@ -96,7 +95,7 @@ func splitMultiHost(rest string, defaultPort string) (*multiHost, error) {
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
 		m.userinfo, authority = authority[:i], authority[i+1:]
 	}
-	for _, h := range strings.Split(authority, ",") {
+	for h := range strings.SplitSeq(authority, ",") {
 		if h == "" {
 			return nil, errors.New("empty host")
 		}
@@ -180,7 +179,7 @@ func parseCluster(scheme, rest string) (*redis.ClusterOptions, error) {
 // node on Cluster), for callers that hold blocking connections.
 func (o *RedisOptions) MinPoolSize(n int) {
 	switch o.Mode {
-	case RedisStandalone:
+	case RedisStandalone: // below, as an unset mode
 		o.Standalone.PoolSize = max(o.Standalone.PoolSize, n)
 	case RedisSentinel:
 		o.Failover.PoolSize = max(o.Failover.PoolSize, n)
@@ -197,6 +196,7 @@ func (o *RedisOptions) NewClient() redis.UniversalClient {
 		return redis.NewFailoverClient(o.Failover)
 	case RedisCluster:
 		return redis.NewClusterClient(o.Cluster)
+	case RedisStandalone: // below, as an unset mode
 	}
 	return redis.NewClient(o.Standalone)
 }

@@ -82,7 +82,7 @@ var variables = []variable{
 			if strings.TrimSpace(s) == "" {
 				return nil
 			}
-			for _, q := range strings.Split(s, ",") {
+			for q := range strings.SplitSeq(s, ",") {
 				q = strings.TrimSpace(q)
 				if !dtq.ValidQueueName(q) {
 					return fmt.Errorf("must be queue names separated by commas; %q does not match ^[a-z0-9][a-z0-9_-]{0,63}$", q)
@@ -194,7 +194,7 @@ var variables = []variable{
 			}
 			keys, err := access.ParseKeys(s)
 			if err != nil {
-				return fmt.Errorf("must be role:name:secret,... with roles reader, producer, worker or admin: %v", err)
+				return fmt.Errorf("must be role:name:secret,... with roles reader, producer, worker or admin: %w", err)
 			}
 			c.APIKeys = keys
 			return nil
@@ -223,10 +223,10 @@ var variables = []variable{
 			if strings.TrimSpace(s) == "" {
 				return nil
 			}
-			for _, h := range strings.Split(s, ",") {
+			for h := range strings.SplitSeq(s, ",") {
 				h = strings.TrimSpace(h)
 				if err := access.ValidateAllowedHost(h); err != nil {
-					return fmt.Errorf("must be host names or IP addresses separated by commas, without ports (or *): %v", err)
+					return fmt.Errorf("must be host names or IP addresses separated by commas, without ports (or *): %w", err)
 				}
 				c.AllowedHosts = append(c.AllowedHosts, h)
 			}
@@ -382,7 +382,7 @@ func ParseQueues(s string) ([]QueueWeight, error) {
 	const format = "must be name[:weight],... like critical:6,default:3,low:1"
 	var out []QueueWeight
 	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
+	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
 		name, weight, hasWeight := strings.Cut(part, ":")
 		if !dtq.ValidQueueName(name) {
@@ -411,7 +411,7 @@ func parseTaskTypes(s string) ([]string, error) {
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, t := range strings.Split(s, ",") {
+	for t := range strings.SplitSeq(s, ",") {
 		t = strings.TrimSpace(t)
 		if !taskTypeRe.MatchString(t) {
 			return nil, fmt.Errorf("must be task types separated by commas, each 1..128 characters of A-Z a-z 0-9 _ . : -; %q is not", t)

@@ -73,30 +73,30 @@ func StartServer(ctx context.Context, dir string, port int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("devredis: create data directory: %w", err)
 	}
 	portFile := filepath.Join(abs, PortFile)
 	pinned := port > 0
-	if pinned && !portFree(port) {
+	if pinned && !portFree(ctx, port) {
 		return nil, fmt.Errorf("%w: 127.0.0.1:%d is taken (by another dtq dev, or another program)", ErrPortInUse, port)
 	}
 	if !pinned {
-		if kept := storedPort(portFile); kept > 0 && portFree(kept) {
+		if kept := storedPort(portFile); kept > 0 && portFree(ctx, kept) {
 			port = kept
 		}
 	}
 	var lastErr error
 	for range 3 { // a port found free can be taken before redis-server binds it
 		if port == 0 {
-			if port, err = freePort(); err != nil {
+			if port, err = freePort(ctx); err != nil {
 				return nil, err
 			}
 		}
 		s, err := startServer(ctx, bin, abs, port)
 		if err == nil {
-			if err := os.WriteFile(portFile, []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
-				_ = s.Stop(context.Background())
+			if err := os.WriteFile(portFile, []byte(strconv.Itoa(port)+"\n"), 0o600); err != nil {
+				_ = s.Stop(context.WithoutCancel(ctx))
 				return nil, fmt.Errorf("devredis: keep the port in %s: %w", portFile, err)
 			}
 			return s, nil
@@ -112,7 +112,7 @@ func StartServer(ctx context.Context, dir string, port int) (*Server, error) {
 
 // storedPort reads PortFile; 0 when it is missing or unreadable.
 func storedPort(path string) int {
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Clean(path))
 	if err != nil {
 		return 0
 	}
@@ -124,8 +124,8 @@ func storedPort(path string) int {
 }
 
 // portFree reports whether 127.0.0.1:port can be bound now.
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+func portFree(ctx context.Context, port int) bool {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return false
 	}
@@ -136,7 +136,9 @@ func portFree(port int) bool {
 func startServer(ctx context.Context, bin, dir string, port int) (*Server, error) {
 	s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
 	logFile := filepath.Join(dir, "redis.log")
-	s.cmd = exec.Command(bin,
+	// The server outlives ctx (the start's): Stop ends it, with SIGTERM so
+	// that it syncs its AOF.
+	s.cmd = exec.CommandContext(context.WithoutCancel(ctx), bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--appendonly", "yes", "--appendfsync", "everysec",
 		"--save", "", "--maxmemory", "1gb", "--maxmemory-policy", "noeviction", "--hash-max-listpack-value", "1024",
@@ -158,13 +160,13 @@ func startServer(ctx context.Context, bin, dir string, port int) (*Server, error
 	for {
 		select {
 		case <-s.exited:
-			tail, _ := os.ReadFile(logFile)
+			tail, _ := os.ReadFile(filepath.Clean(logFile))
 			return nil, fmt.Errorf("devredis: redis-server exited at start (see %s): %s", logFile, lastLines(tail, 3))
 		case <-ctx.Done():
-			_ = s.Stop(context.Background())
+			_ = s.Stop(context.WithoutCancel(ctx))
 			return nil, ctx.Err()
 		case <-deadline.C:
-			_ = s.Stop(context.Background())
+			_ = s.Stop(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("devredis: redis-server on %s did not answer within 15s (see %s)", s.addr, logFile)
 		case <-poll.C:
 		}
@@ -238,13 +240,17 @@ func (m *Memory) Stop(context.Context) error {
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("devredis: listening on %v, not a TCP address", l.Addr())
+	}
+	return addr.Port, nil
 }
 
 func lastLines(b []byte, n int) string {

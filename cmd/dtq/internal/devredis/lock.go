@@ -46,11 +46,11 @@ func LockDir(dir string) (*DirLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("devredis: create data directory: %w", err)
 	}
 	path := filepath.Join(abs, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Clean(path), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("devredis: open lock file: %w", err)
 	}
@@ -60,7 +60,7 @@ func LockDir(dir string) (*DirLock, error) {
 		return nil, fmt.Errorf("devredis: lock %s: %w", path, err)
 	}
 	if !held {
-		b, _ := os.ReadFile(path)
+		b, _ := os.ReadFile(filepath.Clean(path))
 		f.Close()
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return nil, &LockedError{Dir: abs, PID: pid}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/dtq-io/dtq"
@@ -46,10 +47,7 @@ type wireCursor struct {
 
 // NewCursor returns a cursor with no positions that starts at start.
 func NewCursor(start time.Time) *Cursor {
-	ms := start.UnixMilli()
-	if ms < 0 {
-		ms = 0
-	}
+	ms := max(start.UnixMilli(), 0)
 	return &Cursor{start: uint64(ms), pos: map[string]streamID{}, ord: map[string]int64{}}
 }
 
@@ -102,12 +100,12 @@ func (c *Cursor) String() string {
 	if len(c.ord) > 0 {
 		w.Ord = c.ord
 	}
-	b, _ := json.Marshal(w) // strings and numbers only: cannot fail
+	b := mustJSON(w)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // Start returns the time from which queues without a position are read.
-func (c *Cursor) Start() time.Time { return time.UnixMilli(int64(c.start)) }
+func (c *Cursor) Start() time.Time { return time.UnixMilli(int64(min(c.start, math.MaxInt64))) }
 
 // position returns the last id consumed in queue: the stored one, or the
 // one just before the start time.

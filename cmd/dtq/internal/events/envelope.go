@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 
@@ -202,7 +203,7 @@ func decodeEntry(queue string, m redis.XMessage) (*entry, error) {
 	ms, err := strconv.ParseInt(str("ts"), 10, 64)
 	switch {
 	case err != nil:
-		ms = int64(id.ms)
+		ms = int64(min(id.ms, math.MaxInt64))
 	case ms > -maxTSOffset && ms < maxTSOffset && env.TaskID != "":
 		// A task's event stores ts as ms since the time in the task id.
 		ms += rdb.TaskIDTime(env.TaskID).UnixMilli()

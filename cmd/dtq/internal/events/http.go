@@ -154,7 +154,10 @@ func writeErrorEnvelope(w http.ResponseWriter, r *http.Request, status int, code
 	if id == "" {
 		id = r.Header.Get("X-Request-ID")
 	}
-	b, _ := json.Marshal(map[string]any{"code": code, "message": msg, "details": details, "request_id": id})
+	b, err := json.Marshal(map[string]any{"code": code, "message": msg, "details": details, "request_id": id})
+	if err != nil { // details the caller built would not encode
+		b = mustJSON(map[string]any{"code": code, "message": msg, "details": map[string]any{}, "request_id": id})
+	}
 	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))

@@ -156,8 +156,8 @@ type backoff struct {
 }
 
 const (
-	backoffMin = 50 * time.Millisecond
-	backoffMax = 2 * time.Second
+	backoffFirst = 50 * time.Millisecond
+	backoffLast  = 2 * time.Second
 )
 
 func (b *backoff) first() bool { return b.failures == 0 }
@@ -170,8 +170,8 @@ func (b *backoff) recover() bool {
 }
 
 func (b *backoff) delay() time.Duration {
-	d := backoffMin << min(b.failures, 10)
-	return min(d, backoffMax)
+	d := backoffFirst << min(b.failures, 10)
+	return min(d, backoffLast)
 }
 
 func (b *backoff) sleep(ctx context.Context) {

@@ -13,6 +13,16 @@ import (
 // sseRetryMS is the reconnect delay suggested to EventSource clients.
 const sseRetryMS = "2000"
 
+// mustJSON encodes v, which holds only strings, numbers and maps of them
+// and so cannot fail to encode.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("events: encoding " + err.Error())
+	}
+	return b
+}
+
 // resetReason is what a client is told when its cursor was trimmed away.
 const resetReason = "events after the cursor were trimmed from the event stream; reload state and continue from the new cursor"
 
@@ -57,7 +67,7 @@ func (h *Hub) ServeSSE(w http.ResponseWriter, r *http.Request) {
 			err = sw.event(ev.Cursor, ev.Type, ev.Data)
 			sent = ev.Cursor
 		case errors.As(err, &re):
-			data, _ := json.Marshal(map[string]string{"cursor": re.Cursor, "queue": re.Queue, "reason": resetReason})
+			data := mustJSON(map[string]string{"cursor": re.Cursor, "queue": re.Queue, "reason": resetReason})
 			err = sw.event(re.Cursor, "reset", data)
 			sent = re.Cursor
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:

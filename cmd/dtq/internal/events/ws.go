@@ -3,7 +3,6 @@ package events
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -56,7 +55,7 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request) {
 			msg = append(msg, '}')
 			err = h.wsWrite(ctx, c, msg)
 		case errors.As(err, &re):
-			msg, _ := json.Marshal(map[string]any{"cursor": re.Cursor,
+			msg := mustJSON(map[string]any{"cursor": re.Cursor,
 				"reset": map[string]string{"queue": re.Queue, "reason": resetReason}})
 			if h.wsWrite(ctx, c, msg) == nil {
 				_ = c.Close(StatusCursorExpired, "cursor expired: events after it were trimmed")

@@ -21,10 +21,10 @@ const actionTimeout = 30 * time.Second
 // maxActionBody bounds the optional JSON body of an admin action.
 const maxActionBody = 64 << 10
 
-// actionContext is the context an admin action runs on: r's values, not its
-// cancellation (see actionTimeout).
-func actionContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
+// actionContext is the context an admin action runs on: the request
+// context's values, not its cancellation (see actionTimeout).
+func actionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), actionTimeout)
 }
 
 // decodeActionBody decodes the optional JSON object body of an admin action

@@ -79,7 +79,7 @@ var errBadCredential = errors.New("bad credential")
 // credential returns the secret the client sent in "Authorization: Bearer"
 // or X-API-Key ("" when none). Both may be sent only if they agree.
 func credential(r *http.Request) (string, error) {
-	auth, apiKey := r.Header.Values("Authorization"), r.Header.Values("X-API-Key")
+	auth, apiKey := r.Header.Values("Authorization"), r.Header.Values("X-Api-Key")
 	if len(auth) > 1 || len(apiKey) > 1 {
 		return "", fmt.Errorf("%w: send one Authorization or X-API-Key header", errBadCredential)
 	}

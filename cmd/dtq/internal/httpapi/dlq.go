@@ -59,7 +59,7 @@ func (s *Server) requeueDLQ(w http.ResponseWriter, r *http.Request) {
 		opt.ExpiresAt = t
 	}
 	id := r.PathValue("task_id")
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	t, err := s.cfg.Admin.RequeueDLQ(ctx, id, opt)
 	if err != nil {
@@ -86,7 +86,7 @@ func (s *Server) dlqOne(w http.ResponseWriter, r *http.Request, action string,
 		return
 	}
 	id := r.PathValue("task_id")
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	t, err := act(ctx, id)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Server) dlqBulk(w http.ResponseWriter, r *http.Request, action string,
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	res, err := act(ctx, f)
 	if res != nil && (err == nil || res.Processed > 0) {

@@ -215,7 +215,7 @@ func classify(err error) *apiError {
 			details: map[string]any{"queue": qe.Queue, "holds": qe.What, "count": qe.Count}}
 	case errors.Is(err, dtq.ErrQueueNotFound):
 		m := "no such queue: nothing was ever submitted to it, or it was deleted"
-		if err != dtq.ErrQueueNotFound { // a wrapped one says more
+		if msg != strings.TrimPrefix(dtq.ErrQueueNotFound.Error(), "dtq: ") { // a wrapped one says more
 			m = msg
 		}
 		return &apiError{status: http.StatusNotFound, code: codeQueueNotFound, message: m}
@@ -272,8 +272,7 @@ const unknownTaskTypeHint = "; this server accepts only the task types listed in
 // queryError turns a library *ValidationError about a query value into 400
 // INVALID_REQUEST (INVALID_TASK is for submissions); other errors pass.
 func queryError(err error) error {
-	var ve *dtq.ValidationError
-	if errors.As(err, &ve) {
+	if ve, ok := errors.AsType[*dtq.ValidationError](err); ok {
 		if errors.Is(err, dtq.ErrUnknownTaskType) {
 			return badRequest(ve.Field, "%s: %s%s", ve.Field, ve.Message, unknownTaskTypeHint)
 		}
@@ -351,6 +350,25 @@ func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, e *apiErr
 	s.writeJSON(w, r, e.status, e.body(id))
 }
 
+// respBuf takes a buffer from respBufs.
+func respBuf() *[]byte {
+	if bp, ok := respBufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 2048)
+	return &b
+}
+
+// internalErrorBody is the body of 500 INTERNAL_ERROR for requestID, the
+// answer when a response could not be encoded.
+func internalErrorBody(requestID string) []byte {
+	b, err := json.Marshal(internalError().body(requestID))
+	if err != nil { // strings and an empty map: cannot happen
+		return []byte(`{"code":"INTERNAL_ERROR","message":"an internal error occurred","details":{}}`)
+	}
+	return b
+}
+
 // respBufs holds the buffers task answers are encoded into; a task answer
 // is usually well under 2 KiB.
 var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
@@ -370,10 +388,10 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	)
 	switch v := v.(type) {
 	case taskResponse:
-		bp = respBufs.Get().(*[]byte)
+		bp = respBuf()
 		b, err = v.AppendJSON((*bp)[:0])
 	case *dtqtype.TaskInfo:
-		bp = respBufs.Get().(*[]byte)
+		bp = respBuf()
 		b, err = v.AppendJSON((*bp)[:0])
 	}
 	if bp == nil || err != nil {
@@ -388,7 +406,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "encode response", "request_id", RequestIDFromContext(r.Context()), "err", clean(err.Error()))
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(internalError().body(RequestIDFromContext(r.Context())))
+		b = internalErrorBody(RequestIDFromContext(r.Context()))
 	}
 	b = append(b, '\n')
 	h := w.Header()

@@ -89,7 +89,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 // openAPI is GET /api/v1/openapi.json.
-func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(openapiJSON)))

@@ -36,8 +36,8 @@ func (s *Server) hostAllowed(host string) bool {
 		return true
 	}
 	_, ok := s.allowedHosts[h]
-	_, any := s.allowedHosts["*"]
-	return ok || any
+	_, all := s.allowedHosts["*"]
+	return ok || all
 }
 
 // checkHost refuses, in open mode, a request whose Host is not allowed.

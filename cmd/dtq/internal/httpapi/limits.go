@@ -73,7 +73,7 @@ func (s *Server) putLimits(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &dtq.ValidationError{Field: field, Message: "must be at least 1; leave it out for no such limit (or its default)"})
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	if err := s.cfg.Admin.SetLimits(ctx, q, l); err != nil {
 		s.writeError(w, r, err)
@@ -126,7 +126,7 @@ func (s *Server) deleteLimits(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	existed, err := s.cfg.Admin.DeleteLimits(ctx, q)
 	if err != nil {

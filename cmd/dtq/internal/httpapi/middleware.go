@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -50,11 +51,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), stateCtxKey{}, st))
 
-	defer func() {
+	defer func(ctx context.Context) {
 		p := recover()
 		st.budget.release(st.reserved)
-		if p != nil && p != http.ErrAbortHandler {
-			s.log.ErrorContext(r.Context(), "panic serving request", "request_id", st.id,
+		if p != nil && !errors.Is(asError(p), http.ErrAbortHandler) {
+			s.log.ErrorContext(ctx, "panic serving request", "request_id", st.id,
 				"method", clean(r.Method), "path", clean(r.URL.Path),
 				"panic", clean(fmt.Sprint(p)), "stack", string(debug.Stack()))
 			if sw.status == 0 {
@@ -62,10 +63,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.logRequest(r, sw.statusCode(), time.Since(start), st)
-		if p == http.ErrAbortHandler {
+		if p != nil && errors.Is(asError(p), http.ErrAbortHandler) {
 			panic(p) // the server aborts the response quietly
 		}
-	}()
+	}(r.Context())
 	s.dispatch(sw, r)
 }
 
@@ -126,7 +127,7 @@ func saneRequestID(id string) bool {
 	if id == "" || len(id) > maxRequestIDLen {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
+	for i := range len(id) {
 		if id[i] < 0x20 || id[i] > 0x7e {
 			return false
 		}
@@ -203,4 +204,10 @@ func (w *statusWriter) statusCode() int {
 		return http.StatusOK
 	}
 	return w.status
+}
+
+// asError is a recovered panic value as an error (nil when it is none).
+func asError(p any) error {
+	err, _ := p.(error)
+	return err
 }

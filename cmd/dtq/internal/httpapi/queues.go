@@ -98,7 +98,7 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, pause bool) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	act, action, was := s.cfg.Admin.ResumeQueue, "queue.resume", "running"
 	if pause {
@@ -134,7 +134,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	n, err := s.cfg.Admin.PurgeQueue(ctx, q)
 	if n > 0 || err == nil {
@@ -155,7 +155,7 @@ func (s *Server) recountQueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	old, depth, err := s.cfg.Admin.RecountQueue(ctx, q)
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	created, err := s.cfg.Admin.CreateQueue(ctx, q)
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	if err := s.cfg.Admin.DeleteQueue(ctx, q); err != nil {
 		s.writeError(w, r, queryError(err))

@@ -134,7 +134,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	info, created, err := s.cfg.Admin.PutSchedule(ctx, sch)
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	if err := s.cfg.Admin.DeleteSchedule(ctx, name); err != nil {
 		s.writeError(w, r, queryError(err))
@@ -209,7 +209,7 @@ func (s *Server) setSchedulePaused(w http.ResponseWriter, r *http.Request, pause
 	if !ok {
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	act, action, was := s.cfg.Admin.ResumeSchedule, "schedule.resume", "running"
 	if pause {
@@ -242,7 +242,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	res, err := s.cfg.Admin.TriggerSchedule(ctx, name)
 	if res != nil {

@@ -46,7 +46,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	res, err := s.cfg.Admin.CancelTask(ctx, id, in.Reason)
 	if err != nil {
@@ -83,7 +83,7 @@ func (s *Server) runNow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	t, err := s.cfg.Admin.RunNow(ctx, id)
 	if err != nil {
@@ -102,7 +102,7 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	if err := s.cfg.Admin.DeleteTask(ctx, id); err != nil {
 		s.writeStateError(w, r, err, "only a finished task can be deleted; cancel it first")

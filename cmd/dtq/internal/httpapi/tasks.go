@@ -254,7 +254,7 @@ func validTraceparent(v string) bool {
 	if len(v) != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
 		return false
 	}
-	for i := 0; i < len(v); i++ {
+	for i := range len(v) {
 		if i == 2 || i == 35 || i == 52 {
 			continue
 		}
@@ -274,7 +274,7 @@ func lowerHexByte(c byte) bool {
 // printableASCII reports whether s is all 0x20..0x7e: strconv.Quote then
 // writes it as valid JSON.
 func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
@@ -387,8 +387,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		p.Limit = n
 	}
 	res, err := s.cfg.Inspector.ListTasks(r.Context(), p)
-	var ve *dtq.ValidationError
-	if errors.As(err, &ve) {
+	if ve, ok := errors.AsType[*dtq.ValidationError](err); ok {
 		err = badRequest(ve.Field, "%s", ve.Message) // a query error, not a task's
 	}
 	if err != nil {

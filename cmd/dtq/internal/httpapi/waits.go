@@ -93,8 +93,10 @@ type sharedWaits[T any] struct {
 	running sync.WaitGroup
 }
 
-// join returns id's watch, starting one when none runs.
-func (ws *sharedWaits[T]) join(id string) *watch[T] {
+// join returns id's watch, starting one when none runs. The poll outlives
+// the request that started it (others may share it), so it keeps ctx's
+// values but not its cancellation: the last waiter to leave stops it.
+func (ws *sharedWaits[T]) join(ctx context.Context, id string) *watch[T] {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w := ws.byID[id]; w != nil {
@@ -104,12 +106,10 @@ func (ws *sharedWaits[T]) join(id string) *watch[T] {
 	if ws.byID == nil {
 		ws.byID = map[string]*watch[T]{}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &watch[T]{done: make(chan struct{}), waiters: 1, cancel: cancel}
 	ws.byID[id] = w
-	ws.running.Add(1)
-	go func() {
-		defer ws.running.Done()
+	ws.running.Go(func() {
 		v, err := ws.wait(ctx, id, maxWait)
 		ws.mu.Lock()
 		if ws.byID[id] == w {
@@ -119,7 +119,7 @@ func (ws *sharedWaits[T]) join(id string) *watch[T] {
 		w.val, w.err = v, err
 		close(w.done)
 		cancel()
-	}()
+	})
 	return w
 }
 
@@ -143,7 +143,7 @@ func (ws *sharedWaits[T]) await(ctx context.Context, id string, d time.Duration)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
-		w := ws.join(id)
+		w := ws.join(ctx, id)
 		select {
 		case <-w.done:
 			ws.leave(id, w)

@@ -385,7 +385,7 @@ func (s *Server) cancelWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := actionContext(r)
+	ctx, cancel := actionContext(r.Context())
 	defer cancel()
 	info, ended, err := s.cfg.Admin.CancelWorkflow(ctx, id)
 	if err != nil {
