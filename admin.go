@@ -7,36 +7,22 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/cursor"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // AdminConfig configures an Admin. Zero values select the defaults noted.
+// The Admin's other settings are the Deployment's: FailedRetention is how
+// long a task it ends (cancelled, purged, discarded from the DLQ) is kept,
+// unless its own retention says otherwise; IdempotencyTTL is the fresh TTL
+// a DLQ requeue gives the task's idempotency record; with DisableDLQ,
+// failed tasks may be requeued by id.
 type AdminConfig struct {
-	// Deployment settings: they mean the same in every config type, with
-	// the same defaults, and every process of a deployment must agree on
-	// them (see "Deployment settings" in the package documentation). For
-	// the Admin, FailedRetention is how long a task it ends (cancelled,
-	// purged, discarded from the DLQ) is kept, unless its own retention says
-	// otherwise; IdempotencyTTL is the fresh TTL a DLQ requeue gives the
-	// task's idempotency record; with DisableDLQ, failed tasks may be
-	// requeued by id.
-	KeyPrefix                 string
-	EventsMaxLen, AuditMaxLen int64
-	DisableDLQ                bool
-	FailedRetention           time.Duration
-	IdempotencyTTL            time.Duration
-	ReplicaAcks               int
-	ReplicaAckTimeout         time.Duration
-	Clock                     func() time.Time
-
 	// Client submits the tasks of triggered schedules, and its limits
 	// (attempts cap, payload size, task types) validate schedules' task
-	// fields. It must use the same KeyPrefix. Default: a Client with default
-	// limits and the Admin's deployment settings, on the same Redis.
+	// fields. It must use the Deployment's KeyPrefix. Default: a Client
+	// with default limits.
 	Client *Client
 }
 
@@ -51,27 +37,18 @@ type Admin struct {
 	client   *Client
 }
 
-// NewAdmin returns an Admin acting through c.
-func NewAdmin(c redis.UniversalClient, cfg *AdminConfig) (*Admin, error) {
-	if c == nil {
-		return nil, errors.New("dtq: NewAdmin needs a Redis client")
-	}
-	dep, err := cfg.deployment().resolve()
-	if err != nil {
-		return nil, err
-	}
+// NewAdmin returns an Admin of d configured by cfg (nil selects every
+// default). It fails when cfg.Client uses another key prefix.
+func (d *Deployment) NewAdmin(cfg *AdminConfig) (*Admin, error) {
 	var client *Client
 	if cfg != nil {
 		client = cfg.Client
 	}
-	if client == nil {
-		if client, err = newClient(c, nil, dep); err != nil {
-			return nil, err
-		}
-	} else if client.dep.keyPrefix != dep.keyPrefix {
-		return nil, fmt.Errorf("dtq: AdminConfig.Client uses key prefix %q, the Admin %q", client.dep.keyPrefix, dep.keyPrefix)
+	client, err := d.clientOr(client, "AdminConfig")
+	if err != nil {
+		return nil, err
 	}
-	return &Admin{rdb: dep.storage(c), clock: dep.clock, client: client, settings: dep.adminSettings()}, nil
+	return &Admin{rdb: d.storage(), clock: d.dep.clock, client: client, settings: d.dep.adminSettings()}, nil
 }
 
 // queueOf finds a task's queue from its id.

@@ -16,7 +16,7 @@ import (
 
 func (b *bundle) admin(t *testing.T) *dtq.Admin {
 	t.Helper()
-	a, err := dtq.NewAdmin(b.rc, &dtq.AdminConfig{KeyPrefix: b.prefix})
+	a, err := b.d.NewAdmin(nil)
 	require.NoError(t, err)
 	return a
 }

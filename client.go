@@ -17,23 +17,10 @@ import (
 	"github.com/dtq-io/dtq/internal/workflow/engine"
 )
 
-// ClientConfig configures a Client. The zero value of every field selects
-// the default given in its comment (see docs/configuration.md).
+// ClientConfig configures a Client: its own limits (the settings it shares
+// with every process are the Deployment's). The zero value of every field
+// selects the default given in its comment (see docs/configuration.md).
 type ClientConfig struct {
-	// Deployment settings: they mean the same in every config type, with
-	// the same defaults, and every process of a deployment must agree on
-	// them (see "Deployment settings" in the package documentation).
-	KeyPrefix         string
-	EventsMaxLen      int64
-	IdempotencyTTL    time.Duration
-	ReplicaAcks       int
-	ReplicaAckTimeout time.Duration
-	Clock             func() time.Time
-	// FailedRetention is how long a queued task that a replace or
-	// keep_last submission cancels is kept (docs/deduplication.md), unless
-	// its own retention says otherwise: the workers' FailedRetention.
-	FailedRetention time.Duration
-
 	// MaxQueueDepth is the live-task limit per queue. Default 10000.
 	MaxQueueDepth int64
 	// MaxPayloadBytes limits a payload's compact JSON. Default 262144.
@@ -65,8 +52,7 @@ type ClientConfig struct {
 	SubmitLinger time.Duration
 }
 
-// withDefaults is c with the defaults of the Client's own limits applied
-// (the deployment settings are resolved apart, see deployment).
+// withDefaults is c with the defaults of the Client's own limits applied.
 func (c *ClientConfig) withDefaults() ClientConfig {
 	var out ClientConfig
 	if c != nil {
@@ -97,21 +83,9 @@ type Client struct {
 	wf       *engine.Engine                                    // submits and fans out workflows
 }
 
-// NewClient returns a Client that stores tasks through rdb.
-func NewClient(c redis.UniversalClient, cfg *ClientConfig) (*Client, error) {
-	if c == nil {
-		return nil, errors.New("dtq: NewClient needs a Redis client")
-	}
-	dep, err := cfg.deployment().resolve()
-	if err != nil {
-		return nil, err
-	}
-	return newClient(c, cfg, dep)
-}
-
-// newClient is NewClient with the deployment settings given: those of cfg,
-// or of the Worker or Admin the Client serves.
-func newClient(c redis.UniversalClient, cfg *ClientConfig, dep deployment) (*Client, error) {
+// NewClient returns a Client that stores tasks in d, with the limits of cfg
+// (nil selects every default). It fails when a limit is out of range.
+func (d *Deployment) NewClient(cfg *ClientConfig) (*Client, error) {
 	conf := cfg.withDefaults()
 	if conf.MaxAttempts < 1 || conf.MaxPayloadBytes < 1 || conf.MaxQueueDepth < 1 {
 		return nil, errors.New("dtq: ClientConfig limits must be positive")
@@ -127,8 +101,8 @@ func newClient(c redis.UniversalClient, cfg *ClientConfig, dep deployment) (*Cli
 			lim.taskTypes[t] = true
 		}
 	}
-	cl := &Client{rdb: dep.storage(c), cfg: conf, dep: dep, lim: lim}
-	cl.wf = cl.newEngine(dep, nil)
+	cl := &Client{rdb: d.storage(), cfg: conf, dep: d.dep, lim: lim}
+	cl.wf = cl.newEngine(d.dep, nil)
 	return cl, nil
 }
 

@@ -20,7 +20,7 @@ import (
 // which the round trip's wait does not blur as it does ns/op.
 func BenchmarkSubmit(b *testing.B) {
 	s := redistest.New(b)
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix, MaxQueueDepth: 1 << 40})
+	c, err := openPrefix(b, s.Client, s.Prefix).NewClient(&dtq.ClientConfig{MaxQueueDepth: 1 << 40})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ type bundle struct {
 	rc     *redis.Client
 	prefix string
 	keys   rdb.Keys
+	d      *dtq.Deployment
 	client *dtq.Client
 	insp   *dtq.Inspector
 	cfg    *dtq.ClientConfig
@@ -30,17 +31,45 @@ type bundle struct {
 
 func setup(t *testing.T, mod func(*dtq.ClientConfig)) *bundle {
 	t.Helper()
+	return setupDeployment(t, nil, mod)
+}
+
+// setupDeployment is setup with the deployment settings that dmod sets.
+func setupDeployment(t *testing.T, dmod func(*dtq.DeploymentConfig), mod func(*dtq.ClientConfig)) *bundle {
+	t.Helper()
 	s := redistest.New(t)
 	redistest.CheckSlots(t, s.Client, rdb.HashSlot) // every script call must stay in one Cluster slot
-	cfg := &dtq.ClientConfig{KeyPrefix: s.Prefix}
+	b := &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix), cfg: &dtq.ClientConfig{}}
+	b.d = b.open(t, dmod)
+	if mod != nil {
+		mod(b.cfg)
+	}
+	c, err := b.d.NewClient(b.cfg)
+	require.NoError(t, err)
+	b.client, b.insp = c, b.d.Inspector()
+	return b
+}
+
+// openPrefix opens the Deployment of rc under prefix, with the defaults.
+func openPrefix(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.Deployment {
+	t.Helper()
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
+	require.NoError(t, err)
+	return d
+}
+
+// open returns the Deployment of b's Redis and key prefix with the
+// settings that mod sets (nil: the defaults): another process's view, with
+// its own clock for instance.
+func (b *bundle) open(t *testing.T, mod func(*dtq.DeploymentConfig)) *dtq.Deployment {
+	t.Helper()
+	cfg := &dtq.DeploymentConfig{KeyPrefix: b.prefix}
 	if mod != nil {
 		mod(cfg)
 	}
-	c, err := dtq.NewClient(s.Client, cfg)
+	d, err := dtq.Open(b.rc, cfg)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
-	require.NoError(t, err)
-	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix), client: c, insp: in, cfg: cfg}
+	return d
 }
 
 func (b *bundle) keyCount(t *testing.T) int {
@@ -145,7 +174,7 @@ func TestConcurrentSubmitsMergeAndAllLand(t *testing.T) {
 func TestSubmitLingerIsBounded(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	_, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix, SubmitLinger: dtq.MaxSubmitLinger + 1})
+	_, err := openPrefix(t, s.Client, s.Prefix).NewClient(&dtq.ClientConfig{SubmitLinger: dtq.MaxSubmitLinger + 1})
 	require.ErrorContains(t, err, "SubmitLinger")
 }
 

@@ -27,14 +27,19 @@ const childModeEnv = "DTQ_TEST_CHILD_WORKER"
 func runChildWorker(mode string) int {
 	addr, prefix := os.Getenv("DTQ_TEST_REDIS_ADDR"), os.Getenv("DTQ_TEST_PREFIX")
 	rc := redis.NewClient(&redis.Options{Addr: addr})
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: prefix, Concurrency: 1, WorkerID: "child",
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	w, err := d.NewWorker(&dtq.WorkerConfig{Concurrency: 1, WorkerID: "child",
 		VisibilityTimeout: 30 * time.Second, HeartbeatInterval: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	w.HandleFunc("crashy", func(ctx context.Context, t *dtq.Task) (any, error) {
-		if _, err := crashySideEffect(ctx, rc, prefix, mode, t); err != nil {
+		if _, err := crashySideEffect(ctx, d, rc, prefix, mode, t); err != nil {
 			return nil, err
 		}
 		rc.Set(ctx, prefix+":test:reached", "1", 0)
@@ -49,7 +54,7 @@ func runChildWorker(mode string) int {
 
 // crashySideEffect is the handler's work: a plain INCR, or the same INCR
 // guarded by IdempotentOperation.
-func crashySideEffect(ctx context.Context, rc redis.UniversalClient, prefix, mode string, t *dtq.Task) (any, error) {
+func crashySideEffect(ctx context.Context, d *dtq.Deployment, rc redis.UniversalClient, prefix, mode string, t *dtq.Task) (any, error) {
 	sideEffect := func(ctx context.Context) (int64, error) {
 		return rc.Incr(ctx, prefix+":test:effects").Result()
 	}
@@ -57,7 +62,7 @@ func crashySideEffect(ctx context.Context, rc redis.UniversalClient, prefix, mod
 		n, err := sideEffect(ctx)
 		return map[string]int64{"effects": n}, err
 	}
-	executed, n, err := dtq.IdempotentOperation(ctx, rc, "receipt:"+t.IdempotencyKey, time.Hour, sideEffect)
+	executed, n, err := dtq.IdempotentOperation(ctx, d, "receipt:"+t.IdempotencyKey, time.Hour, sideEffect)
 	if err != nil {
 		return nil, err
 	}
@@ -92,12 +97,10 @@ func TestCrashAfterSideEffectIsReclaimedAndCompleted(t *testing.T) {
 			require.Equal(t, "child", ti.Execution.WorkerID)
 
 			// A peer whose clock is past the dead worker's lease takes over.
-			peer := b.worker(t, func(c *dtq.WorkerConfig) {
-				c.WorkerID = "peer"
-				c.Clock = func() time.Time { return time.Now().Add(time.Minute) }
-			})
+			late := b.open(t, lateClock)
+			peer := b.workerOf(t, late, func(c *dtq.WorkerConfig) { c.WorkerID = "peer" })
 			peer.HandleFunc("crashy", func(ctx context.Context, task *dtq.Task) (any, error) {
-				return crashySideEffect(ctx, b.rc, b.prefix, mode, task)
+				return crashySideEffect(ctx, late, b.rc, b.prefix, mode, task)
 			})
 			workertest.Run(t, peer)
 			ti = b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)

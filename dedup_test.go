@@ -212,7 +212,7 @@ func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 func TestDedupDebounceNeverPastMaxWait(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.Now().Add(time.Hour).Truncate(time.Second)}
-	b := setup(t, func(c *dtq.ClientConfig) { c.Clock = clock.now })
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) { c.Clock = clock.now }, nil)
 	t0 := clock.now()
 	d := dtq.Dedup{Key: "k", Mode: dtq.DedupDebounce, Window: 10 * time.Second, MaxWait: 25 * time.Second}
 	first := b.dedupSubmit(t, "q", 0, d)
@@ -246,7 +246,7 @@ func TestDedupDebounceNeverPastMaxWait(t *testing.T) {
 func TestDedupDebounceDefaultMaxWait(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.Now().Add(time.Hour).Truncate(time.Second)}
-	b := setup(t, func(c *dtq.ClientConfig) { c.Clock = clock.now })
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) { c.Clock = clock.now }, nil)
 	t0 := clock.now()
 	d := dtq.Dedup{Key: "k", Mode: dtq.DedupDebounce, Window: time.Second}
 	first := b.dedupSubmit(t, "q", 0, d)

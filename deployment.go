@@ -10,11 +10,101 @@ import (
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// deployment holds the settings every process of a deployment must agree
-// on (see "Deployment settings" in the package documentation). Each config
-// type gives the ones it has (its deployment method; the others stay zero),
-// resolve applies the defaults and checks the ranges, and every role builds
-// its Redis handle and its scripts' settings from the result: no role
+// DeploymentConfig holds the settings every process of a deployment must
+// agree on, Go or dtq api, producer, worker or operator. A zero value
+// selects the default given in the field's comment.
+type DeploymentConfig struct {
+	// KeyPrefix starts every Redis key: 1..64 letters, digits and the
+	// characters "_.:-" (no braces: they would break the {queue} hash tag).
+	// Default "dtq".
+	KeyPrefix string
+	// EventsMaxLen caps each queue's event stream (approximately). Default
+	// DefaultStreamMaxLen.
+	EventsMaxLen int64
+	// AuditMaxLen caps the audit stream. Default DefaultStreamMaxLen.
+	AuditMaxLen int64
+	// DLQMaxLen caps each queue's dead-letter index; the oldest entries
+	// leave it past the cap. Default 10000.
+	DLQMaxLen int64
+	// DisableDLQ makes exhausted and permanent failures end as failed
+	// instead of dead_lettered, and lets an Admin requeue failed tasks by
+	// id. Default false (DLQ on).
+	DisableDLQ bool
+	// SucceededRetention is how long a succeeded task is kept, as a compact
+	// record (see docs/operations.md, "Sizing Redis"). Default
+	// DefaultSucceededRetention.
+	SucceededRetention time.Duration
+	// FailedRetention is how long a failed, cancelled or expired task is
+	// kept, and a dead-lettered one once it leaves the DLQ index; also a
+	// queued task that a replace or keep_last submission cancels
+	// (docs/deduplication.md) and a task an Admin ends. Default
+	// DefaultFailedRetention. For both retentions, NoRetention deletes the
+	// task as it finishes, a task with an idempotency key is kept at least
+	// as long as its record, and a task's own Submission.Retention wins; at
+	// most MaxRetention.
+	FailedRetention time.Duration
+	// ResultRetention is how long a result is kept. Default 1h.
+	ResultRetention time.Duration
+	// IdempotencyTTL is how long an idempotency record lives (plus a
+	// delayed task's delay); a DLQ requeue gives the record a fresh one. At
+	// least 1s. Default 24h.
+	IdempotencyTTL time.Duration
+	// MaxWorkers bounds the worker records of the deployment
+	// (DTQ_MAX_WORKERS): past it a new worker id is refused a record
+	// (TooManyWorkersError; a Go worker then runs unrecorded and retries at
+	// each heartbeat, an HTTP worker's claim fails), after records silent
+	// for an hour were evicted to make room. Default DefaultMaxWorkers.
+	MaxWorkers int64
+	// ReplicaAcks makes every acknowledged write wait until this many
+	// replicas have it (Redis WAIT) before it is answered; a write they did
+	// not all acknowledge within ReplicaAckTimeout (default 1s) fails with
+	// ErrNotReplicated (sending it again is safe). Default 0: no waiting.
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
+	// Clock returns the current time for creation and due times, leases and
+	// expiry (tests move it). Default time.Now.
+	Clock func() time.Time
+}
+
+// Deployment is one dtq deployment as a process sees it: the Redis that
+// holds it and the settings of its DeploymentConfig, checked once. Every
+// role is made from it (NewClient, NewWorker, Inspector, NewAdmin,
+// NewWorkerGateway, NewScheduler), so they all agree on the settings. It
+// is safe for concurrent use.
+type Deployment struct {
+	redis redis.UniversalClient
+	dep   deployment
+}
+
+// Open returns the Deployment stored in c with the settings of cfg (nil
+// selects every default). It fails when a setting is out of range; it does
+// not contact Redis.
+//
+// c may be any redis.UniversalClient: a plain client, a Sentinel failover
+// client or a Cluster client. Every role made from the Deployment uses c's
+// connection pool (see NewWorker for what a Worker holds).
+func Open(c redis.UniversalClient, cfg *DeploymentConfig) (*Deployment, error) {
+	if c == nil {
+		return nil, errors.New("dtq: Open needs a Redis client")
+	}
+	var o DeploymentConfig
+	if cfg != nil {
+		o = *cfg
+	}
+	dep, err := deployment{keyPrefix: o.KeyPrefix, eventsMaxLen: o.EventsMaxLen, auditMaxLen: o.AuditMaxLen,
+		dlqMaxLen: o.DLQMaxLen, disableDLQ: o.DisableDLQ, succeededRetention: o.SucceededRetention,
+		failedRetention: o.FailedRetention, resultRetention: o.ResultRetention, idempotencyTTL: o.IdempotencyTTL,
+		maxWorkers: o.MaxWorkers, replicaAcks: o.ReplicaAcks, replicaAckTimeout: o.ReplicaAckTimeout, clock: o.Clock,
+	}.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return &Deployment{redis: c, dep: dep}, nil
+}
+
+// deployment holds a Deployment's settings with the defaults applied:
+// resolve applies them and checks the ranges, and every role builds its
+// Redis handle and its scripts' settings from the result, so no role
 // defaults or checks one of them on its own.
 type deployment struct {
 	keyPrefix    string
@@ -124,46 +214,23 @@ func scriptRetention(d time.Duration) time.Duration {
 	return d
 }
 
-// The deployment settings each config type has.
+// storage returns a new Redis handle of d's (see deployment.storage): each
+// role has its own, for the bounds it sets on it.
+func (d *Deployment) storage() *rdb.RDB { return d.dep.storage(d.redis) }
 
-func (c *ClientConfig) deployment() deployment {
+// clientOr returns c, checked to use d's key prefix, or when c is nil a new
+// Client of d with default limits; config names the config type that gave
+// c, for the error.
+func (d *Deployment) clientOr(c *Client, config string) (*Client, error) {
 	if c == nil {
-		return deployment{}
+		return d.NewClient(nil)
 	}
-	return deployment{keyPrefix: c.KeyPrefix, eventsMaxLen: c.EventsMaxLen, idempotencyTTL: c.IdempotencyTTL,
-		failedRetention: c.FailedRetention,
-		replicaAcks:     c.ReplicaAcks, replicaAckTimeout: c.ReplicaAckTimeout, clock: c.Clock}
+	if c.dep.keyPrefix != d.dep.keyPrefix {
+		return nil, fmt.Errorf("dtq: %s.Client uses key prefix %q, the Deployment %q", config, c.dep.keyPrefix, d.dep.keyPrefix)
+	}
+	return c, nil
 }
 
-func (c *WorkerConfig) deployment() deployment {
-	if c == nil {
-		return deployment{}
-	}
-	return deployment{keyPrefix: c.KeyPrefix, eventsMaxLen: c.EventsMaxLen, dlqMaxLen: c.DLQMaxLen, disableDLQ: c.DisableDLQ,
-		succeededRetention: c.SucceededRetention, failedRetention: c.FailedRetention, resultRetention: c.ResultRetention,
-		maxWorkers: c.MaxWorkers, replicaAcks: c.ReplicaAcks, replicaAckTimeout: c.ReplicaAckTimeout, clock: c.Clock}
-}
-
-// deployment: a WorkerGateway's settings are a worker's.
-func (c *WorkerGatewayConfig) deployment() deployment {
-	if c == nil {
-		return deployment{}
-	}
-	return c.workerConfig().deployment()
-}
-
-func (c *AdminConfig) deployment() deployment {
-	if c == nil {
-		return deployment{}
-	}
-	return deployment{keyPrefix: c.KeyPrefix, eventsMaxLen: c.EventsMaxLen, auditMaxLen: c.AuditMaxLen, disableDLQ: c.DisableDLQ,
-		failedRetention: c.FailedRetention, idempotencyTTL: c.IdempotencyTTL,
-		replicaAcks: c.ReplicaAcks, replicaAckTimeout: c.ReplicaAckTimeout, clock: c.Clock}
-}
-
-func (c *InspectorConfig) deployment() deployment {
-	if c == nil {
-		return deployment{}
-	}
-	return deployment{keyPrefix: c.KeyPrefix}
-}
+// KeyPrefix is the prefix of d's Redis keys, for a program that keeps keys
+// of its own beside them.
+func (d *Deployment) KeyPrefix() string { return d.dep.keyPrefix }

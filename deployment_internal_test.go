@@ -26,132 +26,117 @@ func settingsOf(d deployment) map[string]string {
 	return out
 }
 
-// TestEveryConfigResolvesTheSameDeployment: each config type given the same
-// deployment settings resolves the same value, field by field; a setting a
-// config type does not have is the default.
-func TestEveryConfigResolvesTheSameDeployment(t *testing.T) {
+// unreachable is a Redis client that nothing connects through: Open and
+// the constructors do not contact Redis.
+func unreachable(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rc.Close() })
+	return rc
+}
+
+// TestEveryRoleHasTheDeploymentsSettings: Open takes every setting of a
+// DeploymentConfig, and every role made from the Deployment has them all,
+// whatever its own config says.
+func TestEveryRoleHasTheDeploymentsSettings(t *testing.T) {
 	t.Parallel()
 	clock := func() time.Time { return time.UnixMilli(1764000000000) }
 	full := deployment{keyPrefix: "acme", eventsMaxLen: 500, auditMaxLen: 600, dlqMaxLen: 700, disableDLQ: true,
 		succeededRetention: 2 * time.Hour, failedRetention: NoRetention, resultRetention: 3 * time.Hour,
 		idempotencyTTL: 48 * time.Hour, maxWorkers: 9, replicaAcks: 2, replicaAckTimeout: 3 * time.Second, clock: clock}
-	defaults, err := deployment{}.resolve()
+	require.Equal(t, reflect.TypeFor[deployment]().NumField(), reflect.TypeFor[DeploymentConfig]().NumField(),
+		"a DeploymentConfig field per setting")
+	d, err := Open(unreachable(t), &DeploymentConfig{KeyPrefix: "acme", EventsMaxLen: 500, AuditMaxLen: 600, DLQMaxLen: 700,
+		DisableDLQ: true, SucceededRetention: 2 * time.Hour, FailedRetention: NoRetention, ResultRetention: 3 * time.Hour,
+		IdempotencyTTL: 48 * time.Hour, MaxWorkers: 9, ReplicaAcks: 2, ReplicaAckTimeout: 3 * time.Second, Clock: clock})
 	require.NoError(t, err)
+	want := settingsOf(full)
+	require.Equal(t, want, settingsOf(d.dep))
 
-	worker := func() *WorkerConfig {
-		return &WorkerConfig{KeyPrefix: "acme", EventsMaxLen: 500, DLQMaxLen: 700, MaxWorkers: 9, DisableDLQ: true,
-			SucceededRetention: 2 * time.Hour, FailedRetention: NoRetention, ResultRetention: 3 * time.Hour,
-			ReplicaAcks: 2, ReplicaAckTimeout: 3 * time.Second, Clock: clock}
+	c, err := d.NewClient(&ClientConfig{MaxQueueDepth: 5, TaskTypes: []string{"t"}})
+	require.NoError(t, err)
+	w, err := d.NewWorker(&WorkerConfig{Concurrency: 3, Queues: map[string]int{"q": 1}})
+	require.NoError(t, err)
+	g, err := d.NewWorkerGateway(&WorkerGatewayConfig{RetryBaseDelay: time.Minute, VisibilityTimeout: time.Hour, LeaseSecret: "s"})
+	require.Error(t, err, "a LeaseSecret under MinLeaseSecretLen")
+	require.Nil(t, g)
+	g, err = d.NewWorkerGateway(&WorkerGatewayConfig{RetryBaseDelay: time.Minute, VisibilityTimeout: time.Hour})
+	require.NoError(t, err)
+	a, err := d.NewAdmin(nil)
+	require.NoError(t, err)
+	s, err := d.NewScheduler(nil)
+	require.NoError(t, err)
+	for name, got := range map[string]deployment{"Client": c.dep, "Worker": w.dep, "Worker's scheduler": w.sched.client.dep,
+		"WorkerGateway": g.dep, "Admin's Client": a.client.dep, "Scheduler's Client": s.client.dep} {
+		require.Equal(t, want, settingsOf(got), name)
 	}
-	gateway := &WorkerGatewayConfig{KeyPrefix: "acme", EventsMaxLen: 500, DLQMaxLen: 700, MaxWorkers: 9, DisableDLQ: true,
-		SucceededRetention: 2 * time.Hour, FailedRetention: NoRetention, ResultRetention: 3 * time.Hour,
-		ReplicaAcks: 2, ReplicaAckTimeout: 3 * time.Second, Clock: clock,
-		// Settings that are not the deployment's change nothing in it.
-		RetryBaseDelay: time.Minute, VisibilityTimeout: time.Hour, LeaseSecret: "s"}
-	withOwn := worker()
-	withOwn.Concurrency, withOwn.Queues = 3, map[string]int{"q": 1}
-
-	workerFields := []string{"keyPrefix", "eventsMaxLen", "dlqMaxLen", "disableDLQ", "succeededRetention",
-		"failedRetention", "resultRetention", "maxWorkers", "replicaAcks", "replicaAckTimeout", "clock"}
-	tests := []struct {
-		name string
-		has  []string // the deployment settings the config type has
-		got  deployment
-	}{
-		{"ClientConfig", []string{"keyPrefix", "eventsMaxLen", "idempotencyTTL", "replicaAcks", "replicaAckTimeout", "clock"},
-			(&ClientConfig{KeyPrefix: "acme", EventsMaxLen: 500, IdempotencyTTL: 48 * time.Hour, ReplicaAcks: 2,
-				ReplicaAckTimeout: 3 * time.Second, Clock: clock, MaxQueueDepth: 5, TaskTypes: []string{"t"}}).deployment()},
-		{"WorkerConfig", workerFields, worker().deployment()},
-		{"WorkerConfig with its own settings", workerFields, withOwn.deployment()},
-		{"WorkerGatewayConfig", workerFields, gateway.deployment()},
-		{"AdminConfig", []string{"keyPrefix", "eventsMaxLen", "auditMaxLen", "disableDLQ", "failedRetention",
-			"idempotencyTTL", "replicaAcks", "replicaAckTimeout", "clock"},
-			(&AdminConfig{KeyPrefix: "acme", EventsMaxLen: 500, AuditMaxLen: 600, DisableDLQ: true, FailedRetention: NoRetention,
-				IdempotencyTTL: 48 * time.Hour, ReplicaAcks: 2, ReplicaAckTimeout: 3 * time.Second, Clock: clock}).deployment()},
-		{"InspectorConfig", []string{"keyPrefix"}, (&InspectorConfig{KeyPrefix: "acme"}).deployment()},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := tt.got.resolve()
-			require.NoError(t, err)
-			want := settingsOf(defaults)
-			for _, f := range tt.has {
-				require.Contains(t, want, f)
-				want[f] = settingsOf(full)[f]
-			}
-			require.Equal(t, want, settingsOf(got))
-		})
-	}
+	require.Equal(t, full.adminSettings(), a.settings)
+	require.Equal(t, full.workerSettings(w.cfg.WorkerID, w.cfg.VisibilityTimeout), w.settings)
 }
 
-// TestNilConfigsResolveTheDefaults: a nil config of every type is the
-// default deployment.
-func TestNilConfigsResolveTheDefaults(t *testing.T) {
+// TestOpenNilIsTheDefaults: a nil DeploymentConfig is the default
+// deployment.
+func TestOpenNilIsTheDefaults(t *testing.T) {
 	t.Parallel()
 	defaults, err := deployment{}.resolve()
 	require.NoError(t, err)
 	require.Equal(t, "dtq", defaults.keyPrefix)
 	require.Equal(t, fmt.Sprint(reflect.ValueOf(time.Now).Pointer()), settingsOf(defaults)["clock"])
-	for _, d := range []deployment{(*ClientConfig)(nil).deployment(), (*WorkerConfig)(nil).deployment(),
-		(*WorkerGatewayConfig)(nil).deployment(), (*AdminConfig)(nil).deployment(), (*InspectorConfig)(nil).deployment()} {
-		got, err := d.resolve()
-		require.NoError(t, err)
-		require.Equal(t, settingsOf(defaults), settingsOf(got))
-	}
+	d, err := Open(unreachable(t), nil)
+	require.NoError(t, err)
+	require.Equal(t, settingsOf(defaults), settingsOf(d.dep))
+	_, err = Open(nil, nil)
+	require.EqualError(t, err, "dtq: Open needs a Redis client")
 }
 
-// TestDeploymentRefusals: a setting out of range is refused by name, the
-// same for every config type that has it.
+// TestDeploymentRefusals: a setting out of range is refused by name, once,
+// by Open.
 func TestDeploymentRefusals(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		d    deployment
+		cfg  DeploymentConfig
 		want string
 	}{
-		{"prefix with a brace", deployment{keyPrefix: "a{b}"}, "KeyPrefix"},
-		{"succeeded retention past 366 days", deployment{succeededRetention: MaxRetention + time.Second}, "SucceededRetention"},
-		{"negative failed retention", deployment{failedRetention: -2}, "FailedRetention"},
-		{"idempotency TTL under 1s", deployment{idempotencyTTL: time.Millisecond}, "IdempotencyTTL"},
-		{"negative worker bound", deployment{maxWorkers: -1}, "MaxWorkers"},
+		{"prefix with a brace", DeploymentConfig{KeyPrefix: "a{b}"}, "KeyPrefix"},
+		{"succeeded retention past 366 days", DeploymentConfig{SucceededRetention: MaxRetention + time.Second},
+			"dtq: SucceededRetention must be NoRetention or up to 366 days"},
+		{"negative failed retention", DeploymentConfig{FailedRetention: -2}, "dtq: FailedRetention must be NoRetention or up to 366 days"},
+		{"idempotency TTL under 1s", DeploymentConfig{IdempotencyTTL: time.Millisecond}, "IdempotencyTTL"},
+		{"negative worker bound", DeploymentConfig{MaxWorkers: -1}, "MaxWorkers"},
 	}
+	rc := unreachable(t)
 	for _, tt := range tests {
-		_, err := tt.d.resolve()
+		d, err := Open(rc, &tt.cfg)
 		require.ErrorContains(t, err, tt.want, tt.name)
-	}
-	// The constructors refuse it the same way (nothing connects to Redis).
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	defer rc.Close()
-	tooLong := MaxRetention + time.Second
-	_, werr := NewWorker(rc, &WorkerConfig{FailedRetention: tooLong})
-	_, gerr := NewWorkerGateway(rc, &WorkerGatewayConfig{FailedRetention: tooLong})
-	_, aerr := NewAdmin(rc, &AdminConfig{FailedRetention: tooLong})
-	for _, err := range []error{werr, gerr, aerr} {
-		require.EqualError(t, err, "dtq: FailedRetention must be NoRetention or up to 366 days")
+		require.Nil(t, d, tt.name)
 	}
 }
 
-// TestServedClientsShareTheDeployment: the Client of a worker's Scheduler
-// and an Admin's default Client take their role's deployment settings (the
-// scheduler's Client keeps its own IdempotencyTTL, which a WorkerConfig
-// does not have).
-func TestServedClientsShareTheDeployment(t *testing.T) {
+// TestWorkerServesOneClient: a worker's scheduler and its workflow nodes
+// submit through one Client with the SchedulerClient's limits; a Client of
+// another key prefix is refused where a config takes one.
+func TestWorkerServesOneClient(t *testing.T) {
 	t.Parallel()
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // nothing connects
-	defer rc.Close()
-	clock := func() time.Time { return time.UnixMilli(1764000000000) }
-	w, err := NewWorker(rc, &WorkerConfig{KeyPrefix: "acme", EventsMaxLen: 500, ReplicaAcks: 1, Clock: clock,
-		SchedulerClient: &ClientConfig{KeyPrefix: "other", IdempotencyTTL: time.Hour, MaxAttempts: 3}})
+	rc := unreachable(t)
+	d, err := Open(rc, &DeploymentConfig{KeyPrefix: "acme"})
 	require.NoError(t, err)
-	want := w.dep
-	want.idempotencyTTL = time.Hour
-	require.Equal(t, settingsOf(want), settingsOf(w.sched.client.dep))
+	w, err := d.NewWorker(&WorkerConfig{SchedulerClient: &ClientConfig{MaxAttempts: 3}})
+	require.NoError(t, err)
+	require.Same(t, w.sched.client, w.nodes)
+	require.Same(t, w.nodes.wf, w.wf)
 	require.Equal(t, 3, w.sched.client.lim.maxAttempts, "the SchedulerClient's own limits")
+	_, err = d.NewWorker(&WorkerConfig{SchedulerClient: &ClientConfig{MaxAttempts: -1}})
+	require.ErrorContains(t, err, "dtq: WorkerConfig.SchedulerClient: ")
 
-	a, err := NewAdmin(rc, &AdminConfig{KeyPrefix: "acme", IdempotencyTTL: time.Hour, Clock: clock})
+	other, err := Open(rc, &DeploymentConfig{KeyPrefix: "other"})
 	require.NoError(t, err)
-	dep, err := (&AdminConfig{KeyPrefix: "acme", IdempotencyTTL: time.Hour, Clock: clock}).deployment().resolve()
+	oc, err := other.NewClient(nil)
 	require.NoError(t, err)
-	require.Equal(t, settingsOf(dep), settingsOf(a.client.dep))
+	_, err = d.NewAdmin(&AdminConfig{Client: oc})
+	require.EqualError(t, err, `dtq: AdminConfig.Client uses key prefix "other", the Deployment "acme"`)
+	_, err = d.NewScheduler(&SchedulerConfig{Client: oc})
+	require.EqualError(t, err, `dtq: SchedulerConfig.Client uses key prefix "other", the Deployment "acme"`)
+	require.EqualError(t, RunWorkflowMaintenance(t.Context(), d, &WorkflowMaintenanceConfig{Client: oc}),
+		`dtq: WorkflowMaintenanceConfig.Client uses key prefix "other", the Deployment "acme"`)
 }

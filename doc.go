@@ -4,19 +4,24 @@
 // at-least-once. Redis 7.0 or newer is required, run with
 // maxmemory-policy noeviction; durability is Redis's (use AOF).
 //
-// Every type takes any redis.UniversalClient from
-// github.com/redis/go-redis/v9, so a plain client, a Sentinel failover
-// client or a Cluster client all work. Processes coordinate only through
-// Redis: run as many producers and workers as you need.
+// Open takes any redis.UniversalClient from github.com/redis/go-redis/v9
+// (a plain client, a Sentinel failover client or a Cluster client) and the
+// deployment's settings, and returns the Deployment every role is made
+// from. Processes coordinate only through Redis: run as many producers and
+// workers as you need.
 //
 // # Submitting tasks
 //
-// NewClient takes a Redis client and a *ClientConfig (nil selects every
-// default). Submit validates a Submission and writes its task in one atomic
-// script call:
+// Deployment.NewClient takes a *ClientConfig (nil selects every default).
+// Submit validates a Submission and writes its task in one atomic script
+// call:
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-//	c, err := dtq.NewClient(rdb, nil)
+//	d, err := dtq.Open(rdb, nil) // nil: every deployment setting's default
+//	if err != nil {
+//		return err
+//	}
+//	c, err := d.NewClient(nil)
 //	if err != nil {
 //		return err
 //	}
@@ -34,12 +39,12 @@
 //
 // # Running tasks
 //
-// NewWorker takes the queues it serves with their weights. Register a
+// Deployment.NewWorker takes the queues it serves with their weights. Register a
 // handler per task type, then Run until the context ends; Run drains
 // gracefully (running tasks get WorkerConfig.DrainTimeout to finish, the
 // rest are handed back to the queue):
 //
-//	w, err := dtq.NewWorker(rdb, &dtq.WorkerConfig{Queues: map[string]int{"emails": 1}, Concurrency: 16})
+//	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"emails": 1}, Concurrency: 16})
 //	if err != nil {
 //		return err
 //	}
@@ -97,56 +102,26 @@
 //
 // # Watching and steering
 //
-// NewInspector reads tasks (GetTask, ListTasks, WaitTask, which waits until
-// a task finishes), queues, workers, the dead-letter queue and per-minute
-// stats. Every list has one shape: it takes its params (ListTasks a
-// *TaskListParams: filters, Cursor and Limit; nil means the defaults) and
-// returns a *dtqtype.ListResult, one page of Items and the NextCursor to
-// pass back as Cursor, "" on the last page. NewAdmin cancels, re-runs and deletes tasks, pauses, resumes and
-// purges queues, and requeues or discards dead letters. The dtq command
-// serves the same over HTTP, with a dashboard and a CLI.
+// Deployment.Inspector reads tasks (GetTask, ListTasks, WaitTask, which
+// waits until a task finishes), queues, workers, the dead-letter queue and
+// per-minute stats. Every list has one shape: it takes its params
+// (ListTasks a *TaskListParams: filters, Cursor and Limit; nil means the
+// defaults) and returns a *dtqtype.ListResult, one page of Items and the
+// NextCursor to pass back as Cursor, "" on the last page.
+// Deployment.NewAdmin cancels, re-runs and deletes tasks, pauses, resumes
+// and purges queues, and requeues or discards dead letters. The dtq
+// command serves the same over HTTP, with a dashboard and a CLI.
 //
 // # Deployment settings
 //
 // Some settings must be the same in every process of a deployment, Go or
-// dtq api, producer, worker or operator. Each config type (ClientConfig,
-// WorkerConfig, WorkerGatewayConfig, AdminConfig, InspectorConfig) has the
-// ones its role uses, under the same names, with the same defaults and
-// ranges; a zero value selects the default:
-//
-//   - KeyPrefix starts every Redis key: 1..64 letters, digits and the
-//     characters "_.:-" (no braces: they would break the {queue} hash tag).
-//     Default "dtq".
-//   - EventsMaxLen caps each queue's event stream (approximately). Default
-//     100000 (DefaultStreamMaxLen).
-//   - AuditMaxLen caps the audit stream. Default 100000.
-//   - DLQMaxLen caps each queue's dead-letter index; the oldest entries
-//     leave it past the cap. Default 10000.
-//   - DisableDLQ makes exhausted and permanent failures end as failed
-//     instead of dead_lettered, and lets an Admin requeue failed tasks by
-//     id. Default false (DLQ on).
-//   - SucceededRetention is how long a succeeded task is kept, as a compact
-//     record (see docs/operations.md, "Sizing Redis"). Default 1h.
-//   - FailedRetention is how long a failed, cancelled or expired task is
-//     kept, and a dead-lettered one once it leaves the DLQ index. Default 7
-//     days. For both, NoRetention deletes the task as it finishes, a task
-//     with an idempotency key is kept at least as long as its record, and a
-//     task's own Submission.Retention wins; at most MaxRetention.
-//   - ResultRetention is how long a result is kept. Default 1h.
-//   - IdempotencyTTL is how long an idempotency record lives (plus a delayed
-//     task's delay); a DLQ requeue gives the record a fresh one. At least
-//     1s. Default 24h.
-//   - MaxWorkers bounds the worker records of the deployment
-//     (DTQ_MAX_WORKERS): past it a new worker id is refused a record
-//     (TooManyWorkersError; a Go worker then runs unrecorded and retries at
-//     each heartbeat), after records silent for an hour were evicted to
-//     make room. Default DefaultMaxWorkers.
-//   - ReplicaAcks makes every acknowledged write wait until this many
-//     replicas have it (Redis WAIT) before it is answered; a write they did
-//     not all acknowledge within ReplicaAckTimeout (default 1s) fails with
-//     ErrNotReplicated (sending it again is safe). Default 0: no waiting.
-//   - Clock returns the current time for creation and due times, leases and
-//     expiry (tests move it). Default time.Now.
+// dtq api, producer, worker or operator: the key prefix, the streams' caps,
+// the retentions, the idempotency TTL, the DLQ switch, the worker bound,
+// replica acknowledgements and the clock. They are a DeploymentConfig,
+// given once to Open, which applies the defaults and checks the ranges;
+// every role made from the Deployment uses them, and each role's config
+// (ClientConfig, WorkerConfig, WorkerGatewayConfig, AdminConfig,
+// SchedulerConfig) holds only that role's own settings.
 //
 // # Testing handlers
 //

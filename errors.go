@@ -113,7 +113,7 @@ func (e *QueueFullError) Error() string {
 func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
 
 // ErrTooManyWorkers is returned when a new worker id would take the deployment's worker
-// records past WorkerConfig.MaxWorkers, or an API key's past
+// records past DeploymentConfig.MaxWorkers, or an API key's past
 // MaxWorkersPerKey (see *TooManyWorkersError).
 var ErrTooManyWorkers = errors.New("dtq: too many workers")
 

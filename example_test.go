@@ -38,7 +38,11 @@ func ExampleClient_Submit_idempotencyKey() {
 	defer stop()
 	ctx := context.Background()
 
-	client, err := dtq.NewClient(rc, nil)
+	d, err := dtq.Open(rc, nil) // the deployment's settings, every default
+	if err != nil {
+		panic(err)
+	}
+	client, err := d.NewClient(nil)
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +66,7 @@ func ExampleClient_Submit_idempotencyKey() {
 	}
 
 	// A worker runs the task.
-	worker, err := dtq.NewWorker(rc, &dtq.WorkerConfig{
+	worker, err := d.NewWorker(&dtq.WorkerConfig{
 		Queues: map[string]int{"emails": 1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -75,11 +79,7 @@ func ExampleClient_Submit_idempotencyKey() {
 	runCtx, stopWorker := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- worker.Run(runCtx) }()
-	insp, err := dtq.NewInspector(rc, nil)
-	if err != nil {
-		panic(err)
-	}
-	if _, err := insp.WaitTask(ctx, first.TaskID, 30*time.Second); err != nil {
+	if _, err := d.Inspector().WaitTask(ctx, first.TaskID, 30*time.Second); err != nil {
 		panic(err)
 	}
 	stopWorker()
@@ -113,11 +113,12 @@ func ExampleClient_Submit_idempotencyKey() {
 func ExampleInspector_ListTasks() {
 	rc, stop := exampleRedis()
 	defer stop()
-	insp, err := dtq.NewInspector(rc, nil)
+	d, err := dtq.Open(rc, nil)
 	if err != nil {
 		panic(err)
 	}
-	client, err := dtq.NewClient(rc, nil)
+	insp := d.Inspector()
+	client, err := d.NewClient(nil)
 	if err != nil {
 		panic(err)
 	}

@@ -193,7 +193,8 @@ func TestWaitingOnARateLimitIsQuiet(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	rc := srv.Client(t)
 	b := &bundle{ctx: context.Background(), rc: rc, prefix: "quiet", keys: rdb.NewKeys("quiet")}
-	b.client, err = dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: b.prefix})
+	b.d = openPrefix(t, rc, b.prefix)
+	b.client, err = b.d.NewClient(nil)
 	require.NoError(t, err)
 	require.NoError(t, b.admin(t).SetLimits(b.ctx, "trickle", dtqtype.QueueLimits{
 		Rate: &dtqtype.RateLimit{Limit: 1, Period: dtqtype.Duration(time.Second)}}))

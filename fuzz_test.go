@@ -61,7 +61,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 		// A prefix per input, so that inputs never meet through idempotency
 		// keys or depth.
 		prefix := fmt.Sprintf("%s-fz%d", s.Prefix, n.Add(1))
-		c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: prefix})
+		c, err := openPrefix(t, s.Client, prefix).NewClient(nil)
 		require.NoError(t, err)
 		defer cleanKeys(t, s, prefix)
 		res, err := c.Submit(t.Context(), sub)

@@ -88,10 +88,10 @@ func requireConflict(t *testing.T, err error, kind error, taskID string) {
 func TestIdempotencyRecord(t *testing.T) {
 	t.Parallel()
 	now := time.Now().Truncate(time.Millisecond)
-	b := setup(t, func(c *dtq.ClientConfig) {
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) {
 		c.IdempotencyTTL = 2 * time.Hour
 		c.Clock = func() time.Time { return now }
-	})
+	}, nil)
 	cases := []struct {
 		name string
 		s    dtq.Submission
@@ -221,7 +221,7 @@ func TestIdempotencyReplayOfFinishedTask(t *testing.T) {
 
 func TestIdempotencyStaleRecordStartsNewTask(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *dtq.ClientConfig) { c.IdempotencyTTL = time.Hour })
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) { c.IdempotencyTTL = time.Hour }, nil)
 	s := dtq.Submission{Queue: "stale", Type: "echo", IdempotencyKey: "k"}
 	first, err := b.client.Submit(b.ctx, s)
 	require.NoError(t, err)
@@ -383,7 +383,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	// not only inside one merged call.
 	clients := []*dtq.Client{b.client}
 	for range 3 {
-		c, err := dtq.NewClient(b.rc, b.cfg)
+		c, err := b.d.NewClient(b.cfg)
 		require.NoError(t, err)
 		clients = append(clients, c)
 	}
@@ -463,7 +463,7 @@ func TestIdempotencyReplayWhenQueueFull(t *testing.T) {
 
 func TestIdempotencyRecordExpiryStartsNewWindow(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *dtq.ClientConfig) { c.IdempotencyTTL = time.Second })
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) { c.IdempotencyTTL = time.Second }, nil)
 	s := dtq.Submission{Queue: "short", Type: "echo", IdempotencyKey: "k"}
 	first, err := b.client.Submit(b.ctx, s)
 	require.NoError(t, err)

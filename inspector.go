@@ -6,18 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
 )
-
-// InspectorConfig configures an Inspector.
-type InspectorConfig struct {
-	// KeyPrefix is the deployment's (see "Deployment settings" in the
-	// package documentation). Default "dtq".
-	KeyPrefix string
-}
 
 // Inspector reads tasks and queues. It never changes state; it is safe for
 // concurrent use.
@@ -25,16 +16,9 @@ type Inspector struct {
 	rdb *rdb.RDB
 }
 
-// NewInspector returns an Inspector reading through c.
-func NewInspector(c redis.UniversalClient, cfg *InspectorConfig) (*Inspector, error) {
-	if c == nil {
-		return nil, errors.New("dtq: NewInspector needs a Redis client")
-	}
-	dep, err := cfg.deployment().resolve()
-	if err != nil {
-		return nil, err
-	}
-	return &Inspector{rdb: dep.storage(c)}, nil
+// Inspector returns an Inspector reading d.
+func (d *Deployment) Inspector() *Inspector {
+	return &Inspector{rdb: d.storage()}
 }
 
 // GetTask returns the task with its result and attempt history, or

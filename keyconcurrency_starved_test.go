@@ -85,7 +85,7 @@ func TestKeyConcurrencyHoldsForEveryAttemptThatKeptItsLease(t *testing.T) {
 		t.Cleanup(func() { _ = rc.Close() })
 		f := &freezable{proxy: proxy}
 		workers[i] = f
-		w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: map[string]int{queue: 1},
+		w, err := openPrefix(t, rc, b.prefix).NewWorker(&dtq.WorkerConfig{Queues: map[string]int{queue: 1},
 			Concurrency: 1, WorkerID: fmt.Sprintf("w%d", i), VisibilityTimeout: time.Second,
 			HeartbeatInterval: 250 * time.Millisecond, DrainTimeout: 5 * time.Second,
 			RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})

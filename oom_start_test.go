@@ -26,15 +26,15 @@ func TestWorkerStartsAndDrainsAtMaxmemory(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	rc := srv.Client(t)
 	ctx := context.Background()
-	client, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: "oom"})
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: "oom", SucceededRetention: dtq.NoRetention})
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: "oom"})
+	client, err := d.NewClient(nil)
 	require.NoError(t, err)
+	insp := d.Inspector()
 	var ran atomic.Int64
 	newWorker := func(id string) *dtq.Worker {
-		w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: "oom", WorkerID: id, Concurrency: 4,
-			HeartbeatInterval: 100 * time.Millisecond, SucceededRetention: dtq.NoRetention,
-			Logger: slog.New(slog.DiscardHandler)})
+		w, err := d.NewWorker(&dtq.WorkerConfig{WorkerID: id, Concurrency: 4,
+			HeartbeatInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		w.HandleFunc("job", func(context.Context, *dtq.Task) (any, error) { ran.Add(1); return nil, nil })
 		return w

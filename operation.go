@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
@@ -41,17 +39,17 @@ const operationLease = 30 * time.Second
 // ErrOperationLost. Storing the result is retried through transient Redis
 // errors for up to the lease. fn may have partly acted before failing: make its side effects safe
 // to repeat, or check for them, when that matters. Results must marshal to
-// JSON. Keys live at <prefix>:op:<key>, where the prefix is the worker's
-// KeyPrefix inside a dtq handler and "dtq" elsewhere.
-func IdempotentOperation[T any](ctx context.Context, c redis.UniversalClient, key string, ttl time.Duration, fn func(ctx context.Context) (T, error)) (executed bool, result T, err error) {
-	if key == "" || ttl <= 0 {
-		return false, result, errors.New("dtq: IdempotentOperation needs a key and a positive ttl")
+// JSON. Keys live in d's Redis at <prefix>:op:<key>, where the prefix is
+// the worker's KeyPrefix inside a dtq handler and d's elsewhere.
+func IdempotentOperation[T any](ctx context.Context, d *Deployment, key string, ttl time.Duration, fn func(ctx context.Context) (T, error)) (executed bool, result T, err error) {
+	if d == nil || key == "" || ttl <= 0 {
+		return false, result, errors.New("dtq: IdempotentOperation needs a Deployment, a key and a positive ttl")
 	}
 	prefix, _ := ctx.Value(prefixKey{}).(string)
 	if prefix == "" {
-		prefix = "dtq"
+		prefix = d.dep.keyPrefix
 	}
-	r := rdb.New(c, prefix)
+	r := rdb.New(d.redis, prefix)
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])

@@ -28,36 +28,26 @@ type receipt struct {
 	Lines   []string  `json:"lines"`
 }
 
-// opBundle is what an IdempotentOperation test needs. Outside a handler the
-// operation keys live under the default prefix, "dtq:op:", so every test
-// names its keys under its own unique namespace and removes them at the end.
+// opBundle is what an IdempotentOperation test needs: outside a handler
+// the operation keys live under the deployment's prefix, the test's own.
 type opBundle struct {
-	ctx context.Context
-	rc  *redis.Client
-	ns  string
+	ctx    context.Context
+	rc     *redis.Client
+	prefix string
+	d      *dtq.Deployment
 }
 
 func opSetup(t *testing.T) *opBundle {
 	t.Helper()
-	// The keys are dtq:op:<ns>:…, under no test's prefix: reserved, or a
-	// leak check of a test ending meanwhile would take them for strays.
-	redistest.Reserve("dtq:op")
 	s := redistest.New(t)
-	b := &opBundle{ctx: context.Background(), rc: s.Client, ns: s.Prefix}
-	t.Cleanup(func() {
-		keys, err := redistest.Keys(b.ctx, b.rc, "dtq:op:"+b.ns)
-		if err == nil && len(keys) > 0 {
-			b.rc.Del(b.ctx, keys...)
-		}
-	})
-	return b
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
+	require.NoError(t, err)
+	return &opBundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, d: d}
 }
 
-// key returns an operation key unique to the test and the Redis key it is
-// stored at.
+// key returns an operation key and the Redis key it is stored at.
 func (b *opBundle) key(name string) (opKey, redisKey string) {
-	k := b.ns + ":" + name
-	return k, "dtq:op:" + k
+	return name, b.prefix + ":op:" + name
 }
 
 func TestIdempotentOperationConcurrentCallers(t *testing.T) {
@@ -82,7 +72,7 @@ func TestIdempotentOperationConcurrentCallers(t *testing.T) {
 	answers := make(chan answer, callers)
 	for range callers {
 		go func() {
-			ex, res, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, fn)
+			ex, res, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, fn)
 			answers <- answer{ex, res, err}
 		}()
 	}
@@ -104,7 +94,7 @@ func TestIdempotentOperationConcurrentCallers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ex, res, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, fn)
+			ex, res, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, fn)
 			answers <- answer{ex, res, err}
 		}()
 	}
@@ -136,7 +126,7 @@ func TestIdempotentOperationCallersRetryingUntilDone(t *testing.T) {
 			defer wg.Done()
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				executed[i], results[i], errs[i] = dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, fn)
+				executed[i], results[i], errs[i] = dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, fn)
 				if !errors.Is(errs[i], dtq.ErrOperationInProgress) || time.Now().After(deadline) {
 					return
 				}
@@ -170,17 +160,17 @@ func TestIdempotentOperationErrorReleases(t *testing.T) {
 		return fmt.Sprintf("sent on call %d", calls), nil
 	}
 
-	ex, _, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, fn)
+	ex, _, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, fn)
 	require.ErrorIs(t, err, errSend)
 	require.True(t, ex, "fn ran (and may have partly acted)")
 	require.Zero(t, b.rc.Exists(b.ctx, rkey).Val(), "a failed run releases the key")
 
-	ex, res, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, fn)
+	ex, res, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, fn)
 	require.NoError(t, err)
 	require.True(t, ex)
 	require.Equal(t, "sent on call 2", res)
 
-	ex, res, err = dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, fn)
+	ex, res, err = dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, fn)
 	require.NoError(t, err)
 	require.False(t, ex)
 	require.Equal(t, "sent on call 2", res)
@@ -194,7 +184,7 @@ func TestIdempotentOperationUnencodableResultReleases(t *testing.T) {
 	t.Parallel()
 	b := opSetup(t)
 	key, rkey := b.key("chan")
-	ex, _, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, func(context.Context) (chan int, error) {
+	ex, _, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, func(context.Context) (chan int, error) {
 		return make(chan int), nil
 	})
 	require.Error(t, err)
@@ -209,18 +199,18 @@ func TestIdempotentOperationRunsAgainAfterTTL(t *testing.T) {
 	var runs atomic.Int32
 	fn := func(context.Context) (int32, error) { return runs.Add(1), nil }
 
-	ex, res, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Second, fn)
+	ex, res, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Second, fn)
 	require.NoError(t, err)
 	require.True(t, ex)
 	require.EqualValues(t, 1, res)
-	ex, res, err = dtq.IdempotentOperation(b.ctx, b.rc, key, time.Second, fn)
+	ex, res, err = dtq.IdempotentOperation(b.ctx, b.d, key, time.Second, fn)
 	require.NoError(t, err)
 	require.False(t, ex)
 	require.EqualValues(t, 1, res)
 
 	require.Eventually(t, func() bool { return b.rc.Exists(b.ctx, rkey).Val() == 0 },
 		10*time.Second, 20*time.Millisecond, "the record expires with its ttl")
-	ex, res, err = dtq.IdempotentOperation(b.ctx, b.rc, key, time.Second, fn)
+	ex, res, err = dtq.IdempotentOperation(b.ctx, b.d, key, time.Second, fn)
 	require.NoError(t, err)
 	require.True(t, ex, "a new window runs fn again")
 	require.EqualValues(t, 2, res)
@@ -238,7 +228,7 @@ func TestIdempotentOperationRejectsBadArguments(t *testing.T) {
 		key string
 		ttl time.Duration
 	}{{"", time.Hour}, {key, 0}, {key, -time.Second}} {
-		ex, _, err := dtq.IdempotentOperation(b.ctx, b.rc, c.key, c.ttl, fn)
+		ex, _, err := dtq.IdempotentOperation(b.ctx, b.d, c.key, c.ttl, fn)
 		require.Error(t, err)
 		require.False(t, ex)
 	}
@@ -249,22 +239,26 @@ func TestIdempotentOperationPanicReleases(t *testing.T) {
 	b := opSetup(t)
 	key, rkey := b.key("panics")
 	require.Panics(t, func() {
-		_, _, _ = dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, func(context.Context) (int, error) { panic("boom") })
+		_, _, _ = dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, func(context.Context) (int, error) { panic("boom") })
 	})
 	require.Zero(t, b.rc.Exists(b.ctx, rkey).Val(), "a panicking fn releases the key like an error")
-	ex, res, err := dtq.IdempotentOperation(b.ctx, b.rc, key, time.Hour, func(context.Context) (int, error) { return 7, nil })
+	ex, res, err := dtq.IdempotentOperation(b.ctx, b.d, key, time.Hour, func(context.Context) (int, error) { return 7, nil })
 	require.NoError(t, err)
 	require.True(t, ex)
 	require.Equal(t, 7, res)
 }
 
+// TestIdempotentOperationInHandlerUsesWorkerPrefix: inside a handler the
+// keys live under the worker's prefix, whatever the Deployment given.
 func TestIdempotentOperationInHandlerUsesWorkerPrefix(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
+	other, err := dtq.Open(b.rc, &dtq.DeploymentConfig{KeyPrefix: b.prefix + "-other"})
+	require.NoError(t, err)
 	w := b.worker(t, nil)
 	var sends atomic.Int32
 	w.HandleFunc("send", func(ctx context.Context, task *dtq.Task) (any, error) {
-		ex, res, err := dtq.IdempotentOperation(ctx, b.rc, "mail:order-9", time.Hour, func(context.Context) (string, error) {
+		ex, res, err := dtq.IdempotentOperation(ctx, other, "mail:order-9", time.Hour, func(context.Context) (string, error) {
 			sends.Add(1)
 			return "sent by " + task.ID, nil
 		})
@@ -284,7 +278,7 @@ func TestIdempotentOperationInHandlerUsesWorkerPrefix(t *testing.T) {
 	require.EqualValues(t, 1, sends.Load())
 
 	require.EqualValues(t, 1, b.rc.Exists(b.ctx, b.prefix+":op:mail:order-9").Val())
-	require.Zero(t, b.rc.Exists(b.ctx, "dtq:op:mail:order-9").Val(), "nothing under the default prefix")
+	require.Zero(t, b.rc.Exists(b.ctx, b.prefix+"-other:op:mail:order-9").Val(), "nothing under the given Deployment's prefix")
 }
 
 // TestIdempotentOperationLostClaimCancelsFn: when the claim is taken from
@@ -298,7 +292,7 @@ func TestIdempotentOperationLostClaimCancelsFn(t *testing.T) {
 	done := make(chan error, 1)
 	var cause error
 	go func() {
-		_, _, err := dtq.IdempotentOperation(b.ctx, b.rc, key, 1500*time.Millisecond, func(ctx context.Context) (int, error) {
+		_, _, err := dtq.IdempotentOperation(b.ctx, b.d, key, 1500*time.Millisecond, func(ctx context.Context) (int, error) {
 			close(started)
 			<-ctx.Done()
 			cause = context.Cause(ctx)
@@ -329,6 +323,8 @@ func TestIdempotentOperationStoresThroughAnError(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 	via := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { via.Close() })
+	d, err := dtq.Open(via, &dtq.DeploymentConfig{KeyPrefix: b.prefix})
+	require.NoError(t, err)
 	key, _ := b.key("store")
 	runs := 0
 	fn := func(ctx context.Context) (int, error) {
@@ -336,12 +332,12 @@ func TestIdempotentOperationStoresThroughAnError(t *testing.T) {
 		p.CutBefore([]byte(rdb.ScriptHash("op_finish")), 1) // the "done" write fails once
 		return 42, nil
 	}
-	executed, v, err := dtq.IdempotentOperation(b.ctx, via, key, time.Hour, fn)
+	executed, v, err := dtq.IdempotentOperation(b.ctx, d, key, time.Hour, fn)
 	require.NoError(t, err)
 	require.True(t, executed)
 	require.Equal(t, 42, v)
 	require.EqualValues(t, 1, p.Cuts())
-	executed, v, err = dtq.IdempotentOperation(b.ctx, via, key, time.Hour, fn)
+	executed, v, err = dtq.IdempotentOperation(b.ctx, d, key, time.Hour, fn)
 	require.NoError(t, err)
 	require.False(t, executed)
 	require.Equal(t, 42, v)

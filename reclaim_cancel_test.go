@@ -49,10 +49,7 @@ func TestReclaimOfACancelRequestedTaskEndsItCancelled(t *testing.T) {
 			require.True(t, cr.Requested)
 
 			var runs atomic.Int32
-			peer := b.worker(t, func(c *dtq.WorkerConfig) {
-				c.WorkerID = "peer"
-				c.Clock = func() time.Time { return time.Now().Add(time.Minute) } // past the dead worker's lease
-			})
+			peer := b.workerOf(t, b.open(t, lateClock), func(c *dtq.WorkerConfig) { c.WorkerID = "peer" }) // past the dead worker's lease
 			peer.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) {
 				if task.ID == first.TaskID {
 					runs.Add(1)
@@ -89,9 +86,7 @@ func TestReclaimOfACancelRequestedTaskEndsItCancelled(t *testing.T) {
 // workflow; the node does not run again.
 func TestWorkflowWhoseRunningNodeLostItsLeaseEndsCancelled(t *testing.T) {
 	t.Parallel()
-	b := setupWorkflows(t, func(c *dtq.WorkerConfig) {
-		c.Clock = func() time.Time { return time.Now().Add(time.Minute) } // past the dead worker's lease
-	})
+	b := setupWorkflowsOn(t, lateClock, nil) // past the dead worker's lease
 	res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{
 		{Ref: "x", Submission: dtq.Submission{Queue: "a", Type: "job", MaxAttempts: 3}}, job("y", "b", nil, "x")}})
 	require.NoError(t, err)

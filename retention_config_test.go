@@ -11,10 +11,10 @@ import (
 )
 
 // TestRetentionSettingsAreChecked: a retention is NoRetention, zero (the
-// default) or 1s..366 days, for the Worker and the Admin alike.
+// default) or 1s..366 days.
 func TestRetentionSettingsAreChecked(t *testing.T) {
 	t.Parallel()
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // constructors do no I/O
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // Open does no I/O
 	t.Cleanup(func() { _ = rc.Close() })
 	for _, tt := range []struct {
 		d  time.Duration
@@ -23,11 +23,9 @@ func TestRetentionSettingsAreChecked(t *testing.T) {
 		{0, true}, {dtq.NoRetention, true}, {time.Hour, true}, {dtq.MaxRetention, true},
 		{-5 * time.Second, false}, {dtq.MaxRetention + time.Second, false},
 	} {
-		_, err := dtq.NewWorker(rc, &dtq.WorkerConfig{SucceededRetention: tt.d})
-		require.Equal(t, tt.ok, err == nil, "worker succeeded retention %v: %v", tt.d, err)
-		_, err = dtq.NewWorker(rc, &dtq.WorkerConfig{FailedRetention: tt.d})
-		require.Equal(t, tt.ok, err == nil, "worker failed retention %v: %v", tt.d, err)
-		_, err = dtq.NewAdmin(rc, &dtq.AdminConfig{FailedRetention: tt.d})
-		require.Equal(t, tt.ok, err == nil, "admin failed retention %v: %v", tt.d, err)
+		_, err := dtq.Open(rc, &dtq.DeploymentConfig{SucceededRetention: tt.d})
+		require.Equal(t, tt.ok, err == nil, "succeeded retention %v: %v", tt.d, err)
+		_, err = dtq.Open(rc, &dtq.DeploymentConfig{FailedRetention: tt.d})
+		require.Equal(t, tt.ok, err == nil, "failed retention %v: %v", tt.d, err)
 	}
 }

@@ -3,7 +3,6 @@ package dtq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -16,17 +15,15 @@ import (
 // SchedulerConfig configures a Scheduler. Zero values select the defaults
 // noted.
 type SchedulerConfig struct {
+	// Client submits the schedules' tasks, with its limits. It must use the
+	// Deployment's KeyPrefix. Default: a Client with default limits.
+	Client *Client
 	// Logger receives a line for every tick that made no task, and Redis
 	// errors. Default slog.Default().
 	Logger *slog.Logger
 	// MaxSleep bounds the time between two reads of the due schedules, so
 	// that new and changed schedules are seen. Default 1s.
 	MaxSleep time.Duration
-	// Clock returns the current time. Default: the Client's clock.
-	Clock func() time.Time
-	// EventsMaxLen caps the _sys event stream. Default: the Client's
-	// EventsMaxLen.
-	EventsMaxLen int64
 }
 
 // Scheduler fires the schedules stored in Redis (see Admin.PutSchedule):
@@ -47,29 +44,32 @@ type Scheduler struct {
 // dueBatch bounds the schedules fired per read of the due index.
 const dueBatch = 100
 
-// NewScheduler returns a Scheduler submitting through c.
-func NewScheduler(c *Client, cfg *SchedulerConfig) (*Scheduler, error) {
-	if c == nil {
-		return nil, errors.New("dtq: NewScheduler needs a Client")
-	}
+// NewScheduler returns a Scheduler of d's schedules configured by cfg (nil
+// selects every default). It fails when cfg.Client uses another key prefix.
+func (d *Deployment) NewScheduler(cfg *SchedulerConfig) (*Scheduler, error) {
 	var o SchedulerConfig
 	if cfg != nil {
 		o = *cfg
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	c, err := d.clientOr(o.Client, "SchedulerConfig")
+	if err != nil {
+		return nil, err
 	}
-	if o.MaxSleep <= 0 {
-		o.MaxSleep = time.Second
+	o.Client = c
+	return newScheduler(c, &o), nil
+}
+
+// newScheduler is NewScheduler with the Client given: it submits through c
+// and reads and writes with c's settings.
+func newScheduler(c *Client, cfg *SchedulerConfig) *Scheduler {
+	log, maxSleep := cfg.Logger, cfg.MaxSleep
+	if log == nil {
+		log = slog.Default()
 	}
-	clock, eventsMaxLen := c.dep.clock, c.dep.eventsMaxLen // the Client's unless cfg sets them
-	if o.Clock != nil {
-		clock = o.Clock
+	if maxSleep <= 0 {
+		maxSleep = time.Second
 	}
-	if o.EventsMaxLen != 0 {
-		eventsMaxLen = o.EventsMaxLen
-	}
-	return &Scheduler{client: c, rdb: c.rdb, log: o.Logger, clock: clock, maxSleep: o.MaxSleep, eventsMaxLen: eventsMaxLen}, nil
+	return &Scheduler{client: c, rdb: c.rdb, log: log, clock: c.dep.clock, maxSleep: maxSleep, eventsMaxLen: c.dep.eventsMaxLen}
 }
 
 // Run fires due schedules until ctx ends: it sleeps until the next tick of
@@ -185,26 +185,4 @@ func tickLimits(base limits, info *dtqtype.ScheduleInfo) limits {
 func refusedTick(err error) bool {
 	var ve *ValidationError
 	return errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueNotFound) || errors.As(err, &ve)
-}
-
-// newScheduler returns the Scheduler Worker.Run runs (unless
-// DisableScheduler is set: then NewWorker does not call it).
-func (w *Worker) newScheduler() (*Scheduler, error) {
-	// The worker's deployment settings, but for the idempotency TTL, which
-	// a WorkerConfig does not have.
-	var own deployment
-	if cc := w.cfg.SchedulerClient; cc != nil {
-		own.idempotencyTTL = cc.IdempotencyTTL
-	}
-	own, err := own.resolve()
-	if err != nil {
-		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
-	}
-	dep := w.dep
-	dep.idempotencyTTL = own.idempotencyTTL
-	c, err := newClient(w.rdb.Client(), w.cfg.SchedulerClient, dep)
-	if err != nil {
-		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
-	}
-	return NewScheduler(c, &SchedulerConfig{Logger: w.cfg.Logger})
 }

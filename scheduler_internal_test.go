@@ -49,13 +49,15 @@ func schedSetup(t *testing.T, mod func(*ClientConfig)) *schedBundle {
 	s := redistest.New(t)
 	redistest.CheckSlots(t, s.Client, rdb.HashSlot)
 	clk := newFakeClock(time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC))
-	cc := &ClientConfig{KeyPrefix: s.Prefix, Clock: clk.clock()}
+	cc := &ClientConfig{}
 	if mod != nil {
 		mod(cc)
 	}
-	c, err := NewClient(s.Client, cc)
+	d, err := Open(s.Client, &DeploymentConfig{KeyPrefix: s.Prefix, Clock: clk.clock()})
 	require.NoError(t, err)
-	a, err := NewAdmin(s.Client, &AdminConfig{KeyPrefix: s.Prefix, Clock: clk.clock(), Client: c})
+	c, err := d.NewClient(cc)
+	require.NoError(t, err)
+	a, err := d.NewAdmin(&AdminConfig{Client: c})
 	require.NoError(t, err)
 	return &schedBundle{ctx: context.Background(), srv: s.Server, rc: s.Client, pfx: s.Prefix, clk: clk, admin: a, cc: cc}
 }
@@ -64,19 +66,15 @@ func schedSetup(t *testing.T, mod func(*ClientConfig)) *schedBundle {
 // process would have.
 func (b *schedBundle) scheduler(t *testing.T) *Scheduler {
 	t.Helper()
-	rc := b.srv.Client(t)
-	c, err := NewClient(rc, b.cc)
-	require.NoError(t, err)
-	s, err := NewScheduler(c, &SchedulerConfig{Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	return s
+	return b.schedulerWith(t, func(*ClientConfig) {})
 }
 
 // tasks returns the tasks of queue, oldest first.
 func (b *schedBundle) tasks(t *testing.T, queue string) []*dtqtype.TaskInfo {
 	t.Helper()
-	in, err := NewInspector(b.rc, &InspectorConfig{KeyPrefix: b.pfx})
+	d, err := Open(b.rc, &DeploymentConfig{KeyPrefix: b.pfx})
 	require.NoError(t, err)
+	in := d.Inspector()
 	res, err := in.ListTasks(b.ctx, &TaskListParams{Queue: queue, Limit: 1000})
 	require.NoError(t, err)
 	items := res.Items
@@ -327,9 +325,11 @@ func (b *schedBundle) schedulerWith(t *testing.T, mod func(*ClientConfig)) *Sche
 	t.Helper()
 	cc := *b.cc
 	mod(&cc)
-	c, err := NewClient(b.srv.Client(t), &cc)
+	d, err := Open(b.srv.Client(t), &DeploymentConfig{KeyPrefix: b.pfx, Clock: b.clk.clock()})
 	require.NoError(t, err)
-	s, err := NewScheduler(c, &SchedulerConfig{Logger: slog.New(slog.DiscardHandler)})
+	c, err := d.NewClient(&cc)
+	require.NoError(t, err)
+	s, err := d.NewScheduler(&SchedulerConfig{Client: c, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	return s
 }

@@ -34,14 +34,18 @@ const (
 func runChildScheduler() int {
 	rc := redis.NewClient(&redis.Options{Addr: os.Getenv("DTQ_TEST_REDIS_ADDR")})
 	defer rc.Close()
-	cc := &dtq.ClientConfig{KeyPrefix: os.Getenv("DTQ_TEST_PREFIX")}
+	cc := &dtq.ClientConfig{}
 	if types := os.Getenv(childTaskTypesEnv); types != "" {
 		cc.TaskTypes = strings.Split(types, ",")
 	}
-	c, err := dtq.NewClient(rc, cc)
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: os.Getenv("DTQ_TEST_PREFIX")})
+	var c *dtq.Client
+	if err == nil {
+		c, err = d.NewClient(cc)
+	}
 	if err == nil {
 		var s *dtq.Scheduler
-		if s, err = dtq.NewScheduler(c, &dtq.SchedulerConfig{Logger: slog.New(slog.DiscardHandler)}); err == nil {
+		if s, err = d.NewScheduler(&dtq.SchedulerConfig{Client: c, Logger: slog.New(slog.DiscardHandler)}); err == nil {
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
 			fmt.Println("ready")

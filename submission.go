@@ -66,7 +66,7 @@ type Submission struct {
 }
 
 // NoRetention is the retention (Submission.Retention,
-// WorkerConfig.SucceededRetention, FailedRetention) that keeps nothing: a
+// DeploymentConfig.SucceededRetention, FailedRetention) that keeps nothing: a
 // task is deleted as it finishes, unless its idempotency record still needs
 // it for replays.
 const NoRetention time.Duration = -1

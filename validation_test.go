@@ -30,7 +30,7 @@ func fixedClock() (func() time.Time, time.Time) {
 func TestSubmissionFieldErrors(t *testing.T) {
 	t.Parallel()
 	clock, now := fixedClock()
-	b := setup(t, func(c *dtq.ClientConfig) { c.Clock, c.MaxPayloadBytes = clock, 64 })
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) { c.Clock = clock }, func(c *dtq.ClientConfig) { c.MaxPayloadBytes = 64 })
 	at := func(d time.Duration) string { return `"` + now.Add(d).Format(time.RFC3339Nano) + `"` }
 	deep := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
 
@@ -159,7 +159,7 @@ func TestSubmissionUnknownTaskType(t *testing.T) {
 func TestSubmissionAcceptedValues(t *testing.T) {
 	t.Parallel()
 	clock, now := fixedClock()
-	b := setup(t, func(c *dtq.ClientConfig) { c.Clock = clock })
+	b := setupDeployment(t, func(c *dtq.DeploymentConfig) { c.Clock = clock }, nil)
 	at := func(d time.Duration) string { return `"` + now.Add(d).Format(time.RFC3339Nano) + `"` }
 	ms := func(d time.Duration) time.Time { return now.Add(d) }
 

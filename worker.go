@@ -30,20 +30,10 @@ const Version = "0.1.0-dev"
 // configured WorkerID.
 var ErrWorkerIDInUse = errors.New("dtq: worker id already used by a live worker")
 
-// WorkerConfig configures a Worker. The zero value of every field selects
-// the default given in its comment.
+// WorkerConfig configures a Worker: its own settings (the settings it
+// shares with every process are the Deployment's). The zero value of every
+// field selects the default given in its comment.
 type WorkerConfig struct {
-	// Deployment settings: they mean the same in every config type, with
-	// the same defaults, and every process of a deployment must agree on
-	// them (see "Deployment settings" in the package documentation).
-	KeyPrefix                                            string
-	EventsMaxLen, DLQMaxLen, MaxWorkers                  int64
-	DisableDLQ                                           bool
-	SucceededRetention, FailedRetention, ResultRetention time.Duration
-	ReplicaAcks                                          int
-	ReplicaAckTimeout                                    time.Duration
-	Clock                                                func() time.Time
-
 	// Queues maps the queues served to their weights; under contention,
 	// freed slots go to queues in proportion to weight. Default {"default": 1}.
 	Queues map[string]int
@@ -82,9 +72,8 @@ type WorkerConfig struct {
 	DisableScheduler bool
 	// SchedulerClient configures the Client the worker's Scheduler submits
 	// schedules' tasks with (queue depth, payload and attempts limits, task
-	// types, IdempotencyTTL), and the one its workflow nodes add nodes
-	// (AddNodes) and submit on_failure tasks with. Its other deployment
-	// settings are the worker's. Default: default limits.
+	// types), which its workflow nodes also add nodes (AddNodes) and submit
+	// on_failure tasks with. Default: default limits.
 	SchedulerClient *ClientConfig
 	// TaskLogLines and TaskLogBytes cap what one attempt's task log keeps
 	// (its newest lines; docs/progress.md). Defaults DefaultTaskLogLines,
@@ -93,14 +82,15 @@ type WorkerConfig struct {
 	TaskLogBytes int
 }
 
-// Default worker record bounds (MaxWorkers, WorkerGatewayConfig.MaxWorkersPerKey).
+// Default worker record bounds (DeploymentConfig.MaxWorkers,
+// WorkerGatewayConfig.MaxWorkersPerKey).
 const (
 	DefaultMaxWorkers       = 10000
 	DefaultMaxWorkersPerKey = 1000
 )
 
 // withDefaults is c with the defaults of the worker's own settings applied
-// and checked (the deployment settings are resolved apart, see deployment).
+// and checked.
 func (c *WorkerConfig) withDefaults() (WorkerConfig, error) {
 	var o WorkerConfig
 	if c != nil {
@@ -228,24 +218,18 @@ var (
 	errShutdown        = errors.New("dtq: worker shut down before the task finished")
 )
 
-// NewWorker returns a Worker reading through c. It validates cfg.
+// NewWorker returns a Worker of d's queues with the settings of cfg (nil
+// selects every default). It fails when a setting is out of range.
 //
-// An idle queue holds one of c's connections in a blocking read (for up to a
+// An idle queue holds one of the Redis client's connections in a blocking read (for up to a
 // second at a time); the workflow relays of all its queues hold one
 // connection of their own per 256 queues (none on Redis Cluster, where they
 // poll; see docs/workflows.md), and the cancel listener holds one more (on Redis
 // Cluster, one per hash slot of the queues served, since sharded channels
-// of different slots cannot share a subscription): c's pool must be
+// of different slots cannot share a subscription): the client's pool must be
 // larger than the number of queues served plus the concurrency it needs for
 // claims and finalizes (go-redis's default of 10 per CPU suits a few queues).
-func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
-	if c == nil {
-		return nil, errors.New("dtq: NewWorker needs a Redis client")
-	}
-	dep, err := cfg.deployment().resolve()
-	if err != nil {
-		return nil, err
-	}
+func (d *Deployment) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	conf, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -261,24 +245,25 @@ func NewWorker(c redis.UniversalClient, cfg *WorkerConfig) (*Worker, error) {
 	_, _ = rand.Read(b[:])
 	w := &Worker{
 		ServeMux: NewServeMux(),
-		rdb:      dep.storage(c),
+		rdb:      d.storage(),
 		cfg:      conf,
-		dep:      dep,
+		dep:      d.dep,
 		slots:    slots.NewPool(conf.Concurrency, conf.Queues, order, len(conf.StrictOrder) > 0),
 		obs:      conf.Observer,
 		instance: hex.EncodeToString(b[:]),
 		inflight: map[runKey]*running{},
 	}
-	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: dep.maxWorkers})
+	w.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: d.dep.maxWorkers})
 	w.identity = w.identityFields()
-	w.settings = dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
-	if err := w.newWorkflows(); err != nil {
-		return nil, err
+	w.settings = d.dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
+	// One Client serves the scheduler and the workflow nodes.
+	c, err := d.NewClient(conf.SchedulerClient)
+	if err != nil {
+		return nil, fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
 	}
+	w.newWorkflows(c)
 	if !conf.DisableScheduler {
-		if w.sched, err = w.newScheduler(); err != nil {
-			return nil, err
-		}
+		w.sched = newScheduler(c, &SchedulerConfig{Logger: conf.Logger})
 	}
 	return w, nil
 }

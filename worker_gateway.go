@@ -19,8 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/jsonscan"
@@ -85,20 +83,10 @@ type WorkerGateway struct {
 }
 
 // WorkerGatewayConfig configures a WorkerGateway: the settings of the tasks
-// HTTP workers run. The zero value of every field selects its default.
+// HTTP workers run, beside the Deployment's (a claim by a new worker id
+// past DeploymentConfig.MaxWorkers is a TooManyWorkersError). The zero
+// value of every field selects its default.
 type WorkerGatewayConfig struct {
-	// Deployment settings, as in WorkerConfig: every process of a
-	// deployment must agree on them with its Go workers (see "Deployment
-	// settings" in the package documentation). A claim by a new worker id
-	// past MaxWorkers is a TooManyWorkersError.
-	KeyPrefix                                            string
-	EventsMaxLen, DLQMaxLen, MaxWorkers                  int64
-	DisableDLQ                                           bool
-	SucceededRetention, FailedRetention, ResultRetention time.Duration
-	ReplicaAcks                                          int
-	ReplicaAckTimeout                                    time.Duration
-	Clock                                                func() time.Time
-
 	// These mean what WorkerConfig's fields of the same names mean, with
 	// the same defaults and ranges: the backoff of HTTP workers' retryable
 	// failures and the cap on their results.
@@ -134,22 +122,16 @@ type WorkerGatewayConfig struct {
 // checks it shares.
 func (c *WorkerGatewayConfig) workerConfig() *WorkerConfig {
 	return &WorkerConfig{
-		KeyPrefix: c.KeyPrefix, WorkerID: c.WorkerID, VisibilityTimeout: c.VisibilityTimeout, HeartbeatInterval: c.HeartbeatInterval,
+		WorkerID: c.WorkerID, VisibilityTimeout: c.VisibilityTimeout, HeartbeatInterval: c.HeartbeatInterval,
 		RetryBaseDelay: c.RetryBaseDelay, RetryMaxDelay: c.RetryMaxDelay, RetryJitter: c.RetryJitter,
-		SucceededRetention: c.SucceededRetention, FailedRetention: c.FailedRetention, ResultRetention: c.ResultRetention,
-		ResultMaxBytes: c.ResultMaxBytes, DisableDLQ: c.DisableDLQ, DLQMaxLen: c.DLQMaxLen, EventsMaxLen: c.EventsMaxLen,
-		Logger: c.Logger, ReplicaAcks: c.ReplicaAcks, ReplicaAckTimeout: c.ReplicaAckTimeout, Clock: c.Clock,
-		MaxWorkers: c.MaxWorkers,
+		ResultMaxBytes: c.ResultMaxBytes, Logger: c.Logger,
 	}
 }
 
-// NewWorkerGateway returns a WorkerGateway reading through c, configured by
-// cfg (nil: all defaults). It fails when a setting is out of range, as NewWorker
-// does, or LeaseSecret is set but shorter than MinLeaseSecretLen.
-func NewWorkerGateway(c redis.UniversalClient, cfg *WorkerGatewayConfig) (*WorkerGateway, error) {
-	if c == nil {
-		return nil, errors.New("dtq: NewWorkerGateway needs a Redis client")
-	}
+// NewWorkerGateway returns a WorkerGateway of d's queues, configured by cfg
+// (nil: all defaults). It fails when a setting is out of range, as
+// NewWorker does, or LeaseSecret is set but shorter than MinLeaseSecretLen.
+func (d *Deployment) NewWorkerGateway(cfg *WorkerGatewayConfig) (*WorkerGateway, error) {
 	var rc WorkerGatewayConfig
 	if cfg != nil {
 		rc = *cfg
@@ -158,10 +140,6 @@ func NewWorkerGateway(c redis.UniversalClient, cfg *WorkerGatewayConfig) (*Worke
 	if o.WorkerID == "" {
 		host, _ := os.Hostname()
 		o.WorkerID = fmt.Sprintf("api-%s-%d-%s", host, os.Getpid(), attempt.NewNonce()[:6])
-	}
-	dep, err := o.deployment().resolve()
-	if err != nil {
-		return nil, err
 	}
 	conf, err := o.withDefaults()
 	if err != nil {
@@ -178,16 +156,16 @@ func NewWorkerGateway(c redis.UniversalClient, cfg *WorkerGatewayConfig) (*Worke
 		return nil, fmt.Errorf("dtq: LeaseSecret must be at least %d bytes", MinLeaseSecretLen)
 	}
 	g := &WorkerGateway{
-		rdb:      dep.storage(c),
+		rdb:      d.storage(),
 		cfg:      conf,
-		dep:      dep,
+		dep:      d.dep,
 		serviced: map[string]bool{},
 	}
-	g.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: dep.maxWorkers, MaxPerKey: perKey})
+	g.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: d.dep.maxWorkers, MaxPerKey: perKey})
 	if rc.LeaseSecret != "" {
 		g.secret = []byte(rc.LeaseSecret)
 	}
-	g.settings = dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
+	g.settings = d.dep.workerSettings(conf.WorkerID, conf.VisibilityTimeout)
 	return g, nil
 }
 
@@ -206,7 +184,7 @@ type ClaimRequest struct {
 	// DefaultRemoteLease.
 	Lease time.Duration
 	// Key names the API key the request came with: a new worker id counts
-	// against its WorkerConfig.MaxWorkersPerKey. "" = none (only
+	// against its WorkerGatewayConfig.MaxWorkersPerKey. "" = none (only
 	// MaxWorkers applies).
 	Key string
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -126,10 +125,10 @@ func TestClaimRequestValidate(t *testing.T) {
 
 func TestNewWorkerGatewayRefusesAShortLeaseSecret(t *testing.T) {
 	t.Parallel()
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
-	t.Cleanup(func() { _ = c.Close() })
-	_, err := NewWorkerGateway(c, &WorkerGatewayConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen-1)})
+	d, err := Open(unreachable(t), nil)
+	require.NoError(t, err)
+	_, err = d.NewWorkerGateway(&WorkerGatewayConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen-1)})
 	require.ErrorContains(t, err, "LeaseSecret must be at least 32 bytes")
-	_, err = NewWorkerGateway(c, &WorkerGatewayConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen)})
+	_, err = d.NewWorkerGateway(&WorkerGatewayConfig{LeaseSecret: strings.Repeat("s", MinLeaseSecretLen)})
 	require.NoError(t, err)
 }

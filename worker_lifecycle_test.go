@@ -41,10 +41,7 @@ func TestFencingLostLeaseWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	<-started
 
-	peer := b.worker(t, func(c *dtq.WorkerConfig) {
-		c.WorkerID = "peer"
-		c.Clock = func() time.Time { return time.Now().Add(time.Minute) }
-	})
+	peer := b.workerOf(t, b.open(t, lateClock), func(c *dtq.WorkerConfig) { c.WorkerID = "peer" })
 	peer.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) { return "peer result", nil })
 	workertest.Run(t, peer)
 	ti := b.waitStatus(t, res.TaskID, dtqtype.StatusSucceeded)
@@ -212,7 +209,7 @@ func TestExpiredTaskIsNotRun(t *testing.T) {
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "x", TTL: time.Second, IdempotencyKey: "exp"})
 	require.NoError(t, err)
 	ran := make(chan struct{}, 1)
-	w := b.worker(t, func(c *dtq.WorkerConfig) { c.Clock = func() time.Time { return time.Now().Add(time.Minute) } })
+	w := b.workerOf(t, b.open(t, lateClock), nil)
 	w.HandleFunc("x", func(ctx context.Context, task *dtq.Task) (any, error) { ran <- struct{}{}; return nil, nil })
 	workertest.Run(t, w)
 	b.waitStatus(t, res.TaskID, dtqtype.StatusExpired)
@@ -310,7 +307,7 @@ func TestCompletionLeavesRecordAlone(t *testing.T) {
 func TestDLQDisabledEndsFailed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	w := b.worker(t, func(c *dtq.WorkerConfig) { c.DisableDLQ = true })
+	w := b.workerOf(t, b.open(t, func(c *dtq.DeploymentConfig) { c.DisableDLQ = true }), nil)
 	w.HandleFunc("bad", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, dtq.Permanent(errors.New("no")) })
 	workertest.Run(t, w)
 	res, err := b.client.Submit(b.ctx, dtq.Submission{Type: "bad", IdempotencyKey: "f1"})

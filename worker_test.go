@@ -19,13 +19,25 @@ import (
 
 func (b *bundle) worker(t *testing.T, mod func(*dtq.WorkerConfig)) *dtq.Worker {
 	t.Helper()
-	cfg := &dtq.WorkerConfig{KeyPrefix: b.prefix, Concurrency: 8, VisibilityTimeout: 3 * time.Second,
+	return b.workerOf(t, b.d, mod)
+}
+
+// lateClock sets a clock a minute ahead: a process past the leases that
+// the others' workers hold.
+func lateClock(c *dtq.DeploymentConfig) {
+	c.Clock = func() time.Time { return time.Now().Add(time.Minute) }
+}
+
+// workerOf is worker on d, a Deployment of b's (see bundle.open).
+func (b *bundle) workerOf(t *testing.T, d *dtq.Deployment, mod func(*dtq.WorkerConfig)) *dtq.Worker {
+	t.Helper()
+	cfg := &dtq.WorkerConfig{Concurrency: 8, VisibilityTimeout: 3 * time.Second,
 		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
 		DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if mod != nil {
 		mod(cfg)
 	}
-	w, err := dtq.NewWorker(b.rc, cfg)
+	w, err := d.NewWorker(cfg)
 	require.NoError(t, err)
 	return w
 }

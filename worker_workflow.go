@@ -2,33 +2,17 @@ package dtq
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dtq-io/dtq/internal/rdb"
 )
 
-// newWorkflows gives the worker its workflow engine (the relay of each
-// served queue's outbox and the sweep) and the Client behind AddNodes
-// (and on_failure), configured like the scheduler's (SchedulerClient),
-// whose engine it is.
-func (w *Worker) newWorkflows() error {
-	var own deployment
-	if cc := w.cfg.SchedulerClient; cc != nil {
-		own.idempotencyTTL = cc.IdempotencyTTL
-	}
-	own, err := own.resolve()
-	if err != nil {
-		return fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
-	}
-	dep := w.dep
-	dep.idempotencyTTL = own.idempotencyTTL
-	c, err := newClient(w.rdb.Client(), w.cfg.SchedulerClient, dep)
-	if err != nil {
-		return fmt.Errorf("dtq: WorkerConfig.SchedulerClient: %w", err)
-	}
-	c.wf = c.newEngine(dep, w.cfg.Logger) // the worker's logger
+// newWorkflows gives the worker its workflow engine: the relay of each
+// served queue's outbox, the sweep, and c, the Client behind AddNodes (and
+// on_failure), which the scheduler also submits with. The engine logs with
+// the worker's logger.
+func (w *Worker) newWorkflows(c *Client) {
+	c.wf = c.newEngine(w.dep, w.cfg.Logger)
 	w.nodes, w.wf = c, c.wf
-	return nil
 }
 
 // handlerContext is the context a task's handler runs under: the worker's

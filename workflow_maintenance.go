@@ -2,27 +2,21 @@ package dtq
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"time"
 )
 
 // WorkflowMaintenanceConfig configures RunWorkflowMaintenance. Zero values
 // select the defaults noted.
 type WorkflowMaintenanceConfig struct {
-	// Client submits on_failure tasks and names the key prefix, events
-	// cap and clock. Required.
+	// Client submits on_failure tasks, with its limits. It must use the
+	// Deployment's KeyPrefix. Default: a Client with default limits.
 	Client *Client
-	// SucceededRetention and FailedRetention are the workers' settings: a
-	// finished workflow is kept at least the longer of the two. Defaults
-	// DefaultSucceededRetention and DefaultFailedRetention.
-	SucceededRetention, FailedRetention time.Duration
 	// Logger receives warnings. Default: discarded.
 	Logger *slog.Logger
 }
 
 // RunWorkflowMaintenance runs until ctx ends what a Worker runs for the
-// workflows of its queues, for every registered queue (looked up every 2
+// workflows of its queues, for every registered queue of d (looked up every 2
 // s): the relay of each queue's workflow outbox and the sweep of the
 // attention index. A process that serves no queue (the API server) runs it
 // so that the ends of nodes on queues only HTTP workers serve reach their
@@ -33,18 +27,16 @@ type WorkflowMaintenanceConfig struct {
 // read that names their outboxes; on Redis Cluster none held, the
 // outboxes polled every 200 ms with one pipeline per node (see
 // docs/workflows.md, "Relays").
-func RunWorkflowMaintenance(ctx context.Context, cfg *WorkflowMaintenanceConfig) error {
-	if cfg == nil || cfg.Client == nil {
-		return errors.New("dtq: RunWorkflowMaintenance needs a Client")
+// It fails at once when cfg.Client uses another key prefix.
+func RunWorkflowMaintenance(ctx context.Context, d *Deployment, cfg *WorkflowMaintenanceConfig) error {
+	var o WorkflowMaintenanceConfig
+	if cfg != nil {
+		o = *cfg
 	}
-	c := cfg.Client
-	dep := c.dep
-	if cfg.SucceededRetention != 0 {
-		dep.succeededRetention = cfg.SucceededRetention
+	c, err := d.clientOr(o.Client, "WorkflowMaintenanceConfig")
+	if err != nil {
+		return err
 	}
-	if cfg.FailedRetention != 0 {
-		dep.failedRetention = cfg.FailedRetention
-	}
-	c.newEngine(dep, cfg.Logger).RunMaintenance(ctx)
+	c.newEngine(d.dep, o.Logger).RunMaintenance(ctx)
 	return nil
 }

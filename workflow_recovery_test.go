@@ -155,7 +155,7 @@ func TestWorkflowFanOutWhoseReplyWasLost(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	rc := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1}) // a lost reply is not sent again
 	t.Cleanup(func() { _ = rc.Close() })
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: map[string]int{"a": 1, "b": 1},
+	w, err := openPrefix(t, rc, b.prefix).NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"a": 1, "b": 1},
 		Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	w.HandleFunc("job", b.job)
@@ -181,9 +181,7 @@ func TestWorkflowFanOutWhoseReplyWasLost(t *testing.T) {
 // goes on.
 func TestWorkflowNodeOfAKilledWorkerIsReclaimed(t *testing.T) {
 	t.Parallel()
-	b := setupWorkflows(t, func(c *dtq.WorkerConfig) {
-		c.Clock = func() time.Time { return time.Now().Add(time.Minute) } // past the dead worker's lease
-	})
+	b := setupWorkflowsOn(t, lateClock, nil) // past the dead worker's lease
 	res, err := b.client.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{
 		{Ref: "x", Submission: dtq.Submission{Queue: "a", Type: "job", MaxAttempts: 2}}, job("y", "b", nil, "x")}})
 	require.NoError(t, err)
@@ -428,7 +426,7 @@ func TestWorkflowMaintenanceWithoutWorkerOfTheQueue(t *testing.T) {
 	require.NoError(t, err)
 	ctx, stop := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
-	go func() { done <- dtq.RunWorkflowMaintenance(ctx, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
+	go func() { done <- dtq.RunWorkflowMaintenance(ctx, b.d, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
 	defer func() { stop(); require.NoError(t, <-done) }()
 	r := rdb.New(b.rc, b.prefix)
 	require.NoError(t, r.EnsureGroups(b.ctx, "remote"))

@@ -36,11 +36,11 @@ func TestWorkflowRelaysOfManyQueuesHoldFewConnections(t *testing.T) {
 	probe := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	t.Cleanup(func() { _ = probe.Close() })
 
-	client, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: "p"})
+	d := openPrefix(t, rc, "p")
+	client, err := d.NewClient(nil)
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: "p"})
-	require.NoError(t, err)
-	admin, err := dtq.NewAdmin(rc, &dtq.AdminConfig{KeyPrefix: "p", Client: client})
+	insp := d.Inspector()
+	admin, err := d.NewAdmin(&dtq.AdminConfig{Client: client})
 	require.NoError(t, err)
 	queues := make([]string, 1000)
 	for i := range queues {
@@ -56,7 +56,7 @@ func TestWorkflowRelaysOfManyQueuesHoldFewConnections(t *testing.T) {
 
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- dtq.RunWorkflowMaintenance(mctx, &dtq.WorkflowMaintenanceConfig{Client: client}) }()
+	go func() { done <- dtq.RunWorkflowMaintenance(mctx, d, &dtq.WorkflowMaintenanceConfig{Client: client}) }()
 	stopped := false
 	defer func() {
 		if !stopped {

@@ -30,11 +30,18 @@ type wfBundle struct {
 
 func setupWorkflows(t *testing.T, mod func(*dtq.WorkerConfig)) *wfBundle {
 	t.Helper()
+	return setupWorkflowsOn(t, nil, mod)
+}
+
+// setupWorkflowsOn is setupWorkflows with the worker on a Deployment whose
+// settings dmod sets (see bundle.open).
+func setupWorkflowsOn(t *testing.T, dmod func(*dtq.DeploymentConfig), mod func(*dtq.WorkerConfig)) *wfBundle {
+	t.Helper()
 	b := &wfBundle{bundle: setup(t, nil)}
-	a, err := dtq.NewAdmin(b.rc, &dtq.AdminConfig{KeyPrefix: b.prefix, Client: b.client})
+	a, err := b.d.NewAdmin(&dtq.AdminConfig{Client: b.client})
 	require.NoError(t, err)
 	b.admin = a
-	b.w = b.worker(t, func(c *dtq.WorkerConfig) {
+	b.w = b.workerOf(t, b.open(t, dmod), func(c *dtq.WorkerConfig) {
 		c.Queues = map[string]int{"a": 1, "b": 1}
 		if mod != nil {
 			mod(c)

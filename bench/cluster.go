@@ -28,7 +28,11 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 	defer c.Stop()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 256})
 	defer cc.Close()
-	client, err := dtq.NewClient(cc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000})
+	d, err := dtq.Open(cc, nil)
+	if err != nil {
+		panic(err)
+	}
+	client, err := d.NewClient(&dtq.ClientConfig{MaxQueueDepth: 10_000_000})
 	if err != nil {
 		panic(err)
 	}
@@ -47,7 +51,7 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 			panic(err)
 		}
 	}
-	w, err := dtq.NewWorker(cc, &dtq.WorkerConfig{Queues: weights, Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: weights, Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

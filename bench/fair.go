@@ -19,7 +19,7 @@ import (
 // limits. The same build both ways: what fairness costs end to end.
 func fairE2E(ctx context.Context, rc *redis.Client, n, concurrency, keys int, fair bool, payload any) result {
 	if fair {
-		a, err := dtq.NewAdmin(rc, nil)
+		a, err := open(rc, nil).NewAdmin(nil)
 		if err != nil {
 			panic(err)
 		}

@@ -21,10 +21,10 @@ import (
 // keep-alive connections from the same process.
 func httpSubmit(ctx context.Context, rc *redis.Client, n, conns int) result {
 	c := newClient(rc)
-	in, _ := dtq.NewInspector(rc, nil)
-	adm, _ := dtq.NewAdmin(rc, nil)
-	gateway, _ := dtq.NewWorkerGateway(rc, nil)
-	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway})
+	d := open(rc, nil)
+	adm, _ := d.NewAdmin(&dtq.AdminConfig{Client: c})
+	gateway, _ := d.NewWorkerGateway(nil)
+	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: d.Inspector(), Admin: adm, WorkerGateway: gateway})
 	if err != nil {
 		panic(err)
 	}

@@ -245,8 +245,22 @@ var replicaAcks int
 // submitLinger is -submit-linger, the clients' ClientConfig.SubmitLinger.
 var submitLinger time.Duration
 
+// open returns the deployment on rc (key prefix "dtq") with -replica-acks
+// and the settings that change sets (nil: none).
+func open(rc redis.UniversalClient, change func(*dtq.DeploymentConfig)) *dtq.Deployment {
+	cfg := &dtq.DeploymentConfig{ReplicaAcks: replicaAcks}
+	if change != nil {
+		change(cfg)
+	}
+	d, err := dtq.Open(rc, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
 func newClient(rc *redis.Client) *dtq.Client {
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000, ReplicaAcks: replicaAcks, SubmitLinger: submitLinger})
+	c, err := open(rc, nil).NewClient(&dtq.ClientConfig{MaxQueueDepth: 10_000_000, SubmitLinger: submitLinger})
 	if err != nil {
 		panic(err)
 	}
@@ -415,16 +429,17 @@ func batch(ctx context.Context, rc *redis.Client, n int, payload any) result {
 }
 
 func newWorker(rc *redis.Client, concurrency int) *dtq.Worker {
-	return newWorkerWith(rc, concurrency, nil)
+	return newWorkerWith(rc, concurrency, nil, nil)
 }
 
-// newWorkerWith is newWorker with a change to its configuration.
-func newWorkerWith(rc *redis.Client, concurrency int, change func(*dtq.WorkerConfig)) *dtq.Worker {
-	conf := &dtq.WorkerConfig{Concurrency: concurrency, ReplicaAcks: replicaAcks, Logger: slog.New(slog.DiscardHandler)}
+// newWorkerWith is newWorker with changes to its deployment's settings
+// and its configuration.
+func newWorkerWith(rc *redis.Client, concurrency int, deploy func(*dtq.DeploymentConfig), change func(*dtq.WorkerConfig)) *dtq.Worker {
+	conf := &dtq.WorkerConfig{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)}
 	if change != nil {
 		change(conf)
 	}
-	w, err := dtq.NewWorker(rc, conf)
+	w, err := open(rc, deploy).NewWorker(conf)
 	if err != nil {
 		panic(err)
 	}
@@ -536,7 +551,7 @@ func queueStats(ctx context.Context, rc *redis.Client, n int, payload any) resul
 			panic(err)
 		}
 	}
-	in, _ := dtq.NewInspector(rc, nil)
+	in := open(rc, nil).Inspector()
 	var lat []float64
 	for range 200 {
 		start := time.Now()
@@ -581,7 +596,7 @@ func startReplicas(addr string, n int) (stop func()) {
 // setEvents sets queue's event detail (QueueLimits.Events), before the
 // scenario's clients and workers read it.
 func setEvents(ctx context.Context, rc *redis.Client, queue, events string) error {
-	a, err := dtq.NewAdmin(rc, &dtq.AdminConfig{})
+	a, err := open(rc, nil).NewAdmin(nil)
 	if err != nil {
 		return err
 	}

@@ -25,14 +25,14 @@ type memoryRun struct {
 // submitted. Everything counts, the capped event stream included.
 func memory(ctx context.Context, rc *redis.Client, n int, payload any, m memoryRun) result {
 	c := newClient(rc)
-	w := newWorkerWith(rc, 32, func(conf *dtq.WorkerConfig) {
+	w := newWorkerWith(rc, 32, func(conf *dtq.DeploymentConfig) {
 		switch {
 		case m.retention == 0:
 			conf.SucceededRetention = dtq.NoRetention
 		case m.retention > 0:
 			conf.SucceededRetention = m.retention
 		}
-	})
+	}, nil)
 	tick, allDone := countdown(n)
 	w.HandleFunc("noop", func(ctx context.Context, t *dtq.Task) (any, error) { tick(); return nil, nil })
 	w.HandleFunc("warmup", func(ctx context.Context, t *dtq.Task) (any, error) { return nil, nil })

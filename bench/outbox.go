@@ -33,14 +33,15 @@ func outboxBench(ctx context.Context, rc *redis.Client, n, rate int) result {
 	if err := dtqoutbox.Migrate(ctx, db); err != nil {
 		panic(err)
 	}
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: "dtq", MaxQueueDepth: 10_000_000})
+	d, err := dtq.Open(rc, nil)
 	if err != nil {
 		panic(err)
 	}
-	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: "dtq"})
+	c, err := d.NewClient(&dtq.ClientConfig{MaxQueueDepth: 10_000_000})
 	if err != nil {
 		panic(err)
 	}
+	insp := d.Inspector()
 	relay, err := dtqoutbox.NewRelay(&dtqoutbox.RelayConfig{DB: db, Client: c, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)

@@ -53,7 +53,7 @@ func progressRun(ctx context.Context, rc *redis.Client, queue string, n, concurr
 			panic(err)
 		}
 	}
-	w := newWorkerWith(rc, concurrency, func(conf *dtq.WorkerConfig) { conf.Queues = map[string]int{queue: 1} })
+	w := newWorkerWith(rc, concurrency, nil, func(conf *dtq.WorkerConfig) { conf.Queues = map[string]int{queue: 1} })
 	tick, allDone := countdown(n)
 	w.HandleFunc("step", func(ctx context.Context, t *dtq.Task) (any, error) {
 		step := time.NewTicker(progressWork / 10)

@@ -109,8 +109,12 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	// Event streams long enough to hold a whole round's events: they are
 	// where the times are read.
 	const eventsMaxLen = 1_000_000
-	client, err := dtq.NewClient(b.rc, &dtq.ClientConfig{MaxQueueDepth: 10_000_000, EventsMaxLen: eventsMaxLen,
-		MaxWorkflowNodes: max(run.deps+1, 100)})
+	d, err := dtq.Open(b.rc, &dtq.DeploymentConfig{EventsMaxLen: eventsMaxLen})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	client, err := d.NewClient(&dtq.ClientConfig{MaxQueueDepth: 10_000_000, MaxWorkflowNodes: max(run.deps+1, 100)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -120,8 +124,7 @@ func workflowLatency(ctx context.Context, run wfRun) int {
 	for _, q := range b.queues {
 		weights[q] = 1
 	}
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{Queues: weights, Concurrency: run.concurrency, EventsMaxLen: eventsMaxLen,
-		Logger: slog.New(slog.DiscardHandler)})
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: weights, Concurrency: run.concurrency, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

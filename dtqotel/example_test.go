@@ -24,8 +24,11 @@ func submitAndWork(ctx context.Context) error {
 	defer func() { _ = tp.Shutdown(ctx) }()
 	tr := dtqotel.New(&dtqotel.Config{TracerProvider: tp})
 
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	client, err := dtq.NewClient(rdb, nil)
+	d, err := dtq.Open(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}), nil)
+	if err != nil {
+		return err
+	}
+	client, err := d.NewClient(nil)
 	if err != nil {
 		return err
 	}
@@ -38,7 +41,7 @@ func submitAndWork(ctx context.Context) error {
 	}
 	log.Println("submitted", res.TaskID)
 
-	w, err := dtq.NewWorker(rdb, &dtq.WorkerConfig{Queues: map[string]int{"emails": 1}})
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"emails": 1}})
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -22,8 +21,7 @@ import (
 // fresh key prefix, and a Tracer whose spans land in an in-memory recorder.
 type bundle struct {
 	ctx    context.Context
-	rc     *redis.Client
-	prefix string
+	d      *dtq.Deployment
 	client *dtq.Client
 	insp   *dtq.Inspector
 	spans  *tracetest.SpanRecorder
@@ -35,12 +33,12 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := newTracing(t)
 	s := redistest.New(t)
-	b.rc, b.prefix = s.Client, s.Prefix
 	var err error
-	b.client, err = dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	b.d, err = dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	b.insp, err = dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	b.client, err = b.d.NewClient(nil)
 	require.NoError(t, err)
+	b.insp = b.d.Inspector()
 	return b
 }
 
@@ -64,8 +62,8 @@ func (b *bundle) startSpan(name string) (context.Context, trace.Span) {
 // tracing middleware; it is stopped when the test ends.
 func (b *bundle) runWorker(t *testing.T, queue, taskType string, h dtq.HandlerFunc) {
 	t.Helper()
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{
-		KeyPrefix: b.prefix, Queues: map[string]int{queue: 1}, Concurrency: 4,
+	w, err := b.d.NewWorker(&dtq.WorkerConfig{
+		Queues: map[string]int{queue: 1}, Concurrency: 4,
 		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
 		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, DrainTimeout: 5 * time.Second,
 		DisableScheduler: true, Logger: slog.New(slog.DiscardHandler),

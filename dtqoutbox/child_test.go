@@ -39,7 +39,12 @@ func childMain() int {
 		return 2
 	}
 	rc := redis.NewClient(&redis.Options{Addr: os.Getenv(childRedis)})
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: os.Getenv(childPrefix)})
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: os.Getenv(childPrefix)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	c, err := d.NewClient(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -25,6 +25,7 @@ type rig struct {
 	rc     redis.UniversalClient
 	prefix string
 	db     *testDB
+	d      *dtq.Deployment
 	client *dtq.Client
 	insp   *dtq.Inspector
 }
@@ -32,11 +33,11 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	s := redistest.New(t)
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
-	return &rig{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, db: newDB(t), client: c, insp: in}
+	return &rig{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, db: newDB(t), d: d, client: c, insp: d.Inspector()}
 }
 
 // relay runs a relay on the rig until the test ends.
@@ -261,7 +262,7 @@ func TestRowWithTheSubmissionsOwnKey(t *testing.T) {
 func TestInvalidRowsEndFailed(t *testing.T) {
 	t.Parallel()
 	g := newRig(t)
-	strict, err := dtq.NewClient(g.rc, &dtq.ClientConfig{KeyPrefix: g.prefix, TaskTypes: []string{"job"}})
+	strict, err := g.d.NewClient(&dtq.ClientConfig{TaskTypes: []string{"job"}})
 	require.NoError(t, err)
 	for _, body := range []string{`{"task_type":"job","bogus":1}`, `{"task_type":"nope"}`, `{"task_type":"job","priority":12}`, `[1]`} {
 		_, err := g.db.db.Exec(`INSERT INTO dtq_outbox (submission) VALUES ($1)`, body)
@@ -304,7 +305,9 @@ func TestRelayThroughARedisOutage(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 	rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	c, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: g.prefix})
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: g.prefix})
+	require.NoError(t, err)
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
 	g.relay(t, func(cfg *RelayConfig) { cfg.Client = c })
 	committed := map[int]bool{}

@@ -41,7 +41,7 @@ type RelayConfig struct {
 	// databases.
 	KeyPrefix string
 	// IdempotencyTTL must be the deployment's DTQ_IDEM_TTL_S
-	// (ClientConfig.IdempotencyTTL). A row handed to dtq longer ago than
+	// (DeploymentConfig.IdempotencyTTL). A row handed to dtq longer ago than
 	// that and not marked sent is not submitted again: its key may have
 	// been forgotten, so a second submission could make a second task. It
 	// ends failed for a person to check. Default 24h.

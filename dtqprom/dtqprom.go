@@ -3,7 +3,7 @@
 // runs its own Worker uses it the same way:
 //
 //	reg := prometheus.NewRegistry()
-//	w, err := dtq.NewWorker(rdb, &dtq.WorkerConfig{Observer: dtqprom.NewWorker(reg)})
+//	w, err := d.NewWorker(&dtq.WorkerConfig{Observer: dtqprom.NewWorker(reg)}) // d from dtq.Open
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
 // The metric names and labels are listed in docs/observability.md. The

@@ -28,7 +28,9 @@ func TestWorkerMetricsOverHTTP(t *testing.T) {
 	s := redistest.New(t)
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	w, err := dtq.NewWorker(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, Observer: dtqprom.NewWorker(reg),
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
+	require.NoError(t, err)
+	w, err := d.NewWorker(&dtq.WorkerConfig{Observer: dtqprom.NewWorker(reg),
 		DisableScheduler: true, HeartbeatInterval: time.Second, VisibilityTimeout: 3 * time.Second,
 		DrainTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -38,7 +40,7 @@ func TestWorkerMetricsOverHTTP(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
 
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -36,17 +36,14 @@ const receiptTTL = 24 * time.Hour
 // maxSleep is the longest sleep accepted: the longest task timeout.
 const maxSleep = dtq.MaxTimeout
 
-// Register adds the example handlers to mux. rdb and prefix are used by
-// counter_task and send_receipt for their own keys (prefix "" means "dtq");
-// rdb must not be nil. Register panics if one of Types is already registered.
-func Register(mux *dtq.ServeMux, rdb redis.UniversalClient, prefix string) {
-	if rdb == nil {
-		panic("examples: Register needs a Redis client")
+// Register adds the example handlers to mux. counter_task and send_receipt
+// keep their own keys in rdb, d's Redis, under d's key prefix; neither may
+// be nil. Register panics if one of Types is already registered.
+func Register(mux *dtq.ServeMux, d *dtq.Deployment, rdb redis.UniversalClient) {
+	if d == nil || rdb == nil {
+		panic("examples: Register needs a Deployment and its Redis client")
 	}
-	if prefix == "" {
-		prefix = "dtq"
-	}
-	e := &handlers{rdb: rdb, prefix: prefix}
+	e := &handlers{d: d, rdb: rdb, prefix: d.KeyPrefix()}
 	mux.HandleFunc("echo", Echo)
 	mux.Handle("sleep", dtq.Typed(Sleep))
 	mux.Handle("fibonacci", dtq.Typed(Fibonacci))
@@ -57,6 +54,7 @@ func Register(mux *dtq.ServeMux, rdb redis.UniversalClient, prefix string) {
 }
 
 type handlers struct {
+	d      *dtq.Deployment
 	rdb    redis.UniversalClient
 	prefix string
 }
@@ -301,7 +299,7 @@ func (e *handlers) sendReceipt(ctx context.Context, _ *dtq.Task, p ReceiptPayloa
 	if err != nil {
 		return nil, err
 	}
-	executed, res, err := dtq.IdempotentOperation(ctx, e.rdb, "receipt:"+id, receiptTTL,
+	executed, res, err := dtq.IdempotentOperation(ctx, e.d, "receipt:"+id, receiptTTL,
 		func(ctx context.Context) (ReceiptResult, error) {
 			if _, err := e.incr(ctx, e.prefix+":examples:receipts:"+id); err != nil {
 				return ReceiptResult{}, fmt.Errorf("send receipt: %w", err)

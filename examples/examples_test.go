@@ -35,17 +35,18 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	s := redistest.New(t)
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
-	w, err := dtq.NewWorker(s.Client, &dtq.WorkerConfig{
-		KeyPrefix: s.Prefix, Concurrency: 8, VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
+	in := d.Inspector()
+	w, err := d.NewWorker(&dtq.WorkerConfig{
+		Concurrency: 8, VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
 		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, DrainTimeout: 5 * time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
-	examples.Register(w.ServeMux, s.Client, s.Prefix)
+	examples.Register(w.ServeMux, d, s.Client)
 
 	workertest.Run(t, w)
 	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, client: c, insp: in}
@@ -75,11 +76,14 @@ func (b *bundle) wait(t *testing.T, id string, want dtqtype.Status) *dtqtype.Tas
 func TestRegisterTypes(t *testing.T) {
 	t.Parallel()
 	rc := redistest.New(t).Client
+	d, err := dtq.Open(rc, nil)
+	require.NoError(t, err)
 	mux := dtq.NewServeMux()
-	examples.Register(mux, rc, "")
+	examples.Register(mux, d, rc)
 	require.ElementsMatch(t, examples.Types, mux.Types())
-	require.Panics(t, func() { examples.Register(mux, rc, "x") }, "registering twice")
-	require.Panics(t, func() { examples.Register(dtq.NewServeMux(), nil, "x") })
+	require.Panics(t, func() { examples.Register(mux, d, rc) }, "registering twice")
+	require.Panics(t, func() { examples.Register(dtq.NewServeMux(), nil, rc) })
+	require.Panics(t, func() { examples.Register(dtq.NewServeMux(), d, nil) })
 }
 
 func TestExamplesSucceed(t *testing.T) {

@@ -42,11 +42,12 @@ func TestAsynqMappings(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	ctx := context.Background()
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix}) // asynq's RedisClientOpt
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
-	admin, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix, Client: c})
+	insp := d.Inspector()
+	admin, err := d.NewAdmin(&dtq.AdminConfig{Client: c})
 	require.NoError(t, err)
 
 	get := func(id string) *dtqtype.TaskInfo {
@@ -76,7 +77,7 @@ func TestAsynqMappings(t *testing.T) {
 	_, err = c.Submit(ctx, dtq.Submission{Type: "email:send", Timeout: 2 * time.Hour})
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "timeout_ms", ve.Field)
-	wide, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix, MaxAttempts: 26})
+	wide, err := d.NewClient(&dtq.ClientConfig{MaxAttempts: 26})
 	require.NoError(t, err)
 	res, err := wide.Submit(ctx, dtq.Submission{Type: "email:send", MaxAttempts: 25 + 1})
 	require.NoError(t, err)
@@ -127,7 +128,7 @@ func TestAsynqMappings(t *testing.T) {
 	// A ServeMux built apart runs on a worker (asynq's srv.Run(mux)), with
 	// asynq's Concurrency and ShutdownTimeout as Concurrency and DrainTimeout.
 	sent := make(chan string, 8)
-	w, err := dtq.NewWorker(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, Concurrency: 4, DrainTimeout: 5 * time.Second,
+	w, err := d.NewWorker(&dtq.WorkerConfig{Concurrency: 4, DrainTimeout: 5 * time.Second,
 		Queues: map[string]int{"default": 1}, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

@@ -39,7 +39,9 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	s := redistest.New(t)
 	redistest.CheckSlots(t, s.Client, rdb.HashSlot)
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix, Clock: func() time.Time { return t0 }})
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix, Clock: func() time.Time { return t0 }})
+	require.NoError(t, err)
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
 	return &bundle{
 		ctx: context.Background(), rc: s.Client, r: rdb.New(s.Client, s.Prefix), keys: rdb.NewKeys(s.Prefix),

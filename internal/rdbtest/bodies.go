@@ -30,11 +30,11 @@ type BodyChecker struct {
 // NewBodyChecker returns a BodyChecker for the tasks under prefix on rc.
 func NewBodyChecker(t testing.TB, rc redis.UniversalClient, prefix string) *BodyChecker {
 	t.Helper()
-	client, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: prefix})
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: prefix})
+	client, err := d.NewClient(nil)
 	require.NoError(t, err)
-	return &BodyChecker{rc: rc, prefix: prefix, client: client, insp: insp}
+	return &BodyChecker{rc: rc, prefix: prefix, client: client, insp: d.Inspector()}
 }
 
 // Submit submits a task of queue whose payload (over Redis's default

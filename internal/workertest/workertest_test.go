@@ -21,10 +21,11 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 func TestRunStopsTheWorker(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
-	w, err := dtq.NewWorker(s.Client, &dtq.WorkerConfig{KeyPrefix: s.Prefix, WorkerID: "wt", Logger: slog.New(slog.DiscardHandler)})
+	d, err := dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	w, err := d.NewWorker(&dtq.WorkerConfig{WorkerID: "wt", Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
+	insp := d.Inspector()
 	stop := workertest.Run(t, w)
 	require.Eventually(t, func() bool {
 		_, err := insp.GetWorker(context.Background(), "wt")

@@ -83,10 +83,11 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		}
 		return fmt.Errorf("cannot reach Redis at %s: %w", p.redisName, err)
 	}
-	inspector, err := dtq.NewInspector(p.redis, cfg.InspectorConfig())
+	d, err := cfg.Open(p.redis)
 	if err != nil {
 		return err
 	}
+	inspector := d.Inspector()
 	version, err := inspector.CheckRedis(checkCtx)
 	if errors.Is(err, dtq.ErrRedisTooOld) {
 		return fmt.Errorf("dtq needs Redis %s or later; the one at %s is %s", dtq.MinRedisVersion, p.redisName, version)
@@ -98,7 +99,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		log.Info("Redis checked", "redis", p.redisName, "version", version)
 	}
 
-	client, err := dtq.NewClient(p.redis, cfg.ClientConfig())
+	client, err := d.NewClient(cfg.ClientConfig())
 	if err != nil {
 		return err
 	}
@@ -108,13 +109,12 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	for _, w := range client.DurabilityWarnings(checkCtx) {
 		log.Warn(w, "redis", p.redisName)
 	}
-	adminCfg := cfg.AdminConfig()
-	adminCfg.Client = client // schedules are validated and triggered with the API's limits
-	admin, err := dtq.NewAdmin(p.redis, adminCfg)
+	// Schedules are validated and triggered with the API's limits.
+	admin, err := d.NewAdmin(&dtq.AdminConfig{Client: client})
 	if err != nil {
 		return err
 	}
-	sched, err := dtq.NewScheduler(client, &dtq.SchedulerConfig{Logger: log})
+	sched, err := d.NewScheduler(&dtq.SchedulerConfig{Client: client, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -132,15 +132,13 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	}
 	// HTTP workers: claims go through the worker scripts; expired leases of
 	// the queues claimed through this process come back here.
-	gwCfg := cfg.WorkerGatewayConfig(log)
-	gateway, err := dtq.NewWorkerGateway(p.redis, gwCfg)
+	gateway, err := d.NewWorkerGateway(cfg.WorkerGatewayConfig(log))
 	if err != nil {
 		return err
 	}
 	// Workflows progress with only this process and HTTP workers running:
 	// the relay of every queue's workflow outbox and the sweep run here too.
-	wfCfg := &dtq.WorkflowMaintenanceConfig{Client: client, SucceededRetention: gwCfg.SucceededRetention,
-		FailedRetention: gwCfg.FailedRetention, Logger: log}
+	wfCfg := &dtq.WorkflowMaintenanceConfig{Client: client, Logger: log}
 	hub, err := events.NewHub(p.redis, cfg.KeyPrefix, &events.Config{Logger: log, MaxSubscribers: cfg.MaxSubscribers})
 	if err != nil {
 		return err
@@ -204,7 +202,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 	gatewayDone := make(chan error, 1)
 	go func() { gatewayDone <- gateway.Run(hubCtx) }()
 	wfDone := make(chan error, 1)
-	go func() { wfDone <- dtq.RunWorkflowMaintenance(hubCtx, wfCfg) }()
+	go func() { wfDone <- dtq.RunWorkflowMaintenance(hubCtx, d, wfCfg) }()
 	err = serveHTTP(ctx, ln, withDashboard(api), log)
 	stopHub()
 	gateway.Close()

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/cmd/dtq/internal/config"
 	"github.com/dtq-io/dtq/cmd/dtq/internal/httpapi"
 	"github.com/dtq-io/dtq/dtqoutbox"
@@ -114,7 +113,11 @@ func newOutboxRelayCmd(e *env) *cobra.Command {
 			return usageError(err)
 		}
 		defer rc.Close()
-		client, err := dtq.NewClient(rc, cfg.ClientConfig())
+		d, err := cfg.Open(rc)
+		if err != nil {
+			return usageError(err)
+		}
+		client, err := d.NewClient(cfg.ClientConfig())
 		if err != nil {
 			return usageError(err)
 		}

@@ -42,6 +42,7 @@ type apiBundle struct {
 	ctx    context.Context
 	rc     *redis.Client
 	prefix string
+	d      *dtq.Deployment
 	client *dtq.Client
 	insp   *dtq.Inspector
 	admin  *dtq.Admin
@@ -55,15 +56,15 @@ type apiBundle struct {
 func setupAPI(t *testing.T) *apiBundle {
 	t.Helper()
 	s := redistest.New(t)
-	c, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	d := openDeployment(t, s.Client, s.Prefix)
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
-	require.NoError(t, err)
-	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
+	in := d.Inspector()
+	adm, err := d.NewAdmin(&dtq.AdminConfig{Client: c})
 	require.NoError(t, err)
 	hub, err := events.NewHub(s.Client, s.Prefix, &events.Config{PollInterval: 20 * time.Millisecond, Block: 200 * time.Millisecond})
 	require.NoError(t, err)
-	gateway, err := dtq.NewWorkerGateway(s.Client, &dtq.WorkerGatewayConfig{KeyPrefix: s.Prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := d.NewWorkerGateway(&dtq.WorkerGatewayConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway, Events: hub, Logger: slog.New(slog.DiscardHandler),
 		Keys: []httpapi.APIKey{
@@ -82,7 +83,7 @@ func setupAPI(t *testing.T) *apiBundle {
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return &apiBundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, client: c, insp: in, admin: adm,
+	return &apiBundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, d: d, client: c, insp: in, admin: adm,
 		srv: srv, hub: hub, vars: map[string]string{"DTQ_API_URL": srv.URL, "DTQ_TOKEN": adminToken}}
 }
 
@@ -134,12 +135,13 @@ func (b *apiBundle) startWorker(t *testing.T, id string, queues ...string) *dtq.
 	for _, q := range queues {
 		qs[q] = 1
 	}
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: qs, Concurrency: 4, WorkerID: id,
+	d := openDeployment(t, b.rc, b.prefix)
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: qs, Concurrency: 4, WorkerID: id,
 		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second, RetryJitter: -1,
 		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
 		DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	examples.Register(w.ServeMux, b.rc, b.prefix)
+	examples.Register(w.ServeMux, d, b.rc)
 	workertest.Run(t, w)
 	require.Eventually(t, func() bool {
 		_, err := b.insp.GetWorker(b.ctx, id)

@@ -30,7 +30,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		Use:   "worker",
 		Short: "Run a worker with the example handlers",
 		Long: "Run a worker that executes tasks with the example handlers. Your own handlers\n" +
-			"run in your own binary with dtq.NewWorker. SIGTERM/SIGINT drain the worker:\n" +
+			"run in your own binary with dtq.Deployment.NewWorker. SIGTERM/SIGINT drain the worker:\n" +
 			"running tasks get DTQ_DRAIN_TIMEOUT_S to finish, the rest are handed back.\n" +
 			"Only workers serving a queue run or promote its tasks: an unserved queue waits.\n\n" +
 			exampleHelp,
@@ -89,11 +89,15 @@ func newExampleWorker(cfg *config.Config, rc redis.UniversalClient, strict bool,
 	wc := cfg.WorkerConfig(strict, log)
 	wc.SchedulerClient = cfg.ClientConfig() // schedules' tasks get the same limits as the API's
 	wc.Observer = dtqprom.NewWorker(reg)
-	w, err := dtq.NewWorker(rc, wc)
+	d, err := cfg.Open(rc)
 	if err != nil {
 		return nil, err
 	}
-	examples.Register(w.ServeMux, rc, cfg.KeyPrefix)
+	w, err := d.NewWorker(wc)
+	if err != nil {
+		return nil, err
+	}
+	examples.Register(w.ServeMux, d, rc)
 	return &exampleWorker{Worker: w, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}, nil
 }
 

@@ -73,7 +73,7 @@ func TestWorkflowsSubmitGetListCancel(t *testing.T) {
 	// nodes' ends to the workflow.
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- dtq.RunWorkflowMaintenance(ctx, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
+	go func() { done <- dtq.RunWorkflowMaintenance(ctx, b.d, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
 	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
 	out = b.ok(t, "workflows", "cancel", id)
 	require.Regexp(t, `^(workflow `+id+` cancelled|cancel requested: workflow `+id+` ends cancelled once its nodes' ends are recorded \(dtq workflows get `+id+` --wait 30s\))\n`, out)
@@ -405,7 +405,7 @@ func TestWorkflowsGetWatch(t *testing.T) {
 	// The API process's maintenance relays the nodes' ends.
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- dtq.RunWorkflowMaintenance(ctx, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
+	go func() { done <- dtq.RunWorkflowMaintenance(ctx, b.d, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
 	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
 
 	fetch, token := claimNode(t, api, "io")
@@ -465,7 +465,7 @@ func TestWorkflowsGetWatchCancelled(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "GRAPH") }, 30*time.Second, time.Millisecond)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- dtq.RunWorkflowMaintenance(ctx, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
+	go func() { done <- dtq.RunWorkflowMaintenance(ctx, b.d, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
 	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
 	b.ok(t, "workflows", "cancel", id)
 	require.Equal(t, 0, wait())

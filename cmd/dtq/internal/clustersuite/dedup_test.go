@@ -50,7 +50,7 @@ func TestDedupOnEveryMaster(t *testing.T) {
 	cc := c.Client(t)
 	prefix := runPrefix("dedup")
 	queues := queuesOnEveryMaster(t, c, prefix)
-	a := startAPI(t, cc, prefix, nil)
+	a := startAPI(t, cc, prefix)
 	var gates sync.Map // queue -> chan struct{}: a "hold" task runs until it closes
 	startWorker(t, cc, prefix, queues, nil, map[string]dtq.HandlerFunc{
 		"hold": func(ctx context.Context, task *dtq.Task) (any, error) {
@@ -156,8 +156,8 @@ func TestDedupAcrossFailover(t *testing.T) {
 	t.Parallel()
 	d := clusterDeployment(t)
 	const prefix = "fo"
-	a := startAPI(t, d.rc, prefix, func(cfg *dtq.ClientConfig) { cfg.ReplicaAcks = 1 })
-	startWorker(t, d.rc, prefix, d.queues, func(cfg *dtq.WorkerConfig) { cfg.ReplicaAcks = 1 }, map[string]dtq.HandlerFunc{
+	a := startAPI(t, d.rc, prefix, replicaAcks(1))
+	startWorkerOf(t, openDeployment(t, d.rc, prefix, replicaAcks(1)), d.queues, nil, map[string]dtq.HandlerFunc{
 		"work": func(ctx context.Context, task *dtq.Task) (any, error) {
 			select { // long enough that most submissions of a key collapse
 			case <-time.After(100 * time.Millisecond):

@@ -141,11 +141,10 @@ func failover(t *testing.T, acks int) { runFailover(t, clusterDeployment(t), ack
 func runFailover(t *testing.T, d *deployment, acks int) {
 	const prefix = "fo"
 	queues := d.queues
-	a := startAPI(t, d.rc, prefix, func(cfg *dtq.ClientConfig) { cfg.ReplicaAcks = acks })
+	a := startAPI(t, d.rc, prefix, replicaAcks(acks))
 	for i := range 2 {
-		startWorker(t, d.rc, prefix, queues, func(cfg *dtq.WorkerConfig) {
+		startWorkerOf(t, openDeployment(t, d.rc, prefix, replicaAcks(acks)), queues, func(cfg *dtq.WorkerConfig) {
 			cfg.WorkerID = fmt.Sprintf("w%d", i)
-			cfg.ReplicaAcks = acks
 		}, map[string]dtq.HandlerFunc{
 			"work": func(ctx context.Context, task *dtq.Task) (any, error) { return "done", nil },
 		})

@@ -27,7 +27,7 @@ func TestLimitsSchedulesAndHTTPWorkersOnEveryMaster(t *testing.T) {
 	cc := c.Client(t)
 	prefix := runPrefix("feat")
 	queues := queuesOnEveryMaster(t, c, prefix)
-	a := startAPI(t, cc, prefix, nil)
+	a := startAPI(t, cc, prefix)
 	startWorker(t, cc, prefix, queues, nil, map[string]dtq.HandlerFunc{
 		"echo": func(ctx context.Context, task *dtq.Task) (any, error) { return "ok", nil },
 	})

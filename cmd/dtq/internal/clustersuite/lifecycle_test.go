@@ -34,17 +34,14 @@ type api struct {
 	adm  *dtq.Admin
 }
 
-func startAPI(t *testing.T, rc redis.UniversalClient, prefix string, mod func(*dtq.ClientConfig)) *api {
+// mods set the deployment's settings.
+func startAPI(t *testing.T, rc redis.UniversalClient, prefix string, mods ...func(*dtq.DeploymentConfig)) *api {
 	t.Helper()
-	ccfg := &dtq.ClientConfig{KeyPrefix: prefix}
-	if mod != nil {
-		mod(ccfg)
-	}
-	c, err := dtq.NewClient(rc, ccfg)
+	d := openDeployment(t, rc, prefix, mods...)
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
-	adm, err := dtq.NewAdmin(rc, &dtq.AdminConfig{KeyPrefix: prefix})
+	in := d.Inspector()
+	adm, err := d.NewAdmin(&dtq.AdminConfig{Client: c})
 	require.NoError(t, err)
 	hub, err := events.NewHub(rc, prefix, nil)
 	require.NoError(t, err)
@@ -52,7 +49,7 @@ func startAPI(t *testing.T, rc redis.UniversalClient, prefix string, mod func(*d
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(hctx) }()
 	t.Cleanup(func() { stopHub(); <-hubDone })
-	gateway, err := dtq.NewWorkerGateway(rc, &dtq.WorkerGatewayConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := d.NewWorkerGateway(&dtq.WorkerGatewayConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	h, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway, Events: hub,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -112,18 +109,24 @@ func (a *api) waitStatus(t *testing.T, id string, want dtqtype.Status) *dtqtype.
 // startWorker runs a worker on rc serving queues until the test ends.
 func startWorker(t *testing.T, rc redis.UniversalClient, prefix string, queues []string, mod func(*dtq.WorkerConfig), hs map[string]dtq.HandlerFunc) {
 	t.Helper()
+	startWorkerOf(t, openDeployment(t, rc, prefix), queues, mod, hs)
+}
+
+// startWorkerOf is startWorker on the deployment d.
+func startWorkerOf(t *testing.T, d *dtq.Deployment, queues []string, mod func(*dtq.WorkerConfig), hs map[string]dtq.HandlerFunc) {
+	t.Helper()
 	qs := map[string]int{}
 	for _, q := range queues {
 		qs[q] = 1
 	}
-	cfg := &dtq.WorkerConfig{KeyPrefix: prefix, Queues: qs, Concurrency: 8,
+	cfg := &dtq.WorkerConfig{Queues: qs, Concurrency: 8,
 		VisibilityTimeout: 6 * time.Second, HeartbeatInterval: 2 * time.Second,
 		RetryBaseDelay: 20 * time.Millisecond, RetryMaxDelay: 100 * time.Millisecond,
 		DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if mod != nil {
 		mod(cfg)
 	}
-	w, err := dtq.NewWorker(rc, cfg)
+	w, err := d.NewWorker(cfg)
 	require.NoError(t, err)
 	for typ, h := range hs {
 		w.Handle(typ, h)
@@ -141,7 +144,7 @@ func TestLifecycleOnEveryMaster(t *testing.T) {
 	cc := c.Client(t)
 	prefix := runPrefix("life")
 	queues := queuesOnEveryMaster(t, c, prefix)
-	a := startAPI(t, cc, prefix, nil)
+	a := startAPI(t, cc, prefix)
 
 	var broken sync.Map // task type "fragile" fails for good while its queue is marked
 	started := sync.Map{}

@@ -22,10 +22,10 @@ func TestListingPagesAcrossMasters(t *testing.T) {
 	prefix := runPrefix("listing")
 	ctx := context.Background()
 	queues := queuesOnEveryMaster(t, c, prefix)
-	client, err := dtq.NewClient(cc, &dtq.ClientConfig{KeyPrefix: prefix})
+	dep := openDeployment(t, cc, prefix)
+	client, err := dep.NewClient(nil)
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(cc, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
+	insp := dep.Inspector()
 
 	var want []string
 	for i := range 4 {

@@ -30,10 +30,10 @@ func TestOutboxRelayOnCluster(t *testing.T) {
 	ctx := context.Background()
 	db := outboxSchema(t)
 	require.NoError(t, dtqoutbox.Migrate(ctx, db))
-	client, err := dtq.NewClient(cc, &dtq.ClientConfig{KeyPrefix: prefix})
+	dep := openDeployment(t, cc, prefix)
+	client, err := dep.NewClient(nil)
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(cc, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
+	insp := dep.Inspector()
 
 	queues := queuesOnEveryMaster(t, c, prefix)
 	want := map[string]int{}

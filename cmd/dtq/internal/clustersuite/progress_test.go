@@ -27,11 +27,11 @@ func TestProgressAndLogsOnEveryMaster(t *testing.T) {
 	prefix := runPrefix("progress")
 	ctx := context.Background()
 	queues := queuesOnEveryMaster(t, c, prefix)
-	a := startAPI(t, cc, prefix, nil)
-	client, err := dtq.NewClient(cc, &dtq.ClientConfig{KeyPrefix: prefix})
+	a := startAPI(t, cc, prefix)
+	client, err := openDeployment(t, cc, prefix).NewClient(nil)
 	require.NoError(t, err)
 	keys := rdb.NewKeys(prefix)
-	startWorker(t, cc, prefix, queues, func(w *dtq.WorkerConfig) { w.SucceededRetention = time.Hour }, map[string]dtq.HandlerFunc{
+	startWorkerOf(t, openDeployment(t, cc, prefix, func(c *dtq.DeploymentConfig) { c.SucceededRetention = time.Hour }), queues, nil, map[string]dtq.HandlerFunc{
 		"report": func(ctx context.Context, task *dtq.Task) (any, error) {
 			dtq.Logger(ctx).Info("on", "queue", task.Queue)
 			return nil, dtq.Progress(ctx, map[string]string{"queue": task.Queue})

@@ -37,7 +37,7 @@ func TestSentinelFailoverBack(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { rc.Close() })
 	ctx := context.Background()
-	a := startAPI(t, rc, "fb", func(cfg *dtq.ClientConfig) { cfg.ReplicaAcks = 1 })
+	a := startAPI(t, rc, "fb", replicaAcks(1))
 	l := &load{a: a, acked: map[string]string{}}
 	submit := func(from, to int) {
 		for i := from; i < to; i++ {

@@ -44,11 +44,11 @@ func setupWorkflowCluster(t *testing.T, name string) *wfCluster {
 	w.qs = queuesOnEveryMaster(t, c, w.prefix)
 	w.a, w.b, w.q = w.qs[0], w.qs[1], w.qs[2]
 	var err error
-	w.client, err = dtq.NewClient(w.rc, &dtq.ClientConfig{KeyPrefix: w.prefix})
+	dep := openDeployment(t, w.rc, w.prefix)
+	w.client, err = dep.NewClient(nil)
 	require.NoError(t, err)
-	w.insp, err = dtq.NewInspector(w.rc, &dtq.InspectorConfig{KeyPrefix: w.prefix})
-	require.NoError(t, err)
-	w.admin, err = dtq.NewAdmin(w.rc, &dtq.AdminConfig{KeyPrefix: w.prefix, Client: w.client})
+	w.insp = dep.Inspector()
+	w.admin, err = dep.NewAdmin(&dtq.AdminConfig{Client: w.client})
 	require.NoError(t, err)
 	return w
 }
@@ -532,15 +532,14 @@ func TestWorkflowFailover(t *testing.T) {
 	const prefix = "fo"
 	keys := rdb.NewKeys(prefix)
 	qa, qb, qc := d.queues[0], d.queues[1], d.queues[2]
-	client, err := dtq.NewClient(d.rc, &dtq.ClientConfig{KeyPrefix: prefix, ReplicaAcks: 1})
+	dep := openDeployment(t, d.rc, prefix, replicaAcks(1))
+	client, err := dep.NewClient(nil)
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(d.rc, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
+	insp := openDeployment(t, d.rc, prefix).Inspector()
 	var ended atomic.Int64
 	for i := range 2 {
-		startWorker(t, d.rc, prefix, d.queues, func(cfg *dtq.WorkerConfig) {
+		startWorkerOf(t, dep, d.queues, func(cfg *dtq.WorkerConfig) {
 			cfg.WorkerID = fmt.Sprintf("wf%d", i)
-			cfg.ReplicaAcks = 1
 		}, map[string]dtq.HandlerFunc{
 			"step": func(ctx context.Context, task *dtq.Task) (any, error) {
 				select { // long enough that nodes are in flight when the master dies

@@ -162,13 +162,12 @@ func TestRetentionVariables(t *testing.T) {
 			require.Equal(t, tt.succeeded, c.SucceededRetention)
 			require.Equal(t, tt.failed, c.FailedRetention)
 			require.Equal(t, tt.deprecated, len(c.Deprecations()) == 1)
-			wc := c.WorkerConfig(false, nil)
+			dc := c.DeploymentConfig()
 			if tt.succeeded == 0 {
-				require.Equal(t, dtq.NoRetention, wc.SucceededRetention)
+				require.Equal(t, dtq.NoRetention, dc.SucceededRetention)
 			} else {
-				require.Equal(t, tt.succeeded, wc.SucceededRetention)
+				require.Equal(t, tt.succeeded, dc.SucceededRetention)
 			}
-			require.Equal(t, wc.FailedRetention, c.AdminConfig().FailedRetention)
 		})
 	}
 }
@@ -262,18 +261,18 @@ func TestParseValues(t *testing.T) {
 			func(t *testing.T, c *config.Config) {
 				require.Equal(t, "off", c.WorkerMetricsAddr)
 			}},
-		{"client config", map[string]string{"DTQ_KEY_PREFIX": "app:dtq", "DTQ_MAX_QUEUE_DEPTH": "7", "DTQ_MAX_PAYLOAD_BYTES": "1024",
+		{"client and deployment config", map[string]string{"DTQ_KEY_PREFIX": "app:dtq", "DTQ_MAX_QUEUE_DEPTH": "7", "DTQ_MAX_PAYLOAD_BYTES": "1024",
 			"DTQ_MAX_ATTEMPTS": "3", "DTQ_TASK_TIMEOUT_MS": "2000", "DTQ_IDEM_TTL_S": "60", "DTQ_EVENTS_MAXLEN": "500"}, nil,
 			func(t *testing.T, c *config.Config) {
 				cc := c.ClientConfig()
-				require.Equal(t, "app:dtq", cc.KeyPrefix)
 				require.EqualValues(t, 7, cc.MaxQueueDepth)
 				require.Equal(t, 1024, cc.MaxPayloadBytes)
 				require.Equal(t, 3, cc.MaxAttempts)
 				require.Equal(t, 2*time.Second, cc.TaskTimeout)
-				require.Equal(t, time.Minute, cc.IdempotencyTTL)
-				require.EqualValues(t, 500, cc.EventsMaxLen)
-				require.Equal(t, "app:dtq", c.InspectorConfig().KeyPrefix)
+				dc := c.DeploymentConfig()
+				require.Equal(t, "app:dtq", dc.KeyPrefix)
+				require.Equal(t, time.Minute, dc.IdempotencyTTL)
+				require.EqualValues(t, 500, dc.EventsMaxLen)
 			}},
 	}
 	for _, tt := range tests {

@@ -6,36 +6,49 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dtq-io/dtq"
 )
+
+// DeploymentConfig returns the dtq.DeploymentConfig the configuration
+// describes: the settings every process of the deployment shares.
+func (c *Config) DeploymentConfig() *dtq.DeploymentConfig {
+	return &dtq.DeploymentConfig{
+		KeyPrefix:          c.KeyPrefix,
+		EventsMaxLen:       c.EventsMaxLen,
+		DLQMaxLen:          c.DLQMaxLen,
+		DisableDLQ:         !c.DLQEnabled,
+		SucceededRetention: retentionOf(c.SucceededRetention),
+		FailedRetention:    retentionOf(c.FailedRetention),
+		ResultRetention:    c.ResultRetention,
+		IdempotencyTTL:     c.IdempotencyTTL,
+		MaxWorkers:         c.MaxWorkers,
+		ReplicaAcks:        c.ReplicaAcks,
+		ReplicaAckTimeout:  c.ReplicaAckTimeout,
+	}
+}
+
+// Open opens the deployment the configuration describes in rc.
+func (c *Config) Open(rc redis.UniversalClient) (*dtq.Deployment, error) {
+	return dtq.Open(rc, c.DeploymentConfig())
+}
 
 // ClientConfig returns the dtq.ClientConfig the configuration describes,
 // with TaskTypes from DTQ_TASK_TYPES (nil = any type).
 func (c *Config) ClientConfig() *dtq.ClientConfig {
 	return &dtq.ClientConfig{
-		KeyPrefix:       c.KeyPrefix,
 		MaxQueueDepth:   c.MaxQueueDepth,
 		MaxPayloadBytes: c.MaxPayloadBytes,
 		MaxAttempts:     c.MaxAttempts,
 		TaskTimeout:     c.TaskTimeout,
-		IdempotencyTTL:  c.IdempotencyTTL,
-		EventsMaxLen:    c.EventsMaxLen,
 		TaskTypes:       append([]string(nil), c.TaskTypes...),
-		FailedRetention: retentionOf(c.FailedRetention),
 
 		MaxWorkflowNodes: int(c.WorkflowMaxNodes),
 		SubmitLinger:     lingerOf(c.SubmitLinger),
 
-		ReplicaAcks:       c.ReplicaAcks,
-		ReplicaAckTimeout: c.ReplicaAckTimeout,
-
 		DeclaredQueuesOnly: c.QueuePolicy == QueuePolicyDeclared,
 	}
-}
-
-// InspectorConfig returns the dtq.InspectorConfig the configuration describes.
-func (c *Config) InspectorConfig() *dtq.InspectorConfig {
-	return &dtq.InspectorConfig{KeyPrefix: c.KeyPrefix}
 }
 
 // Level returns DTQ_LOG_LEVEL as a slog.Level.
@@ -118,27 +131,17 @@ func routineRequest(r slog.Record) bool {
 // WorkerGatewayConfig (below) derives the API's HTTP-worker settings from it.
 func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 	wc := &dtq.WorkerConfig{
-		KeyPrefix:          c.KeyPrefix,
-		Queues:             c.QueueWeights(),
-		Concurrency:        c.WorkerConcurrency,
-		WorkerID:           c.WorkerID,
-		VisibilityTimeout:  c.VisibilityTimeout,
-		HeartbeatInterval:  c.HeartbeatInterval,
-		RetryBaseDelay:     c.RetryBaseDelay,
-		RetryMaxDelay:      c.RetryMaxDelay,
-		RetryJitter:        c.RetryJitter,
-		SucceededRetention: retentionOf(c.SucceededRetention),
-		FailedRetention:    retentionOf(c.FailedRetention),
-		ResultRetention:    c.ResultRetention,
-		ResultMaxBytes:     c.ResultMaxBytes,
-		DisableDLQ:         !c.DLQEnabled,
-		DLQMaxLen:          c.DLQMaxLen,
-		EventsMaxLen:       c.EventsMaxLen,
-		DrainTimeout:       c.DrainTimeout,
-		ReplicaAcks:        c.ReplicaAcks,
-		ReplicaAckTimeout:  c.ReplicaAckTimeout,
-		MaxWorkers:         c.MaxWorkers,
-		Logger:             log,
+		Queues:            c.QueueWeights(),
+		Concurrency:       c.WorkerConcurrency,
+		WorkerID:          c.WorkerID,
+		VisibilityTimeout: c.VisibilityTimeout,
+		HeartbeatInterval: c.HeartbeatInterval,
+		RetryBaseDelay:    c.RetryBaseDelay,
+		RetryMaxDelay:     c.RetryMaxDelay,
+		RetryJitter:       c.RetryJitter,
+		ResultMaxBytes:    c.ResultMaxBytes,
+		DrainTimeout:      c.DrainTimeout,
+		Logger:            log,
 	}
 	if c.RetryJitter == 0 {
 		wc.RetryJitter = -1 // an explicit 0 means no jitter
@@ -149,32 +152,16 @@ func (c *Config) WorkerConfig(strict bool, log *slog.Logger) *dtq.WorkerConfig {
 	return wc
 }
 
-// AdminConfig returns the dtq.AdminConfig the configuration describes.
-func (c *Config) AdminConfig() *dtq.AdminConfig {
-	return &dtq.AdminConfig{
-		KeyPrefix:       c.KeyPrefix,
-		EventsMaxLen:    c.EventsMaxLen,
-		FailedRetention: retentionOf(c.FailedRetention),
-		IdempotencyTTL:  c.IdempotencyTTL,
-		DisableDLQ:      !c.DLQEnabled,
-
-		ReplicaAcks:       c.ReplicaAcks,
-		ReplicaAckTimeout: c.ReplicaAckTimeout,
-	}
-}
-
 // WorkerGatewayConfig is the configuration of the API's HTTP-worker service
-// (dtq.NewWorkerGateway): the worker settings it shares, with the id made up by
+// (dtq.Deployment.NewWorkerGateway): the worker settings it shares, with the id made up by
 // the API so that it never collides with a Go worker's DTQ_WORKER_ID.
 func (c *Config) WorkerGatewayConfig(log *slog.Logger) *dtq.WorkerGatewayConfig {
 	wc := c.WorkerConfig(false, log)
 	return &dtq.WorkerGatewayConfig{
-		KeyPrefix: wc.KeyPrefix, VisibilityTimeout: wc.VisibilityTimeout, HeartbeatInterval: wc.HeartbeatInterval,
+		VisibilityTimeout: wc.VisibilityTimeout, HeartbeatInterval: wc.HeartbeatInterval,
 		RetryBaseDelay: wc.RetryBaseDelay, RetryMaxDelay: wc.RetryMaxDelay, RetryJitter: wc.RetryJitter,
-		SucceededRetention: wc.SucceededRetention, FailedRetention: wc.FailedRetention, ResultRetention: wc.ResultRetention,
-		ResultMaxBytes: wc.ResultMaxBytes, DisableDLQ: wc.DisableDLQ, DLQMaxLen: wc.DLQMaxLen, EventsMaxLen: wc.EventsMaxLen,
-		Logger: wc.Logger, ReplicaAcks: wc.ReplicaAcks, ReplicaAckTimeout: wc.ReplicaAckTimeout, Clock: wc.Clock,
-		LeaseSecret: c.LeaseSecret, MaxWorkers: wc.MaxWorkers, MaxWorkersPerKey: c.MaxWorkersPerKey,
+		ResultMaxBytes: wc.ResultMaxBytes, Logger: wc.Logger,
+		LeaseSecret: c.LeaseSecret, MaxWorkersPerKey: c.MaxWorkersPerKey,
 	}
 }
 

@@ -50,13 +50,13 @@ func TestClusterURLRunsScripts(t *testing.T) {
 	require.True(t, ok)
 
 	// dtq's scripts keep each call in one slot, so they run on Cluster.
-	client, err := dtq.NewClient(c, &dtq.ClientConfig{KeyPrefix: "clustertest"})
+	dep := openDeployment(t, c, "clustertest")
+	client, err := dep.NewClient(nil)
 	require.NoError(t, err)
 	res, err := client.Submit(ctx, dtq.Submission{Queue: "emails", Type: "send_receipt", IdempotencyKey: "order-1",
 		Payload: map[string]any{"order_id": 1}})
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(c, &dtq.InspectorConfig{KeyPrefix: "clustertest"})
-	require.NoError(t, err)
+	insp := dep.Inspector()
 	task, err := insp.GetTask(ctx, res.TaskID)
 	require.NoError(t, err)
 	require.Equal(t, "send_receipt", task.Type)

@@ -142,9 +142,10 @@ func TestMemoryRunsTheLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, m.Stop(ctx)) }()
 	c := client(t, m)
-	cl, err := dtq.NewClient(c, nil)
+	d := openDeployment(t, c, "")
+	cl, err := d.NewClient(nil)
 	require.NoError(t, err)
-	w, err := dtq.NewWorker(c, &dtq.WorkerConfig{Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
+	w, err := d.NewWorker(&dtq.WorkerConfig{Concurrency: 4, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	var done atomic.Int64
 	w.HandleFunc("echo", func(context.Context, *dtq.Task) (any, error) {
@@ -172,15 +173,14 @@ func TestMemoryRunsTheLifecycle(t *testing.T) {
 	}
 	_, err = cl.Submit(ctx, dtq.Submission{Type: "echo", Delay: time.Hour})
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(c, nil)
-	require.NoError(t, err)
+	insp := d.Inspector()
 	require.Eventually(t, func() bool {
 		q, err := insp.GetQueue(ctx, "default")
 		return err == nil && q.Depth == 1 && q.Running == 0
 	}, 10*time.Second, 10*time.Millisecond)
 	require.EqualValues(t, n, done.Load())
 
-	admin, err := dtq.NewAdmin(c, nil)
+	admin, err := d.NewAdmin(nil)
 	require.NoError(t, err)
 	old, now, err := admin.RecountQueue(ctx, "default")
 	require.NoError(t, err)

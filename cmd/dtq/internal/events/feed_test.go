@@ -29,7 +29,7 @@ func TestSSEDeliversSubmittedTask(t *testing.T) {
 	c := b.openSSE(t, "", "")
 	c.start(t)
 
-	cl, err := dtq.NewClient(b.rc, &dtq.ClientConfig{KeyPrefix: b.keys.Prefix()})
+	cl, err := openDeployment(t, b.rc, b.keys.Prefix()).NewClient(nil)
 	require.NoError(t, err)
 	info, err := cl.Submit(b.ctx, dtq.Submission{Queue: "emails", Type: "send_receipt", Payload: map[string]any{"order_id": 42}})
 	require.NoError(t, err)

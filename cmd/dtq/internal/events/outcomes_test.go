@@ -22,7 +22,8 @@ import (
 func TestFeedOfAnOutcomesQueueResumes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	admin, err := dtq.NewAdmin(b.rc, &dtq.AdminConfig{KeyPrefix: b.keys.Prefix()})
+	dep := openDeployment(t, b.rc, b.keys.Prefix())
+	admin, err := dep.NewAdmin(nil)
 	require.NoError(t, err)
 	require.NoError(t, admin.SetLimits(b.ctx, "quiet", dtqtype.QueueLimits{Events: dtqtype.EventsOutcomes}))
 	b.register(t, "quiet")
@@ -30,7 +31,7 @@ func TestFeedOfAnOutcomesQueueResumes(t *testing.T) {
 	c := b.openSSE(t, "?queue=quiet", "")
 	start := c.start(t)
 
-	cl, err := dtq.NewClient(b.rc, &dtq.ClientConfig{KeyPrefix: b.keys.Prefix()})
+	cl, err := dep.NewClient(nil)
 	require.NoError(t, err)
 	want := map[string]string{} // task id -> its one event
 	for _, do := range []string{"ok", "fail", "ok"} {
@@ -38,7 +39,7 @@ func TestFeedOfAnOutcomesQueueResumes(t *testing.T) {
 		require.NoError(t, err)
 		want[info.TaskID] = map[string]string{"ok": TypeTaskSucceeded, "fail": TypeTaskDeadLettered}[do]
 	}
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{KeyPrefix: b.keys.Prefix(), Queues: map[string]int{"quiet": 1},
+	w, err := dep.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"quiet": 1},
 		Concurrency: 1, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	w.HandleFunc("job", func(_ context.Context, task *dtq.Task) (any, error) {

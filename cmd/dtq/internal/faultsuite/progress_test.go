@@ -25,7 +25,7 @@ func TestProgressUnderLostReplies(t *testing.T) {
 	proxy, direct, viaProxy := proxied(t)
 	ctx := context.Background()
 	const prefix = "progress"
-	w, err := dtq.NewWorker(viaProxy, &dtq.WorkerConfig{KeyPrefix: prefix, Concurrency: 4, VisibilityTimeout: 6 * time.Second,
+	w, err := openDeployment(t, viaProxy, prefix).NewWorker(&dtq.WorkerConfig{Concurrency: 4, VisibilityTimeout: 6 * time.Second,
 		HeartbeatInterval: 2 * time.Second, DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	const lines = 40
@@ -40,10 +40,10 @@ func TestProgressUnderLostReplies(t *testing.T) {
 		return nil, nil
 	})
 	workertest.Run(t, w)
-	client, err := dtq.NewClient(direct, &dtq.ClientConfig{KeyPrefix: prefix})
+	dep := openDeployment(t, direct, prefix)
+	client, err := dep.NewClient(nil)
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(direct, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
+	insp := dep.Inspector()
 
 	hash := []byte(rdb.ScriptHash("progress"))
 	for _, tc := range []struct {

@@ -118,13 +118,13 @@ func testWorkerAdmitUnderFaults(t *testing.T, lostReply bool) {
 	apiRedis := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	t.Cleanup(func() { _ = apiRedis.Close() })
 	const prefix, bound = "adm", 5
-	c, err := dtq.NewClient(apiRedis, &dtq.ClientConfig{KeyPrefix: prefix})
+	dep := openDeployment(t, apiRedis, prefix)
+	c, err := dep.NewClient(nil)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(apiRedis, &dtq.InspectorConfig{KeyPrefix: prefix})
+	in := dep.Inspector()
+	adm, err := dep.NewAdmin(nil)
 	require.NoError(t, err)
-	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
-	gateway, err := dtq.NewWorkerGateway(apiRedis, &dtq.WorkerGatewayConfig{KeyPrefix: prefix, MaxWorkersPerKey: bound,
+	gateway, err := dep.NewWorkerGateway(&dtq.WorkerGatewayConfig{MaxWorkersPerKey: bound,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway,

@@ -142,20 +142,19 @@ func newRig(t *testing.T, sc scenario) *rig {
 			t.Logf("logs of %s:\n%s", sc.name, r.logs.String())
 		}
 	})
-	r.insp, err = dtq.NewInspector(r.direct, &dtq.InspectorConfig{KeyPrefix: r.prefix})
-	require.NoError(t, err)
+	r.insp = openDeployment(t, r.direct, r.prefix).Inspector()
 
 	// The API uses go-redis's defaults, as most users do (it retries a
 	// command on a broken connection by itself).
 	apiRedis := redis.NewClient(&redis.Options{Addr: proxy.Addr(), PoolSize: 32})
 	t.Cleanup(func() { apiRedis.Close() })
-	c, err := dtq.NewClient(apiRedis, &dtq.ClientConfig{KeyPrefix: r.prefix})
+	dep := openDeployment(t, apiRedis, r.prefix)
+	c, err := dep.NewClient(nil)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(apiRedis, &dtq.InspectorConfig{KeyPrefix: r.prefix})
+	in := dep.Inspector()
+	adm, err := dep.NewAdmin(nil)
 	require.NoError(t, err)
-	adm, err := dtq.NewAdmin(apiRedis, &dtq.AdminConfig{KeyPrefix: r.prefix})
-	require.NoError(t, err)
-	gateway, err := dtq.NewWorkerGateway(apiRedis, &dtq.WorkerGatewayConfig{KeyPrefix: r.prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := dep.NewWorkerGateway(&dtq.WorkerGatewayConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	if sc.httpWorkers > 0 {
 		// The API process reclaims what its HTTP workers claimed.
@@ -253,7 +252,7 @@ func (r *rig) startHTTPWorker(t *testing.T, id string) {
 func (r *rig) startWorker(t *testing.T, id string) {
 	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: r.proxy.Addr(), MaxRetries: -1, PoolSize: 32})
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: r.prefix, Queues: map[string]int{queue: 1},
+	w, err := openDeployment(t, rc, r.prefix).NewWorker(&dtq.WorkerConfig{Queues: map[string]int{queue: 1},
 		Concurrency: 8, WorkerID: id, VisibilityTimeout: r.sc.visibility, HeartbeatInterval: r.sc.visibility / 3,
 		RetryBaseDelay: 50 * time.Millisecond, RetryMaxDelay: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("worker", id)})
@@ -329,7 +328,12 @@ func runChild() int {
 	prefix := os.Getenv("DTQ_FAULT_PREFIX")
 	vis, _ := strconv.Atoi(os.Getenv("DTQ_FAULT_VISIBILITY_MS"))
 	work, _ := strconv.Atoi(os.Getenv("DTQ_FAULT_WORK_MS"))
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: prefix, Queues: map[string]int{queue: 1}, Concurrency: 4,
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{queue: 1}, Concurrency: 4,
 		WorkerID: "child", VisibilityTimeout: time.Duration(vis) * time.Millisecond,
 		HeartbeatInterval: time.Duration(vis) * time.Millisecond / 3, DrainTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})

@@ -25,10 +25,12 @@ func TestTidyUnderFaults(t *testing.T) {
 
 	// 2,500 tasks succeed with a retention of 1 s (kept 0), 500 with an
 	// hour, and one dead letter stays in the DLQ.
-	c, err := dtq.NewClient(direct, &dtq.ClientConfig{KeyPrefix: "tidy"})
+	d, err := dtq.Open(direct, &dtq.DeploymentConfig{KeyPrefix: "tidy", SucceededRetention: time.Second})
 	require.NoError(t, err)
-	w, err := dtq.NewWorker(direct, &dtq.WorkerConfig{KeyPrefix: "tidy", Concurrency: 16, DisableScheduler: true,
-		SucceededRetention: time.Second, HeartbeatInterval: time.Second, VisibilityTimeout: 3 * time.Second,
+	c, err := d.NewClient(nil)
+	require.NoError(t, err)
+	w, err := d.NewWorker(&dtq.WorkerConfig{Concurrency: 16, DisableScheduler: true,
+		HeartbeatInterval: time.Second, VisibilityTimeout: 3 * time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	w.HandleFunc("ok", func(context.Context, *dtq.Task) (any, error) { return nil, nil })
@@ -92,8 +94,7 @@ func TestTidyUnderFaults(t *testing.T) {
 	// the counts of the ones kept (the ended buckets were pruned).
 	members := direct.LRange(ctx, keys.Recent("default"), 0, -1).Val()
 	require.Len(t, members, 501)
-	insp, err := dtq.NewInspector(direct, &dtq.InspectorConfig{KeyPrefix: "tidy"})
-	require.NoError(t, err)
+	insp := d.Inspector()
 	page, err := insp.ListTasks(ctx, &dtq.TaskListParams{Queue: "default", Limit: 1000})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 501, "every listed task exists")

@@ -122,14 +122,14 @@ func newWfRig(t *testing.T, sc wfScenario) *wfRig {
 			t.Logf("logs of %s:\n%s", sc.name, r.logs.String())
 		}
 	})
-	r.insp, err = dtq.NewInspector(r.direct, &dtq.InspectorConfig{KeyPrefix: r.prefix})
-	require.NoError(t, err)
+	r.insp = openDeployment(t, r.direct, r.prefix).Inspector()
 	// The submitting side uses go-redis's defaults, as most users do.
 	subRedis := redis.NewClient(&redis.Options{Addr: sub.Addr(), PoolSize: 32})
 	t.Cleanup(func() { subRedis.Close() })
-	r.client, err = dtq.NewClient(subRedis, &dtq.ClientConfig{KeyPrefix: r.prefix})
+	d := openDeployment(t, subRedis, r.prefix)
+	r.client, err = d.NewClient(nil)
 	require.NoError(t, err)
-	r.admin, err = dtq.NewAdmin(subRedis, &dtq.AdminConfig{KeyPrefix: r.prefix, Client: r.client})
+	r.admin, err = d.NewAdmin(&dtq.AdminConfig{Client: r.client})
 	require.NoError(t, err)
 	for i := range sc.workers {
 		r.startWorker(t, fmt.Sprintf("w%d", i+1))
@@ -145,7 +145,7 @@ func newWfRig(t *testing.T, sc wfScenario) *wfRig {
 func (r *wfRig) startWorker(t *testing.T, id string) {
 	t.Helper()
 	rc := redis.NewClient(&redis.Options{Addr: r.wrk.Addr(), MaxRetries: -1, PoolSize: 32})
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: r.prefix, Queues: map[string]int{wfQueues[0]: 1, wfQueues[1]: 1},
+	w, err := openDeployment(t, rc, r.prefix).NewWorker(&dtq.WorkerConfig{Queues: map[string]int{wfQueues[0]: 1, wfQueues[1]: 1},
 		Concurrency: 8, WorkerID: id, VisibilityTimeout: r.sc.visibility, HeartbeatInterval: r.sc.visibility / 3,
 		RetryBaseDelay: 50 * time.Millisecond, RetryMaxDelay: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("worker", id)})
@@ -294,7 +294,12 @@ func runWorkflowChild() int {
 	keys := rdb.NewKeys(prefix)
 	vis, _ := strconv.Atoi(os.Getenv("DTQ_FAULT_VISIBILITY_MS"))
 	work, _ := strconv.Atoi(os.Getenv("DTQ_FAULT_WORK_MS"))
-	w, err := dtq.NewWorker(rc, &dtq.WorkerConfig{KeyPrefix: prefix, Queues: map[string]int{wfQueues[0]: 1, wfQueues[1]: 1},
+	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{wfQueues[0]: 1, wfQueues[1]: 1},
 		Concurrency: 4, WorkerID: "child", VisibilityTimeout: time.Duration(vis) * time.Millisecond,
 		HeartbeatInterval: time.Duration(vis) * time.Millisecond / 3, DrainTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})

@@ -30,8 +30,9 @@ const testPayloadLimit = 4096
 
 // options tune setup.
 type options struct {
-	client func(*dtq.ClientConfig) // adjusts the client config
-	keys   []APIKey
+	client     func(*dtq.ClientConfig)     // adjusts the client config
+	deployment func(*dtq.DeploymentConfig) // adjusts the deployment's settings
+	keys       []APIKey
 	// allowedHosts is Config.AllowedHosts.
 	allowedHosts []string
 	// metricsMaxQueues is Config.MetricsMaxQueues.
@@ -44,9 +45,9 @@ type options struct {
 	redis *redistest.Setup
 	// leaseSecret is the WorkerGateway's LeaseSecret; "" = the one stored in Redis.
 	leaseSecret string
-	// maxWorkers, maxWorkersPerKey are the WorkerGateway's worker record bounds;
-	// 0 = the defaults.
-	maxWorkers, maxWorkersPerKey int64
+	// maxWorkersPerKey is the WorkerGateway's worker record bound per
+	// key; 0 = the default.
+	maxWorkersPerKey int64
 	// feed, when set, serves the event feed from a running events.Hub;
 	// nil leaves the API without one (its routes answer 503).
 	feed *feedOptions
@@ -65,6 +66,7 @@ type bundle struct {
 	rc      *redis.Client
 	prefix  string
 	keys    rdb.Keys
+	d       *dtq.Deployment
 	client  *dtq.Client
 	gateway *dtq.WorkerGateway
 	insp    *dtq.Inspector
@@ -80,19 +82,24 @@ func setup(t testing.TB, o options) *bundle {
 	if s == nil {
 		s = redistest.New(t)
 	}
-	cfg := &dtq.ClientConfig{KeyPrefix: s.Prefix, MaxPayloadBytes: testPayloadLimit}
+	dcfg := &dtq.DeploymentConfig{KeyPrefix: s.Prefix}
+	if o.deployment != nil {
+		o.deployment(dcfg)
+	}
+	d, err := dtq.Open(s.Client, dcfg)
+	require.NoError(t, err)
+	cfg := &dtq.ClientConfig{MaxPayloadBytes: testPayloadLimit}
 	if o.client != nil {
 		o.client(cfg)
 	}
-	c, err := dtq.NewClient(s.Client, cfg)
+	c, err := d.NewClient(cfg)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(s.Client, &dtq.InspectorConfig{KeyPrefix: s.Prefix})
+	in := d.Inspector()
+	adm, err := d.NewAdmin(nil)
 	require.NoError(t, err)
-	adm, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix})
-	require.NoError(t, err)
-	gateway, err := dtq.NewWorkerGateway(s.Client, &dtq.WorkerGatewayConfig{KeyPrefix: s.Prefix, VisibilityTimeout: 3 * time.Second,
+	gateway, err := d.NewWorkerGateway(&dtq.WorkerGatewayConfig{VisibilityTimeout: 3 * time.Second,
 		HeartbeatInterval: time.Second, RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
-		LeaseSecret: o.leaseSecret, MaxWorkers: o.maxWorkers, MaxWorkersPerKey: o.maxWorkersPerKey})
+		LeaseSecret: o.leaseSecret, MaxWorkersPerKey: o.maxWorkersPerKey})
 	require.NoError(t, err)
 	runCtx, stopRemote := context.WithCancel(context.Background())
 	gatewayDone := make(chan error, 1)
@@ -120,7 +127,7 @@ func setup(t testing.TB, o options) *bundle {
 		go func() { hubDone <- hub.Run(hubCtx) }()
 		t.Cleanup(func() { stopHub(); require.NoError(t, <-hubDone) })
 	}
-	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix),
+	return &bundle{ctx: context.Background(), rc: s.Client, prefix: s.Prefix, keys: rdb.NewKeys(s.Prefix), d: d,
 		client: c, gateway: gateway, insp: in, admin: adm, api: api, srv: srv, logs: logs}
 }
 
@@ -276,7 +283,7 @@ type handlers map[string]dtq.HandlerFunc
 // test ends, and waits until it is listed among the workers.
 func (b *bundle) startWorker(t *testing.T, queues map[string]int, hs handlers) *dtq.Worker {
 	t.Helper()
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{KeyPrefix: b.prefix, Queues: queues, Concurrency: 4,
+	w, err := b.d.NewWorker(&dtq.WorkerConfig{Queues: queues, Concurrency: 4,
 		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
 		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond,
 		DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
@@ -351,7 +358,7 @@ func newTestServer(t testing.TB, h http.Handler) *httptest.Server {
 // newWorkerGateway is a WorkerGateway on rc that is not run (tests that do not claim).
 func newWorkerGateway(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.WorkerGateway {
 	t.Helper()
-	r, err := dtq.NewWorkerGateway(rc, &dtq.WorkerGatewayConfig{KeyPrefix: prefix})
+	r, err := openDeployment(t, rc, prefix).NewWorkerGateway(nil)
 	require.NoError(t, err)
 	return r
 }

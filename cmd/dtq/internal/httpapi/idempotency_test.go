@@ -227,7 +227,7 @@ func TestNoRecordWithoutKey(t *testing.T) {
 
 func TestIdempotencyTTLExpiryStartsNewWindow(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{client: func(c *dtq.ClientConfig) { c.IdempotencyTTL = time.Second }})
+	b := setup(t, options{deployment: func(c *dtq.DeploymentConfig) { c.IdempotencyTTL = time.Second }})
 	first := b.post(t, `{"task_type":"echo"}`, "Idempotency-Key", "k")
 	require.Equal(t, http.StatusAccepted, first.status)
 	recKey := b.keys.Idempotency("default", "k")

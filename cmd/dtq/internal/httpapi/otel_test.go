@@ -40,8 +40,8 @@ func TestHTTPSubmitJoinsCallersTrace(t *testing.T) {
 		return out
 	}
 
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{
-		KeyPrefix: b.prefix, Queues: map[string]int{"q": 1}, Concurrency: 4,
+	w, err := b.d.NewWorker(&dtq.WorkerConfig{
+		Queues: map[string]int{"q": 1}, Concurrency: 4,
 		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
 		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, DrainTimeout: 5 * time.Second,
 		DisableScheduler: true, Logger: slog.New(slog.DiscardHandler),

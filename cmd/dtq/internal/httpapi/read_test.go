@@ -230,11 +230,11 @@ func downServer(t *testing.T) *bundle {
 	rc := redis.NewClient(&redis.Options{Addr: redistest.DownAddr(t), DialTimeout: 500 * time.Millisecond, MaxRetries: -1, PoolSize: 1000,
 		DialerRetries: 1})
 	t.Cleanup(func() { rc.Close() })
-	c, err := dtq.NewClient(rc, nil)
+	d := openDeployment(t, rc, "")
+	c, err := d.NewClient(nil)
 	require.NoError(t, err)
-	in, err := dtq.NewInspector(rc, nil)
-	require.NoError(t, err)
-	adm, err := dtq.NewAdmin(rc, nil)
+	in := d.Inspector()
+	adm, err := d.NewAdmin(nil)
 	require.NoError(t, err)
 	api, err := New(Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: newWorkerGateway(t, rc, "")})
 	require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestReadyWarnsAboutReplicaAcks(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(srv.Stop)
 			b := setup(t, options{redis: &redistest.Setup{Server: srv, Client: srv.Client(t), Prefix: "r"},
-				client: func(cfg *dtq.ClientConfig) { cfg.ReplicaAcks = tc.acks }})
+				deployment: func(cfg *dtq.DeploymentConfig) { cfg.ReplicaAcks = tc.acks }})
 			res := b.do(t, http.MethodGet, "/ready", "")
 			require.Equal(t, http.StatusOK, res.status, string(res.body))
 			var body struct {

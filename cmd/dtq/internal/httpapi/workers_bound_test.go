@@ -23,7 +23,7 @@ func TestNewWorkerIDsPastTheBoundAre429(t *testing.T) {
 		{Role: RoleWorker, Name: "py", Secret: "py-secret"},
 		{Role: RoleWorker, Name: "go", Secret: "go-secret"},
 	}
-	b := setup(t, options{keys: keys, maxWorkers: 3, maxWorkersPerKey: 2})
+	b := setup(t, options{keys: keys, deployment: func(c *dtq.DeploymentConfig) { c.MaxWorkers = 3 }, maxWorkersPerKey: 2})
 	py, gk := []string{"X-API-Key", "py-secret"}, []string{"X-API-Key", "go-secret"}
 	claim := func(worker string, hdr []string) *response {
 		return b.do(t, http.MethodPost, "/api/v1/claims", fmt.Sprintf(`{"worker_id": %q, "queues": ["r"]}`, worker), hdr...)

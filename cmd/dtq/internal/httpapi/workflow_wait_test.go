@@ -25,13 +25,14 @@ func TestWorkflowWaitersShareOneStatusPoll(t *testing.T) {
 	counted, n := s.Counted(t)
 	b := setup(t, options{redis: counted})
 	// Maintenance and the cancel go through a client the count leaves out.
-	plain, err := dtq.NewClient(s.Client, &dtq.ClientConfig{KeyPrefix: s.Prefix})
+	d := openDeployment(t, s.Client, s.Prefix)
+	plain, err := d.NewClient(nil)
 	require.NoError(t, err)
-	admin, err := dtq.NewAdmin(s.Client, &dtq.AdminConfig{KeyPrefix: s.Prefix, Client: plain})
+	admin, err := d.NewAdmin(&dtq.AdminConfig{Client: plain})
 	require.NoError(t, err)
 	mctx, stop := context.WithCancel(b.ctx)
 	maint := make(chan error, 1)
-	go func() { maint <- dtq.RunWorkflowMaintenance(mctx, &dtq.WorkflowMaintenanceConfig{Client: plain}) }()
+	go func() { maint <- dtq.RunWorkflowMaintenance(mctx, d, &dtq.WorkflowMaintenanceConfig{Client: plain}) }()
 	t.Cleanup(func() { stop(); require.NoError(t, <-maint) })
 
 	res, err := plain.SubmitWorkflow(b.ctx, dtq.Workflow{Nodes: []dtq.Node{

@@ -21,7 +21,7 @@ func (b *bundle) runWorkflowMaintenance(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- dtq.RunWorkflowMaintenance(ctx, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
+	go func() { done <- dtq.RunWorkflowMaintenance(ctx, b.d, &dtq.WorkflowMaintenanceConfig{Client: b.client}) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 }
 

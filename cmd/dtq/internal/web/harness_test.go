@@ -132,11 +132,11 @@ func setup(t *testing.T, o options) *bundle {
 	t.Helper()
 	s := redistest.New(t)
 	rc, prefix := s.Client, s.Prefix
-	client, err := dtq.NewClient(rc, &dtq.ClientConfig{KeyPrefix: prefix})
+	d := openDeployment(t, rc, prefix)
+	client, err := d.NewClient(nil)
 	require.NoError(t, err)
-	insp, err := dtq.NewInspector(rc, &dtq.InspectorConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
-	admin, err := dtq.NewAdmin(rc, &dtq.AdminConfig{KeyPrefix: prefix})
+	insp := d.Inspector()
+	admin, err := d.NewAdmin(&dtq.AdminConfig{Client: client})
 	require.NoError(t, err)
 	var keys []httpapi.APIKey
 	if o.keys {
@@ -152,7 +152,7 @@ func setup(t *testing.T, o options) *bundle {
 	if o.gate != nil {
 		feed = gatedFeed{hub, o.gate}
 	}
-	gateway, err := dtq.NewWorkerGateway(rc, &dtq.WorkerGatewayConfig{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	gateway, err := d.NewWorkerGateway(&dtq.WorkerGatewayConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: client, Inspector: insp, Admin: admin, WorkerGateway: gateway, Keys: keys, Events: feed})
 	require.NoError(t, err)
@@ -199,14 +199,15 @@ func setup(t *testing.T, o options) *bundle {
 // (or stop is called).
 func (b *bundle) startWorker(t *testing.T, id string, queues map[string]int) (stop func()) {
 	t.Helper()
-	w, err := dtq.NewWorker(b.rc, &dtq.WorkerConfig{
-		KeyPrefix: b.prefix, Queues: queues, Concurrency: 4, WorkerID: id,
+	d := openDeployment(t, b.rc, b.prefix)
+	w, err := d.NewWorker(&dtq.WorkerConfig{
+		Queues: queues, Concurrency: 4, WorkerID: id,
 		HeartbeatInterval: time.Second, VisibilityTimeout: 5 * time.Second,
 		RetryBaseDelay: 200 * time.Millisecond, RetryMaxDelay: time.Second, DrainTimeout: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
-	examples.Register(w.ServeMux, b.rc, b.prefix)
+	examples.Register(w.ServeMux, d, b.rc)
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	b.wg.Go(func() {
