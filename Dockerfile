@@ -21,7 +21,6 @@ COPY go.mod go.sum ./
 COPY cmd/dtq/go.mod cmd/dtq/go.sum cmd/dtq/
 COPY dtqprom/go.mod dtqprom/go.sum dtqprom/
 COPY dtqotel/go.mod dtqotel/go.sum dtqotel/
-COPY internal/metrics/go.mod internal/metrics/go.sum internal/metrics/
 WORKDIR /src/cmd/dtq
 RUN go mod download
 COPY . /src

@@ -9,9 +9,9 @@ REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -X github.com/dtq-io/dtq/internal/buildinfo.version=$(VERSION) \
 	-X github.com/dtq-io/dtq/internal/buildinfo.revision=$(REVISION)
 # Every Go module in the tree (docs/architecture.md, "Modules"): the library
-# at the root, the dtq command, the optional dtqprom, dtqotel and dtqoutbox, the metrics
-# both of those share, and bench's tools.
-MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox internal/metrics bench
+# at the root, the dtq command, the optional dtqprom, dtqotel and dtqoutbox,
+# and bench's tools.
+MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox bench
 # bench's tools are vetted but not held to golangci-lint.
 LINT_MODULES := $(filter-out bench,$(MODULES))
 # in_modules runs $(1) in each module of $(2) (default: MODULES), the rest

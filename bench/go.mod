@@ -18,7 +18,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dtq-io/dtq/internal/metrics v0.0.0 // indirect
+	github.com/dtq-io/dtq/dtqprom v0.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -46,5 +46,4 @@ replace (
 	github.com/dtq-io/dtq/dtqotel => ../dtqotel
 	github.com/dtq-io/dtq/dtqoutbox => ../dtqoutbox
 	github.com/dtq-io/dtq/dtqprom => ../dtqprom
-	github.com/dtq-io/dtq/internal/metrics => ../internal/metrics
 )

@@ -5,10 +5,7 @@ go 1.26.0
 // No release is tagged yet: the dtq modules build from this checkout
 // (docs/architecture.md, "Modules"). The first tag requires released versions
 // and drops these replace lines.
-replace (
-	github.com/dtq-io/dtq => ../
-	github.com/dtq-io/dtq/internal/metrics => ../internal/metrics
-)
+replace github.com/dtq-io/dtq => ../
 
 require (
 	github.com/dtq-io/dtq v0.0.0

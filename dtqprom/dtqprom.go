@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dtq-io/dtq"
-	"github.com/dtq-io/dtq/internal/metrics"
 )
 
 // Worker is a dtq.Observer that records a worker's metrics: started,
@@ -23,13 +22,13 @@ import (
 // throttled starts, handlers in flight, and histograms of wait, execution,
 // end-to-end time and retry delay. It is safe for concurrent use.
 type Worker struct {
-	m *metrics.Worker
+	m *workerMetrics
 }
 
 // NewWorker creates the worker metrics and registers them (and
 // dtq_build_info) with reg; it panics if reg already holds them.
 func NewWorker(reg prometheus.Registerer) *Worker {
-	return &Worker{m: metrics.NewWorker(reg)}
+	return &Worker{m: newWorkerMetrics(reg)}
 }
 
 var _ dtq.Observer = (*Worker)(nil)

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/dtq-io/dtq v0.0.0
-	github.com/dtq-io/dtq/internal/metrics v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -28,7 +27,4 @@ require (
 // No release is tagged yet: the dtq modules build from this checkout
 // (docs/architecture.md, "Modules"). The first tag requires released versions
 // and drops these replace lines.
-replace (
-	github.com/dtq-io/dtq => ../
-	github.com/dtq-io/dtq/internal/metrics => ../internal/metrics
-)
+replace github.com/dtq-io/dtq => ../

@@ -11,7 +11,6 @@ require (
 	github.com/dtq-io/dtq/dtqotel v0.0.0
 	github.com/dtq-io/dtq/dtqoutbox v0.0.0
 	github.com/dtq-io/dtq/dtqprom v0.0.0
-	github.com/dtq-io/dtq/internal/metrics v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -61,5 +60,4 @@ replace (
 	github.com/dtq-io/dtq/dtqotel => ../../dtqotel
 	github.com/dtq-io/dtq/dtqoutbox => ../../dtqoutbox
 	github.com/dtq-io/dtq/dtqprom => ../../dtqprom
-	github.com/dtq-io/dtq/internal/metrics => ../../internal/metrics
 )

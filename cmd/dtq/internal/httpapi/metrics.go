@@ -16,15 +16,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqprom"
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/metrics"
 )
 
 // apiMetrics are the API process's metrics: submission counters plus queue
 // and worker gauges computed at scrape time from counters and structure
 // sizes (never by scanning tasks).
 type apiMetrics struct {
-	m       *metrics.API
+	m       *dtqprom.API
 	handler http.Handler
 
 	// The submission counter is labelled by queue for the first maxQueues
@@ -63,7 +63,7 @@ func newAPIMetrics(reg *prometheus.Registry, in *dtq.Inspector, feed EventFeed, 
 	if sc, ok := feed.(subscriberCounter); ok {
 		reg.MustRegister(&subscriberCollector{feed: sc})
 	}
-	m := metrics.NewAPI(reg)
+	m := dtqprom.NewAPI(reg)
 	m.MaxDepth.Set(float64(maxDepth))
 	return &apiMetrics{m: m, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		maxQueues: maxQueues, labelled: map[string]struct{}{}}

@@ -1,7 +1,9 @@
-// Package metrics defines dtq's Prometheus metrics in one place, so the API
-// and the workers export the same names. Labels are queue, task_type and a
-// small outcome vocabulary — never task ids or payloads.
-package metrics
+package dtqprom
+
+// dtq's Prometheus metrics are defined here, in one place, so that the API
+// and the workers export the same names (docs/observability.md). Labels are
+// queue, task_type and a small outcome vocabulary — never task ids or
+// payloads.
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,11 +11,12 @@ import (
 	"github.com/dtq-io/dtq/internal/buildinfo"
 )
 
-// DurationBuckets span sub-millisecond to ten minutes (seconds).
+// DurationBuckets are the buckets of every dtq histogram: sub-millisecond to
+// ten minutes, in seconds.
 var DurationBuckets = prometheus.ExponentialBucketsRange(0.0005, 600, 22)
 
-// Worker holds the metrics a worker process exports.
-type Worker struct {
+// workerMetrics holds the metrics a worker process exports.
+type workerMetrics struct {
 	Started         *prometheus.CounterVec   // queue, task_type
 	Succeeded       *prometheus.CounterVec   // queue, task_type
 	Failed          *prometheus.CounterVec   // queue, task_type (failed with the DLQ off)
@@ -31,8 +34,8 @@ type Worker struct {
 	RetryDelay      *prometheus.HistogramVec // queue
 }
 
-// NewWorker creates the worker metrics and registers them with reg.
-func NewWorker(reg prometheus.Registerer) *Worker {
+// newWorkerMetrics creates the worker metrics and registers them with reg.
+func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 	qt := []string{"queue", "task_type"}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -40,7 +43,7 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: DurationBuckets}, labels)
 	}
-	m := &Worker{
+	m := &workerMetrics{
 		Started:         counter("dtq_tasks_started_total", "Attempts started.", qt...),
 		Succeeded:       counter("dtq_tasks_succeeded_total", "Tasks that succeeded.", qt...),
 		Failed:          counter("dtq_tasks_failed_total", "Tasks that ended failed (DLQ off).", qt...),
@@ -64,7 +67,7 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 	return m
 }
 
-// Label vocabularies of the worker counters, as Init creates them.
+// Label vocabularies of the worker counters, as Worker.Serving creates them.
 var (
 	// CompletedStatuses are the status labels of dtq_tasks_completed_total.
 	CompletedStatuses = []string{"succeeded", "failed", "dead_lettered", "cancelled"}
@@ -78,7 +81,7 @@ var (
 // that a rate or increase over a counter has data before its first event
 // and an alert on it is evaluated rather than absent. Histograms and the
 // gauge are left alone.
-func (m *Worker) Init(queues, taskTypes []string) {
+func (m *workerMetrics) Init(queues, taskTypes []string) {
 	for _, q := range queues {
 		m.LeaseLost.WithLabelValues(q)
 		m.FinalizeRetries.WithLabelValues(q)
@@ -111,7 +114,10 @@ func NewBuildInfo() prometheus.Collector {
 	return g
 }
 
-// API holds the metrics an API process exports besides the queue gauges.
+// API holds the metrics dtq's HTTP API process exports besides the queue
+// gauges (docs/observability.md): submissions, refusals by reason, request
+// durations and the configured queue depth limit. The dtq binary records
+// them; they are public so that their names and labels are defined once.
 type API struct {
 	Submitted *prometheus.CounterVec   // queue
 	Rejected  *prometheus.CounterVec   // reason
@@ -125,7 +131,8 @@ type API struct {
 // creates each at zero.
 var RejectReasons = []string{"invalid", "too_large", "unknown_type", "queue_full", "in_progress", "key_mismatch", "redis_oom"}
 
-// NewAPI creates the API metrics and registers them with reg.
+// NewAPI creates the API metrics, and dtq_build_info, and registers them
+// with reg; it panics if reg already holds them.
 func NewAPI(reg prometheus.Registerer) *API {
 	m := &API{
 		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dtq_tasks_submitted_total",
