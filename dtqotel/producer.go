@@ -19,7 +19,7 @@ import (
 // task id once c answers; an error is recorded on it. Submit returns what
 // c.Submit returns; s's own Metadata value is not modified.
 func (t *Tracer) Submit(ctx context.Context, c *dtq.Client, s dtq.Submission) (*dtq.SubmitResult, error) {
-	ctx, span := t.startSubmit(ctx, &s)
+	ctx, span := t.tracer.Start(ctx, SubmitSpan, submitSpanOptions(&s)...)
 	defer span.End()
 	// Metadata that is not a JSON object is left as it is: Submit refuses
 	// it with its usual *dtq.ValidationError.
@@ -37,8 +37,8 @@ func (t *Tracer) SubmitBatch(ctx context.Context, c *dtq.Client, subs []dtq.Subm
 	spans := make([]trace.Span, len(subs))
 	for i := range subs {
 		traced[i] = subs[i]
-		var sctx context.Context
-		sctx, spans[i] = t.startSubmit(ctx, &traced[i])
+		sctx, span := t.tracer.Start(ctx, SubmitSpan, submitSpanOptions(&traced[i])...) // ended below, after the batch
+		spans[i] = span
 		_ = t.Inject(sctx, &traced[i])
 	}
 	items, err := c.SubmitBatch(ctx, traced)
@@ -54,13 +54,14 @@ func (t *Tracer) SubmitBatch(ctx context.Context, c *dtq.Client, subs []dtq.Subm
 	return items, err
 }
 
-func (t *Tracer) startSubmit(ctx context.Context, s *dtq.Submission) (context.Context, trace.Span) {
+// submitSpanOptions are the options of s's dtq.submit span.
+func submitSpanOptions(s *dtq.Submission) []trace.SpanStartOption {
 	queue := s.Queue
 	if queue == "" {
 		queue = dtq.DefaultQueue
 	}
-	return t.tracer.Start(ctx, SubmitSpan, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(messagingSystem, AttrQueue.String(queue), AttrTaskType.String(s.Type)))
+	return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(messagingSystem, AttrQueue.String(queue), AttrTaskType.String(s.Type))}
 }
 
 func endSubmit(span trace.Span, res *dtq.SubmitResult, err error) {
@@ -98,7 +99,9 @@ func (t *Tracer) Inject(ctx context.Context, s *dtq.Submission) error {
 		return err
 	}
 	for k, v := range carrier {
-		meta[k], _ = json.Marshal(v) // a string always encodes
+		if meta[k], err = json.Marshal(v); err != nil {
+			return err
+		}
 	}
 	b, err := json.Marshal(meta)
 	if err != nil {
