@@ -2,6 +2,8 @@ package dtq_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -123,5 +125,131 @@ func TestSubmissionMarshalJSONWritesTheHTTPForm(t *testing.T) {
 		var ve *dtq.ValidationError
 		require.ErrorAs(t, err, &ve, c.name)
 		require.Equal(t, c.field, ve.Field, c.name)
+	}
+}
+
+// randomFields draws a value for each field of T by name, from gens; a
+// field of T without a generator, or a generator naming no field, fails the
+// test, so a field added to T fails until it has one (and the codec carries
+// it). A generator may return the zero value: the form must omit it and
+// read it back as zero.
+func randomFields[T any](t *testing.T, r *rand.Rand, gens map[string]func(*rand.Rand) any) T {
+	t.Helper()
+	var out T
+	v := reflect.ValueOf(&out).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		g, ok := gens[f.Name]
+		require.True(t, ok, "%s.%s has no generator here: add one, and make Submission.MarshalJSON write it", v.Type(), f.Name)
+		if x := g(r); x != nil {
+			v.Field(i).Set(reflect.ValueOf(x))
+		}
+	}
+	for name := range gens {
+		_, ok := v.Type().FieldByName(name)
+		require.True(t, ok, "%s has no field %s", v.Type(), name)
+	}
+	return out
+}
+
+// TestSubmissionJSONRoundTripProperty: random submissions, each field set
+// or left zero at random, survive MarshalJSON and UnmarshalJSON unchanged.
+func TestSubmissionJSONRoundTripProperty(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	some := func(r *rand.Rand) bool { return r.IntN(3) > 0 }
+	name := func(prefix string) func(*rand.Rand) any {
+		return func(r *rand.Rand) any {
+			if !some(r) {
+				return nil
+			}
+			return fmt.Sprintf("%s-%d", prefix, r.IntN(1000))
+		}
+	}
+	object := func(r *rand.Rand) any {
+		if !some(r) {
+			return nil
+		}
+		return json.RawMessage(fmt.Sprintf(`{"n":%d,"s":"x%d","a":[1,{"b":null}]}`, r.IntN(1e6), r.IntN(10)))
+	}
+	whole := func(unit, most time.Duration) func(*rand.Rand) any {
+		return func(r *rand.Rand) any {
+			if !some(r) {
+				return nil
+			}
+			return time.Duration(1+r.Int64N(int64(most/unit))) * unit
+		}
+	}
+	at := func(r *rand.Rand) any {
+		if !some(r) {
+			return nil
+		}
+		return time.UnixMilli(1_700_000_000_000 + r.Int64N(1e12)).Add(time.Duration(r.IntN(1e6))).UTC()
+	}
+	positive := func(r *rand.Rand) any {
+		if !some(r) {
+			return nil
+		}
+		return time.Duration(1 + r.Int64N(int64(24*time.Hour)))
+	}
+	modes := []dtq.DedupMode{dtq.DedupDrop, dtq.DedupThrottle, dtq.DedupDebounce, dtq.DedupReplace, dtq.DedupKeepLast}
+	dedupGens := map[string]func(*rand.Rand) any{
+		"Key": name("doc"),
+		"By": func(r *rand.Rand) any {
+			if !some(r) {
+				return nil
+			}
+			return []string{"task_type", fmt.Sprintf("payload.f%d", r.IntN(10))}[:1+r.IntN(2)]
+		},
+		"Mode":    func(r *rand.Rand) any { return modes[r.IntN(len(modes))] },
+		"TTL":     positive,
+		"Window":  positive,
+		"MaxWait": positive,
+	}
+	gens := map[string]func(*rand.Rand) any{
+		"Queue": name("q"), "Type": name("t"), "Payload": object, "Metadata": object,
+		"Priority": func(r *rand.Rand) any {
+			if !some(r) {
+				return nil
+			}
+			return new(r.IntN(10))
+		},
+		"MaxAttempts": func(r *rand.Rand) any {
+			if !some(r) {
+				return nil
+			}
+			return 1 + r.IntN(100)
+		},
+		"Timeout": whole(time.Millisecond, dtq.MaxTimeout), "Delay": whole(time.Millisecond, dtq.MaxDelay),
+		"TTL": whole(time.Second, 1000*time.Hour), "RunAt": at, "ExpiresAt": at,
+		"IdempotencyKey": name("order"), "ConcurrencyKey": name("tenant"),
+		"Retention": func(r *rand.Rand) any {
+			switch r.IntN(3) {
+			case 0:
+				return nil
+			case 1:
+				return dtq.NoRetention
+			}
+			return whole(time.Second, dtq.MaxRetention)(r)
+		},
+		"KeepPayload": func(r *rand.Rand) any { return some(r) },
+		"Dedup": func(r *rand.Rand) any {
+			if !some(r) {
+				return nil
+			}
+			d := randomFields[dtq.Dedup](t, r, dedupGens)
+			return &d
+		},
+	}
+	for range 500 {
+		in := randomFields[dtq.Submission](t, r, gens)
+		b, err := json.Marshal(in)
+		require.NoError(t, err)
+		var back dtq.Submission
+		require.NoError(t, json.Unmarshal(b, &back), "%s", b)
+		require.Equal(t, in, back, "%s", b)
 	}
 }
