@@ -253,3 +253,30 @@ func TestSubmissionJSONRoundTripProperty(t *testing.T) {
 		require.Equal(t, in, back, "%s", b)
 	}
 }
+
+// TestNodeJSONRoundTrip: a workflow node keeps its own fields beside its
+// submission's through MarshalJSON and UnmarshalJSON (Node embeds
+// Submission, whose methods would otherwise drop them).
+func TestNodeJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	full := fill[dtq.Node](t, map[string]any{
+		"Ref": "resize", "Deps": []string{"fetch", "scan"}, "OnDepFailure": dtq.DepContinue,
+		"Submission": dtq.Submission{Queue: "cpu", Type: "resize", Payload: json.RawMessage(`{"w":10}`), Delay: time.Second},
+	})
+	for _, in := range []dtq.Node{full, {Ref: "a", Submission: dtq.Submission{Type: "echo"}}} {
+		b, err := json.Marshal(in)
+		require.NoError(t, err)
+		var back dtq.Node
+		require.NoError(t, json.Unmarshal(b, &back), "%s", b)
+		require.Equal(t, in, back, "%s", b)
+	}
+	b, err := json.Marshal(full)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ref":"resize","deps":["fetch","scan"],"on_dep_failure":"continue",
+		"task_type":"resize","queue":"cpu","payload":{"w":10},"delay_ms":1000}`, string(b))
+	var n dtq.Node
+	err = json.Unmarshal([]byte(`{"ref":7,"task_type":"x"}`), &n)
+	var ve *dtq.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "ref", ve.Field)
+}
