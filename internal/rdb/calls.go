@@ -6,10 +6,8 @@ import (
 	"time"
 )
 
-// The structs below are the KEYS and ARGV of the hot and complex scripts by
-// name. Each one's keys and args lay its fields out in the order of the
-// script's header, the one place that order is written on the Go side
-// (TestScriptCallsMatchHeaders checks the counts against the header).
+// Helpers that fill the generated KEYS and ARGV structs of scripts_gen.go
+// where several scripts share a part, or the layout takes work (ingest).
 
 // limitKeys are the keys a script that stops a running task needs to give
 // back its concurrency-key slot and wake limited workers (limit_keys in

@@ -292,15 +292,9 @@ func (r *RDB) Client() redis.UniversalClient { return r.c }
 // Keys returns the key builder.
 func (r *RDB) Keys() Keys { return r.keys }
 
-// callHook, when set (by this package's tests, before any call), sees the
-// name, keys and arguments of every script call before it is sent.
-var callHook func(name string, keys []string, args []any)
-
-// run executes script s.
+// run executes script s. Production code calls it through the typed call
+// methods scriptgen writes (scripts_gen.go).
 func (r *RDB) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
-	if callHook != nil {
-		callHook(s.name, keys, args)
-	}
 	var cmd *redis.Cmd
 	if r.acks > 0 && s.acked {
 		cmd = r.runAcked(ctx, s.rs, keys, args...)

@@ -3080,6 +3080,291 @@ func (r *RDB) callWfAck(ctx context.Context, k *wfAckKeys, a *wfAckArgs) (string
 	return wfAckDecode(v)
 }
 
+// wfAddKeys are the KEYS of lua/wf_add.lua.
+type wfAddKeys struct {
+	Workflow string // workflow record hash
+	Nodes    string // nodes hash
+	Defs     string // definitions hash
+}
+
+// wfAddArgs are the ARGV of lua/wf_add.lua.
+type wfAddArgs struct {
+	Now       int64            // now (ms)
+	MaxNodes  int              // max nodes of a workflow
+	FullQueue string           // a queue too full for the call's nodes, as the caller read the depths ("" = none: see wf_create)
+	FullDepth int64            // its depth
+	Nodes     []wfAddNodesItem // per node its ref, task id, queue, deps JSON ("" = none), "c" for on_dep_failure continue else "", definition digest, definition JSON
+}
+
+// wfAddNodesItem is one item of lua/wf_add.lua's nodes.
+type wfAddNodesItem struct {
+	Ref    string
+	TaskID string
+	Queue  string
+	Deps   string
+	Cont   string
+	Digest string
+	Def    []byte
+}
+
+// wfAddBuild lays out the KEYS and ARGV of lua/wf_add.lua in its header's order.
+func wfAddBuild(k *wfAddKeys, a *wfAddArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_add.lua: KEYS workflow is empty")
+	}
+	if k.Nodes == "" {
+		return nil, nil, fmt.Errorf("lua/wf_add.lua: KEYS nodes is empty")
+	}
+	if k.Defs == "" {
+		return nil, nil, fmt.Errorf("lua/wf_add.lua: KEYS defs is empty")
+	}
+	keys := make([]string, 0, 3)
+	keys = append(keys, k.Workflow, k.Nodes, k.Defs)
+	args := make([]any, 0, 4+7*len(a.Nodes))
+	args = append(args, a.Now, a.MaxNodes, a.FullQueue, a.FullDepth)
+	for _, it := range a.Nodes {
+		args = append(args, it.Ref, it.TaskID, it.Queue, it.Deps, it.Cont, it.Digest, it.Def)
+	}
+	return keys, args, nil
+}
+
+// wfAddDecode reads a reply of lua/wf_add.lua, or fails on a reply of another shape.
+func wfAddDecode(v any) ([]string, error) {
+	var zero []string
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_add.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfAdd runs lua/wf_add.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfAdd(ctx context.Context, k *wfAddKeys, a *wfAddArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := wfAddBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfAdd, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfAddDecode(v)
+}
+
+// wfApplyKeys are the KEYS of lua/wf_apply.lua.
+type wfApplyKeys struct {
+	Workflow string // workflow record hash
+	Nodes    string // nodes hash
+	Releases string // releases hash
+	Defs     string // definitions hash
+	Parked   string // parked hash
+}
+
+// wfApplyArgs are the ARGV of lua/wf_apply.lua.
+type wfApplyArgs struct {
+	Now         int64  // now (ms)
+	Ref         string // ref
+	Status      string // status the node ended with
+	Result      string // result JSON ("" = none)
+	Class       string // error class ("" = none)
+	RetentionMS int64  // default retention once finished (ms)
+	DepBytes    int    // bytes of deps' results inlined in a release (see wf_deps_outcomes)
+	Inline      int    // most releases answered inline
+	ParkedEnd   string // "1": the end was parked (wf_park) and leaves the parked hash here
+}
+
+// wfApplyBuild lays out the KEYS and ARGV of lua/wf_apply.lua in its header's order.
+func wfApplyBuild(k *wfApplyKeys, a *wfApplyArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_apply.lua: KEYS workflow is empty")
+	}
+	if k.Nodes == "" {
+		return nil, nil, fmt.Errorf("lua/wf_apply.lua: KEYS nodes is empty")
+	}
+	if k.Releases == "" {
+		return nil, nil, fmt.Errorf("lua/wf_apply.lua: KEYS releases is empty")
+	}
+	if k.Defs == "" {
+		return nil, nil, fmt.Errorf("lua/wf_apply.lua: KEYS defs is empty")
+	}
+	if k.Parked == "" {
+		return nil, nil, fmt.Errorf("lua/wf_apply.lua: KEYS parked is empty")
+	}
+	keys := make([]string, 0, 5)
+	keys = append(keys, k.Workflow, k.Nodes, k.Releases, k.Defs, k.Parked)
+	args := make([]any, 0, 9)
+	args = append(args, a.Now, a.Ref, a.Status, a.Result, a.Class, a.RetentionMS, a.DepBytes, a.Inline, a.ParkedEnd)
+	return keys, args, nil
+}
+
+// wfApplyDecode reads a reply of lua/wf_apply.lua, or fails on a reply of another shape.
+func wfApplyDecode(v any) ([]string, error) {
+	var zero []string
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_apply.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfApply runs lua/wf_apply.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfApply(ctx context.Context, k *wfApplyKeys, a *wfApplyArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := wfApplyBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfApply, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfApplyDecode(v)
+}
+
+// wfCancelKeys are the KEYS of lua/wf_cancel.lua.
+type wfCancelKeys struct {
+	Workflow string // workflow record hash
+	Nodes    string // nodes hash
+}
+
+// wfCancelArgs are the ARGV of lua/wf_cancel.lua.
+type wfCancelArgs struct {
+	Now    int64  // now (ms)
+	Cursor string // cursor of the nodes hash ("0" = the first page)
+	Count  int    // HSCAN COUNT of a page (fields of the nodes hash looked at; a node has about ten)
+}
+
+// wfCancelBuild lays out the KEYS and ARGV of lua/wf_cancel.lua in its header's order.
+func wfCancelBuild(k *wfCancelKeys, a *wfCancelArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_cancel.lua: KEYS workflow is empty")
+	}
+	if k.Nodes == "" {
+		return nil, nil, fmt.Errorf("lua/wf_cancel.lua: KEYS nodes is empty")
+	}
+	keys := make([]string, 0, 2)
+	keys = append(keys, k.Workflow, k.Nodes)
+	args := make([]any, 0, 3)
+	args = append(args, a.Now, a.Cursor, a.Count)
+	return keys, args, nil
+}
+
+// wfCancelDecode reads a reply of lua/wf_cancel.lua, or fails on a reply of another shape.
+func wfCancelDecode(v any) ([]string, error) {
+	var zero []string
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_cancel.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfCancel runs lua/wf_cancel.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfCancel(ctx context.Context, k *wfCancelKeys, a *wfCancelArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := wfCancelBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfCancel, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfCancelDecode(v)
+}
+
+// wfCreateKeys are the KEYS of lua/wf_create.lua.
+type wfCreateKeys struct {
+	Workflow string // workflow record hash
+	Nodes    string // nodes hash
+	Defs     string // definitions hash
+	Idem     string // the idempotency record (Keys.WorkflowIdempotency)
+}
+
+// wfCreateArgs are the ARGV of lua/wf_create.lua.
+type wfCreateArgs struct {
+	Now            int64               // now (ms)
+	ID             string              // workflow id
+	Name           string              // workflow name
+	Fingerprint    string              // fingerprint
+	IdemTTLS       int64               // idempotency record TTL (s)
+	OnFailure      string              // on_failure definition JSON ("" = none)
+	Retention      string              // longest node retention (s; "" = the default)
+	IdemKey        string              // idempotency key ("" = none)
+	WorkflowPrefix string              // workflow key prefix (Keys.WorkflowPrefix: an owner's record is the prefix and its id)
+	FullQueue      string              // a queue too full for this workflow's nodes, as the submitter read the depths ("" = none)
+	FullDepth      int64               // that queue's depth
+	Nodes          []wfCreateNodesItem // per node its ref, task id, queue, deps JSON ("" = none), dependants JSON ("" = none), "c" for on_dep_failure continue else "", definition digest, definition JSON
+}
+
+// wfCreateNodesItem is one item of lua/wf_create.lua's nodes.
+type wfCreateNodesItem struct {
+	Ref        string
+	TaskID     string
+	Queue      string
+	Deps       string
+	Dependants string
+	Cont       string
+	Digest     string
+	Def        []byte
+}
+
+// wfCreateBuild lays out the KEYS and ARGV of lua/wf_create.lua in its header's order.
+func wfCreateBuild(k *wfCreateKeys, a *wfCreateArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_create.lua: KEYS workflow is empty")
+	}
+	if k.Nodes == "" {
+		return nil, nil, fmt.Errorf("lua/wf_create.lua: KEYS nodes is empty")
+	}
+	if k.Defs == "" {
+		return nil, nil, fmt.Errorf("lua/wf_create.lua: KEYS defs is empty")
+	}
+	keys := make([]string, 0, 4)
+	keys = append(keys, k.Workflow, k.Nodes, k.Defs)
+	for _, x := range [...]string{k.Idem} {
+		if x == "" {
+			break
+		}
+		keys = append(keys, x)
+	}
+	args := make([]any, 0, 11+8*len(a.Nodes))
+	args = append(args, a.Now, a.ID, a.Name, a.Fingerprint, a.IdemTTLS, a.OnFailure, a.Retention, a.IdemKey, a.WorkflowPrefix, a.FullQueue, a.FullDepth)
+	for _, it := range a.Nodes {
+		args = append(args, it.Ref, it.TaskID, it.Queue, it.Deps, it.Dependants, it.Cont, it.Digest, it.Def)
+	}
+	return keys, args, nil
+}
+
+// wfCreateDecode reads a reply of lua/wf_create.lua, or fails on a reply of another shape.
+func wfCreateDecode(v any) ([]string, error) {
+	var zero []string
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_create.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfCreate runs lua/wf_create.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfCreate(ctx context.Context, k *wfCreateKeys, a *wfCreateArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := wfCreateBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfCreate, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfCreateDecode(v)
+}
+
 // wfLockKeys are the KEYS of lua/wf_lock.lua.
 type wfLockKeys struct {
 	Lock string // relay lock
@@ -3188,6 +3473,94 @@ func (r *RDB) callWfMark(ctx context.Context, k *wfMarkKeys, a *wfMarkArgs) (str
 		return zero, err
 	}
 	return wfMarkDecode(v)
+}
+
+// wfNodesKeys are the KEYS of lua/wf_nodes.lua.
+type wfNodesKeys struct {
+	Waiting string             // waiting ZSET
+	Depth   string             // depth counter
+	Recent  string             // listing index LIST
+	Tasks   []wfNodesTasksItem // per node its task hash and the marker a task deleted at once leaves (TaskEnded)
+}
+
+// wfNodesArgs are the ARGV of lua/wf_nodes.lua.
+type wfNodesArgs struct {
+	Now       int64              // now (ms)
+	RecentCap int64              // listing index cap
+	Nodes     []wfNodesNodesItem // per node its task id, wf, type, payload, priority, max_attempts, timeout_ms, metadata ("" = {}), concurrency key ("" = none), retention once finished (s; "" = the workers' setting), "1" to keep the payload once succeeded, delay after release (ms), ttl after release (ms; "" = none), created_at
+}
+
+// wfNodesTasksItem is one item of lua/wf_nodes.lua's tasks.
+type wfNodesTasksItem struct {
+	Task  string
+	Ended string
+}
+
+// wfNodesNodesItem is one item of lua/wf_nodes.lua's nodes.
+type wfNodesNodesItem struct {
+	ID             string
+	Wf             string
+	Type           string
+	Payload        string
+	Priority       int
+	MaxAttempts    int
+	TimeoutMS      int64
+	Metadata       []byte
+	ConcurrencyKey string
+	Retention      string
+	Keep           string
+	DelayMS        int64
+	TTL            string
+	CreatedAt      int64
+}
+
+// wfNodesBuild lays out the KEYS and ARGV of lua/wf_nodes.lua in its header's order.
+func wfNodesBuild(k *wfNodesKeys, a *wfNodesArgs) ([]string, []any, error) {
+	if k.Waiting == "" {
+		return nil, nil, fmt.Errorf("lua/wf_nodes.lua: KEYS waiting is empty")
+	}
+	if k.Depth == "" {
+		return nil, nil, fmt.Errorf("lua/wf_nodes.lua: KEYS depth is empty")
+	}
+	if k.Recent == "" {
+		return nil, nil, fmt.Errorf("lua/wf_nodes.lua: KEYS recent is empty")
+	}
+	keys := make([]string, 0, 3+2*len(k.Tasks))
+	keys = append(keys, k.Waiting, k.Depth, k.Recent)
+	for _, it := range k.Tasks {
+		keys = append(keys, it.Task, it.Ended)
+	}
+	args := make([]any, 0, 2+14*len(a.Nodes))
+	args = append(args, a.Now, a.RecentCap)
+	for _, it := range a.Nodes {
+		args = append(args, it.ID, it.Wf, it.Type, it.Payload, it.Priority, it.MaxAttempts, it.TimeoutMS, it.Metadata, it.ConcurrencyKey, it.Retention, it.Keep, it.DelayMS, it.TTL, it.CreatedAt)
+	}
+	return keys, args, nil
+}
+
+// wfNodesDecode reads a reply of lua/wf_nodes.lua, or fails on a reply of another shape.
+func wfNodesDecode(v any) (int64, error) {
+	var zero int64
+	x, err := replyInt(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_nodes.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfNodes runs lua/wf_nodes.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfNodes(ctx context.Context, k *wfNodesKeys, a *wfNodesArgs) (int64, error) {
+	var zero int64
+	keys, args, err := wfNodesBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfNodes, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfNodesDecode(v)
 }
 
 // wfNoteKeys are the KEYS of lua/wf_note.lua.
@@ -3422,6 +3795,76 @@ func (r *RDB) callWfReleased(ctx context.Context, k *wfReleasedKeys, a *wfReleas
 		return zero, err
 	}
 	return wfReleasedDecode(v)
+}
+
+// wfStartKeys are the KEYS of lua/wf_start.lua.
+type wfStartKeys struct {
+	Workflow string // workflow record hash
+	Nodes    string // nodes hash
+	Releases string // releases hash
+	Defs     string // definitions hash
+	Parked   string // parked hash
+}
+
+// wfStartArgs are the ARGV of lua/wf_start.lua.
+type wfStartArgs struct {
+	Now         int64    // now (ms)
+	RetentionMS int64    // default retention once finished (ms)
+	DepBytes    int      // bytes of deps' results inlined in a release (see wf_deps_outcomes)
+	Inline      int      // most releases answered inline
+	Refs        []string // refs of the batch
+}
+
+// wfStartBuild lays out the KEYS and ARGV of lua/wf_start.lua in its header's order.
+func wfStartBuild(k *wfStartKeys, a *wfStartArgs) ([]string, []any, error) {
+	if k.Workflow == "" {
+		return nil, nil, fmt.Errorf("lua/wf_start.lua: KEYS workflow is empty")
+	}
+	if k.Nodes == "" {
+		return nil, nil, fmt.Errorf("lua/wf_start.lua: KEYS nodes is empty")
+	}
+	if k.Releases == "" {
+		return nil, nil, fmt.Errorf("lua/wf_start.lua: KEYS releases is empty")
+	}
+	if k.Defs == "" {
+		return nil, nil, fmt.Errorf("lua/wf_start.lua: KEYS defs is empty")
+	}
+	if k.Parked == "" {
+		return nil, nil, fmt.Errorf("lua/wf_start.lua: KEYS parked is empty")
+	}
+	keys := make([]string, 0, 5)
+	keys = append(keys, k.Workflow, k.Nodes, k.Releases, k.Defs, k.Parked)
+	args := make([]any, 0, 4+len(a.Refs))
+	args = append(args, a.Now, a.RetentionMS, a.DepBytes, a.Inline)
+	for _, x := range a.Refs {
+		args = append(args, x)
+	}
+	return keys, args, nil
+}
+
+// wfStartDecode reads a reply of lua/wf_start.lua, or fails on a reply of another shape.
+func wfStartDecode(v any) ([]string, error) {
+	var zero []string
+	x, err := replyStrings(v)
+	if err != nil {
+		return zero, fmt.Errorf("lua/wf_start.lua reply: %w", err)
+	}
+	return x, nil
+}
+
+// callWfStart runs lua/wf_start.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callWfStart(ctx context.Context, k *wfStartKeys, a *wfStartArgs) ([]string, error) {
+	var zero []string
+	keys, args, err := wfStartBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptWfStart, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return wfStartDecode(v)
 }
 
 // wfUnlistKeys are the KEYS of lua/wf_unlist.lua.

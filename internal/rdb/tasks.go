@@ -275,9 +275,6 @@ func (r *RDB) listPages(ctx context.Context, queues []string, cursor string, cou
 			if err != nil {
 				return nil, nil, err
 			}
-			if callHook != nil {
-				callHook(scriptListPage.name, keys, args)
-			}
 			cmds[i] = s.EvalSha(ctx, pipe, keys, args...)
 		}
 		nums := pipe.HMGet(ctx, r.keys.Queues(), queues...)

@@ -131,11 +131,6 @@ func ValidWorkflowID(id string) bool {
 	return true
 }
 
-func (r *RDB) workflowKeys(id string) []string {
-	k := r.keys
-	return []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowReleases(id), k.WorkflowDefs(id), k.WorkflowParked(id)}
-}
-
 // Bounds of the workflow scripts' work per call (see docs/workflows.md).
 const (
 	// ReleaseChunk bounds the releases carried out and dropped per
@@ -171,9 +166,9 @@ func flag(b bool, v string) string {
 // (wf_create.lua), after its idempotency check.
 func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow) (CreateResult, error) {
 	k := r.keys
-	keys := []string{k.Workflow(w.ID), k.WorkflowNodes(w.ID), k.WorkflowDefs(w.ID)}
+	keys := &wfCreateKeys{Workflow: k.Workflow(w.ID), Nodes: k.WorkflowNodes(w.ID), Defs: k.WorkflowDefs(w.ID)}
 	if w.IdempotencyKey != "" {
-		keys = append(keys, k.WorkflowIdempotency(w.IdempotencyKey))
+		keys.Idem = k.WorkflowIdempotency(w.IdempotencyKey)
 	}
 	of, ret := "", ""
 	if w.OnFailure != nil {
@@ -192,19 +187,21 @@ func (r *RDB) WorkflowCreate(ctx context.Context, now time.Time, w *NewWorkflow)
 			dependants[d] = append(dependants[d], n.Ref)
 		}
 	}
-	args := make([]any, 0, 11+8*len(w.Nodes))
-	args = append(args, now.UnixMilli(), w.ID, w.Name, w.Fingerprint, w.IdemTTL, of, ret, w.IdempotencyKey,
-		k.WorkflowPrefix(WorkflowTag(w.ID)), w.Full.Name, w.Full.Depth)
+	args := &wfCreateArgs{
+		Now: now.UnixMilli(), ID: w.ID, Name: w.Name, Fingerprint: w.Fingerprint, IdemTTLS: w.IdemTTL, OnFailure: of,
+		Retention: ret, IdemKey: w.IdempotencyKey, WorkflowPrefix: k.WorkflowPrefix(WorkflowTag(w.ID)),
+		FullQueue: w.Full.Name, FullDepth: w.Full.Depth, Nodes: make([]wfCreateNodesItem, len(w.Nodes)),
+	}
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
 		def, err := json.Marshal(n)
 		if err != nil {
 			return CreateResult{}, err
 		}
-		args = append(args, n.Ref, n.Task.ID, n.Queue, jsonList(n.Deps), jsonList(dependants[n.Ref]),
-			flag(n.Continue, "c"), n.Digest, def)
+		args.Nodes[i] = wfCreateNodesItem{Ref: n.Ref, TaskID: n.Task.ID, Queue: n.Queue, Deps: jsonList(n.Deps),
+			Dependants: jsonList(dependants[n.Ref]), Cont: flag(n.Continue, "c"), Digest: n.Digest, Def: def}
 	}
-	v, err := r.run(ctx, scriptWfCreate, keys, args...).StringSlice()
+	v, err := r.callWfCreate(ctx, keys, args)
 	if err != nil {
 		return CreateResult{}, err
 	}
@@ -251,23 +248,23 @@ func (r *RDB) WorkflowWriteNodes(ctx context.Context, id, queue string, now time
 	for len(nodes) > 0 {
 		batch := nodes[:min(len(nodes), MaxPerCall)]
 		nodes = nodes[len(batch):]
-		keys := make([]string, 0, 3+2*len(batch))
-		keys = append(keys, k.Waiting(queue), k.Depth(queue), k.Recent(queue))
-		args := make([]any, 0, 2+14*len(batch))
-		args = append(args, now.UnixMilli(), recentCap)
+		keys := &wfNodesKeys{Waiting: k.Waiting(queue), Depth: k.Depth(queue), Recent: k.Recent(queue),
+			Tasks: make([]wfNodesTasksItem, len(batch))}
+		args := &wfNodesArgs{Now: now.UnixMilli(), RecentCap: recentCap, Nodes: make([]wfNodesNodesItem, len(batch))}
 		for i := range batch {
 			n := &batch[i]
 			t := &n.Task
-			keys = append(keys, k.Task(queue, t.ID), k.TaskEnded(queue, t.ID))
+			keys.Tasks[i] = wfNodesTasksItem{Task: k.Task(queue, t.ID), Ended: k.TaskEnded(queue, t.ID)}
 			meta, ret, keep := storedFields(t.Metadata, t.Retention, t.KeepPayload)
 			ttl := ""
 			if t.TTLMS > 0 {
 				ttl = strconv.FormatInt(t.TTLMS, 10)
 			}
-			args = append(args, t.ID, id+":"+n.Ref, t.Type, string(t.Payload), t.Priority, t.MaxAttempts, t.TimeoutMS,
-				meta, t.ConcurrencyKey, ret, keep, t.DelayMS, ttl, t.CreatedAt)
+			args.Nodes[i] = wfNodesNodesItem{ID: t.ID, Wf: id + ":" + n.Ref, Type: t.Type, Payload: string(t.Payload),
+				Priority: t.Priority, MaxAttempts: t.MaxAttempts, TimeoutMS: t.TimeoutMS, Metadata: meta,
+				ConcurrencyKey: t.ConcurrencyKey, Retention: ret, Keep: keep, DelayMS: t.DelayMS, TTL: ttl, CreatedAt: t.CreatedAt}
 		}
-		if err := r.run(ctx, scriptWfNodes, keys, args...).Err(); err != nil {
+		if _, err := r.callWfNodes(ctx, keys, args); err != nil {
 			return err
 		}
 	}
@@ -311,12 +308,14 @@ var ErrWorkflowNotFound = errors.New("rdb: workflow not found")
 // WorkflowStart activates a batch of nodes whose tasks are written
 // (wf_start.lua): a submitting workflow starts running.
 func (r *RDB) WorkflowStart(ctx context.Context, id string, now time.Time, retention time.Duration, refs []string) (StartResult, error) {
-	args := make([]any, 0, 4+len(refs))
-	args = append(args, now.UnixMilli(), retention.Milliseconds(), DepResultsMaxBytes, InlineReleases)
-	for _, ref := range refs {
-		args = append(args, ref)
-	}
-	v, err := r.run(ctx, scriptWfStart, r.workflowKeys(id), args...).StringSlice()
+	k := r.keys
+	v, err := r.callWfStart(ctx, &wfStartKeys{
+		Workflow: k.Workflow(id), Nodes: k.WorkflowNodes(id), Releases: k.WorkflowReleases(id), Defs: k.WorkflowDefs(id),
+		Parked: k.WorkflowParked(id),
+	}, &wfStartArgs{
+		Now: now.UnixMilli(), RetentionMS: retention.Milliseconds(), DepBytes: DepResultsMaxBytes, Inline: InlineReleases,
+		Refs: refs,
+	})
 	if err != nil {
 		return StartResult{}, err
 	}
@@ -351,8 +350,15 @@ type ApplyResult struct {
 // WorkflowApply records a node's end in its workflow (wf_apply.lua).
 // parked: e was parked (WorkflowPark) and leaves the parked hash.
 func (r *RDB) WorkflowApply(ctx context.Context, e *OutboxEntry, now time.Time, retention time.Duration, parked bool) (ApplyResult, error) {
-	v, err := r.run(ctx, scriptWfApply, r.workflowKeys(e.Workflow), now.UnixMilli(), e.Ref, string(e.Status),
-		e.Result, e.ErrorClass, retention.Milliseconds(), DepResultsMaxBytes, InlineReleases, boolArg(parked)).StringSlice()
+	k, id := r.keys, e.Workflow
+	v, err := r.callWfApply(ctx, &wfApplyKeys{
+		Workflow: k.Workflow(id), Nodes: k.WorkflowNodes(id), Releases: k.WorkflowReleases(id), Defs: k.WorkflowDefs(id),
+		Parked: k.WorkflowParked(id),
+	}, &wfApplyArgs{
+		Now: now.UnixMilli(), Ref: e.Ref, Status: string(e.Status), Result: e.Result, Class: e.ErrorClass,
+		RetentionMS: retention.Milliseconds(), DepBytes: DepResultsMaxBytes, Inline: InlineReleases,
+		ParkedEnd: boolArg(parked),
+	})
 	if err != nil {
 		return ApplyResult{}, err
 	}
@@ -492,19 +498,23 @@ type AddedNode struct {
 // WorkflowAdd adds nodes to running workflow id (wf_add.lua).
 func (r *RDB) WorkflowAdd(ctx context.Context, id string, now time.Time, maxNodes int, full FullQueue, nodes []WorkflowNode) (AddResult, error) {
 	k := r.keys
-	args := make([]any, 0, 4+7*len(nodes))
-	args = append(args, now.UnixMilli(), maxNodes, full.Name, full.Depth)
+	args := &wfAddArgs{Now: now.UnixMilli(), MaxNodes: maxNodes, FullQueue: full.Name, FullDepth: full.Depth,
+		Nodes: make([]wfAddNodesItem, len(nodes))}
 	for i := range nodes {
 		n := &nodes[i]
 		def, err := json.Marshal(n)
 		if err != nil {
 			return AddResult{}, err
 		}
-		args = append(args, n.Ref, n.Task.ID, n.Queue, jsonList(n.Deps), flag(n.Continue, "c"), n.Digest, def)
+		args.Nodes[i] = wfAddNodesItem{Ref: n.Ref, TaskID: n.Task.ID, Queue: n.Queue, Deps: jsonList(n.Deps),
+			Cont: flag(n.Continue, "c"), Digest: n.Digest, Def: def}
 	}
-	v, err := r.run(ctx, scriptWfAdd, []string{k.Workflow(id), k.WorkflowNodes(id), k.WorkflowDefs(id)}, args...).StringSlice()
+	v, err := r.callWfAdd(ctx, &wfAddKeys{Workflow: k.Workflow(id), Nodes: k.WorkflowNodes(id), Defs: k.WorkflowDefs(id)}, args)
 	if err != nil {
 		return AddResult{}, err
+	}
+	if len(v) < addArity[v0(v)] {
+		return AddResult{}, fmt.Errorf("rdb: wf_add answered %v", v)
 	}
 	res := AddResult{Outcome: v[0]}
 	switch res.Outcome {
@@ -547,10 +557,13 @@ type NodeRef struct {
 // "terminal" (with status) or "not_found".
 func (r *RDB) WorkflowCancel(ctx context.Context, id string, now time.Time, cursor uint64) (outcome, status string, nodes []NodeRef, next uint64, err error) {
 	k := r.keys
-	v, err := r.run(ctx, scriptWfCancel, []string{k.Workflow(id), k.WorkflowNodes(id)}, now.UnixMilli(),
-		strconv.FormatUint(cursor, 10), ReleaseChunk).StringSlice()
+	v, err := r.callWfCancel(ctx, &wfCancelKeys{Workflow: k.Workflow(id), Nodes: k.WorkflowNodes(id)},
+		&wfCancelArgs{Now: now.UnixMilli(), Cursor: strconv.FormatUint(cursor, 10), Count: ReleaseChunk})
 	if err != nil {
 		return "", "", nil, 0, err
+	}
+	if len(v) < cancelArity[v0(v)] {
+		return "", "", nil, 0, fmt.Errorf("rdb: wf_cancel answered %v", v)
 	}
 	switch v[0] {
 	case "terminal":
@@ -849,3 +862,21 @@ func (w *OutboxWatch) Close() error {
 	}
 	return w.own.Close()
 }
+
+// v0 is a script reply's first element, its outcome ("" for an empty
+// reply, which the arity maps below refuse).
+func v0(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// addArity and cancelArity are the fewest elements wf_add's and
+// wf_cancel's replies have per outcome (see their headers); an empty reply
+// needs one.
+var (
+	addArity = map[string]int{"": 1, AddNotRunning: 2, AddMismatch: 2, AddUnknownDep: 3, AddTooMany: 2,
+		WorkflowQueueFull: 3}
+	cancelArity = map[string]int{"": 1, "terminal": 2, "cancelling": 2}
+)

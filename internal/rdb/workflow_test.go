@@ -409,7 +409,7 @@ func TestWorkflowNodeEndsReachTheOutbox(t *testing.T) {
 }
 
 // exerciseWorkflowScripts runs the workflow scripts on queue "emails" for
-// the slot and header checks (exerciseScripts).
+// the slot check (exerciseScripts).
 func exerciseWorkflowScripts(t *testing.T, r *RDB) {
 	t.Helper()
 	b := &testRDB{ctx: context.Background(), r: r, c: nil, keys: r.Keys(), now: time.Now()}

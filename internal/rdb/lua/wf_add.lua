@@ -6,19 +6,24 @@
 -- whose ref exists with the same definition digest is no change; another
 -- digest refuses the whole call.
 --
--- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] definitions hash
+-- KEYS[1] workflow: workflow record hash
+-- KEYS[2] nodes: nodes hash
+-- KEYS[3] defs: definitions hash
 --
--- ARGV[1] now (ms)  ARGV[2] max nodes of a workflow
--- ARGV[3] a queue too full for the call's nodes, as the caller read the
--- depths ("" = none: see wf_create), ARGV[4] its depth
--- then per node i (base = 5 + 7*(i-1)): ref, task id, queue, deps JSON
--- ("" = none), "c" for on_dep_failure continue else "", definition digest,
--- definition JSON
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] max_nodes int: max nodes of a workflow
+-- ARGV[3] full_queue: a queue too full for the call's nodes, as the caller
+--   read the depths ("" = none: see wf_create)
+-- ARGV[4] full_depth int64: its depth
+-- ARGV[5..] nodes []{ref, task_id, queue, deps, cont, digest, def bytes}:
+--   per node its ref, task id, queue, deps JSON ("" = none), "c" for
+--   on_dep_failure continue else "", definition digest, definition JSON
 --
 -- Safe to send twice: the second call finds every node with its digest and
 -- answers the same.
 --
--- Returns {"not_found"} | {"not_running", status} | {"mismatch", ref} |
+-- Returns: []string
+-- {"not_found"} | {"not_running", status} | {"mismatch", ref} |
 -- {"unknown_dep", ref, dep} | {"too_many", total} |
 -- {"queue_full", queue, depth} (a new node, not one added before, goes to
 -- the full queue) |

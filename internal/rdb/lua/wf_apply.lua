@@ -6,22 +6,31 @@
 -- fail, cascading down), stored as releases to carry out in their slots
 -- (wf_release); and, once every node has ended, the workflow's end.
 --
--- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] releases hash
--- KEYS[4] definitions hash  KEYS[5] parked hash
+-- KEYS[1] workflow: workflow record hash
+-- KEYS[2] nodes: nodes hash
+-- KEYS[3] releases: releases hash
+-- KEYS[4] defs: definitions hash
+-- KEYS[5] parked: parked hash
 --
--- ARGV[1] now (ms)  ARGV[2] ref  ARGV[3] status the node ended with
--- ARGV[4] result JSON ("" = none)  ARGV[5] error class ("" = none)
--- ARGV[6] default retention once finished (ms)
--- ARGV[7] bytes of deps' results inlined in a release (see wf_deps_outcomes)
--- ARGV[8] most releases answered inline
--- ARGV[9] "1": the end was parked (wf_park) and leaves the parked hash here
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] ref: ref
+-- ARGV[3] status: status the node ended with
+-- ARGV[4] result: result JSON ("" = none)
+-- ARGV[5] class: error class ("" = none)
+-- ARGV[6] retention_ms int64: default retention once finished (ms)
+-- ARGV[7] dep_bytes int: bytes of deps' results inlined in a release (see
+--   wf_deps_outcomes)
+-- ARGV[8] inline int: most releases answered inline
+-- ARGV[9] parked_end: "1": the end was parked (wf_park) and leaves the
+--   parked hash here
 --
 -- Idempotent: an entry for a node the workflow knows as ended (applied
 -- before, or a DLQ requeue's later end) changes nothing; it answers the
 -- releases still stored (or, past ARGV[8] of them, that they are), so that
 -- a resend after a lost reply still has them carried out.
 --
--- Returns {"gone"} (no such workflow or node) or
+-- Returns: []string
+-- {"gone"} (no such workflow or node) or
 -- {state, final, stored, releases...}: state "applied", or "known" for an
 -- end the workflow had (a resend, a cascade's cancelled node, a requeued
 -- node); final the workflow's status once it has ended, else ""; stored

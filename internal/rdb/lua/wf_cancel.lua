@@ -5,15 +5,18 @@
 -- and the workflow ends cancelled with its last node. From here on no node
 -- is released (see wf_decide) and no node can be added.
 --
--- KEYS[1] workflow record hash  KEYS[2] nodes hash
--- ARGV[1] now (ms)  ARGV[2] cursor of the nodes hash ("0" = the first page)
--- ARGV[3] HSCAN COUNT of a page (fields of the nodes hash looked at; a node
--- has about ten)
+-- KEYS[1] workflow: workflow record hash
+-- KEYS[2] nodes: nodes hash
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] cursor: cursor of the nodes hash ("0" = the first page)
+-- ARGV[3] count int: HSCAN COUNT of a page (fields of the nodes hash looked
+--   at; a node has about ten)
 --
 -- Safe to send twice: the mark is set once; a page lists what is left of
 -- it.
 --
--- Returns {"not_found"} | {"terminal", status} |
+-- Returns: []string
+-- {"not_found"} | {"terminal", status} |
 -- {"cancelling", next cursor ("0" after the last page), "ref|task id|queue"...}.
 --
 --! include: wf_ended

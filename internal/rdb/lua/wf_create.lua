@@ -3,20 +3,28 @@
 -- submitting), its nodes' graph and their definitions (which the nodes'
 -- queues are written from, by the submitter or by the sweep).
 --
--- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] definitions hash
--- KEYS[4] optional: the idempotency record (Keys.WorkflowIdempotency)
+-- KEYS[1] workflow: workflow record hash
+-- KEYS[2] nodes: nodes hash
+-- KEYS[3] defs: definitions hash
+-- KEYS[4] idem?: the idempotency record (Keys.WorkflowIdempotency)
 --
--- ARGV[1] now (ms)  ARGV[2] workflow id  ARGV[3] name  ARGV[4] fingerprint
--- ARGV[5] idempotency record TTL (s)  ARGV[6] on_failure definition JSON
--- ("" = none)  ARGV[7] longest node retention (s; "" = the default)
--- ARGV[8] idempotency key ("" = none)
--- ARGV[9] workflow key prefix (Keys.WorkflowPrefix: an owner's record is
--- the prefix and its id)
--- ARGV[10] a queue too full for this workflow's nodes, as the submitter
--- read the depths ("" = none), ARGV[11] that queue's depth
--- then per node i (base = 12 + 8*(i-1)): ref, task id, queue, deps JSON
--- ("" = none), dependants JSON ("" = none), "c" for on_dep_failure
--- continue else "", definition digest, definition JSON
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] id: workflow id
+-- ARGV[3] name: workflow name
+-- ARGV[4] fingerprint: fingerprint
+-- ARGV[5] idem_ttl_s int64: idempotency record TTL (s)
+-- ARGV[6] on_failure: on_failure definition JSON ("" = none)
+-- ARGV[7] retention: longest node retention (s; "" = the default)
+-- ARGV[8] idem_key: idempotency key ("" = none)
+-- ARGV[9] workflow_prefix: workflow key prefix (Keys.WorkflowPrefix: an
+--   owner's record is the prefix and its id)
+-- ARGV[10] full_queue: a queue too full for this workflow's nodes, as the
+--   submitter read the depths ("" = none)
+-- ARGV[11] full_depth int64: that queue's depth
+-- ARGV[12..] nodes []{ref, task_id, queue, deps, dependants, cont, digest, def bytes}:
+--   per node its ref, task id, queue, deps JSON ("" = none), dependants
+--   JSON ("" = none), "c" for on_dep_failure continue else "", definition
+--   digest, definition JSON
 --
 -- Safe to send twice: a record this call created (its idempotency record
 -- names it, or the record exists) answers {"created", status} again and
@@ -25,7 +33,8 @@
 -- A full queue refuses the workflow after the idempotency check (a keyed
 -- resubmission still gets its workflow) and writes nothing.
 --
--- Returns {"created", status} | {"in_progress", id} | {"mismatch", id} |
+-- Returns: []string
+-- {"created", status} | {"in_progress", id} | {"mismatch", id} |
 -- {"duplicate", id, status} | {"queue_full", queue, depth}.
 
 local id = ARGV[2]

@@ -5,21 +5,26 @@
 -- carries wf = "<workflow id>:<ref>"; delay and ttl are kept as offsets
 -- from the release (wf_release).
 --
--- KEYS[1] waiting ZSET  KEYS[2] depth counter  KEYS[3] listing index LIST
--- then per node i (base = 4 + 2*(i-1)): KEYS[base] task hash,
--- KEYS[base+1] the marker a task deleted at once leaves (TaskEnded)
+-- KEYS[1] waiting: waiting ZSET
+-- KEYS[2] depth: depth counter
+-- KEYS[3] recent: listing index LIST
+-- KEYS[4..] tasks []{task, ended}: per node its task hash and the marker a
+--   task deleted at once leaves (TaskEnded)
 --
--- ARGV[1] now (ms)  ARGV[2] listing index cap
--- then per node i (base = 3 + 14*(i-1)): task id, wf, type, payload,
--- priority, max_attempts, timeout_ms, metadata ("" = {}), concurrency key
--- ("" = none), retention once finished (s; "" = the workers' setting),
--- "1" to keep the payload once succeeded, delay after release (ms), ttl
--- after release (ms; "" = none), created_at
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] recent_cap int64: listing index cap
+-- ARGV[3..] nodes []{id, wf, type, payload, priority int, max_attempts int, timeout_ms int64, metadata bytes, concurrency_key, retention, keep, delay_ms int64, ttl, created_at int64}:
+--   per node its task id, wf, type, payload, priority, max_attempts,
+--   timeout_ms, metadata ("" = {}), concurrency key ("" = none), retention
+--   once finished (s; "" = the workers' setting), "1" to keep the payload
+--   once succeeded, delay after release (ms), ttl after release (ms; "" =
+--   none), created_at
 --
 -- Safe to send twice: a node whose task hash (or ended marker) exists is
 -- left as it is, so a resend writes nothing.
 --
--- Returns the number of nodes that exist now (created or already there).
+-- Returns: int
+-- the number of nodes that exist now (created or already there).already there).
 --
 --! include: call_chunked
 

@@ -6,23 +6,29 @@
 -- already failed and its policy is fail, or when the workflow is being
 -- cancelled. Nothing here writes outside the workflow's slot.
 --
--- KEYS[1] workflow record hash  KEYS[2] nodes hash  KEYS[3] releases hash
--- KEYS[4] definitions hash  KEYS[5] parked hash
+-- KEYS[1] workflow: workflow record hash
+-- KEYS[2] nodes: nodes hash
+-- KEYS[3] releases: releases hash
+-- KEYS[4] defs: definitions hash
+-- KEYS[5] parked: parked hash
 --
--- ARGV[1] now (ms)  ARGV[2] default retention once finished (ms)
--- ARGV[3] bytes of deps' results inlined in a release (see wf_deps_outcomes)
--- ARGV[4] most releases answered inline
--- ARGV[5..] refs of the batch
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2] retention_ms int64: default retention once finished (ms)
+-- ARGV[3] dep_bytes int: bytes of deps' results inlined in a release (see
+--   wf_deps_outcomes)
+-- ARGV[4] inline int: most releases answered inline
+-- ARGV[5..] refs []string: refs of the batch
 --
 -- Safe to send twice: a node already activated (no longer in the
 -- definitions hash) is not decided again; the reply lists the batch's
 -- releases still stored, so a resend answers what the first run did.
 --
--- Returns {"not_found"} or {started, final, stored, releases...}: started
+-- Returns: []string
+-- {"not_found"} or {started, final, stored, releases...}: started
 -- "1" while the record does not note WORKFLOW_STARTED as emitted (the
 -- caller emits it, then wf_note), final the workflow's status once it has
 -- ended, else ""; stored "1" when the batch's releases are more than
--- ARGV[4] and none is listed (the caller reads them from the releases hash
+-- the inline bound and none is listed (the caller reads them from the releases hash
 -- in chunks), else "0"; each release "ref|kind|task id|queue|detail".
 --
 --! include: wf_decide, wf_resolve, wf_finish, wf_end, wf_release, wf_outcome

@@ -50,6 +50,7 @@ func TestHeaderErrors(t *testing.T) {
 		{"an unnamed entry", "-- KEYS[1] lease ZSET\n-- Returns: int\n", "cannot read"},
 		{"a bad reply", "-- KEYS[1] a: a\n-- Returns: map\n", "the Returns: line: cannot read"},
 		{"items named twice", "-- KEYS[1..] t []{a, b}: t\n-- ARGV[1..] t []{a, b}: t\n-- Returns: int\n", "in both KEYS and ARGV"},
+		{"no Returns line", "-- KEYS[1] a hash  ARGV[1] now\n-- Returns 1.\n", "no Returns: line"},
 		{"a field after rest", "-- KEYS[1] a: a\n-- Returns: {a ...string, b int}\n", "after the ...rest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

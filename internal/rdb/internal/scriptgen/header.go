@@ -83,9 +83,6 @@ var (
 	fieldName  = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
 
-// errNoGrammar marks a script whose header does not use the grammar (no
-// "Returns:" line).
-var errNoGrammar = errors.New("no Returns: line")
 
 // parseHeader reads the header of the script named script from its source.
 func parseHeader(script, src string) (*header, error) {
@@ -101,7 +98,7 @@ func parseHeader(script, src string) (*header, error) {
 		lines = append(lines, strings.TrimSpace(strings.TrimPrefix(t, "--")))
 	}
 	if !slices.ContainsFunc(lines, returnLine.MatchString) {
-		return nil, errNoGrammar
+		return nil, errors.New("no Returns: line: the header does not follow the grammar")
 	}
 	h := &header{script: script}
 	var last *entry
@@ -141,7 +138,7 @@ func parseHeader(script, src string) (*header, error) {
 		last = e
 	}
 	for _, e := range h.keys.entries {
-		if slices.ContainsFunc(h.args.entries, func(a *entry) bool { return a.name == e.name && len(a.items)+len(e.items) > 0 }) {
+		if slices.ContainsFunc(h.args.entries, func(a *entry) bool { return a.name == e.name && len(a.items) > 0 && len(e.items) > 0 }) {
 			return nil, fmt.Errorf("%s names items in both KEYS and ARGV: their types would clash", e.name)
 		}
 	}

@@ -1,7 +1,8 @@
 // Command scriptgen writes the Go side of the scripts of internal/rdb/lua:
-// for each script whose header follows the grammar in header.go, a typed
-// KEYS struct, a typed ARGV struct and a call method that builds both in
-// the header's order and decodes the reply into the type the header's
+// for each script (its header follows the grammar in header.go), a typed
+// KEYS struct, a typed ARGV struct, a Build function that lays both out in
+// the header's order, a Decode function and a call method that runs the
+// script and decodes the reply into the type the header's
 // Returns: line names. The .lua file is the source of truth: a header
 // entry renamed, retyped or removed changes the generated structs, and Go
 // that does not follow fails to compile.
@@ -10,7 +11,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -52,9 +52,6 @@ func generateDir(fsys fs.FS) ([]byte, error) {
 			return nil, err
 		}
 		h, err := parseHeader(strings.TrimSuffix(n, path.Ext(n)), string(src))
-		if errors.Is(err, errNoGrammar) {
-			continue
-		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n, err)
 		}

@@ -1,0 +1,16 @@
+package rdb
+
+import (
+	"os"
+	"testing"
+
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+// TestMain runs the package's tests with the redis-server redistest starts.
+// The scripts' KEYS, ARGV and replies are checked by compilation: every
+// call goes through scripts_gen.go, which scriptgen writes from the
+// scripts' headers (internal/scriptgen's tests keep it up to date).
+func TestMain(m *testing.M) {
+	os.Exit(redistest.Main(m))
+}
