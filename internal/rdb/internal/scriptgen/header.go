@@ -10,20 +10,22 @@ import (
 )
 
 // A script's header is its leading comment block. The lines this tool reads
-// in it are, one entry a line:
+// in it name every KEYS and ARGV entry, one a line, in index order:
 //
-//	-- KEYS[1] lease: lease ZSET of running tasks
-//	-- KEYS[2..11] bands: band streams p0..p9          ([]string of 10)
-//	-- ARGV[1] now int64: now (ms)                     (type: string when left out)
-//	-- ARGV[6..] leases []{id, attempt int}: pairs     (an open tail of items)
-//	-- ARGV[6..] ids []string: task ids                (an open tail of values)
-//	-- KEYS[6 + 2*n] outbox: after a tail of items of 2
-//	-- KEYS[7] fair_on?: optional: sent only when set, and only after the
-//	--   optional entries before it
+//	-- KEYS[1] lease: lease ZSET of running tasks       Lease string
+//	-- KEYS[2..11] bands: band streams p0..p9           Bands []string, 10 checked
+//	-- ARGV[1] now int64: now (ms)                      Now int64 (string when left out)
+//	-- ARGV[6..] ids []string: task ids                 an open tail of values
+//	-- ARGV[6..] leases []{id, attempt int}: pairs      an open tail of items
+//	-- KEYS[6 + 2*n] outbox: an entry after a tail of items of 2
+//	-- KEYS[7] fair_on?: optional: sent while set, and only after the
+//	--   optional entries before it (single strings only)
 //	-- Returns: {state string, held? int, ids ...string}
 //
-// An entry's prose may go on over the lines after it. The Returns line
-// holds the reply's shape alone; its prose follows on the next lines.
+// ARGV types are string, int, int64, float64, bytes and any; KEYS entries
+// are strings. An entry's prose may go on over the lines after it, up to a
+// blank comment line. The Returns: line holds the reply's shape alone (see
+// parseReply); its prose follows on the next lines.
 
 // side is one of KEYS and ARGV as a header describes it.
 type side struct {
@@ -82,7 +84,6 @@ var (
 	returnLine = regexp.MustCompile(`^Returns:\s*(.+)$`)
 	fieldName  = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
-
 
 // parseHeader reads the header of the script named script from its source.
 func parseHeader(script, src string) (*header, error) {
