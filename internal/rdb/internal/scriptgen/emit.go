@@ -238,7 +238,7 @@ var initialisms = map[string]bool{"id": true, "ids": false, "ms": true, "ttl": t
 // upperCamel turns snake_case into an exported Go name.
 func upperCamel(s string) string {
 	var b strings.Builder
-	for _, w := range strings.Split(s, "_") {
+	for w := range strings.SplitSeq(s, "_") {
 		switch {
 		case w == "":
 		case initialisms[w]:
@@ -275,7 +275,7 @@ func firstWords(doc string) string {
 func handle(script string) string {
 	var b strings.Builder
 	b.WriteString("script")
-	for _, w := range strings.Split(script, "_") {
+	for w := range strings.SplitSeq(script, "_") {
 		if w != "" {
 			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
 		}

@@ -88,7 +88,7 @@ var (
 // parseHeader reads the header of the script named script from its source.
 func parseHeader(script, src string) (*header, error) {
 	var lines []string
-	for _, l := range strings.Split(src, "\n") {
+	for l := range strings.SplitSeq(src, "\n") {
 		t := strings.TrimSpace(l)
 		if t != "" && !strings.HasPrefix(t, "--") {
 			break
@@ -247,7 +247,7 @@ func (e *entry) setType(which, typ string) error {
 		if !ok {
 			return fmt.Errorf("unclosed item %q", typ)
 		}
-		for _, f := range strings.Split(inner, ",") {
+		for f := range strings.SplitSeq(inner, ",") {
 			name, ft, _ := strings.Cut(strings.TrimSpace(f), " ")
 			if ft == "" {
 				ft = "string"
@@ -298,7 +298,7 @@ func parseReply(s string) (reply, error) {
 		return reply{}, fmt.Errorf("cannot read %q", s)
 	}
 	var r reply
-	for _, f := range strings.Split(inner, ",") {
+	for f := range strings.SplitSeq(inner, ",") {
 		name, t, _ := strings.Cut(strings.TrimSpace(f), " ")
 		fd := field{}
 		fd.name, fd.optional = strings.CutSuffix(name, "?")
