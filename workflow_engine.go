@@ -62,6 +62,8 @@ func onFailureRefused(id, queue string, r rdb.IngestResult) error {
 		return fmt.Errorf("%sits submission's reply was lost and it was not created: %w", prefix, r.Err)
 	case rdb.Deduplicated:
 		return fmt.Errorf("%sit was collapsed into task %s by a dedup key", prefix, r.TaskID)
+	case rdb.Created, rdb.Duplicate, rdb.InProgress:
+		// accepted: submitOnFailure never asks why these refused
 	}
 	return fmt.Errorf("%sunknown ingest outcome %d", prefix, r.Outcome)
 }

@@ -189,7 +189,7 @@ func parseLimits(m map[string]string) *dtqtype.QueueLimits {
 func keyBacklogs(zs []redis.Z) []dtqtype.KeyBacklog {
 	out := make([]dtqtype.KeyBacklog, 0, len(zs))
 	for _, z := range zs {
-		if key, _ := z.Member.(string); z.Score > 0 {
+		if key := zMember(z); z.Score > 0 {
 			out = append(out, dtqtype.KeyBacklog{Key: key, Queued: int64(z.Score)})
 		}
 	}

@@ -103,6 +103,7 @@ func (r *RDB) WriteProgress(ctx context.Context, s *WorkerSettings, now time.Tim
 	}
 	out := ProgressResult{Status: ProgressStatus(v.Code)}
 	switch out.Status {
+	case ProgressLeaseLost: // nothing written, nothing more to report
 	case ProgressWritten:
 		out.Dropped = v.N
 	case ProgressTooSoon:

@@ -676,3 +676,12 @@ func (r *RDB) restoreRegistry(ctx context.Context) error {
 	}
 	return nil
 }
+
+// zMember is a sorted set entry's member as go-redis reads it: the *Z
+// replies of ZRANGE and its kin always hold it as a string.
+func zMember(z redis.Z) string {
+	if s, ok := z.Member.(string); ok {
+		return s
+	}
+	return fmt.Sprint(z.Member)
+}

@@ -238,7 +238,7 @@ func (r *RDB) ListDLQ(ctx context.Context, p *dtqtype.DLQListParams) (*dtqtype.L
 	for i, q := range queues {
 		zs := cmds[i].Val()
 		for _, z := range zs {
-			all = append(all, dlqPos{at: int64(z.Score), queue: q, id: z.Member.(string)})
+			all = append(all, dlqPos{at: int64(z.Score), queue: q, id: zMember(z)})
 		}
 		if int64(len(zs)) == scan {
 			last := all[len(all)-1]

@@ -72,6 +72,7 @@ func replyKind(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
 // replyStrings reads an array of strings.
 func replyStrings(v any) ([]string, error) {
 	a, ok := v.([]any)
@@ -88,4 +89,3 @@ func replyStrings(v any) ([]string, error) {
 	}
 	return out, nil
 }
-

@@ -28,7 +28,7 @@ func (r *RDB) Workers(ctx context.Context, now time.Time) ([]*dtqtype.WorkerInfo
 	pipe := r.c.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, z := range ids {
-		cmds[i] = pipe.HGetAll(ctx, r.keys.Worker(z.Member.(string)))
+		cmds[i] = pipe.HGetAll(ctx, r.keys.Worker(zMember(z)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
@@ -36,7 +36,7 @@ func (r *RDB) Workers(ctx context.Context, now time.Time) ([]*dtqtype.WorkerInfo
 	out := make([]*dtqtype.WorkerInfo, 0, len(ids))
 	for i, z := range ids {
 		if f := cmds[i].Val(); len(f) > 0 {
-			out = append(out, decodeWorker(z.Member.(string), f, now))
+			out = append(out, decodeWorker(zMember(z), f, now))
 		}
 	}
 	return out, nil

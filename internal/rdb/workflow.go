@@ -670,7 +670,7 @@ func (r *RDB) WorkflowsNeedingAttention(ctx context.Context, before time.Time, n
 	}
 	out := make([]Attention, len(zs))
 	for i, z := range zs {
-		m, _ := z.Member.(string)
+		m := zMember(z)
 		m, tries, _ := strings.Cut(m, "~")
 		id, token, _ := strings.Cut(m, "|")
 		n, _ := strconv.Atoi(tries)
