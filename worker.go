@@ -224,7 +224,7 @@ var (
 // An idle queue holds one of the Redis client's connections in a blocking read (for up to a
 // second at a time); the workflow relays of all its queues hold one
 // connection of their own per 256 queues (none on Redis Cluster, where they
-// poll; see docs/workflows.md), and the cancel listener holds one more (on Redis
+// poll; see docs/workflows-internals.md), and the cancel listener holds one more (on Redis
 // Cluster, one per hash slot of the queues served, since sharded channels
 // of different slots cannot share a subscription): the client's pool must be
 // larger than the number of queues served plus the concurrency it needs for

@@ -26,7 +26,7 @@ type WorkflowMaintenanceConfig struct {
 // single Redis one connection of their own per 256 queues, blocked in one
 // read that names their outboxes; on Redis Cluster none held, the
 // outboxes polled every 200 ms with one pipeline per node (see
-// docs/workflows.md, "Relays").
+// docs/workflows-internals.md, "Relay").
 // It fails at once when cfg.Client uses another key prefix.
 func RunWorkflowMaintenance(ctx context.Context, d *Deployment, cfg *WorkflowMaintenanceConfig) error {
 	var o WorkflowMaintenanceConfig

@@ -17,7 +17,7 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// The workflow scripts (see lua/_workflow.lua and docs/workflows.md).
+// The workflow scripts (see lua/_workflow.lua and docs/workflows-internals.md).
 var (
 	scriptWfAck      = newScript("wf_ack")
 	scriptWfAdd      = newScript("wf_add")
@@ -131,7 +131,7 @@ func ValidWorkflowID(id string) bool {
 	return true
 }
 
-// Bounds of the workflow scripts' work per call (see docs/workflows.md).
+// Bounds of the workflow scripts' work per call (see docs/workflows-internals.md).
 const (
 	// ReleaseChunk bounds the releases carried out and dropped per
 	// wf_released call, and read per chunk of a releases hash.

@@ -1,5 +1,5 @@
 -- fair: the key queues of a queue with fairness, key_order or key_rate set
--- (docs/flow-control.md, "Keys"). Helpers prepended to the scripts that
+-- (docs/flow-control.md, "Key queues"). Helpers prepended to the scripts that
 -- include them (never run on their own).
 --
 -- Per band b, a queued task of key k (keyless tasks form the key "") waits

@@ -2,7 +2,7 @@
 -- bookkeeping of node ends, dependants and the workflow's own end.
 -- Helpers prepended to the scripts that include them (never run on their own).
 --
--- The workflow slot (see docs/workflows.md) holds the record hash W, the
+-- The workflow slot (see docs/workflows-internals.md) holds the record hash W, the
 -- nodes hash N (per node ref: t: task id, q: queue, d: deps, c: dependants,
 -- n: deps not ended, p: "c" for on_dep_failure continue, s: status as the
 -- workflow knows it, f: a dep ended other than succeeded, o: the node's

@@ -1,5 +1,5 @@
 // Package engine carries out the workflow steps that cross slots (see
-// docs/workflows.md): a submission's or a fan-out's writes, releases in
+// docs/workflows-internals.md): a submission's or a fan-out's writes, releases in
 // the nodes' slots, the relay of each queue's outbox, the sweep of the
 // attention index, WORKFLOW_* events and on_failure. It reads and writes
 // through internal/rdb only, and needs of the library around it a clock,
