@@ -7,8 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/attempt"
 	"github.com/dtq-io/dtq/internal/groupcommit"
@@ -238,7 +236,7 @@ const ingestResendWindow = 3 * time.Second
 func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, tasks []rdb.NewTask) ([]rdb.IngestResult, error) {
 	opt := c.ingestOptions()
 	res, err := c.rdb.Ingest(ctx, queue, now, opt, tasks)
-	if err == nil || redis.IsOOMError(err) {
+	if err == nil || rdb.IsOOM(err) {
 		return res, err
 	}
 	if res, err = attempt.Resend(ctx, ingestResendWindow, func() ([]rdb.IngestResult, error) {

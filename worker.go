@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dtq-io/dtq/internal/groupcommit"
 	"github.com/dtq-io/dtq/internal/maintenance"
 	"github.com/dtq-io/dtq/internal/rdb"
@@ -284,7 +282,7 @@ func (w *Worker) register(ctx context.Context) error {
 		// starts anyway drains the queues it can (claims and acks free
 		// memory); the fetch loop creates the group once memory frees.
 		if err := w.rdb.EnsureGroups(ctx, q); err != nil {
-			if !redis.IsOOMError(err) {
+			if !rdb.IsOOM(err) {
 				return fmt.Errorf("dtq: %w", err)
 			}
 			w.cfg.Logger.Warn("Redis is at maxmemory: consumer groups missing, created once memory frees", "queue", q, "err", err)
@@ -319,7 +317,7 @@ func (w *Worker) register(ctx context.Context) error {
 // worker records are at their bound.
 func unrecordable(err error) bool {
 	var tm *rdb.TooManyWorkersError
-	return err != nil && (redis.IsOOMError(err) || errors.As(err, &tm))
+	return err != nil && (rdb.IsOOM(err) || errors.As(err, &tm))
 }
 
 // ID returns the worker id.

@@ -685,3 +685,7 @@ func zMember(z redis.Z) string {
 	}
 	return fmt.Sprint(z.Member)
 }
+
+// IsOOM reports whether err is Redis refusing a write at its maxmemory
+// (an OOM error reply): nothing was written, and the caller may retry later.
+func IsOOM(err error) bool { return redis.IsOOMError(err) }
