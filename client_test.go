@@ -15,6 +15,7 @@ import (
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/rdbtest"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -50,26 +51,19 @@ func setupDeployment(t *testing.T, dmod func(*dtq.DeploymentConfig), mod func(*d
 	return b
 }
 
-// openPrefix opens the Deployment of rc under prefix, with the defaults.
-func openPrefix(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.Deployment {
-	t.Helper()
-	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
-	require.NoError(t, err)
-	return d
-}
+// openPrefix opens the deployment of rc under prefix with the default
+// settings.
+var openPrefix = rdbtest.Open
 
 // open returns the Deployment of b's Redis and key prefix with the
 // settings that mod sets (nil: the defaults): another process's view, with
 // its own clock for instance.
 func (b *bundle) open(t *testing.T, mod func(*dtq.DeploymentConfig)) *dtq.Deployment {
 	t.Helper()
-	cfg := &dtq.DeploymentConfig{KeyPrefix: b.prefix}
-	if mod != nil {
-		mod(cfg)
+	if mod == nil {
+		return rdbtest.Open(t, b.rc, b.prefix)
 	}
-	d, err := dtq.Open(b.rc, cfg)
-	require.NoError(t, err)
-	return d
+	return rdbtest.Open(t, b.rc, b.prefix, mod)
 }
 
 func (b *bundle) keyCount(t *testing.T) int {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,23 @@ func TestDocsCiteTheRepo(t *testing.T) {
 	t.Parallel()
 	outside := regexp.MustCompile(`SPEC\s*§|§\s*\d+|\bthe SPEC\b`)
 	var found []string
+	for _, path := range repoFiles(t, ".go", ".md", ".lua", ".py", ".ts", ".mjs", ".js", ".sh", ".yaml", ".json") {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for i, line := range strings.Split(string(b), "\n") {
+			if outside.MatchString(line) && !strings.Contains(line, "outside := regexp") {
+				found = append(found, fmt.Sprintf("%s:%d", path, i+1))
+			}
+		}
+	}
+	require.Empty(t, found, "cite docs/ instead")
+}
+
+// repoFiles lists the repo's files with one of exts, leaving out hidden
+// directories and node_modules.
+func repoFiles(t *testing.T, exts ...string) []string {
+	t.Helper()
+	var files []string
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -29,24 +47,13 @@ func TestDocsCiteTheRepo(t *testing.T) {
 			}
 			return nil
 		}
-		switch filepath.Ext(path) {
-		case ".go", ".md", ".lua", ".py", ".ts", ".mjs", ".js", ".sh", ".yaml", ".json":
-		default:
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			if outside.MatchString(line) && !strings.Contains(line, "outside := regexp") {
-				found = append(found, fmt.Sprintf("%s:%d", path, i+1))
-			}
+		if slices.Contains(exts, filepath.Ext(path)) {
+			files = append(files, path)
 		}
 		return nil
 	})
 	require.NoError(t, err)
-	require.Empty(t, found, "cite docs/ instead")
+	return files
 }
 
 // mdLink is a relative Markdown link: [text](target), target without a
@@ -58,23 +65,7 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s:]*?)(?:#([^)\s]*))?\)`)
 // anchors), so that moving a section between pages cannot break a link.
 func TestDocsLinksResolve(t *testing.T) {
 	t.Parallel()
-	var pages []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if filepath.Ext(path) == ".md" {
-			pages = append(pages, path)
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	pages := repoFiles(t, ".md")
 	require.Contains(t, pages, filepath.Join("docs", "workflows.md"))
 	anchors := map[string]map[string]bool{}
 	anchorsOf := func(path string) map[string]bool {

@@ -10,10 +10,14 @@ import (
 )
 
 // Open opens the deployment of rc under prefix ("": the default) with the
-// default settings, failing t when it cannot.
-func Open(t testing.TB, rc redis.UniversalClient, prefix string) *dtq.Deployment {
+// settings that mods set (none: the defaults), failing t when it cannot.
+func Open(t testing.TB, rc redis.UniversalClient, prefix string, mods ...func(*dtq.DeploymentConfig)) *dtq.Deployment {
 	t.Helper()
-	d, err := dtq.Open(rc, &dtq.DeploymentConfig{KeyPrefix: prefix})
+	cfg := &dtq.DeploymentConfig{KeyPrefix: prefix}
+	for _, mod := range mods {
+		mod(cfg)
+	}
+	d, err := dtq.Open(rc, cfg)
 	require.NoError(t, err)
 	return d
 }
