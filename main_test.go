@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/dtq-io/dtq/internal/rdb"
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
@@ -14,5 +15,6 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childSchedulerEnv) != "" {
 		os.Exit(runChildScheduler())
 	}
+	rdb.StrictScripts() // docs/compatibility.md, "Strict scripts"
 	os.Exit(redistest.Main(m))
 }

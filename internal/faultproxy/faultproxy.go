@@ -26,7 +26,8 @@ type Proxy struct {
 	latency time.Duration
 	cut     [][]byte // requests containing every one of these are cut
 	cutLeft int
-	cutSend bool // cut after sending the request (its reply is lost), else before
+	cutSend bool      // cut after sending the request (its reply is lost), else before
+	replace [2][]byte // replies have replace[0] replaced by replace[1]
 	closed  bool
 
 	wg sync.WaitGroup
@@ -138,13 +139,17 @@ func (p *Proxy) pumpDown(l *link) {
 		n, err := l.server.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			d := p.latency
+			d, replace := p.latency, p.replace
 			p.mu.Unlock()
 			if d > 0 {
 				time.Sleep(d)
 			}
+			out := buf[:n]
+			if replace[0] != nil {
+				out = bytes.ReplaceAll(out, replace[0], replace[1])
+			}
 			if !l.muted.Load() {
-				if _, werr := l.client.Write(buf[:n]); werr != nil {
+				if _, werr := l.client.Write(out); werr != nil {
 					return
 				}
 			}
@@ -221,6 +226,15 @@ func (p *Proxy) SetDown(down bool) {
 	if down {
 		p.ResetAll()
 	}
+}
+
+// RewriteReplies replaces from with to in every reply from now on, as a
+// proxy or another server that words a reply differently would (only
+// within one read from the server: keep from short). A nil from stops it.
+func (p *Proxy) RewriteReplies(from, to []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.replace = [2][]byte{from, to}
 }
 
 // SetLatency delays every chunk of replies by d (0 for none).

@@ -119,9 +119,9 @@ type IngestOptions struct {
 	CancelledRetention time.Duration
 }
 
-// Ingest creates tasks of one queue with one script call. Each task is
-// checked and written on its own: one task's refusal does not affect others.
-// The call is safe to send again with the same arguments (go-redis does
+// Ingest creates tasks of one queue with one script call (several past
+// ingestPerCall tasks). Each task is checked and written on its own: one
+// task's refusal does not affect others. The call is safe to send again with the same arguments (go-redis does
 // after a broken connection; so may the caller): a task it already created
 // is answered Created again and nothing more is written.
 func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask) ([]IngestResult, error) {
@@ -137,7 +137,35 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 	return r.ingest(ctx, queue, now, opt, tasks, true)
 }
 
+// ingestPerCall is the most tasks one ingest call carries, so that no call
+// sends more than MaxCallArgs arguments: EVALSHA, its hash and the key
+// count, ten keys and twelve values, then per task its key and at most 20
+// values (ten, and the values of every optional field). A longer batch
+// goes in several calls; each task is atomic on its own either way.
+const ingestPerCall = (MaxCallArgs - 3 - 10 - 12) / 21
+
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
+	if len(tasks) <= ingestPerCall {
+		return r.ingestCalled(ctx, queue, now, opt, tasks, settle)
+	}
+	// An error leaves the outcome of the whole batch unknown, as one
+	// call's would: the calls before it wrote their tasks, and a resend
+	// answers those Created.
+	out := make([]IngestResult, 0, len(tasks))
+	for len(tasks) > 0 {
+		chunk := tasks[:min(len(tasks), ingestPerCall)]
+		tasks = tasks[len(chunk):]
+		res, err := r.ingestCalled(ctx, queue, now, opt, chunk, settle)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// ingestCalled is ingest's one call, for at most ingestPerCall tasks.
+func (r *RDB) ingestCalled(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
 	flags := r.flags(ctx, queue)
 	keys, args := r.ingestCall(queue, now, opt, tasks, settle, flags)
 	reply, err := r.callIngest(ctx, keys, args)

@@ -26,9 +26,30 @@ var luaFS embed.FS
 // scripts are the scripts of lua/ by name, each with the helpers it
 // includes prepended; scriptParts says where each line of a script's
 // assembled source comes from.
-var scripts, scriptParts = loadScripts()
+var scripts, scriptParts = loadScripts(false)
 
-func loadScripts() (map[string]*redis.Script, map[string][]part) {
+// strictScriptsFile is the prelude of the strict-scripts mode, beside lua/.
+const strictScriptsFile = "strict_scripts.lua"
+
+//go:embed strict_scripts.lua
+var strictScriptsPrelude string
+
+// StrictScripts makes every script fail, from now on, on a key that is not
+// one of its KEYS and does not carry the hash tag of one (the check a
+// server that enforces declared keys makes), and on a command of more than
+// 3,999 arguments (docs/compatibility.md). Each command a script sends
+// costs one more (COMMAND GETKEYS), so it is a mode for tests, set in
+// TestMain before any script is sent.
+func StrictScripts() {
+	scripts, scriptParts = loadScripts(true)
+	for _, h := range handles {
+		h.rs, h.parts = scripts[h.name], scriptParts[h.name]
+	}
+}
+
+// loadScripts assembles the scripts of lua/; with strict, each checks
+// its keys and its calls' sizes (StrictScripts).
+func loadScripts(strict bool) (map[string]*redis.Script, map[string][]part) {
 	entries, err := luaFS.ReadDir("lua")
 	if err != nil {
 		panic(err)
@@ -62,6 +83,10 @@ func loadScripts() (map[string]*redis.Script, map[string][]part) {
 		text, p, err := assemble(helpers, e.Name(), string(src))
 		if err != nil {
 			panic("rdb: " + err.Error())
+		}
+		if strict {
+			text = strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(text)
+			p = append([]part{{file: strictScriptsFile, line: 1, lines: strings.Count(strictScriptsPrelude, "\n")}}, p...)
 		}
 		name := strings.TrimSuffix(e.Name(), ".lua")
 		m[name], parts[name] = redis.NewScript(text), p
@@ -185,6 +210,9 @@ func assemble(helpers map[string]*helper, file, src string) (string, []part, err
 func position(parts []part, n int) string {
 	for _, p := range parts {
 		if n <= p.lines {
+			if p.file == strictScriptsFile {
+				return fmt.Sprintf("%s:%d", p.file, p.line+n-1)
+			}
 			return fmt.Sprintf("lua/%s:%d", p.file, p.line+n-1)
 		}
 		n -= p.lines

@@ -3120,10 +3120,20 @@ func wfAddBuild(k *wfAddKeys, a *wfAddArgs) ([]string, []any, error) {
 	}
 	keys := make([]string, 0, 3)
 	keys = append(keys, k.Workflow, k.Nodes, k.Defs)
-	args := make([]any, 0, 4+7*len(a.Nodes))
+	args := make([]any, 0, 4+1)
 	args = append(args, a.Now, a.MaxNodes, a.FullQueue, a.FullDepth)
-	for _, it := range a.Nodes {
-		args = append(args, it.Ref, it.TaskID, it.Queue, it.Deps, it.Cont, it.Digest, it.Def)
+	{
+		var pk packer
+		for _, it := range a.Nodes {
+			pk.add(it.Ref)
+			pk.add(it.TaskID)
+			pk.add(it.Queue)
+			pk.add(it.Deps)
+			pk.add(it.Cont)
+			pk.add(it.Digest)
+			pk.addBytes(it.Def)
+		}
+		args = append(args, pk.String())
 	}
 	return keys, args, nil
 }
@@ -3332,10 +3342,21 @@ func wfCreateBuild(k *wfCreateKeys, a *wfCreateArgs) ([]string, []any, error) {
 		}
 		keys = append(keys, x)
 	}
-	args := make([]any, 0, 11+8*len(a.Nodes))
+	args := make([]any, 0, 11+1)
 	args = append(args, a.Now, a.ID, a.Name, a.Fingerprint, a.IdemTTLS, a.OnFailure, a.Retention, a.IdemKey, a.WorkflowPrefix, a.FullQueue, a.FullDepth)
-	for _, it := range a.Nodes {
-		args = append(args, it.Ref, it.TaskID, it.Queue, it.Deps, it.Dependants, it.Cont, it.Digest, it.Def)
+	{
+		var pk packer
+		for _, it := range a.Nodes {
+			pk.add(it.Ref)
+			pk.add(it.TaskID)
+			pk.add(it.Queue)
+			pk.add(it.Deps)
+			pk.add(it.Dependants)
+			pk.add(it.Cont)
+			pk.add(it.Digest)
+			pk.addBytes(it.Def)
+		}
+		args = append(args, pk.String())
 	}
 	return keys, args, nil
 }
@@ -3834,10 +3855,14 @@ func wfStartBuild(k *wfStartKeys, a *wfStartArgs) ([]string, []any, error) {
 	}
 	keys := make([]string, 0, 5)
 	keys = append(keys, k.Workflow, k.Nodes, k.Releases, k.Defs, k.Parked)
-	args := make([]any, 0, 4+len(a.Refs))
+	args := make([]any, 0, 4+1)
 	args = append(args, a.Now, a.RetentionMS, a.DepBytes, a.Inline)
-	for _, x := range a.Refs {
-		args = append(args, x)
+	{
+		var pk packer
+		for _, x := range a.Refs {
+			pk.add(x)
+		}
+		args = append(args, pk.String())
 	}
 	return keys, args, nil
 }

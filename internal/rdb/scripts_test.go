@@ -185,9 +185,11 @@ func TestIncludesAreExact(t *testing.T) {
 }
 
 // TestPositionsPointAtTheirLines: every line of every assembled script maps
-// back to the file line it came from.
+// back to the file line it came from (as sent outside the strict-scripts
+// mode, which TestMain turns on).
 func TestPositionsPointAtTheirLines(t *testing.T) {
 	t.Parallel()
+	_, scriptParts := loadScripts(false)
 	for name, parts := range scriptParts {
 		text := assembled(t, name)
 		for n, line := range strings.Split(text, "\n") {
@@ -242,4 +244,93 @@ func TestEveryScriptHasAHandle(t *testing.T) {
 		require.True(t, bound[name], "lua/%s.lua has no handle in scripts.go", name)
 	}
 	require.PanicsWithValue(t, "rdb: no script lua/claims.lua", func() { newScript("claims") })
+}
+
+// TestDeclaredKeysModeRefusesOtherKeys: the mode the package's tests run in
+// (TestMain) fails a script that touches a key neither in KEYS nor under a
+// declared hash tag, whatever the command's key positions, and lets the
+// rest through.
+func TestDeclaredKeysModeRefusesOtherKeys(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	ctx := context.Background()
+	keys := []string{s.Prefix + ":a:{q}", s.Prefix + ":global"}
+	cases := []struct {
+		name, body string
+		refused    string // the key named in the error; "" when it runs
+	}{
+		{"declared", "return redis.call('SET', KEYS[1], 'x')", ""},
+		{"declared global", "return redis.call('GET', KEYS[2])", ""},
+		{"same tag", "return redis.call('HSET', '" + s.Prefix + ":other:{q}:1', 'f', 'v')", ""},
+		{"no keys", "return redis.call('TIME')", ""},
+		{"a channel", "return redis.call('PUBLISH', 'channel', 'm')", ""},
+		{"other tag", "return redis.call('GET', 'x:{r}')", "x:{r}"},
+		{"untagged", "return redis.call('GET', 'loose')", "loose"},
+		{"second key of DEL", "return redis.call('DEL', KEYS[1], 'loose2')", "loose2"},
+		{"pcall", "return redis.pcall('INCR', 'loose3')", "loose3"},
+		{"after STREAMS", "return redis.pcall('XREADGROUP', 'GROUP', 'g', 'c', 'STREAMS', 's:{q}', 'loose4', '>', '>')", "loose4"},
+		{"a declared key's tag only", "return redis.call('GET', 'y:{" + s.Prefix + ":global}')", "y:{" + s.Prefix + ":global}"},
+	}
+	for _, tc := range cases {
+		text := strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(tc.body)
+		err := redis.NewScript(text).Run(ctx, s.Client, keys).Err()
+		if tc.refused == "" {
+			if err != nil {
+				require.ErrorIs(t, err, redis.Nil, tc.name)
+			}
+			continue
+		}
+		require.Error(t, err, tc.name)
+		require.Contains(t, err.Error(), "strict scripts: ", tc.name)
+		require.Contains(t, err.Error(), "touches "+tc.refused+",", tc.name)
+	}
+}
+
+// TestStrictScriptsRefuseLongCalls: the strict mode fails a command of more
+// than 3,999 arguments (what some proxies refuse), and lets 3,999 through.
+func TestStrictScriptsRefuseLongCalls(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	ctx := context.Background()
+	key := s.Prefix + ":long:{q}"
+	text := strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(
+		"local t = {} for i = 1, tonumber(ARGV[1]) do t[i] = i end return redis.call('RPUSH', KEYS[1], unpack(t))")
+	script := redis.NewScript(text)
+	require.NoError(t, script.Run(ctx, s.Client, []string{key}, 3997).Err(), "RPUSH, its key and 3,997 values: 3,999 arguments")
+	err := script.Run(ctx, s.Client, []string{key}, 3998).Err()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "strict scripts: RPUSH sent with 4000 arguments, more than 3,999")
+}
+
+// TestPackedValuesRoundTrip: what packer writes, unpack_fields reads back
+// byte for byte (colons, digits, NULs, bytes that are no UTF-8, empty
+// values), 10,000 values in one argument.
+func TestPackedValuesRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	text, _, err := assemble(loadHelpers(t), "roundtrip.lua",
+		"--! include: unpack_fields\nreturn unpack_fields(ARGV[1], {ARGV[2]})\n")
+	require.NoError(t, err)
+	vals := []string{"", "3:abc", "12", ":", "\x00\xff\xfe", "é", strings.Repeat("x", 70000)}
+	for i := range 10000 {
+		vals = append(vals, strconv.Itoa(i))
+	}
+	var pk packer
+	for _, v := range vals[:3] {
+		pk.add(v)
+	}
+	pk.addBytes([]byte(vals[3]))
+	for _, v := range vals[4:] {
+		pk.add(v)
+	}
+	got, err := redis.NewScript(text).Run(context.Background(), s.Client, nil, pk.String(), "first").StringSlice()
+	require.NoError(t, err)
+	require.Equal(t, append([]string{"first"}, vals...), got)
+
+	var nums packer
+	nums.addInt(-42)
+	nums.addFloat(0.25)
+	got, err = redis.NewScript(text).Run(context.Background(), s.Client, nil, nums.String(), "n").StringSlice()
+	require.NoError(t, err)
+	require.Equal(t, []string{"n", "-42", "0.25"}, got)
 }

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/faultproxy"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/rdbtest"
+	"github.com/dtq-io/dtq/internal/redistest"
 )
 
 func TestScriptsLoaded(t *testing.T) {
@@ -121,4 +126,43 @@ func TestMemory(t *testing.T) {
 		require.Greater(t, after.UsedBytes, before.UsedBytes+4<<20)
 	})
 
+}
+
+// TestMissingScriptsAreKnownByTheirPrefix: a script missing from the cache
+// is recognised by the reply's NOSCRIPT prefix alone, not its wording
+// (which servers and proxies change): with every reply's text reworded, a
+// flushed cache still reloads, alone and in a pipeline.
+func TestMissingScriptsAreKnownByTheirPrefix(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	proxy, err := faultproxy.Start(srv.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxy.RewriteReplies([]byte("NOSCRIPT No matching script"), []byte("NOSCRIPT script missing from the cache"))
+	c := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	admin := srv.Client(t)
+
+	err = c.Do(ctx, "EVALSHA", "0000000000000000000000000000000000000000", 0).Err()
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "NOSCRIPT script missing from the cache"), "the proxy rewords: %v", err)
+
+	r := rdb.New(c, "p")
+	f := rdbtest.New(r)
+	for range 3 {
+		require.NoError(t, admin.ScriptFlush(ctx).Err())
+		f.Make(t, dtqtype.StatusRunning, rdbtest.Task{}) // ingest and claim, each missing at first
+	}
+	require.NoError(t, admin.ScriptFlush(ctx).Err())
+	first, err := r.ListTasks(ctx, &dtqtype.TaskListParams{Queue: rdbtest.DefaultQueue, Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, first.Items, 1)
+	require.NotEmpty(t, first.NextCursor)
+	require.NoError(t, admin.ScriptFlush(ctx).Err())
+	next, err := r.ListTasks(ctx, &dtqtype.TaskListParams{Queue: rdbtest.DefaultQueue, Limit: 2, Cursor: first.NextCursor})
+	require.NoError(t, err, "list_page, sent in a pipeline")
+	require.Len(t, next.Items, 2)
 }

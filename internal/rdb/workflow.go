@@ -241,12 +241,23 @@ func (r *RDB) QueueDepths(ctx context.Context, queues []string) (map[string]int6
 	return out, nil
 }
 
+// MaxCallArgs is the most arguments a command dtq sends takes, its name
+// included: some proxies in front of managed Redis refuse more
+// (docs/compatibility.md). Long lists travel packed (pack.go) or in
+// several calls.
+const MaxCallArgs = 3999
+
+// wfNodesPerCall is the most nodes a wf_nodes call writes: EVALSHA, its
+// hash, the key count, three keys and two values, then two keys and 14
+// values per node.
+const wfNodesPerCall = (MaxCallArgs - 8) / 16
+
 // WorkflowWriteNodes writes nodes of workflow id that live in queue as
-// waiting tasks (wf_nodes.lua), at most MaxPerCall a call.
+// waiting tasks (wf_nodes.lua), at most wfNodesPerCall a call.
 func (r *RDB) WorkflowWriteNodes(ctx context.Context, id, queue string, now time.Time, recentCap int64, nodes []WorkflowNode) error {
 	k := r.keys
 	for len(nodes) > 0 {
-		batch := nodes[:min(len(nodes), MaxPerCall)]
+		batch := nodes[:min(len(nodes), wfNodesPerCall)]
 		nodes = nodes[len(batch):]
 		keys := &wfNodesKeys{Waiting: k.Waiting(queue), Depth: k.Depth(queue), Recent: k.Recent(queue),
 			Tasks: make([]wfNodesTasksItem, len(batch))}

@@ -13,51 +13,50 @@ import (
 	"github.com/dtq-io/dtq/dtqtype"
 )
 
-// TestWorkflowScriptsTakeTenThousandArgs: the scripts that take a list of
-// ids or refs take as many as a workflow has nodes in one call; unpack of
-// the whole list failed past about 8,000 ("too many results to unpack").
-func TestWorkflowScriptsTakeTenThousandArgs(t *testing.T) {
+// TestWorkflowListsOfTenThousand: the calls that take one entry per
+// released ref, acknowledged outbox entry or dropped workflow take 10,000
+// at once, each script call within MaxCallArgs (the test clients fail a
+// longer one) and no script unpacking the whole list.
+func TestWorkflowListsOfTenThousand(t *testing.T) {
 	t.Parallel()
 	b := newTestRDB(t)
 	const n = 10000
-	args := make([]any, n)
-	fields := make([]any, 0, 2*n)
-	members := make([]redis.Z, n)
-	for i := range args {
-		args[i] = fmt.Sprintf("r%d", i)
-		fields = append(fields, args[i], "x")
-		members[i] = redis.Z{Member: args[i]}
+	vals := make([]string, n)
+	for i := range vals {
+		vals[i] = fmt.Sprintf("r%d", i)
 	}
-	tests := []struct {
-		name string
-		s    *script
-		key  string
-		fill func(key string)
-		left func(key string) int64
-	}{
-		{"wf_released", scriptWfReleased, b.keys.WorkflowReleases("w"),
-			func(k string) { b.c.HSet(b.ctx, k, fields...) }, func(k string) int64 { return b.c.HLen(b.ctx, k).Val() }},
-		{"wf_unlist", scriptWfUnlist, b.keys.WorkflowIndex(),
-			func(k string) { b.c.ZAdd(b.ctx, k, members...) }, func(k string) int64 { return b.c.ZCard(b.ctx, k).Val() }},
+	fill := func(add func(pipe redis.Pipeliner, v string)) {
+		pipe := b.c.Pipeline()
+		for _, v := range vals {
+			add(pipe, v)
+		}
+		_, err := pipe.Exec(b.ctx)
+		require.NoError(t, err)
 	}
-	for _, tt := range tests {
-		tt.fill(tt.key)
-		require.EqualValues(t, n, tt.left(tt.key), tt.name)
-		require.NoError(t, b.r.run(b.ctx, tt.s, []string{tt.key}, args...).Err(), tt.name)
-		require.Zero(t, tt.left(tt.key), tt.name)
-	}
-	// wf_ack: stream entry ids.
+
+	releases := b.keys.WorkflowReleases("w")
+	fill(func(pipe redis.Pipeliner, v string) { pipe.HSet(b.ctx, releases, v, "x") })
+	require.NoError(t, b.r.WorkflowReleased(b.ctx, "w", vals))
+	require.Zero(t, b.c.HLen(b.ctx, releases).Val(), "wf_released")
+
+	index := b.keys.WorkflowIndex()
+	fill(func(pipe redis.Pipeliner, v string) { pipe.ZAdd(b.ctx, index, redis.Z{Member: v}) })
+	require.NoError(t, b.r.DropFromWorkflowIndex(b.ctx, vals))
+	require.Zero(t, b.c.ZCard(b.ctx, index).Val(), "wf_unlist")
+
 	out := b.keys.WorkflowOutbox("q")
-	ids := make([]any, n)
-	pipe := b.c.Pipeline()
+	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("1-%d", i+1)
-		pipe.XAdd(b.ctx, &redis.XAddArgs{Stream: out, ID: ids[i].(string), Values: []any{"w", "x"}})
+	}
+	pipe := b.c.Pipeline()
+	for _, id := range ids {
+		pipe.XAdd(b.ctx, &redis.XAddArgs{Stream: out, ID: id, Values: []any{"w", "x"}})
 	}
 	_, err := pipe.Exec(b.ctx)
 	require.NoError(t, err)
-	require.NoError(t, b.r.run(b.ctx, scriptWfAck, []string{out}, ids...).Err())
-	require.Zero(t, b.c.XLen(b.ctx, out).Val())
+	require.NoError(t, b.r.AckOutbox(b.ctx, "q", ids))
+	require.Zero(t, b.c.XLen(b.ctx, out).Val(), "wf_ack")
 }
 
 // TestWorkflowLargeReleaseIsStored: a release of more nodes than a reply

@@ -112,10 +112,12 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// Client returns a cluster client of the nodes, closed when t ends.
+// Client returns a cluster client of the nodes, closed when t ends. A
+// command of more than MaxArgs arguments on it fails t.
 func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64})
+	cc.AddHook(argLimit{t})
 	t.Cleanup(func() { cc.Close() })
 	return cc
 }

@@ -169,3 +169,30 @@ func TestSharedNewGivesDistinctPrefixes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{a.Prefix + ":k"}, keys)
 }
+
+// A command longer than MaxArgs fails the test that sends it.
+func TestClientsRefuseLongCommands(t *testing.T) {
+	t.Parallel()
+	srv := Shared(t)
+	ft := &fakeT{TB: t}
+	c := srv.Client(ft)
+	args := make([]any, 0, MaxArgs+1)
+	args = append(args, "EXISTS")
+	for range MaxArgs - 1 {
+		args = append(args, "k")
+	}
+	require.NoError(t, c.Do(context.Background(), args...).Err())
+	require.Empty(t, ft.errors, "MaxArgs arguments pass")
+	require.NoError(t, c.Do(context.Background(), append(args, "k")...).Err())
+	require.Equal(t, []string{"redistest: exists sent with 4000 arguments, more than 3999"}, ft.errors)
+}
+
+// fakeT records Errorf calls instead of failing the test.
+type fakeT struct {
+	testing.TB
+	errors []string
+}
+
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}

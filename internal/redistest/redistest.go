@@ -181,10 +181,12 @@ func (s *Server) Stop() {
 // URL returns the redis:// URL of the server.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
-// Client returns a new client of the server, closed when t ends.
+// Client returns a new client of the server, closed when t ends. A
+// command of more than MaxArgs arguments on it fails t.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 64})
+	c.AddHook(argLimit{t})
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -36,6 +36,21 @@ local function after_id(id)
   return ms .. '-' .. (tonumber(seq) + 1)
 end
 
+-- unpack_fields returns the values of a packed argument (packer in
+-- pack.go: each value as its length, a colon and its bytes), in order,
+-- appended to into (a new table when nil), so that any number of values
+-- travels as one argument.
+local function unpack_fields(s, into)
+  local out, pos, n = into or {}, 1, #s
+  while pos <= n do
+    local colon = string.find(s, ':', pos, true)
+    local len = tonumber(string.sub(s, pos, colon - 1))
+    out[#out + 1] = string.sub(s, colon + 1, colon + len)
+    pos = colon + len + 1
+  end
+  return out
+end
+
 -- call_chunked calls cmd on key with the values list[first..] appended, at
 -- most 1,000 a call (unpack is bounded by Lua's C stack, which fails past
 -- about 8,000 values), and returns the last call's reply (nil when there

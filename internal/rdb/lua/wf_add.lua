@@ -15,7 +15,7 @@
 -- ARGV[3] full_queue: a queue too full for the call's nodes, as the caller
 --   read the depths ("" = none: see wf_create)
 -- ARGV[4] full_depth int64: its depth
--- ARGV[5..] nodes []{ref, task_id, queue, deps, cont, digest, def bytes}:
+-- ARGV[5..] nodes packed []{ref, task_id, queue, deps, cont, digest, def bytes}:
 --   per node its ref, task id, queue, deps JSON ("" = none), "c" for
 --   on_dep_failure continue else "", definition digest, definition JSON
 --
@@ -30,27 +30,33 @@
 -- {"ok", per node: ref, task id, definition JSON while the node is still
 -- being written (not yet activated) else ""}.
 --
---! include: wf_ended, wf_list
+--! include: unpack_fields, wf_ended, wf_list
 
+-- A is ARGV with the packed tail ARGV[5] laid out in its place.
+local A = {}
+for i = 1, 4 do
+  A[i] = ARGV[i]
+end
+unpack_fields(ARGV[5], A)
 local v = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'nodes')
 if not v[1] then return {'not_found'} end
 if v[2] == '1' then return {'not_running', 'cancelled'} end
 if v[1] ~= 'running' then return {'not_running', v[1]} end
-local n = (#ARGV - 4) / 7
+local n = (#A - 4) / 7
 local fresh, order = {}, {}
 for i = 1, n do
   local b = 5 + 7 * (i - 1)
-  local ref = ARGV[b]
+  local ref = A[b]
   local have = redis.call('HGET', KEYS[2], 'h:' .. ref)
   if have then
-    if have ~= ARGV[b + 5] then return {'mismatch', ref} end
+    if have ~= A[b + 5] then return {'mismatch', ref} end
   else
     fresh[ref] = b
     order[#order + 1] = ref
   end
 end
 for _, ref in ipairs(order) do
-  local deps = ARGV[fresh[ref] + 3]
+  local deps = A[fresh[ref] + 3]
   if deps ~= '' then
     for _, d in ipairs(cjson.decode(deps)) do
       if not fresh[d] and redis.call('HEXISTS', KEYS[2], 't:' .. d) == 0 then return {'unknown_dep', ref, d} end
@@ -58,10 +64,10 @@ for _, ref in ipairs(order) do
   end
 end
 local total = tonumber(v[3]) + #order
-if total > tonumber(ARGV[2]) then return {'too_many', tostring(total)} end
-if ARGV[3] ~= '' then
+if total > tonumber(A[2]) then return {'too_many', tostring(total)} end
+if A[3] ~= '' then
   for _, ref in ipairs(order) do
-    if ARGV[fresh[ref] + 2] == ARGV[3] then return {'queue_full', ARGV[3], ARGV[4]} end
+    if A[fresh[ref] + 2] == A[3] then return {'queue_full', A[3], A[4]} end
   end
 end
 
@@ -69,12 +75,12 @@ local added = {} -- existing dep -> refs of new dependants
 local blamed = 0
 for _, ref in ipairs(order) do
   local b = fresh[ref]
-  local cont = ARGV[b + 4] == 'c'
-  local f = {'t:' .. ref, ARGV[b + 1], 'q:' .. ref, ARGV[b + 2], 's:' .. ref, 'waiting', 'h:' .. ref, ARGV[b + 5]}
+  local cont = A[b + 4] == 'c'
+  local f = {'t:' .. ref, A[b + 1], 'q:' .. ref, A[b + 2], 's:' .. ref, 'waiting', 'h:' .. ref, A[b + 5]}
   local left, failed = 0, false
-  if ARGV[b + 3] ~= '' then
-    f[#f + 1] = 'd:' .. ref; f[#f + 1] = ARGV[b + 3]
-    for _, d in ipairs(cjson.decode(ARGV[b + 3])) do
+  if A[b + 3] ~= '' then
+    f[#f + 1] = 'd:' .. ref; f[#f + 1] = A[b + 3]
+    for _, d in ipairs(cjson.decode(A[b + 3])) do
       local ds = not fresh[d] and redis.call('HGET', KEYS[2], 's:' .. d)
       if not ds or not wf_ended[ds] then
         left = left + 1
@@ -98,7 +104,7 @@ for _, ref in ipairs(order) do
   if failed then f[#f + 1] = 'f:' .. ref; f[#f + 1] = '1' end
   if cont then f[#f + 1] = 'p:' .. ref; f[#f + 1] = 'c' end
   redis.call('HSET', KEYS[2], unpack(f))
-  redis.call('HSET', KEYS[3], ref, ARGV[b + 6])
+  redis.call('HSET', KEYS[3], ref, A[b + 6])
 end
 for d, refs in pairs(added) do
   local l = wf_list(KEYS[2], 'c:' .. d)
@@ -113,7 +119,7 @@ end
 local out = {'ok'}
 for i = 1, n do
   local b = 5 + 7 * (i - 1)
-  local ref = ARGV[b]
+  local ref = A[b]
   out[#out + 1] = ref
   out[#out + 1] = redis.call('HGET', KEYS[2], 't:' .. ref)
   out[#out + 1] = redis.call('HGET', KEYS[3], ref) or ''

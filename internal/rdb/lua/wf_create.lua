@@ -21,7 +21,7 @@
 -- ARGV[10] full_queue: a queue too full for this workflow's nodes, as the
 --   submitter read the depths ("" = none)
 -- ARGV[11] full_depth int64: that queue's depth
--- ARGV[12..] nodes []{ref, task_id, queue, deps, dependants, cont, digest, def bytes}:
+-- ARGV[12..] nodes packed []{ref, task_id, queue, deps, dependants, cont, digest, def bytes}:
 --   per node its ref, task id, queue, deps JSON ("" = none), dependants
 --   JSON ("" = none), "c" for on_dep_failure continue else "", definition
 --   digest, definition JSON
@@ -36,14 +36,22 @@
 -- Returns: []string
 -- {"created", status} | {"in_progress", id} | {"mismatch", id} |
 -- {"duplicate", id, status} | {"queue_full", queue, depth}.
+--
+--! include: unpack_fields
 
-local id = ARGV[2]
+-- A is ARGV with the packed tail ARGV[12] laid out in its place.
+local A = {}
+for i = 1, 11 do
+  A[i] = ARGV[i]
+end
+unpack_fields(ARGV[12], A)
+local id = A[2]
 if KEYS[4] then
   local raw = redis.call('GET', KEYS[4])
   if raw and raw ~= id then
-    local o = redis.call('HMGET', ARGV[9] .. raw, 'status', 'fp')
+    local o = redis.call('HMGET', A[9] .. raw, 'status', 'fp')
     if o[1] then
-      if o[2] ~= ARGV[4] then return {'mismatch', raw} end
+      if o[2] ~= A[4] then return {'mismatch', raw} end
       if o[1] == 'submitting' or o[1] == 'running' then return {'in_progress', raw} end
       return {'duplicate', raw, o[1]}
     end
@@ -52,26 +60,26 @@ if KEYS[4] then
 end
 local st = redis.call('HGET', KEYS[1], 'status')
 if st then return {'created', st} end
-if ARGV[10] ~= '' then return {'queue_full', ARGV[10], ARGV[11]} end
-if KEYS[4] then redis.call('SET', KEYS[4], id, 'EX', ARGV[5]) end
+if A[10] ~= '' then return {'queue_full', A[10], A[11]} end
+if KEYS[4] then redis.call('SET', KEYS[4], id, 'EX', A[5]) end
 
-local n = (#ARGV - 11) / 8
-local w = {'status', 'submitting', 'created_at', ARGV[1], 'nodes', n, 'ended', 0, 'c:waiting', n}
+local n = (#A - 11) / 8
+local w = {'status', 'submitting', 'created_at', A[1], 'nodes', n, 'ended', 0, 'c:waiting', n}
 local function opt(f, v) if v ~= '' then w[#w + 1] = f; w[#w + 1] = v end end
-opt('name', ARGV[3]); opt('fp', ARGV[4]); opt('of', ARGV[6]); opt('ret', ARGV[7]); opt('idem', ARGV[8])
+opt('name', A[3]); opt('fp', A[4]); opt('of', A[6]); opt('ret', A[7]); opt('idem', A[8])
 redis.call('HSET', KEYS[1], unpack(w))
 for i = 1, n do
   local b = 12 + 8 * (i - 1)
-  local ref = ARGV[b]
-  local deps = ARGV[b + 3]
-  local f = {'t:' .. ref, ARGV[b + 1], 'q:' .. ref, ARGV[b + 2], 's:' .. ref, 'waiting', 'h:' .. ref, ARGV[b + 6]}
+  local ref = A[b]
+  local deps = A[b + 3]
+  local f = {'t:' .. ref, A[b + 1], 'q:' .. ref, A[b + 2], 's:' .. ref, 'waiting', 'h:' .. ref, A[b + 6]}
   if deps ~= '' then
     f[#f + 1] = 'd:' .. ref; f[#f + 1] = deps
     f[#f + 1] = 'n:' .. ref; f[#f + 1] = #cjson.decode(deps)
   end
-  if ARGV[b + 4] ~= '' then f[#f + 1] = 'c:' .. ref; f[#f + 1] = ARGV[b + 4] end
-  if ARGV[b + 5] == 'c' then f[#f + 1] = 'p:' .. ref; f[#f + 1] = 'c' end
+  if A[b + 4] ~= '' then f[#f + 1] = 'c:' .. ref; f[#f + 1] = A[b + 4] end
+  if A[b + 5] == 'c' then f[#f + 1] = 'p:' .. ref; f[#f + 1] = 'c' end
   redis.call('HSET', KEYS[2], unpack(f))
-  redis.call('HSET', KEYS[3], ref, ARGV[b + 7])
+  redis.call('HSET', KEYS[3], ref, A[b + 7])
 end
 return {'created', 'submitting'}

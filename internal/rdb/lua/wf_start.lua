@@ -17,7 +17,7 @@
 -- ARGV[3] dep_bytes int: bytes of deps' results inlined in a release (see
 --   wf_deps_outcomes)
 -- ARGV[4] inline int: most releases answered inline
--- ARGV[5..] refs []string: refs of the batch
+-- ARGV[5..] refs packed []string: refs of the batch
 --
 -- Safe to send twice: a node already activated (no longer in the
 -- definitions hash) is not decided again; the reply lists the batch's
@@ -31,17 +31,23 @@
 -- the inline bound and none is listed (the caller reads them from the releases hash
 -- in chunks), else "0"; each release "ref|kind|task id|queue|detail".
 --
---! include: wf_decide, wf_resolve, wf_finish, wf_end, wf_release, wf_outcome
+--! include: unpack_fields, wf_decide, wf_resolve, wf_finish, wf_end, wf_release, wf_outcome
 
-local x = {w = KEYS[1], n = KEYS[2], r = KEYS[3], d = KEYS[4], p = KEYS[5], now = ARGV[1],
-  inline = tonumber(ARGV[3])}
+-- A is ARGV with the packed tail ARGV[5] laid out in its place.
+local A = {}
+for i = 1, 4 do
+  A[i] = ARGV[i]
+end
+unpack_fields(ARGV[5], A)
+local x = {w = KEYS[1], n = KEYS[2], r = KEYS[3], d = KEYS[4], p = KEYS[5], now = A[1],
+  inline = tonumber(A[3])}
 local v = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'ev_s')
 if not v[1] then return {'not_found'} end
 x.cancel = v[2] == '1'
 if v[1] == 'submitting' then redis.call('HSET', KEYS[1], 'status', 'running') end
 local todo, rels = {}, {}
-for i = 5, #ARGV do
-  local ref = ARGV[i]
+for i = 5, #A do
+  local ref = A[i]
   if redis.call('HDEL', KEYS[4], ref) == 1 and redis.call('HGET', KEYS[2], 's:' .. ref) == 'waiting' then
     if x.cancel then
       wf_end(x, ref, 'cancelled', wf_outcome('cancelled', nil, 'Cancelled'), false)
@@ -54,7 +60,7 @@ for i = 5, #ARGV do
   end
 end
 wf_resolve(x, todo, rels)
-local final = wf_finish(x, ARGV[2]) or ''
+local final = wf_finish(x, A[2]) or ''
 if final == '' then
   local st = redis.call('HGET', KEYS[1], 'status')
   if st ~= 'running' then final = st end
@@ -67,12 +73,12 @@ for _, rel in ipairs(rels) do
   seen[ref] = true
   if redis.call('HEXISTS', KEYS[3], ref) == 1 then out[#out + 1] = rel end
 end
-for i = 5, #ARGV do
-  local ref = ARGV[i]
+for i = 5, #A do
+  local ref = A[i]
   if not seen[ref] then
     local rel = redis.call('HGET', KEYS[3], ref)
     if rel then out[#out + 1] = ref .. '|' .. rel end
   end
 end
-if #out - 3 > tonumber(ARGV[4]) then return {out[1], final, '1'} end
+if #out - 3 > tonumber(A[4]) then return {out[1], final, '1'} end
 return out

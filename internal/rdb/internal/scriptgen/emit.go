@@ -132,6 +132,8 @@ func writeBuild(b *bytes.Buffer, h *header, v, p, elem string, s *side) {
 			fmt.Fprintf(b, "\tif len(%s) != %d {\n\t\treturn nil, nil, fmt.Errorf(\"%s: %s %s: %%d entries, want %d\", len(%s))\n\t}\n",
 				f, e.count, "lua/"+h.script+".lua", strings.ToUpper(map[string]string{"keys": "keys", "args": "argv"}[v]), e.name, e.count, f)
 			size = append(size, fmt.Sprint(e.count))
+		case e.packed:
+			size = append(size, "1")
 		case e.kind == tail && len(e.items) > 0:
 			size = append(size, fmt.Sprintf("%d*len(%s)", len(e.items), f))
 		case e.kind == tail:
@@ -154,6 +156,19 @@ func writeBuild(b *bytes.Buffer, h *header, v, p, elem string, s *side) {
 		switch {
 		case e.optional:
 			opt = append(opt, f)
+		case e.packed:
+			flush()
+			fmt.Fprintf(b, "\t{\n\t\tvar pk packer\n")
+			if len(e.items) == 0 {
+				fmt.Fprintf(b, "\t\tfor _, x := range %s {\n\t\t\t%s\n\t\t}\n", f, packCall("x", e.typ))
+			} else {
+				fmt.Fprintf(b, "\t\tfor _, it := range %s {\n", f)
+				for _, it := range e.items {
+					fmt.Fprintf(b, "\t\t\t%s\n", packCall("it."+upperCamel(it.name), it.typ))
+				}
+				b.WriteString("\t\t}\n")
+			}
+			fmt.Fprintf(b, "\t\t%s = append(%s, pk.String())\n\t}\n", v, v)
 		case e.kind == span || (e.kind == tail && len(e.items) == 0 && elem == "string"):
 			flush()
 			fmt.Fprintf(b, "\t%s = append(%s, %s...)\n", v, v, f)
@@ -180,6 +195,21 @@ func writeBuild(b *bytes.Buffer, h *header, v, p, elem string, s *side) {
 		fmt.Fprintf(b, "\tfor _, x := range [...]string{%s} {\n\t\tif x == \"\" {\n\t\t\tbreak\n\t\t}\n\t\t%s = append(%s, x)\n\t}\n",
 			strings.Join(opt, ", "), v, v)
 	}
+}
+
+// packCall is the packer call that adds x, of Go type typ.
+func packCall(x, typ string) string {
+	switch typ {
+	case "[]byte":
+		return "pk.addBytes(" + x + ")"
+	case "int":
+		return "pk.addInt(int64(" + x + "))"
+	case "int64":
+		return "pk.addInt(" + x + ")"
+	case "float64":
+		return "pk.addFloat(" + x + ")"
+	}
+	return "pk.add(" + x + ")"
 }
 
 func spanLen(s *side) int {

@@ -51,6 +51,10 @@ func TestHeaderErrors(t *testing.T) {
 		{"a bad reply", "-- KEYS[1] a: a\n-- Returns: map\n", "the Returns: line: cannot read"},
 		{"items named twice", "-- KEYS[1..] t []{a, b}: t\n-- ARGV[1..] t []{a, b}: t\n-- Returns: int\n", "in both KEYS and ARGV"},
 		{"no Returns line", "-- KEYS[1] a hash  ARGV[1] now\n-- Returns 1.\n", "no Returns: line"},
+		{"a packed key", "-- KEYS[1..] a packed []string: a\n-- Returns: int\n", "only an ARGV tail may be packed"},
+		{"a packed single value", "-- ARGV[1] a packed string: a\n-- Returns: int\n", "only an ARGV tail may be packed"},
+		{"after a packed tail", "-- ARGV[1..] a packed []{x, y}: a\n-- ARGV[1 + 2*n] b: b\n-- Returns: int\n", "nothing follows a packed tail"},
+		{"packed any", "-- ARGV[1..] a packed []any: a\n-- Returns: int\n", "not any"},
 		{"a field after rest", "-- KEYS[1] a: a\n-- Returns: {a ...string, b int}\n", "after the ...rest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,9 @@ import (
 //	-- ARGV[1] now int64: now (ms)                      Now int64 (string when left out)
 //	-- ARGV[6..] ids []string: task ids                 an open tail of values
 //	-- ARGV[6..] leases []{id, attempt int}: pairs      an open tail of items
+//	-- ARGV[6..] nodes packed []{ref, def bytes}: …      a tail sent as ARGV[6]
+//	--   alone (packFields; the script reads it with unpack_fields), however
+//	--   long: no call sends more than 3,999 arguments
 //	-- KEYS[6 + 2*n] outbox: an entry after a tail of items of 2
 //	-- KEYS[7] fair_on?: optional: sent while set, and only after the
 //	--   optional entries before it (single strings only)
@@ -51,6 +54,7 @@ type entry struct {
 	count    int    // a span's length
 	items    []field
 	optional bool
+	packed   bool // a tail of values or items sent as one argument
 	doc      string
 }
 
@@ -179,6 +183,9 @@ func (s *side) add(which, idx, name string, optional bool, typ, doc string) (*en
 		}
 		e.kind = tail
 	case idxAfter.MatchString(idx):
+		if n := len(s.entries); n > 0 && s.entries[n-1].packed {
+			return nil, errors.New("nothing follows a packed tail (it is one argument)")
+		}
 		m := idxAfter.FindStringSubmatch(idx)
 		base, _ := strconv.Atoi(m[1])
 		stride, _ := strconv.Atoi(m[2])
@@ -190,8 +197,17 @@ func (s *side) add(which, idx, name string, optional bool, typ, doc string) (*en
 	default:
 		return nil, errors.New("cannot read the index")
 	}
+	if rest, ok := strings.CutPrefix(typ, "packed "); ok {
+		if which != "ARGV" || e.kind != tail {
+			return nil, errors.New("only an ARGV tail may be packed")
+		}
+		e.packed, typ = true, rest
+	}
 	if err := e.setType(which, typ); err != nil {
 		return nil, err
+	}
+	if e.packed && (e.typ == "any" || slices.ContainsFunc(e.items, func(f field) bool { return f.typ == "any" })) {
+		return nil, errors.New("a packed tail holds strings, numbers and bytes, not any")
 	}
 	if e.kind == tail {
 		s.stride = max(len(e.items), 1)

@@ -1,0 +1,8 @@
+-- packed: a tail of items and one of values, each sent as one argument.
+--
+-- KEYS[1] hash: a hash
+--
+-- ARGV[1] now int64: now (ms)
+-- ARGV[2..] rows packed []{ref, n int, at int64, share float64, body bytes}: rows
+--
+-- Returns: int
