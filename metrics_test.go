@@ -91,5 +91,9 @@ func TestWorkerTellsItsObserver(t *testing.T) {
 	for _, e := range rec.finished {
 		require.Contains(t, []string{"ok", "bad"}, e.Type)
 		require.GreaterOrEqual(t, e.SinceCreated, e.Took)
+		require.NotEmpty(t, e.ID)
+		if e.Type == "bad" {
+			require.Equal(t, bad.TaskID, e.ID)
+		}
 	}
 }

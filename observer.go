@@ -34,6 +34,9 @@ type TaskStart struct {
 
 // TaskEnd describes an attempt that ended.
 type TaskEnd struct {
+	// ID is the task's id, which ties the end to the attempt's handler
+	// call (dtqotel's settle spans).
+	ID          string
 	Queue, Type string
 	Attempt     int
 	// Outcome is what the attempt led to: "succeeded", "retrying",

@@ -321,7 +321,7 @@ func (w *Worker) reportOutcome(ct *rdb.ClaimedTask, d *attempt.Decision, outcome
 			log.Warn("task lease lost before finalize; nothing written")
 		}
 	}
-	w.obs.TaskFinished(TaskEnd{Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt, Outcome: outcome, Took: took,
+	w.obs.TaskFinished(TaskEnd{ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt, Outcome: outcome, Took: took,
 		RetryDelay: delay, SinceCreated: time.Since(time.UnixMilli(ct.CreatedAt))})
 }
 
