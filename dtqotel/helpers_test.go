@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -27,11 +28,19 @@ type bundle struct {
 	spans  *tracetest.SpanRecorder
 	tp     *sdktrace.TracerProvider
 	tracer *dtqotel.Tracer
+	// metrics reads what the Tracer's MeterProvider recorded.
+	metrics *sdkmetric.ManualReader
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := newTracing(t)
+	return setupConventions(t, "")
+}
+
+// setupConventions is setup with Config.StabilityOptIn set to optIn.
+func setupConventions(t *testing.T, optIn string) *bundle {
+	t.Helper()
+	b := newTracingConventions(t, optIn)
 	s := redistest.New(t)
 	var err error
 	b.d, err = dtq.Open(s.Client, &dtq.DeploymentConfig{KeyPrefix: s.Prefix})
@@ -45,11 +54,23 @@ func setup(t *testing.T) *bundle {
 // newTracing is a bundle without Redis, for tests of the middleware alone.
 func newTracing(t *testing.T) *bundle {
 	t.Helper()
+	return newTracingConventions(t, "")
+}
+
+// newTracingConventions is newTracing with Config.StabilityOptIn set to
+// optIn.
+func newTracingConventions(t *testing.T, optIn string) *bundle {
+	t.Helper()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
-	return &bundle{ctx: context.Background(), spans: spans, tp: tp,
-		tracer: dtqotel.New(&dtqotel.Config{TracerProvider: tp})}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		require.NoError(t, tp.Shutdown(context.Background()))
+		require.NoError(t, mp.Shutdown(context.Background()))
+	})
+	return &bundle{ctx: context.Background(), spans: spans, tp: tp, metrics: reader,
+		tracer: dtqotel.New(&dtqotel.Config{TracerProvider: tp, MeterProvider: mp, StabilityOptIn: optIn})}
 }
 
 // startSpan starts a span of the test's own, as the code around a
@@ -62,15 +83,24 @@ func (b *bundle) startSpan(name string) (context.Context, trace.Span) {
 // tracing middleware; it is stopped when the test ends.
 func (b *bundle) runWorker(t *testing.T, queue, taskType string, h dtq.HandlerFunc) {
 	t.Helper()
+	b.runWorkerMux(t, queue, map[string]dtq.HandlerFunc{taskType: h})
+}
+
+// runWorkerMux is runWorker with a handler per task type; the worker's
+// Observer is the Tracer's, for the settle spans.
+func (b *bundle) runWorkerMux(t *testing.T, queue string, handlers map[string]dtq.HandlerFunc) {
+	t.Helper()
 	w, err := b.d.NewWorker(&dtq.WorkerConfig{
 		Queues: map[string]int{queue: 1}, Concurrency: 4,
 		VisibilityTimeout: 3 * time.Second, HeartbeatInterval: time.Second,
 		RetryBaseDelay: 10 * time.Millisecond, RetryMaxDelay: 50 * time.Millisecond, DrainTimeout: 5 * time.Second,
-		DisableScheduler: true, Logger: slog.New(slog.DiscardHandler),
+		DisableScheduler: true, Logger: slog.New(slog.DiscardHandler), Observer: b.tracer.Observer(nil),
 	})
 	require.NoError(t, err)
 	w.Use(b.tracer.Middleware)
-	w.Handle(taskType, h)
+	for typ, h := range handlers {
+		w.Handle(typ, h)
+	}
 	workertest.Run(t, w)
 }
 

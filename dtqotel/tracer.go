@@ -1,8 +1,11 @@
 package dtqotel
 
 import (
+	"os"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -56,6 +59,17 @@ type Config struct {
 	// W3C metadata keys "traceparent" and "tracestate", the ones the HTTP
 	// API fills from request headers. Producers and workers must agree.
 	Propagator propagation.TextMapPropagator
+	// MeterProvider creates the messaging metrics (see Metric names).
+	// Default otel.GetMeterProvider(), the global provider.
+	MeterProvider metric.MeterProvider
+	// StabilityOptIn selects the span conventions, as the
+	// OTEL_SEMCONV_STABILITY_OPT_IN environment variable does: a
+	// comma-separated list in which "messaging" selects the messaging
+	// semantic conventions' spans instead of dtq.submit, dtq.wait and
+	// dtq.process, and "messaging/dup" selects both (it wins over
+	// "messaging"). Default "": the environment variable's value, and
+	// without one the dtq.* spans alone.
+	StabilityOptIn string
 }
 
 // Tracer creates dtq's spans and carries the trace context through task
@@ -64,10 +78,17 @@ type Tracer struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	fields []string // the metadata keys prop reads
+	conv   conventions
+	inst   instruments
+	// settles holds the attempts whose handler has returned until a worker
+	// reports their outcome to an Observer of this Tracer.
+	settles settleBook
 }
 
 // New returns a Tracer; cfg may be nil for every default. Nothing in it can
-// fail, so it returns no error.
+// fail, so it returns no error: an instrument the MeterProvider refuses is
+// replaced by one that records nothing, and the provider's error handler
+// (otel.Handle) is told.
 func New(cfg *Config) *Tracer {
 	var c Config
 	if cfg != nil {
@@ -79,9 +100,18 @@ func New(cfg *Config) *Tracer {
 	if c.Propagator == nil {
 		c.Propagator = propagation.TraceContext{}
 	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	optIn := c.StabilityOptIn
+	if optIn == "" {
+		optIn = os.Getenv(StabilityOptInEnv)
+	}
 	return &Tracer{
 		tracer: c.TracerProvider.Tracer(scope, trace.WithInstrumentationVersion(dtq.Version)),
 		prop:   c.Propagator,
 		fields: c.Propagator.Fields(),
+		conv:   parseOptIn(optIn),
+		inst:   newInstruments(c.MeterProvider.Meter(scope, metric.WithInstrumentationVersion(dtq.Version))),
 	}
 }
