@@ -41,7 +41,8 @@ func submitAndWork(ctx context.Context) error {
 	}
 	log.Println("submitted", res.TaskID)
 
-	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"emails": 1}})
+	// The Observer reports each attempt's outcome: the settle span and metric.
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"emails": 1}, Observer: tr.Observer(nil)})
 	if err != nil {
 		return err
 	}
