@@ -53,6 +53,7 @@ func TestStabilityOptInEnvironment(t *testing.T) {
 	require.Equal(t, []string{"process q"}, attemptSpans(t, newTracingConventions(t, "")))
 	// The Config's value wins over the variable.
 	require.Equal(t, []string{"dtq.process", "process q"}, attemptSpans(t, newTracingConventions(t, "messaging/dup")))
+	require.Equal(t, []string{"dtq.process"}, attemptSpans(t, newTracingConventions(t, "default")))
 }
 
 // attemptSpans runs one attempt through b's middleware and returns the

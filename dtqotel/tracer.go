@@ -68,7 +68,8 @@ type Config struct {
 	// semantic conventions' spans instead of dtq.submit, dtq.wait and
 	// dtq.process, and "messaging/dup" selects both (it wins over
 	// "messaging"). Default "": the environment variable's value, and
-	// without one the dtq.* spans alone.
+	// without one the dtq.* spans alone. A value naming neither (such as
+	// "default") keeps the dtq.* spans whatever the variable says.
 	StabilityOptIn string
 }
 
