@@ -361,14 +361,29 @@ type ProgressReport struct {
 	// Progress is a number 0..100 or a JSON object (see Progress); empty
 	// or null leaves it unchanged.
 	Progress json.RawMessage
-	// Logs are lines to append to the attempt's log, each at most
-	// MaxLogLineBytes, at most DefaultTaskLogLines per report.
-	Logs []string
+	// Logs are lines to append to the attempt's log, oldest first, each
+	// at most MaxLogLineBytes, at most DefaultTaskLogLines per report.
+	Logs []ReportedLine
 	// Seq, when above 0, numbers the report within the attempt: a report
 	// whose Seq is not above the last one applied (sent again after a
 	// lost reply) writes nothing and answers as written.
 	Seq int64
 }
+
+// ReportedLine is one line of a ProgressReport.
+type ReportedLine struct {
+	// TS is when the worker logged the line, kept to the millisecond; the
+	// zero time means the time of the write. It may be at most
+	// MaxLogLineSkew after the server's clock; a time before the task was
+	// created is stored as its creation time.
+	TS   time.Time
+	Line string
+}
+
+// MaxLogLineSkew bounds how far a reported line's time may be ahead of
+// the server's clock: a worker's clock may run a little fast, but a line
+// from the future would sort and read as a lie.
+const MaxLogLineSkew = time.Minute
 
 // ProgressTooSoonError is returned by WorkerGateway.Progress for a report
 // within a second of the attempt's last write: nothing was written; send
@@ -387,9 +402,14 @@ func (e *ProgressTooSoonError) Error() string {
 const progressWindow = time.Second
 
 // Validate checks a report (and normalizes its progress JSON): the
-// progress value, the number of lines and
-// each line's size.
+// progress value, the number of lines, each line's size and that no
+// line's time is more than MaxLogLineSkew ahead of this machine's clock.
 func (p *ProgressReport) Validate() error {
+	return p.validateAt(time.Now())
+}
+
+// validateAt is Validate against the clock reading now.
+func (p *ProgressReport) validateAt(now time.Time) error {
 	if len(p.Progress) > 0 && string(bytes.TrimSpace(p.Progress)) != "null" {
 		raw, err := ProgressJSON(p.Progress)
 		if err != nil {
@@ -403,8 +423,13 @@ func (p *ProgressReport) Validate() error {
 		return invalid("logs", "has %d lines; send at most %d per report", len(p.Logs), DefaultTaskLogLines)
 	}
 	for i, l := range p.Logs {
-		if len(l) > MaxLogLineBytes {
-			return invalid("logs", "line %d is %d bytes; a line is at most %d bytes", i, len(l), MaxLogLineBytes)
+		if len(l.Line) > MaxLogLineBytes {
+			return invalid("logs", "line %d is %d bytes; a line is at most %d bytes", i, len(l.Line), MaxLogLineBytes)
+		}
+		if ahead := l.TS.Sub(now); !l.TS.IsZero() && ahead > MaxLogLineSkew {
+			return invalid(fmt.Sprintf("logs[%d].ts", i), "%s is %s ahead of the server's clock; a line's time may be at most %s ahead "+
+				"(check the worker's clock, or send the line as a plain string to have it timed by the server)",
+				l.TS.UTC().Format(time.RFC3339Nano), ahead.Round(time.Second), MaxLogLineSkew)
 		}
 	}
 	if p.Seq < 0 {
@@ -422,17 +447,21 @@ func (g *WorkerGateway) Progress(ctx context.Context, id, token string, p Progre
 	if err != nil {
 		return err
 	}
-	if err := p.Validate(); err != nil {
+	now := g.dep.clock()
+	if err := p.validateAt(now); err != nil {
 		return err
 	}
 	if p.Progress == nil && len(p.Logs) == 0 {
 		return nil
 	}
-	now := g.dep.clock()
 	w := &rdb.ProgressWrite{Queue: t.Queue, ID: id, Attempt: t.Attempt, Seq: p.Seq, Progress: p.Progress,
 		MinInterval: progressWindow, Lines: make([]rdb.LogEntry, len(p.Logs))}
 	for i, l := range p.Logs {
-		w.Lines[i] = rdb.LogEntry{TS: now, Line: strings.TrimRight(l, "\n")}
+		ts := l.TS
+		if ts.IsZero() {
+			ts = now
+		}
+		w.Lines[i] = rdb.LogEntry{TS: ts, Line: strings.TrimRight(l.Line, "\n")}
 	}
 	res, err := g.rdb.WriteProgress(ctx, g.workerSettings(t.Worker, g.cfg.VisibilityTimeout, t.Claim), now, w, rdb.DefaultLogCaps)
 	if err != nil {

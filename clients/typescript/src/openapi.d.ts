@@ -904,10 +904,21 @@ export type HeartbeatResponse = {
 export type ProgressValue = number | { [key: string]: unknown } | null;
 
 /**
- * Lines to append to the attempt's log, oldest first, each at most 1 KiB.
+ * Lines to append to the attempt's log, oldest first, each at most 1 KiB: a plain string is timed by the server when it writes the report; a TimedLogLine keeps the time the worker logged it.
  * @maxItems 1000
  */
-export type LogLines = Array<string>;
+export type LogLines = Array<string | TimedLogLine>;
+
+/** A log line with the time the worker logged it. A ts that is not RFC 3339 or is more than a minute ahead of the server's clock is 400 INVALID_REQUEST naming logs[i].ts; a ts before the task was created is stored as its creation time. */
+export type TimedLogLine = {
+  /**
+   * When the line was logged, RFC 3339; kept to the millisecond.
+   * @format date-time
+   */
+  ts: string;
+  /** The line, at most 1 KiB; a trailing newline is dropped. */
+  line: string;
+};
 
 export type ProgressRequest = {
   lease_token: string;

@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/dtq-io/dtq"
 )
@@ -19,34 +23,112 @@ type progressBody struct {
 	Seq        int64           `json:"seq"`
 }
 
-// logLines are a report's lines. A null line is refused (decoded into a
-// string it would be stored as an empty line the worker never logged).
-type logLines []string
+// logLines are a report's lines: each a plain string (timed by the
+// server when it writes it) or {"ts", "line"} with the time the worker
+// logged it. A null line is refused (decoded into a string it would be
+// stored as an empty line the worker never logged).
+type logLines []logLine
 
-// UnmarshalJSON reads an array of strings; a null element is a type error,
-// which the body decoder answers 400 naming the field.
+// logLine is one reported line. ts is the raw ts of an object entry
+// (timed), parsed by report so that a bad one is named by its index;
+// field and problem describe an object entry not of the form {"ts", "line"}.
+type logLine struct {
+	ts, line       string
+	timed          bool
+	field, problem string
+}
+
+// logLineObject is a line sent as an object.
+type logLineObject struct {
+	TS   json.RawMessage `json:"ts"`
+	Line *string         `json:"line"`
+}
+
+// lineExample shows a timed line in error messages.
+const lineExample = `{"ts": "2026-01-02T15:04:05.123Z", "line": "copied 4 of 10 files"}`
+
+// UnmarshalJSON reads an array whose elements are strings or {"ts",
+// "line"} objects; a null or any other element is a type error, which the
+// body decoder answers 400 naming the field. A malformed object is named
+// by its index when report runs.
 func (l *logLines) UnmarshalJSON(b []byte) error {
-	var lines []*string
-	if err := json.Unmarshal(b, &lines); err != nil {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
 		return err
 	}
-	if lines == nil {
+	if raws == nil {
 		*l = nil
 		return nil
 	}
-	out := make(logLines, len(lines))
-	for i, s := range lines {
-		if s == nil {
+	out := make(logLines, len(raws))
+	for i, raw := range raws {
+		switch {
+		case len(raw) > 0 && raw[0] == '"':
+			if err := json.Unmarshal(raw, &out[i].line); err != nil {
+				return err
+			}
+		case len(raw) > 0 && raw[0] == '{':
+			out[i] = objectLine(raw, i)
+		default:
 			return &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeFor[string]()}
 		}
-		out[i] = *s
 	}
 	*l = out
 	return nil
 }
 
-func (b *progressBody) report() dtq.ProgressReport {
-	return dtq.ProgressReport{Progress: b.Progress, Logs: []string(b.Logs), Seq: b.Seq}
+// objectLine reads the i-th line sent as an object.
+func objectLine(raw json.RawMessage, i int) logLine {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var o logLineObject
+	var ts string
+	switch err := dec.Decode(&o); {
+	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
+		f, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return logLine{field: fmt.Sprintf("logs[%d].%s", i, f), problem: "is not a member of a line; a line looks like " + lineExample}
+	case err != nil || o.Line == nil:
+		return logLine{field: fmt.Sprintf("logs[%d].line", i), problem: "must be a string; a line looks like " + lineExample}
+	case len(o.TS) == 0 || string(o.TS) == "null":
+		return logLine{field: fmt.Sprintf("logs[%d].ts", i), problem: "is required in a line sent as an object " +
+			"(a line sent as a plain string is timed by the server); a line looks like " + lineExample}
+	case json.Unmarshal(o.TS, &ts) != nil:
+		return logLine{field: fmt.Sprintf("logs[%d].ts", i), problem: "must be an RFC 3339 time string such as \"2026-01-02T15:04:05.123Z\""}
+	}
+	return logLine{ts: ts, line: *o.Line, timed: true}
+}
+
+// report is the body as the gateway takes it; a malformed line or a ts
+// that is not an RFC 3339 time is 400 naming it (logs[i].ts).
+func (b *progressBody) report() (dtq.ProgressReport, error) {
+	p := dtq.ProgressReport{Progress: b.Progress, Seq: b.Seq}
+	if b.Logs != nil {
+		p.Logs = make([]dtq.ReportedLine, len(b.Logs))
+	}
+	for i, l := range b.Logs {
+		p.Logs[i].Line = l.line
+		if l.problem != "" {
+			return p, badRequest(l.field, "%s: %s", l.field, l.problem)
+		}
+		if !l.timed {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, l.ts)
+		if err != nil {
+			f := fmt.Sprintf("logs[%d].ts", i)
+			return p, badRequest(f, "%s: %q is not an RFC 3339 time such as \"2026-01-02T15:04:05.123Z\"", f, trimForMessage(l.ts))
+		}
+		p.Logs[i].TS = ts.Truncate(time.Millisecond)
+	}
+	return p, nil
+}
+
+// trimForMessage cuts a value quoted in an error message.
+func trimForMessage(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 func (b *progressBody) empty() bool {
@@ -71,7 +153,12 @@ func (s *Server) progress(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	err := s.cfg.WorkerGateway.Progress(r.Context(), r.PathValue("id"), b.LeaseToken, b.report())
+	rep, err := b.report()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	err = s.cfg.WorkerGateway.Progress(r.Context(), r.PathValue("id"), b.LeaseToken, rep)
 	var ts *dtq.ProgressTooSoonError
 	switch {
 	case errors.As(err, &ts):

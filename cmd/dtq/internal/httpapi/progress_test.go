@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 type logPageJSON struct {
@@ -155,6 +157,16 @@ func TestHTTPProgressValidation(t *testing.T) {
 		{"line over 1 KiB", `, "logs": ["ok", "` + long + `"]`, "logs"},
 		{"null line", `, "logs": ["ok", null]`, "logs"},
 		{"negative seq", `, "logs": ["a"], "seq": -1`, "seq"},
+		{"line time not RFC 3339", `, "logs": ["ok", {"ts": "yesterday", "line": "x"}]`, "logs[1].ts"},
+		{"line time in ms", `, "logs": [{"ts": 1767366245123, "line": "x"}]`, "logs[0].ts"},
+		{"line time missing", `, "logs": [{"line": "x"}]`, "logs[0].ts"},
+		{"line time null", `, "logs": [{"ts": null, "line": "x"}]`, "logs[0].ts"},
+		{"line time an hour ahead", `, "logs": ["ok", {"ts": "` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `", "line": "x"}]`, "logs[1].ts"},
+		{"line object without a line", `, "logs": [{"ts": "2026-01-02T15:04:05Z"}]`, "logs[0].line"},
+		{"line object with a null line", `, "logs": [{"ts": "2026-01-02T15:04:05Z", "line": null}]`, "logs[0].line"},
+		{"line object with another member", `, "logs": [{"ts": "2026-01-02T15:04:05Z", "line": "x", "level": "info"}]`, "logs[0].level"},
+		{"timed line over 1 KiB", `, "logs": [{"ts": "2026-01-02T15:04:05Z", "line": "` + long + `"}]`, "logs"},
+		{"number line", `, "logs": [7]`, "logs"},
 	} {
 		for _, route := range []string{"progress", "heartbeat"} {
 			res := b.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/"+route, tokenBody(tok, tc.rest))
@@ -173,4 +185,37 @@ func TestHTTPProgressValidation(t *testing.T) {
 	}
 	res = b.do(t, http.MethodGet, "/api/v1/tasks/"+strings.Repeat("0", 32)+"/logs", "")
 	res.requireError(t, http.StatusNotFound, codeTaskNotFound, "")
+}
+
+// TestHTTPWorkerTimedLogLines: a line sent as {"ts", "line"} keeps the
+// worker's time (to the millisecond), a plain string gets the write's,
+// and a time within the allowed skew ahead of the server's clock is kept.
+func TestHTTPWorkerTimedLogLines(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	id := b.submit(t, dtq.Submission{Type: "copy", Queue: "files"})
+	tasks := b.claimTasks(t, `{"worker_id": "py-1", "queues": ["files"], "lease": "30s"}`)
+	require.Len(t, tasks, 1)
+	tok := tasks[0].LeaseToken
+
+	// A line logged after the task was created, with a sub-millisecond
+	// fraction the store drops.
+	logged := time.Now().UTC().Add(123456 * time.Nanosecond)
+	ahead := time.Now().Add(dtq.MaxLogLineSkew / 2).UTC().Truncate(time.Millisecond)
+	before := time.Now().Truncate(time.Millisecond)
+	body := `, "logs": [{"ts": "` + logged.Format(time.RFC3339Nano) + `", "line": "timed"}, "plain", ` +
+		`{"ts": "` + ahead.In(time.FixedZone("", 2*3600)).Format(time.RFC3339Nano) + `", "line": "a fast clock"}, ` +
+		`{"ts": "2020-01-02T03:04:05Z", "line": "before the task"}], "seq": 1`
+	res := b.do(t, http.MethodPost, "/api/v1/tasks/"+id+"/progress", tokenBody(tok, body))
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	after := time.Now()
+
+	page := b.taskLogs(t, id, "")
+	require.Equal(t, []string{"timed", "plain", "a fast clock", "before the task"}, lines(page))
+	require.True(t, page.Items[0].TS.Equal(logged.Truncate(time.Millisecond)), "the worker's time is kept: %v, sent %v", page.Items[0].TS, logged)
+	require.False(t, page.Items[1].TS.Before(before), "a plain line gets the time of the write")
+	require.False(t, page.Items[1].TS.After(after), "a plain line gets the time of the write")
+	require.True(t, page.Items[2].TS.Equal(ahead), "a time within the skew is kept: %v, sent %v", page.Items[2].TS, ahead)
+	created := rdb.TaskIDTime(id)
+	require.True(t, page.Items[3].TS.Equal(created), "a time before the task is its creation's: %v, created %v", page.Items[3].TS, created)
 }

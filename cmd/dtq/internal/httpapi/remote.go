@@ -151,9 +151,14 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := progressBody{LeaseToken: b.LeaseToken, Progress: b.Progress, Logs: b.Logs, Seq: b.Seq}
+	var rep dtq.ProgressReport
 	if !p.empty() {
 		// A bad report is refused before the lease is renewed.
-		rep := p.report()
+		var err error
+		if rep, err = p.report(); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if err := rep.Validate(); err != nil {
 			s.writeError(w, r, queryError(err))
 			return
@@ -167,7 +172,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	ans := heartbeatAnswer{Renewal: ren}
 	if !p.empty() {
-		err := s.cfg.WorkerGateway.Progress(r.Context(), id, b.LeaseToken, p.report())
+		err := s.cfg.WorkerGateway.Progress(r.Context(), id, b.LeaseToken, rep)
 		var ts *dtq.ProgressTooSoonError
 		if err != nil && !errors.As(err, &ts) {
 			s.writeError(w, r, queryError(err))
