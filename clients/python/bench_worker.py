@@ -23,7 +23,7 @@ def main():
     producer = dtq.Producer(url, os.environ.get("DTQ_PRODUCER_TOKEN"))
     q = "bench-%s" % uuid.uuid4().hex[:8]
     for start in range(0, args.n, 1000):
-        producer.submit_many([{"task_type": "noop", "queue": q, "payload": {"i": i}}
+        producer.submit_batch([{"task_type": "noop", "queue": q, "payload": {"i": i}}
                               for i in range(start, min(start + 1000, args.n))])
     w = dtq.Worker(url, os.environ.get("DTQ_WORKER_TOKEN"), [q], concurrency=args.max, wait=1)
     w.handle("noop", lambda task: None)

@@ -149,7 +149,7 @@ def expect_api_error(fn, status, code, what):
 def submit_created():
     p, q = producer(), queue_of("submit_created")
     answers = Answers(p._http)
-    t = p.submit("conf", {"n": 1}, queue=q, idempotency_key=key("submit_created"))
+    t = p.submit({"task_type": "conf", "payload": {"n": 1}, "queue": q}, idempotency_key=key("submit_created"))
     equal(answers.last("POST", "/api/v1/tasks")[0], 202, "the submission's status")
     check(isinstance(t.get("task_id"), str) and len(t["task_id"]) == 32, "a task id: %r" % t.get("task_id"))
     equal(t.get("duplicate"), False, "duplicate")
@@ -162,8 +162,8 @@ def submit_created():
 @scenario
 def submit_in_progress():
     p, q = producer(), queue_of("submit_in_progress")
-    first = p.submit("conf", {"n": 2}, queue=q, idempotency_key=key("submit_in_progress"))
-    e = expect_api_error(lambda: p.submit("conf", {"n": 2}, queue=q, idempotency_key=key("submit_in_progress")),
+    first = p.submit({"task_type": "conf", "payload": {"n": 2}, "queue": q}, idempotency_key=key("submit_in_progress"))
+    e = expect_api_error(lambda: p.submit({"task_type": "conf", "payload": {"n": 2}, "queue": q}, idempotency_key=key("submit_in_progress")),
                          409, "IDEMPOTENCY_IN_PROGRESS", "the same key and body again")
     equal(e.details.get("task_id"), first["task_id"], "the existing task's id in details")
     admin().cancel(first["task_id"])
@@ -173,11 +173,11 @@ def submit_in_progress():
 def submit_replay():
     p, q = producer(), queue_of("submit_replay")
     answers = Answers(p._http)
-    first = p.submit("conf", {"n": 3}, queue=q, idempotency_key=key("submit_replay"))
+    first = p.submit({"task_type": "conf", "payload": {"n": 3}, "queue": q}, idempotency_key=key("submit_replay"))
     with Running(worker(q).handle("conf", lambda task: {"doubled": task.payload["n"] * 2})):
         done = p.wait(first["task_id"], timeout=WAIT)
     equal(done["status"], "succeeded", "the first task")
-    again = p.submit("conf", {"n": 3}, queue=q, idempotency_key=key("submit_replay"))
+    again = p.submit({"task_type": "conf", "payload": {"n": 3}, "queue": q}, idempotency_key=key("submit_replay"))
     equal(answers.last("POST", "/api/v1/tasks")[0], 200, "the replay's status")
     equal(again["task_id"], first["task_id"], "the replay's task id")
     equal(again.get("duplicate"), True, "duplicate")
@@ -187,8 +187,8 @@ def submit_replay():
 @scenario
 def submit_mismatch():
     p, q = producer(), queue_of("submit_mismatch")
-    first = p.submit("conf", {"n": 4}, queue=q, idempotency_key=key("submit_mismatch"))
-    e = expect_api_error(lambda: p.submit("conf", {"n": 5}, queue=q, idempotency_key=key("submit_mismatch")),
+    first = p.submit({"task_type": "conf", "payload": {"n": 4}, "queue": q}, idempotency_key=key("submit_mismatch"))
+    e = expect_api_error(lambda: p.submit({"task_type": "conf", "payload": {"n": 5}, "queue": q}, idempotency_key=key("submit_mismatch")),
                          422, "IDEMPOTENCY_KEY_MISMATCH", "the same key, another payload")
     equal(e.details.get("task_id"), first["task_id"], "the existing task's id in details")
     admin().cancel(first["task_id"])
@@ -197,9 +197,9 @@ def submit_mismatch():
 @scenario
 def batch_submit():
     p, q = producer(), queue_of("batch_submit")
-    existing = p.submit("conf", {"n": 0}, queue=q, idempotency_key=key("batch_submit-0"))
+    existing = p.submit({"task_type": "conf", "payload": {"n": 0}, "queue": q}, idempotency_key=key("batch_submit-0"))
     admin().cancel(existing["task_id"])  # ended: its key now replays it
-    items = p.submit_many([
+    items = p.submit_batch([
         {"task_type": "conf", "queue": q, "payload": {"n": 1}, "idempotency_key": key("batch_submit-1")},
         {"task_type": "conf", "queue": q, "payload": {"n": 0}, "idempotency_key": key("batch_submit-0")},
         {"task_type": "conf", "queue": q, "payload": {"n": 2}},
@@ -218,7 +218,7 @@ def batch_submit():
 @scenario
 def claim_heartbeat_complete():
     p, q = producer(), queue_of("claim_heartbeat_complete")
-    t = p.submit("conf", {"n": 7}, queue=q)
+    t = p.submit({"task_type": "conf", "payload": {"n": 7}, "queue": q})
     w = worker(q, lease=5)
     answers = Answers(w._http)
     beat_path = "/api/v1/tasks/%s/heartbeat" % t["task_id"]
@@ -254,7 +254,7 @@ def fail_retry():
             raise dtq.RetryAfter(0.05, "not yet")
         return "second time"
 
-    t = p.submit("conf", queue=q, max_attempts=3)
+    t = p.submit({"task_type": "conf", "queue": q, "max_attempts": 3})
     with Running(worker(q).handle("conf", flaky)):
         done = p.wait(t["task_id"], timeout=WAIT)
     equal(done["status"], "succeeded", "status")
@@ -272,7 +272,7 @@ def fail_permanent():
         calls.append(task.attempt)
         raise dtq.Permanent("cannot be done")
 
-    t = p.submit("conf", queue=q, max_attempts=5)
+    t = p.submit({"task_type": "conf", "queue": q, "max_attempts": 5})
     with Running(worker(q).handle("conf", bad)):
         done = p.wait(t["task_id"], timeout=WAIT)
     equal(done["status"], "dead_lettered", "status")
@@ -293,7 +293,7 @@ def cancel_on_heartbeat():
             raise RuntimeError("stopped on request")
         return "never told"
 
-    t = p.submit("conf", queue=q)
+    t = p.submit({"task_type": "conf", "queue": q})
     w = worker(q, lease=5)
     answers = Answers(w._http)
     with Running(w.handle("conf", hold)):
@@ -336,7 +336,7 @@ def expect_lease_lost(fn, what):
 def lease_lost():
     p, q = producer(), queue_of("lease_lost")
     http = dtq._HTTP(URL, WORKER)
-    t = p.submit("conf", {"n": 10}, queue=q)
+    t = p.submit({"task_type": "conf", "payload": {"n": 10}, "queue": q})
     # The first claim's lease runs out unrenewed: the API reclaims the task
     # and the next claim gets attempt 2.
     first = claim_one(http, q, t["task_id"], "conf-%s-lease-1-%s" % (CLIENT, RUN), lease="5s")
@@ -374,10 +374,10 @@ def workflow_deps():
         seen.update(ref=task.ref, workflow_id=task.workflow_id, deps=task.deps)
         return task.deps["a"]["result"]["value"] * 2
 
-    w = p.submit_workflow([
+    w = p.submit_workflow({"nodes": [
         {"ref": "a", "queue": q, "task_type": "a"},
         {"ref": "b", "queue": q, "task_type": "b", "deps": ["a"]},
-    ], name="conf-deps", idempotency_key=key("workflow_deps"))
+    ], "name": "conf-deps"}, idempotency_key=key("workflow_deps"))
     equal([(n["ref"], n["status"]) for n in w["nodes"]], [("a", "queued"), ("b", "waiting")], "nodes at submit")
     with Running(worker(q).handle("a", a).handle("b", b)):
         done = p.wait_workflow(w["workflow_id"], timeout=WAIT)
@@ -405,7 +405,7 @@ def add_nodes():
             ran.append(task.ref)
         return task.payload["n"]
 
-    w = p.submit_workflow([{"ref": "root", "queue": q, "task_type": "root"}], name="conf-fanout")
+    w = p.submit_workflow({"nodes": [{"ref": "root", "queue": q, "task_type": "root"}], "name": "conf-fanout"})
     with Running(worker(q).handle("root", root).handle("kid", kid)):
         done = p.wait_workflow(w["workflow_id"], timeout=WAIT)
     check("nodes" in added, "add_nodes did not answer")
@@ -431,7 +431,7 @@ def progress_logs():
         seen["running"] = p.get(task.id)
         return "reported"
 
-    t = p.submit("conf", queue=q)
+    t = p.submit({"task_type": "conf", "queue": q})
     with Running(worker(q).handle("conf", report)):
         done = p.wait(t["task_id"], timeout=WAIT)
     equal(done["status"], "succeeded", "status")
@@ -439,10 +439,12 @@ def progress_logs():
     equal(seen["running"]["status"], "running", "status while reporting")
     check(seen["running"].get("progress_at"), "progress_at")
     equal(done.get("progress"), 50, "progress")
-    lines = p.logs(t["task_id"])
+    lines = p.logs(t["task_id"])["items"]
     equal([it["line"] for it in lines], ["first line", "second line"], "the log lines")
     equal([it["attempt"] for it in lines], [1, 1], "their attempt")
-    equal([it["line"] for it in p.logs(t["task_id"], attempt=1, page_size=1)], ["first line", "second line"],
+    first = p.logs(t["task_id"], attempt=1, limit=1)
+    second = p.logs(t["task_id"], attempt=1, cursor=first["next_cursor"], limit=1)
+    equal([it["line"] for it in first["items"] + second["items"]], ["first line", "second line"],
           "the lines one a page")
 
 
@@ -450,18 +452,18 @@ def progress_logs():
 def dedup():
     p, q = producer(), queue_of("dedup")
     k = key("dedup")
-    first = p.submit("conf", {"n": 1}, queue=q, dedup={"key": k, "mode": "drop"})
+    first = p.submit({"task_type": "conf", "payload": {"n": 1}, "queue": q, "dedup": {"key": k, "mode": "drop"}})
     equal(first.get("dedup_key"), k, "the first task's dedup_key")
     check("deduplicated" not in first, "the first submission was not collapsed")
-    second = p.submit("conf", {"n": 2}, queue=q, dedup={"key": k, "mode": "drop"})
+    second = p.submit({"task_type": "conf", "payload": {"n": 2}, "queue": q, "dedup": {"key": k, "mode": "drop"}})
     equal(second.get("deduplicated"), "drop", "the second answer's deduplicated")
     equal(second["task_id"], first["task_id"], "the second answer names the key's task")
-    r1 = p.submit("conf", {"n": 3}, queue=q, dedup={"key": k + "-r", "mode": "replace"})
-    r2 = p.submit("conf", {"n": 4}, queue=q, dedup={"key": k + "-r", "mode": "replace"})
+    r1 = p.submit({"task_type": "conf", "payload": {"n": 3}, "queue": q, "dedup": {"key": k + "-r", "mode": "replace"}})
+    r2 = p.submit({"task_type": "conf", "payload": {"n": 4}, "queue": q, "dedup": {"key": k + "-r", "mode": "replace"}})
     equal(r2.get("replaced_task_id"), r1["task_id"], "replaced_task_id")
     equal(p.get(r1["task_id"])["status"], "cancelled", "the replaced task's status")
     try:
-        p.submit("conf", queue=q, dedup={"key": k + "-t", "mode": "throttle"})
+        p.submit({"task_type": "conf", "queue": q, "dedup": {"key": k + "-t", "mode": "throttle"}})
     except dtq.APIError as e:
         equal((e.status, e.code, e.details.get("field")), (400, "INVALID_TASK", "dedup.ttl"), "a throttle without ttl")
     else:

@@ -1,14 +1,18 @@
 """A small client for dtq's HTTP API: a worker and a producer helper.
 
-Standard library only (urllib, json, threading). See docs/http-workers.md
-for the protocol.
+Standard library only (http.client, json, threading), Python 3.8 or later.
+Install it with `pip install ./clients/python` (or copy this one file). See
+docs/http-workers.md for the protocol, and clients/conformance.md for how its
+methods match the TypeScript client's.
 
-    from dtq import Worker
+    from dtq import Producer, Worker
 
     def resize(task):
         return {"width": task.payload["width"] // 2}
 
-    Worker("http://127.0.0.1:8080", token, ["default"]).handle("resize", resize).run()
+    Producer("http://127.0.0.1:8080", producer_token).submit(
+        {"task_type": "resize", "queue": "images", "payload": {"width": 640}})
+    Worker("http://127.0.0.1:8080", worker_token, ["images"]).handle("resize", resize).run()
 
 A handler gets a Task and returns any JSON-encodable result (the task
 succeeds) or raises: Permanent(...) dead-letters the task at once,
@@ -22,8 +26,9 @@ to its workflow with task.add_nodes([...]) (fan-out).
 
 A handler reports how far it got with task.progress(40) (a number 0..100
 or a dict of at most 4 KiB as JSON) and logs lines with task.log("...")
-(each cut to 1 KiB): the worker sends them at most once a second, and once
-more before the task's complete or fail (docs/progress.md).
+(each cut to 1 KiB, kept with the time of the call): the worker sends them
+at most once a second, and once more before the task's complete or fail
+(docs/progress.md).
 
 The server is held to limits (the TypeScript client's): redirects are not
 followed (the token goes to url only), an answer is at most MAX_BODY_BYTES,
@@ -45,6 +50,9 @@ import socket
 import threading
 import time
 import urllib.parse
+import warnings
+
+__version__ = "0.1.0"
 
 __all__ = ["APIError", "LeaseLost", "InvalidAnswer", "RequestTimeout", "Permanent", "RetryAfter", "Task", "Worker",
            "Producer", "TERMINAL", "WORKFLOW_TERMINAL", "MAX_BODY_BYTES", "MAX_RETRY_AFTER_S"]
@@ -242,9 +250,9 @@ class _HTTP:
         # (errors and resent ones included): a hook for tests and tracing.
         self.on_answer = None
 
-    def call(self, method, path, body=None, timeout=None, retry=True):
+    def call(self, method, path, body=None, timeout=None, retry=True, headers=None):
         data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Accept": "application/json", "User-Agent": "dtq-client-py"}
+        headers = dict(headers or {}, **{"Accept": "application/json", "User-Agent": "dtq-client-py"})
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.token:
@@ -320,6 +328,36 @@ class _HTTP:
             conn.close()
 
 
+def _check_request(request, what, member, kind):
+    """Refuses a request that is not a dict with a non-empty member."""
+    if not isinstance(request, dict):
+        raise TypeError("%s: the request is a dict, not a %s" % (what, type(request).__name__))
+    if not isinstance(request.get(member), kind) or not request[member]:
+        raise TypeError("%s: request[%r] is required" % (what, member))
+
+
+def _idempotency_header(key):
+    """The Idempotency-Key header of key (None: no header)."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= 255 or not all(" " <= c <= "~" for c in key):
+        raise TypeError("an idempotency key is 1..255 printable ASCII characters")
+    return {"Idempotency-Key": key}
+
+
+def _legacy_submission(task_type, args, legacy):
+    """The request of the older submit("type", payload, queue=..., **fields)."""
+    warnings.warn("Producer.submit(task_type, payload, queue=...) is submit({\"task_type\": ..., \"payload\": ..., "
+                  "\"queue\": ...})", DeprecationWarning, stacklevel=3)
+    names = ("payload", "queue", "idempotency_key", "dedup")
+    if len(args) > len(names):
+        raise TypeError("submit(task_type, payload=None, queue=None, idempotency_key=None, dedup=None, **fields)")
+    legacy.update(zip(names, args))
+    if legacy.get("dedup") is not None and not isinstance(legacy["dedup"], dict):
+        raise TypeError("dedup is a dict such as {\"key\": \"user-7\", \"mode\": \"drop\"}")
+    return dict({k: v for k, v in legacy.items() if v is not None}, task_type=task_type)
+
+
 def _jitter(s):
     return s * random.uniform(0.8, 1.2)
 
@@ -335,33 +373,46 @@ class Producer:
     def __init__(self, url, token=None, retries=6, timeout=10.0):
         self._http = _HTTP(url, token, retries, timeout)
 
-    def submit(self, task_type, payload=None, queue=None, idempotency_key=None, dedup=None, **fields):
-        """Submits one task; fields are other submission members (priority, delay_s, ...).
+    def submit(self, request, *args, idempotency_key=None, **legacy):
+        """Submits one task: request is the API's submission as a dict
+        (task_type, and queue, payload, priority, delay_ms, run_at, dedup,
+        ...: the members of SubmitRequest in openapi.json; see
+        docs/http-api.md). The TypeScript client's submit(request,
+        {idempotencyKey}).
 
         Returns the task as the API answers it ("duplicate": true when an
-        idempotency key replayed a finished task). Pass an idempotency_key to
-        make resending after a lost reply safe. dedup is a dict sent as the
-        submission's "dedup" member as it is, e.g. {"key": "user-7", "mode":
-        "drop"} (docs/deduplication.md; the server checks it). A collapsed
-        submission answers its key's task with "deduplicated": "<mode>".
+        idempotency key replayed a finished task; "deduplicated": "<mode>"
+        when a dedup key collapsed it onto its key's task). Pass an
+        idempotency_key (sent as the Idempotency-Key header) or the
+        request's idempotency_key to make resending after a lost reply safe.
+
+        submit("type", payload, queue=..., **fields), the older spelling,
+        still works and warns (DeprecationWarning).
         """
-        body = dict(fields, task_type=task_type)
-        if payload is not None:
-            body["payload"] = payload
-        if queue is not None:
-            body["queue"] = queue
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
-        if dedup is not None:
-            if not isinstance(dedup, dict):
-                raise TypeError("dedup is a dict such as {\"key\": \"user-7\", \"mode\": \"drop\"}")
-            body["dedup"] = dedup
-        return self._http.call("POST", "/api/v1/tasks", body, retry=idempotency_key is not None)
+        if isinstance(request, str):
+            request = _legacy_submission(request, args, legacy)
+        elif args or legacy:
+            raise TypeError("submit(request, *, idempotency_key=None): the request is a dict such as "
+                            "{\"task_type\": \"resize\", \"queue\": \"images\", \"payload\": {...}}")
+        _check_request(request, "submit", "task_type", str)
+        headers = _idempotency_header(idempotency_key)
+        keyed = idempotency_key is not None or isinstance(request.get("idempotency_key"), str)
+        return self._http.call("POST", "/api/v1/tasks", request, retry=keyed, headers=headers)
+
+    def submit_batch(self, tasks):
+        """Submits up to 1000 submissions (dicts as for submit) in one
+        request; returns one item per task, in order ({index, http_status,
+        duplicate, task} or {..., error}). The TypeScript client's
+        submitBatch."""
+        if not isinstance(tasks, (list, tuple)) or not 1 <= len(tasks) <= 1000:
+            raise ValueError("submit_batch: tasks is a list of 1..1000 submissions")
+        out = self._http.call("POST", "/api/v1/tasks/batch", {"tasks": list(tasks)}, timeout=60, retry=False)
+        return _member(out, "items", list, "submit_batch")
 
     def submit_many(self, tasks):
-        """Submits up to 1000 task objects in one request; returns the per-item answers."""
-        out = self._http.call("POST", "/api/v1/tasks/batch", {"tasks": tasks}, timeout=60, retry=False)
-        return _member(out, "items", list, "submit_many")
+        """Deprecated: submit_batch."""
+        warnings.warn("Producer.submit_many is Producer.submit_batch", DeprecationWarning, stacklevel=2)
+        return self.submit_batch(tasks)
 
     def get(self, task_id):
         """Returns the task with its result and attempts."""
@@ -378,25 +429,28 @@ class Producer:
         body = {} if reason is None else {"reason": reason}
         return self._http.call("POST", "/api/v1/tasks/%s/cancel" % urllib.parse.quote(task_id, safe=""), body)
 
-    def logs(self, task_id, attempt=None, page_size=1000):
-        """Returns a task's log lines, oldest first, reading every page:
-        a list of {"attempt", "ts", "line"}; only one attempt's with attempt."""
-        if not 1 <= page_size <= 1000:
-            raise ValueError("page_size is 1..1000")
-        query = {"limit": str(page_size)}
+    def logs(self, task_id, attempt=None, cursor=None, limit=None):
+        """Reads a page of a task's log lines, oldest first: {"items":
+        [{"attempt", "ts", "line"}], "next_cursor"}; only one attempt's
+        with attempt. Pass next_cursor back as cursor for the lines logged
+        since (an empty page: nothing new yet); limit is 1..1000 lines
+        (default 100). The TypeScript client's logs(taskId, {attempt,
+        cursor, limit})."""
+        query = {}
         if attempt is not None:
             query["attempt"] = str(int(attempt))
+        if cursor is not None:
+            query["cursor"] = cursor
+        if limit is not None:
+            if not 1 <= limit <= 1000:
+                raise ValueError("limit is 1..1000")
+            query["limit"] = str(int(limit))
         path = "/api/v1/tasks/%s/logs" % urllib.parse.quote(task_id, safe="")
-        lines = []
-        while True:
-            page = self._http.call("GET", path + "?" + urllib.parse.urlencode(query))
-            lines.extend(_member(page, "items", list, "logs"))
-            # next_cursor is always set (it resumes after the last line), so
-            # a short page is the end. (A page may hold one item more than
-            # page_size: an attempt's truncation marker is not counted.)
-            if len(page["items"]) < page_size or not page.get("next_cursor"):
-                return lines
-            query["cursor"] = page["next_cursor"]
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        page = self._http.call("GET", path)
+        _member(page, "items", list, "logs")
+        return page
 
     def wait(self, task_id, timeout=60.0):
         """Waits until the task is finished (long-polls); returns it, or raises TimeoutError."""
@@ -415,22 +469,33 @@ class Producer:
                 raise TimeoutError("%s %s is still %s" % (what, ident, v["status"]))
 
 
-    def submit_workflow(self, nodes, name=None, on_failure=None, idempotency_key=None):
-        """Submits a workflow: nodes are task objects with a ref, and deps and
-        on_dep_failure when needed; on_failure a task object submitted once if
-        the workflow fails.
+    def submit_workflow(self, request, *args, idempotency_key=None, **legacy):
+        """Submits a workflow: request is the API's workflow submission as a
+        dict: nodes (task dicts with a ref, and deps and on_dep_failure when
+        needed), and name, on_failure (a task dict submitted once if the
+        workflow fails) when wanted. The TypeScript client's
+        submitWorkflow(request, {idempotencyKey}).
 
-        Returns {workflow_id, status, nodes: [{ref, task_id, status}]}. Pass an
-        idempotency_key to make resending after a lost reply safe.
+        Returns {workflow_id, status, nodes: [{ref, task_id, status}]}. Pass
+        an idempotency_key (or the request's) to make resending after a
+        lost reply safe. submit_workflow(nodes, name=..., on_failure=...),
+        the older spelling, still works and warns (DeprecationWarning).
         """
-        body = {"nodes": nodes}
-        if name is not None:
-            body["name"] = name
-        if on_failure is not None:
-            body["on_failure"] = on_failure
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
-        return self._http.call("POST", "/api/v1/workflows", body, timeout=60, retry=idempotency_key is not None)
+        if isinstance(request, (list, tuple)):
+            warnings.warn("Producer.submit_workflow(nodes, name=...) is submit_workflow({\"nodes\": nodes, "
+                          "\"name\": ...})", DeprecationWarning, stacklevel=2)
+            names = ("name", "on_failure")
+            if len(args) > len(names) or set(legacy) - set(names):
+                raise TypeError("submit_workflow(nodes, name=None, on_failure=None, idempotency_key=None)")
+            legacy.update(zip(names, args))
+            request = dict({k: v for k, v in legacy.items() if v is not None}, nodes=list(request))
+        elif args or legacy:
+            raise TypeError("submit_workflow(request, *, idempotency_key=None): the request is a dict such as "
+                            "{\"nodes\": [...], \"name\": \"...\"}")
+        _check_request(request, "submit_workflow", "nodes", list)
+        headers = _idempotency_header(idempotency_key)
+        keyed = idempotency_key is not None or isinstance(request.get("idempotency_key"), str)
+        return self._http.call("POST", "/api/v1/workflows", request, timeout=60, retry=keyed, headers=headers)
 
     def get_workflow(self, workflow_id):
         """Returns the workflow: status, counts and every node with its status."""
@@ -586,6 +651,13 @@ def _split_claim(raw):
         raise InvalidAnswer("the claim answer cannot be decoded, even task by task: %s" % e) from None
 
 
+def _rfc3339_ms(t):
+    """The time t (seconds since the epoch) as RFC 3339 in UTC to the
+    millisecond, as the API writes times: 2026-01-02T15:04:05.123Z."""
+    ms = int(t * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
+
+
 def _cut(line, n):
     """line without its trailing newline, cut to at most n UTF-8 bytes."""
     b = line.rstrip("\n").encode("utf-8")
@@ -674,9 +746,11 @@ class Task:
             raise
 
     def log(self, line):
-        """Appends a line to the attempt's log (cut to 1 KiB)."""
+        """Appends a line to the attempt's log (cut to 1 KiB), with the
+        time of this call: the API keeps it (docs/progress.md)."""
+        entry = {"ts": _rfc3339_ms(time.time()), "line": _cut(str(line), MAX_LOG_LINE_BYTES)}
         with self._buf_lock:
-            self._lines.append(_cut(str(line), MAX_LOG_LINE_BYTES))
+            self._lines.append(entry)
             if len(self._lines) > MAX_LOG_LINES:
                 over = len(self._lines) - MAX_LOG_LINES
                 del self._lines[:over]

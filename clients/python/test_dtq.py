@@ -8,6 +8,7 @@ same way against your own API:
         DTQ_ADMIN_TOKEN=... python3 -m unittest -v test_dtq
 """
 
+import datetime
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import threading
 import time
 import unittest
 import uuid
+import warnings
 
 import dtq
 
@@ -31,6 +33,19 @@ def fresh_queue(name):
 
 def admin(method, path, body=None):
     return dtq._HTTP(URL, ADMIN).call(method, path, body)
+
+
+def every_line(producer, task_id, attempt=None, limit=100):
+    """Every log line of a task, oldest first, following next_cursor
+    until a page shorter than limit (an attempt's truncation marker is not
+    counted in limit, so a page may hold one more)."""
+    lines, cursor = [], None
+    while True:
+        page = producer.logs(task_id, attempt=attempt, cursor=cursor, limit=limit)
+        lines.extend(page["items"])
+        if len(page["items"]) < limit:
+            return lines
+        cursor = page["next_cursor"]
 
 
 def wait_until(cond, timeout=30.0, what="condition"):
@@ -81,7 +96,7 @@ class ClientTest(unittest.TestCase):
 
         ids, sent = [], {}
         for start in range(0, n, 500):
-            items = self.producer.submit_many(
+            items = self.producer.submit_batch(
                 [{"task_type": "double", "queue": q, "payload": {"n": i}} for i in range(start, start + 500)])
             for it in items:
                 self.assertIn(it["http_status"], (200, 202), it)
@@ -105,7 +120,7 @@ class ClientTest(unittest.TestCase):
 
     def test_stale_token_gets_lease_lost_and_writes_nothing(self):
         q = fresh_queue("stale")
-        t = self.producer.submit("job", {"x": 1}, queue=q)
+        t = self.producer.submit({"task_type": "job", "payload": {"x": 1}, "queue": q})
         http = dtq._HTTP(URL, WORKER)
         first = http.call("POST", "/api/v1/claims", {"worker_id": "py-stale-1", "queues": [q], "lease": "5s"})["tasks"]
         self.assertEqual(len(first), 1)
@@ -145,7 +160,7 @@ class ClientTest(unittest.TestCase):
                 return "not cancelled"
             raise RuntimeError("stopped on request")
 
-        t = self.producer.submit("slow", queue=q)
+        t = self.producer.submit({"task_type": "slow", "queue": q})
         w = dtq.Worker(URL, WORKER, [q], lease=6, wait=1).handle("slow", slow)
         with Running(w):
             self.assertTrue(started.wait(20))
@@ -163,7 +178,7 @@ class ClientTest(unittest.TestCase):
                 raise dtq.RetryAfter(0.05, "try again")
             return "ok"
 
-        t = self.producer.submit("flaky", queue=q, max_attempts=3)
+        t = self.producer.submit({"task_type": "flaky", "queue": q, "max_attempts": 3})
         with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("flaky", flaky)):
             final = self.producer.wait(t["task_id"], timeout=30)
         self.assertEqual(final["status"], "succeeded")
@@ -182,10 +197,10 @@ class ClientTest(unittest.TestCase):
             seen["workflow_id"] = task.workflow_id
             return {"half": task.deps["fetch"]["result"]["bytes"] // 2}
 
-        w = self.producer.submit_workflow([
+        w = self.producer.submit_workflow({"nodes": [
             {"ref": "fetch", "queue": q, "task_type": "fetch", "payload": {"size": 84}},
             {"ref": "resize", "queue": q, "task_type": "resize", "deps": ["fetch"]},
-        ], name="py-pair", idempotency_key=fresh_queue("py-pair"))
+        ], "name": "py-pair"}, idempotency_key=fresh_queue("py-pair"))
         self.assertEqual(w["status"], "running")
         self.assertEqual([n["status"] for n in w["nodes"]], ["queued", "waiting"])
         worker = dtq.Worker(URL, WORKER, [q], wait=1).handle("fetch", fetch).handle("resize", resize)
@@ -212,7 +227,7 @@ class ClientTest(unittest.TestCase):
             task.progress({"done": 2, "of": 2})
             return "ok"
 
-        t = self.producer.submit("report", queue=q)
+        t = self.producer.submit({"task_type": "report", "queue": q})
         with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("report", work)):
             final = self.producer.wait(t["task_id"], timeout=30)
         self.assertEqual(final["status"], "succeeded")
@@ -252,7 +267,7 @@ class ClientTest(unittest.TestCase):
                 ran.append(task.ref)
             return sum(d["result"] for d in task.deps.values())
 
-        w = self.producer.submit_workflow([{"ref": "split", "queue": q, "task_type": "split"}], name="py-fanout")
+        w = self.producer.submit_workflow({"nodes": [{"ref": "split", "queue": q, "task_type": "split"}], "name": "py-fanout"})
         worker = dtq.Worker(URL, WORKER, [q], wait=1).handle("split", split).handle("part", part).handle("join", join)
         with Running(worker):
             final = self.producer.wait_workflow(w["workflow_id"], timeout=60)
@@ -283,7 +298,7 @@ class ClientTest(unittest.TestCase):
             seen["lost"] = task.lost.is_set() and task.cancelled.is_set()
             return "ok"
 
-        t = self.producer.submit("plain", queue=q)
+        t = self.producer.submit({"task_type": "plain", "queue": q})
         with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("plain", plain)):
             wait_until(lambda: "lost" in seen, what="the handler")
             with self.assertRaises(ValueError):
@@ -299,7 +314,7 @@ class ClientTest(unittest.TestCase):
     def test_cancel_queued_and_running(self):
         q = fresh_queue("cancel-api")
         ops = dtq.Producer(URL, ADMIN)
-        queued = self.producer.submit("never", queue=q)
+        queued = self.producer.submit({"task_type": "never", "queue": q})
         ans = ops.cancel(queued["task_id"], reason="not needed")
         self.assertEqual((ans["task"]["status"], ans["cancel_requested"]), ("cancelled", False))
         self.assertEqual(ops.cancel(queued["task_id"])["task"]["status"], "cancelled", "again: no error")
@@ -315,8 +330,8 @@ class ClientTest(unittest.TestCase):
                 return "not cancelled"
             raise RuntimeError("stopped")
 
-        running = self.producer.submit("hold", queue=q)
-        quick = self.producer.submit("quick", queue=q)
+        running = self.producer.submit({"task_type": "hold", "queue": q})
+        quick = self.producer.submit({"task_type": "quick", "queue": q})
         w = dtq.Worker(URL, WORKER, [q], lease=6, wait=1).handle("hold", hold).handle("quick", lambda task: "done")
         with Running(w):
             self.assertTrue(started.wait(20))
@@ -331,10 +346,10 @@ class ClientTest(unittest.TestCase):
 
     def test_cancel_workflow(self):
         q = fresh_queue("cancel-wf")
-        w = self.producer.submit_workflow([
+        w = self.producer.submit_workflow({"nodes": [
             {"ref": "a", "queue": q, "task_type": "a"},
             {"ref": "b", "queue": q, "task_type": "b", "deps": ["a"]},
-        ])
+        ]})
         got = self.producer.cancel_workflow(w["workflow_id"])
         self.assertEqual(got["workflow_id"], w["workflow_id"])
         self.assertTrue(got["status"] == "cancelled" or got["cancel_requested"], got)
@@ -354,20 +369,23 @@ class ClientTest(unittest.TestCase):
             task.log("second attempt")
             return "ok"
 
-        t = self.producer.submit("chatty", queue=q, max_attempts=2)
+        t = self.producer.submit({"task_type": "chatty", "queue": q, "max_attempts": 2})
         with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("chatty", work)):
             final = self.producer.wait(t["task_id"], timeout=30)
         self.assertEqual(final["status"], "succeeded")
         want = ["line %02d" % i for i in range(n)]
         for size in (1, 7, 25, 1000):
-            items = self.producer.logs(t["task_id"], page_size=size)
+            items = every_line(self.producer, t["task_id"], limit=size)
             self.assertEqual([it["line"] for it in items], want + want + ["second attempt"], "page size %d" % size)
             self.assertEqual([it["attempt"] for it in items], [1] * n + [2] * (n + 1))
-        self.assertEqual([it["line"] for it in self.producer.logs(t["task_id"], attempt=2, page_size=10)],
+        self.assertEqual([it["line"] for it in every_line(self.producer, t["task_id"], attempt=2, limit=10)],
                          want + ["second attempt"])
-        self.assertEqual(self.producer.logs(t["task_id"], attempt=3), [])
+        page = self.producer.logs(t["task_id"], limit=2)
+        self.assertEqual([it["line"] for it in page["items"]], want[:2], "a page, as the TypeScript client's")
+        self.assertTrue(page["next_cursor"])
+        self.assertEqual(self.producer.logs(t["task_id"], attempt=3)["items"], [])
         with self.assertRaises(ValueError):
-            self.producer.logs(t["task_id"], page_size=0)
+            self.producer.logs(t["task_id"], limit=0)
 
     def test_on_answer_sees_every_status(self):
         q = fresh_queue("answers")
@@ -375,46 +393,119 @@ class ClientTest(unittest.TestCase):
         p = dtq.Producer(URL, PRODUCER)
         p._http.on_answer = lambda method, path, status, body: seen.append((method, path, status, body.get("code")))
         key = "answers-" + q
-        t = p.submit("t", queue=q, idempotency_key=key)
+        t = p.submit({"task_type": "t", "queue": q}, idempotency_key=key)
         with self.assertRaises(dtq.APIError) as cm:
-            p.submit("t", queue=q, idempotency_key=key)
+            p.submit({"task_type": "t", "queue": q}, idempotency_key=key)
         self.assertEqual(cm.exception.details["task_id"], t["task_id"])
         self.assertEqual(seen, [("POST", "/api/v1/tasks", 202, None),
                                 ("POST", "/api/v1/tasks", 409, "IDEMPOTENCY_IN_PROGRESS")])
         dtq.Producer(URL, ADMIN).cancel(t["task_id"])
 
-    def test_dedup_is_sent_as_given(self):
-        sent = {}
+    def test_requests_are_sent_as_given(self):
+        sent = []
 
         class Capture(dtq._HTTP):
-            def call(self, method, path, body=None, timeout=None, retry=True):
-                sent.update(method=method, path=path, body=body)
-                return {"task_id": "x", "status": "queued"}
+            def call(self, method, path, body=None, timeout=None, retry=True, headers=None):
+                sent.append(dict(method=method, path=path, body=body, retry=retry, headers=headers or {}))
+                return {"task_id": "x", "status": "queued", "items": []}
 
         p = dtq.Producer(URL, PRODUCER)
         p._http = Capture(URL, PRODUCER)
-        p.submit("t", {"u": 7}, queue="q", dedup={"key": "user-7", "mode": "drop", "ttl": "10m"})
-        self.assertEqual(sent["body"], {"task_type": "t", "payload": {"u": 7}, "queue": "q",
-                                        "dedup": {"key": "user-7", "mode": "drop", "ttl": "10m"}})
-        p.submit("t")
-        self.assertNotIn("dedup", sent["body"])
+        req = {"task_type": "t", "payload": {"u": 7}, "queue": "q", "delay_ms": 500,
+               "dedup": {"key": "user-7", "mode": "drop", "ttl": "10m"}}
+        p.submit(req)
+        self.assertEqual(sent[-1]["body"], req)
+        self.assertFalse(sent[-1]["retry"], "an unkeyed submission is not sent again")
+        p.submit({"task_type": "t"}, idempotency_key="k-1")
+        self.assertEqual((sent[-1]["body"], sent[-1]["headers"], sent[-1]["retry"]),
+                         ({"task_type": "t"}, {"Idempotency-Key": "k-1"}, True))
+        p.submit({"task_type": "t", "idempotency_key": "k-2"})
+        self.assertTrue(sent[-1]["retry"], "a request's own key makes it safe to send again")
+        for bad in ({}, {"task_type": ""}, ["t"], {"task_type": "t"}):
+            with self.assertRaises(TypeError, msg=repr(bad)):
+                if bad == {"task_type": "t"}:
+                    p.submit(bad, "payload")  # the older spelling's arguments after a request
+                else:
+                    p.submit(bad)
         with self.assertRaises(TypeError):
-            p.submit("t", dedup="user-7")
+            p.submit({"task_type": "t"}, idempotency_key="\n")
+        wf = {"nodes": [{"ref": "a", "task_type": "a"}], "name": "n"}
+        p.submit_workflow(wf, idempotency_key="w-1")
+        self.assertEqual((sent[-1]["path"], sent[-1]["body"], sent[-1]["headers"]),
+                         ("/api/v1/workflows", wf, {"Idempotency-Key": "w-1"}))
+        p.submit_batch([{"task_type": "t"}])
+        self.assertEqual((sent[-1]["path"], sent[-1]["body"]), ("/api/v1/tasks/batch", {"tasks": [{"task_type": "t"}]}))
+
+    def test_older_spellings_warn_and_send_the_same(self):
+        sent = []
+
+        class Capture(dtq._HTTP):
+            def call(self, method, path, body=None, timeout=None, retry=True, headers=None):
+                sent.append((path, body))
+                return {"task_id": "x", "status": "queued", "items": []}
+
+        p = dtq.Producer(URL, PRODUCER)
+        p._http = Capture(URL, PRODUCER)
+        for old, new in [
+            (lambda: p.submit("t", {"u": 7}, queue="q", priority=3, dedup={"key": "k", "mode": "drop"}),
+             lambda: p.submit({"task_type": "t", "payload": {"u": 7}, "queue": "q", "priority": 3,
+                               "dedup": {"key": "k", "mode": "drop"}})),
+            (lambda: p.submit("t", None, "q", "key-1"),
+             lambda: p.submit({"task_type": "t", "queue": "q", "idempotency_key": "key-1"})),
+            (lambda: p.submit_workflow([{"ref": "a", "task_type": "a"}], name="n"),
+             lambda: p.submit_workflow({"nodes": [{"ref": "a", "task_type": "a"}], "name": "n"})),
+            (lambda: p.submit_many([{"task_type": "t"}]), lambda: p.submit_batch([{"task_type": "t"}])),
+        ]:
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                old()
+            self.assertEqual([w.category for w in got], [DeprecationWarning])
+            self.assertEqual(got[0].filename, __file__, "the warning points at the caller")
+            new()
+            self.assertEqual(sent[-2], sent[-1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with self.assertRaises(TypeError):
+                p.submit("t", dedup="user-7")
+
+    def test_log_lines_carry_their_time(self):
+        sent = []
+
+        class Capture(dtq._HTTP):
+            def call(self, method, path, body=None, timeout=None, retry=True, headers=None):
+                sent.append(body)
+                return {"written": True}
+
+        w = dtq.Worker(URL, WORKER, ["q"])
+        w._http = Capture(URL, WORKER)
+        task = dtq.Task({"task_id": "t", "lease_token": "l", "queue": "q", "task_type": "x", "attempt": 1,
+                         "max_attempts": 1}, w._http)
+        before = time.time()
+        task.log("first\n")
+        task.log(2)
+        after = time.time()
+        self.assertTrue(w._report(task))
+        self.assertEqual([e["line"] for e in sent[0]["logs"]], ["first", "2"])
+        for e in sent[0]["logs"]:
+            self.assertRegex(e["ts"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+            ts = datetime.datetime.strptime(e["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            self.assertTrue(int(before * 1000) / 1000 <= ts <= after, (before, e["ts"], after))
 
     def test_dedup_against_the_api(self):
         q = fresh_queue("dedup")
-        first = self.producer.submit("doc", {"doc": 1}, queue=q, dedup={"key": "doc-1", "mode": "drop"})
+        first = self.producer.submit({"task_type": "doc", "payload": {"doc": 1}, "queue": q, "dedup": {"key": "doc-1", "mode": "drop"}})
         self.assertEqual(first["dedup_key"], "doc-1")
         self.assertNotIn("deduplicated", first)
-        second = self.producer.submit("doc", {"doc": 1, "rev": 2}, queue=q, dedup={"key": "doc-1", "mode": "drop"})
+        second = self.producer.submit({"task_type": "doc", "payload": {"doc": 1, "rev": 2}, "queue": q, "dedup": {"key": "doc-1", "mode": "drop"}})
         self.assertEqual(second["deduplicated"], "drop")
         self.assertEqual(second["task_id"], first["task_id"])
-        r1 = self.producer.submit("doc", {"doc": 2}, queue=q, dedup={"by": ["payload.doc"], "mode": "replace"})
-        r2 = self.producer.submit("doc", {"doc": 2}, queue=q, dedup={"by": ["payload.doc"], "mode": "replace"})
+        r1 = self.producer.submit({"task_type": "doc", "payload": {"doc": 2}, "queue": q, "dedup": {"by": ["payload.doc"], "mode": "replace"}})
+        r2 = self.producer.submit({"task_type": "doc", "payload": {"doc": 2}, "queue": q, "dedup": {"by": ["payload.doc"], "mode": "replace"}})
         self.assertEqual(r2["replaced_task_id"], r1["task_id"])
         self.assertEqual(self.producer.get(r1["task_id"])["status"], "cancelled")
         with self.assertRaises(dtq.APIError) as bad:
-            self.producer.submit("doc", queue=q, dedup={"key": "k", "mode": "throttle"})
+            self.producer.submit({"task_type": "doc", "queue": q, "dedup": {"key": "k", "mode": "throttle"}})
         self.assertEqual(bad.exception.status, 400)
         self.assertEqual(bad.exception.details.get("field"), "dedup.ttl")
 
@@ -424,7 +515,7 @@ class ClientTest(unittest.TestCase):
         def bad(task):
             raise dtq.Permanent("cannot do this")
 
-        t = self.producer.submit("bad", queue=q, max_attempts=5)
+        t = self.producer.submit({"task_type": "bad", "queue": q, "max_attempts": 5})
         with Running(dtq.Worker(URL, WORKER, [q], wait=1).handle("bad", bad)):
             final = self.producer.wait(t["task_id"], timeout=30)
         self.assertEqual(final["status"], "dead_lettered")
@@ -434,7 +525,7 @@ class ClientTest(unittest.TestCase):
     def test_roles(self):
         q = fresh_queue("roles")
         with self.assertRaises(dtq.APIError) as cm:
-            dtq.Producer(URL, WORKER).submit("x", queue=q)
+            dtq.Producer(URL, WORKER).submit({"task_type": "x", "queue": q})
         self.assertEqual((cm.exception.status, cm.exception.code), (403, "FORBIDDEN"))
         with self.assertRaises(dtq.APIError) as cm:
             dtq._HTTP(URL, PRODUCER).call("POST", "/api/v1/claims", {"worker_id": "p", "queues": [q]})
@@ -448,7 +539,7 @@ class ClientTest(unittest.TestCase):
             started.set()
             release.wait(30)
 
-        t = self.producer.submit("hold", queue=q)
+        t = self.producer.submit({"task_type": "hold", "queue": q})
         w = dtq.Worker(URL, WORKER, [q], worker_id="py-listed-" + q, wait=1).handle("hold", hold)
         with Running(w):
             self.assertTrue(started.wait(20))
@@ -465,10 +556,10 @@ class ClientTest(unittest.TestCase):
         env = dict(os.environ, DTQ_URL=URL, DTQ_TOKEN=WORKER)
         proc = subprocess.Popen([sys.executable, example], env=env, stderr=subprocess.PIPE, text=True)
         try:
-            t = self.producer.submit("resize", {"width": 640, "height": 480}, queue="images")
+            t = self.producer.submit({"task_type": "resize", "payload": {"width": 640, "height": 480}, "queue": "images"})
             self.assertEqual(self.producer.wait(t["task_id"], timeout=30)["result"], {"width": 320, "height": 240})
             # A task in flight when SIGTERM comes is finished, not dropped.
-            t = self.producer.submit("resize", {"width": 10, "height": 10}, queue="images")
+            t = self.producer.submit({"task_type": "resize", "payload": {"width": 10, "height": 10}, "queue": "images"})
             wait_until(lambda: self.producer.get(t["task_id"])["status"] == "running", what="running")
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=30)

@@ -208,7 +208,7 @@ class HostileServerTest(unittest.TestCase):
         s = self.serve(lambda h, _: send(h, 200, {"status": 7, "items": "x", "workflow": []}))
         p = dtq.Producer(s.url, "t")
         for call in (lambda: p.wait("t", timeout=5), lambda: p.logs("t"), lambda: p.cancel_workflow("w"),
-                     lambda: p.submit_many([{"task_type": "x"}])):
+                     lambda: p.submit_batch([{"task_type": "x"}])):
             with self.assertRaises(dtq.InvalidAnswer):
                 call()
 

@@ -39,7 +39,7 @@ def resize(task):
 def main():
     if sys.argv[1:] == ["submit"]:
         p = dtq.Producer(URL, TOKEN)
-        t = p.submit("resize", {"width": 640, "height": 480}, queue="images")
+        t = p.submit({"task_type": "resize", "payload": {"width": 640, "height": 480}, "queue": "images"})
         print("submitted", t["task_id"])
         print("result", p.wait(t["task_id"])["result"])
         return

@@ -150,7 +150,8 @@ export class Task {
    */
   log(line) {
     const st = internals.get(this);
-    st.lines.push(cut(String(line).replace(/\n$/, ""), MAX_LOG_LINE_BYTES));
+    // Sent with the time it was logged, not the time of the report (docs/progress.md).
+    st.lines.push({ ts: new Date().toISOString(), line: cut(String(line).replace(/\n$/, ""), MAX_LOG_LINE_BYTES) });
     if (st.lines.length > MAX_LOG_LINES) {
       const over = st.lines.length - MAX_LOG_LINES;
       st.lines.splice(0, over);

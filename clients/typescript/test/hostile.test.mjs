@@ -239,3 +239,49 @@ test("a worker survives wrong-typed claim answers and fails only the tasks it ca
     s.close();
   }
 });
+
+test("log lines are sent with the time they were logged", async () => {
+  let claimed = false;
+  const s = await serve((req, res) => {
+    if (req.url === "/api/v1/claims") {
+      const tasks = claimed ? [] : [leased("t-log", { task_type: "chatty" })];
+      claimed = true;
+      setTimeout(() => send(res, 200, { tasks }), claimed && tasks.length === 0 ? 100 : 0);
+      return;
+    }
+    if (req.url.endsWith("/progress")) {
+      send(res, 200, { written: true });
+      return;
+    }
+    send(res, 200, { task_id: "t-log", status: "succeeded", lease_expires_at: "2026-12-07T00:00:30.000Z" });
+  });
+  const window = {};
+  const worker = new Worker({ url: s.url, token: "w", queues: ["q"], wait: 0, signals: false });
+  worker.handle("chatty", (task) => {
+    window.before = Date.now();
+    task.log("first\n");
+    task.log(2);
+    window.after = Date.now();
+    return "ok";
+  });
+  const run = worker.run();
+  try {
+    await waitUntil(() => s.seen.some((r) => r.url === "/api/v1/tasks/t-log/complete"), { what: "the task's complete" });
+    const reports = s.seen.filter((r) => r.url === "/api/v1/tasks/t-log/progress").map((r) => JSON.parse(r.body));
+    const lines = reports.flatMap((b) => b.logs ?? []);
+    assert.deepEqual(
+      lines.map((l) => l.line),
+      ["first", "2"],
+    );
+    for (const l of lines) {
+      assert.match(l.ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      const ts = Date.parse(l.ts);
+      assert.ok(ts >= window.before && ts <= window.after, `${l.ts} is within the log calls`);
+    }
+  } finally {
+    await worker.stop();
+    await run.catch(() => {});
+    worker.close();
+    s.close();
+  }
+});
