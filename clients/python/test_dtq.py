@@ -9,10 +9,12 @@ same way against your own API:
 """
 
 import datetime
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -570,6 +572,72 @@ class ClientTest(unittest.TestCase):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+# What the installed package runs in its venv: submit a task, serve it with
+# a worker that logs a line, and print what came back.
+_INSTALLED_USE = r"""
+import json, os, sys, threading
+import dtq
+url, queue = os.environ["DTQ_URL"], os.environ["DTQ_QUEUE"]
+w = dtq.Worker(url, os.environ["DTQ_WORKER_TOKEN"], [queue], wait=1)
+def double(task):
+    task.log("doubling %d" % task.payload["n"])
+    return task.payload["n"] * 2
+w.handle("double", double)
+runner = threading.Thread(target=w.run)
+runner.start()
+try:
+    p = dtq.Producer(url, os.environ["DTQ_PRODUCER_TOKEN"])
+    t = p.submit({"task_type": "double", "queue": queue, "payload": {"n": 21}})
+    done = p.wait(t["task_id"], timeout=30)
+    lines = [it["line"] for it in p.logs(t["task_id"])["items"]]
+finally:
+    w.stop()
+    runner.join()
+print(json.dumps({"file": dtq.__file__, "version": dtq.__version__, "status": done["status"],
+                  "result": done.get("result"), "lines": lines}))
+"""
+
+
+class PackageTest(unittest.TestCase):
+    """The package installs offline into a fresh virtual environment, as
+    clients/python/README.md says, and works there against the API."""
+
+    def run_ok(self, args, **kw):
+        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, **kw)
+        self.assertEqual(proc.returncode, 0, "%s:\n%s" % (" ".join(args), proc.stdout))
+        return proc.stdout
+
+    def test_installs_offline_into_a_fresh_venv_and_runs(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as tmp:
+            venv = os.path.join(tmp, "v")
+            try:
+                self.run_ok([sys.executable, "-m", "venv", venv])
+            except AssertionError as e:
+                raise AssertionError("python3 -m venv is needed to test the package (Debian: apt-get install "
+                                     "python3-venv; .ci/run installs it): %s" % e) from None
+            py = os.path.join(venv, "bin", "python")
+            pip = [py, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+            # No setuptools, as in the venvs of Python 3.12 and later: the
+            # package's own backend builds it.
+            self.run_ok(pip + ["uninstall", "-y", "setuptools"])
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
+            env["PIP_NO_INDEX"] = "1"  # offline: no package index is asked
+            out = self.run_ok(pip + ["install", "--no-build-isolation", "--no-index", here], env=env, cwd=tmp)
+            self.assertIn("Successfully installed dtq-client-0.1.0", out)
+            env.update(DTQ_URL=URL, DTQ_WORKER_TOKEN=WORKER, DTQ_PRODUCER_TOKEN=PRODUCER,
+                       DTQ_QUEUE=fresh_queue("pkg"))
+            # Run from the temporary directory, so that dtq can only come
+            # from the venv's site-packages, not from this checkout.
+            got = json.loads(self.run_ok([py, "-c", _INSTALLED_USE], env=env, cwd=tmp).splitlines()[-1])
+            self.assertTrue(got["file"].startswith(os.path.realpath(venv)) or got["file"].startswith(venv), got)
+            self.assertEqual((got["version"], got["status"], got["result"], got["lines"]),
+                             (dtq.__version__, "succeeded", 42, ["doubling 21"]))
+            meta = self.run_ok(pip + ["show", "dtq-client"], env=env)
+            self.assertIn("Version: 0.1.0", meta)
+            self.assertIn("Requires: \n", meta + "\n", "no dependencies")
 
 
 if __name__ == "__main__":
