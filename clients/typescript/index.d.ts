@@ -291,7 +291,7 @@ export class Task<P extends object = Payload> {
   readonly droppedLines: number;
   /** Reports progress: a number 0..100 or an object of at most 4 KiB as JSON; the last value within a second wins. */
   progress(value: number | Record<string, unknown>): void;
-  /** Appends a line to the attempt's log (cut to 1 KiB). */
+  /** Appends a line to the attempt's log (cut to 1 KiB), sent with the time of this call. */
   log(line: unknown): void;
   /** Adds nodes to this task's workflow; the same nodes again are no change. */
   addNodes(nodes: wire.WorkflowNode[]): Promise<wire.NodeRef[]>;

@@ -143,9 +143,9 @@ export class Task {
   }
 
   /**
-   * Appends a line to the attempt's log, cut to 1 KiB (a trailing newline
-   * dropped). Lines are sent at most once a second, and before the task's
-   * outcome.
+   * Appends a line to the attempt's log with the time of this call, cut to
+   * 1 KiB (a trailing newline dropped). Lines are sent at most once a
+   * second, and before the task's outcome.
    * @param {unknown} line
    */
   log(line) {
