@@ -40,16 +40,17 @@
 // # Running tasks
 //
 // Deployment.NewWorker takes the queues it serves with their weights. Register a
-// handler per task type, then Run until the context ends; Run drains
-// gracefully (running tasks get WorkerConfig.DrainTimeout to finish, the
-// rest are handed back to the queue):
+// handler per task type, then run it until SIGTERM or SIGINT with
+// RunUntilSignal (or until a context ends with Run), which drains
+// gracefully: running tasks get WorkerConfig.DrainTimeout to finish, the
+// rest are handed back to the queue:
 //
 //	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"emails": 1}, Concurrency: 16})
 //	if err != nil {
 //		return err
 //	}
 //	w.HandleFunc("send_receipt", sendReceipt)
-//	return w.Run(ctx)
+//	return w.RunUntilSignal(ctx)
 //
 // Only workers that serve a queue run or promote its tasks: a task on a
 // queue no worker serves waits until one does.

@@ -78,7 +78,7 @@ func ExampleClient_Submit_idempotencyKey() {
 	})
 	runCtx, stopWorker := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- worker.Run(runCtx) }()
+	go func() { done <- worker.RunUntilSignal(runCtx) }() // or stop it with SIGTERM
 	if _, err := d.Inspector().WaitTask(ctx, first.TaskID, 30*time.Second); err != nil {
 		panic(err)
 	}

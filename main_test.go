@@ -12,6 +12,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childModeEnv); mode != "" {
 		os.Exit(runChildWorker(mode))
 	}
+	if os.Getenv(childSignalEnv) != "" {
+		os.Exit(runChildSignalWorker())
+	}
 	if os.Getenv(childSchedulerEnv) != "" {
 		os.Exit(runChildScheduler())
 	}
