@@ -54,10 +54,25 @@ func (e *apiError) Error() string {
 	if e.Code == "" {
 		return e.Message
 	}
+	msg := e.Code + ": " + e.Message + e.named()
 	if e.RequestID == "" {
-		return e.Code + ": " + e.Message
+		return msg
 	}
-	return fmt.Sprintf("%s: %s (request %s)", e.Code, e.Message, e.RequestID)
+	return fmt.Sprintf("%s (request %s)", msg, e.RequestID)
+}
+
+// named ends the message with the task or workflow the details name when
+// the message does not: the task an idempotency key is in progress for,
+// say, which the caller has no other way to learn.
+func (e *apiError) named() string {
+	var out strings.Builder
+	for _, k := range []struct{ field, noun string }{{"task_id", "task"}, {"workflow_id", "workflow"}} {
+		id, _ := e.Details[k.field].(string)
+		if id != "" && !strings.Contains(e.Message, id) {
+			fmt.Fprintf(&out, " (%s %s)", k.noun, id)
+		}
+	}
+	return out.String()
 }
 
 // apiResponse is a successful answer.

@@ -113,6 +113,30 @@ func TestRequestShape(t *testing.T) {
 	require.Equal(t, seen{"GET", "/dtq/api/v1/tasks/abc", "wait=2s", "Bearer s3cret", "", ""}, reqs[3])
 }
 
+// TestAPIErrorNamesIDs: an error whose details name a task or workflow the
+// message does not mention ends with it.
+func TestAPIErrorNamesIDs(t *testing.T) {
+	t.Parallel()
+	const id = "01a22abc79737000bdf8f3d1a3010001"
+	for _, tt := range []struct {
+		name string
+		err  apiError
+		want string
+	}{
+		{"in progress", apiError{Code: "IDEMPOTENCY_IN_PROGRESS", Message: "still in progress", Details: map[string]any{"task_id": id}, RequestID: "r1"},
+			"IDEMPOTENCY_IN_PROGRESS: still in progress (task " + id + ") (request r1)"},
+		{"a workflow", apiError{Code: "IDEMPOTENCY_IN_PROGRESS", Message: "still in progress", Details: map[string]any{"workflow_id": id}},
+			"IDEMPOTENCY_IN_PROGRESS: still in progress (workflow " + id + ")"},
+		{"named already", apiError{Code: "TASK_TERMINAL", Message: "task " + id + " is succeeded", Details: map[string]any{"task_id": id, "status": "succeeded"}},
+			"TASK_TERMINAL: task " + id + " is succeeded"},
+		{"no ids", apiError{Code: "QUEUE_FULL", Message: "full", Details: map[string]any{"queue": "q"}, RequestID: "r2"},
+			"QUEUE_FULL: full (request r2)"},
+		{"not a string", apiError{Code: "X", Message: "m", Details: map[string]any{"task_id": 7.0}}, "X: m"},
+	} {
+		require.Equal(t, tt.want, tt.err.Error(), tt.name)
+	}
+}
+
 func TestErrorThatIsNotTheAPIs(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

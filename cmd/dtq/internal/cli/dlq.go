@@ -82,10 +82,12 @@ func newDLQRequeueCmd(r *remote) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "requeue (<task-id> | --all [--queue q] [--type t] [--error-class c])",
 		Short: "Put dead-lettered tasks back in their queue (admin)",
-		Long: "Put a dead-lettered task back in its queue: it starts again at attempt 1,\n" +
-			"previous_attempts counts the earlier round, and its idempotency key is in\n" +
-			"progress again. With --all, every entry matching the filters is requeued,\n" +
-			"in batches, until none is left.",
+		Long: "Put a dead-lettered task back in its queue: it starts a new round at\n" +
+			"attempt 1, and its idempotency key is in progress again. The task's\n" +
+			"previous_attempts counts its requeues (rounds), not its attempts; the\n" +
+			"attempt history of tasks get keeps the earlier rounds' attempts (up to 20\n" +
+			"records). With --all, every entry matching the filters is requeued, in\n" +
+			"batches, until none is left.",
 		Example: "  dtq dlq requeue 0199d5e8a93c7d2a8f0e4b2c1d3e5f60\n  dtq dlq requeue --all --queue emails --error-class Timeout",
 		Args:    cobra.MaximumNArgs(1),
 	}
@@ -104,7 +106,10 @@ func newDLQRequeueCmd(r *remote) *cobra.Command {
 			return dlqBulk(cmd, r, "/api/v1/dlq/requeue", &f, "requeued")
 		}
 		return taskAction(cmd, r, dlqPath(args[0])+"/requeue", func(p *printer, t *taskView) error {
-			return p.textf("requeued task %s: %s, attempt %s, %d earlier attempts", t.ID, t.Status, t.attempts(), t.PreviousAttempts)
+			// previous_attempts counts requeues, not attempts: the task
+			// starts its round previous_attempts+1 at attempt 1.
+			return p.textf("requeued task %s: %s, attempt %s of round %d (requeued %s)", t.ID, t.Status, t.attempts(),
+				t.PreviousAttempts+1, times(t.PreviousAttempts))
 		})
 	})
 	return cmd

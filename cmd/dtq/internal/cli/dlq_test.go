@@ -57,6 +57,18 @@ func TestDLQ(t *testing.T) {
 	require.Equal(t, 1.0, task["previous_attempts"])
 	b.waitStatus(t, dead[1], dtqtype.StatusDeadLettered) // it fails again
 
+	// previous_attempts counts requeues: the task ran twice, one attempt
+	// in each of its two rounds; the attempt history keeps both.
+	out = b.ok(t, "tasks", "get", dead[1])
+	require.Contains(t, out, "\nattempt:          1/1\nrequeued:         1 time\n")
+	require.NotContains(t, out, "previous_attempts")
+	require.Regexp(t, `(?m)^1\s+dead_lettered\s+cli-dlq-worker\s+\S+\s+\d+\s+AlwaysFail: [^\n]*\n1\s+dead_lettered\s+cli-dlq-worker\s`, out)
+	// The text answer of a requeue says which round starts, not "earlier
+	// attempts" (the worker may already run it).
+	require.Regexp(t, `^requeued task `+dead[1]+`: (queued|running|dead_lettered), attempt 1/1 of round 3 \(requeued 2 times\)\n$`,
+		b.ok(t, "dlq", "requeue", dead[1]))
+	b.waitStatus(t, dead[1], dtqtype.StatusDeadLettered)
+
 	require.Equal(t, "requeued 2 of 2 matching dead-letter entries\n",
 		b.ok(t, "dlq", "requeue", "--all", "--error-class", "AlwaysFail"))
 	b.waitStatus(t, dead[1], dtqtype.StatusDeadLettered)

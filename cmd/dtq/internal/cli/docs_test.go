@@ -43,7 +43,7 @@ var docCommandsNotRun = map[string]string{
 // already have stopped, a requeued or run-now task may already run.
 var docRaces = map[string][]string{
 	"cancel requested for task ID: it is running; its handler is told to stop": {"task ID is cancelled"},
-	"requeued task ID: queued, attempt N/N, N earlier attempts":                {"requeued task ID: running, attempt N/N, N earlier attempts"},
+	"requeued task ID: queued, attempt N/N of round N (requeued N time)":       {"requeued task ID: running, attempt N/N of round N (requeued N time)"},
 	"task ID is due now (queued)":                                              {"task ID is due now (running)"},
 }
 

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,12 +56,14 @@ func newEventsTailCmd(r *remote) *cobra.Command {
 		Use:   "tail",
 		Short: "Print events as they happen, one line each",
 		Long: "Print events as they happen under a header: time, event type, queue, task\n" +
-			"type, task id, attempt and worker, one line each (with -o json: the event's JSON, one a line). A dropped\n" +
-			"connection is resumed from the last event seen, so nothing is missed or\n" +
-			"repeated while the events are retained; if they were trimmed first, a\n" +
-			"notice goes to stderr and the feed continues from its live end. Stop it\n" +
-			"with Ctrl-C. --cursor resumes from an event_id cursor a previous run saw;\n" +
-			"--since starts at a time instead of now (a task's history, say).",
+			"type, task id, attempt, worker and detail (a TASK_PROGRESS event's value, other\n" +
+			"events' metadata as key=value), one line each (with -o json: the event's JSON,\n" +
+			"one a line). A dropped connection is resumed from the last event seen, so\n" +
+			"nothing is missed or repeated while the events are retained; if they were\n" +
+			"trimmed first, a notice goes to stderr and the feed continues from its live\n" +
+			"end. Stop it with Ctrl-C. --cursor resumes from an event_id cursor a\n" +
+			"previous run saw; --since starts at a time instead of now (a task's\n" +
+			"history, say).",
 		Example: "  dtq events tail --queue emails,critical\n  dtq events tail --task-id 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 -o json\n" +
 			"  dtq events tail --task-id 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --since 2026-11-30T09:00:00Z",
 		Args: cobra.NoArgs,
@@ -295,15 +298,21 @@ type eventView struct {
 	TaskType string `json:"task_type"`
 	Attempt  int    `json:"attempt"`
 	WorkerID string `json:"worker_id"`
+	// Metadata is the type's details: a TASK_PROGRESS event's value, a
+	// failure's error class, a requeue's reason.
+	Metadata map[string]json.RawMessage `json:"metadata"`
 }
 
 // eventColumns is the format of an event line: time, event type, queue,
-// task type, task id, attempt, worker, in fixed-width columns so that the
-// lines of a stream align under the header.
-const eventColumns = "%-24s  %-23s  %-16s  %-16s  %-32s  %-7s  %s"
+// task type, task id, attempt, worker and detail, in fixed-width columns so
+// that the lines of a stream align under the header.
+const eventColumns = "%-24s  %-23s  %-16s  %-16s  %-32s  %-7s  %-16s  %s"
 
 // eventHeader is the table's header line, printed once before the events.
-var eventHeader = strings.TrimRight(fmt.Sprintf(eventColumns, "TIME", "EVENT", "QUEUE", "TASK_TYPE", "TASK_ID", "ATTEMPT", "WORKER"), " ")
+var eventHeader = strings.TrimRight(fmt.Sprintf(eventColumns, "TIME", "EVENT", "QUEUE", "TASK_TYPE", "TASK_ID", "ATTEMPT", "WORKER", "DETAIL"), " ")
+
+// maxEventDetail bounds the DETAIL column (-o json has all of it).
+const maxEventDetail = 100
 
 // line is the event's table line.
 func (ev *eventView) line() string {
@@ -311,6 +320,30 @@ func (ev *eventView) line() string {
 	if ev.Attempt > 0 {
 		attempt = strconv.Itoa(ev.Attempt)
 	}
+	detail := ""
+	if d := ev.detail(); d != "" {
+		detail = truncate(visible(d), maxEventDetail)
+	}
 	return strings.TrimRight(fmt.Sprintf(eventColumns,
-		cell(ev.TS), cell(ev.Type), cell(ev.Queue), cell(ev.TaskType), cell(ev.TaskID), cell(attempt), cell(ev.WorkerID)), " ")
+		cell(ev.TS), cell(ev.Type), cell(ev.Queue), cell(ev.TaskType), cell(ev.TaskID), cell(attempt), cell(ev.WorkerID), detail), " ")
+}
+
+// detail is the event's metadata on one line: a TASK_PROGRESS event's
+// value as tasks get shows progress ("40%", or the object), anything else
+// as key=value pairs by key (strings bare, other values as compact JSON).
+func (ev *eventView) detail() string {
+	if p, ok := ev.Metadata["progress"]; ok && ev.Type == "TASK_PROGRESS" {
+		return "progress " + progressText(p)
+	}
+	keys := slices.Sorted(maps.Keys(ev.Metadata))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v := ev.Metadata[k]
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = compactJSON(v)
+		}
+		parts = append(parts, k+"="+s)
+	}
+	return strings.Join(parts, " ")
 }

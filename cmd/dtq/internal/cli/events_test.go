@@ -92,10 +92,15 @@ func TestEventsTailLive(t *testing.T) {
 
 	var types []string
 	tableLines := lines(table.stdout.String())
-	require.Equal(t, []string{"TIME", "EVENT", "QUEUE", "TASK_TYPE", "TASK_ID", "ATTEMPT", "WORKER"}, strings.Fields(tableLines[0]))
+	require.Equal(t, []string{"TIME", "EVENT", "QUEUE", "TASK_TYPE", "TASK_ID", "ATTEMPT", "WORKER", "DETAIL"}, strings.Fields(tableLines[0]))
 	for _, l := range tableLines[1:] {
 		f := strings.Fields(l)
-		require.Len(t, f, 7, l)
+		if f[1] == "TASK_SUCCEEDED" {
+			require.Len(t, f, 8, l)
+			require.Regexp(t, `^duration_ms=\d+$`, f[7], "the event's metadata")
+		} else {
+			require.Len(t, f, 7, l) // no metadata
+		}
 		require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, f[0])
 		if f[4] == first {
 			continue // a feed that just learnt of the queue may start a little early
@@ -219,7 +224,7 @@ func TestEventsTailReconnects(t *testing.T) {
 
 	// One header, even across reconnects.
 	require.Equal(t, ""+
-		"TIME                      EVENT                    QUEUE             TASK_TYPE         TASK_ID                           ATTEMPT  WORKER\n"+
+		"TIME                      EVENT                    QUEUE             TASK_TYPE         TASK_ID                           ATTEMPT  WORKER            DETAIL\n"+
 		"2026-11-30T04:05:57.274Z  TASK_QUEUED              q                 echo              01a22aa1819a7000b3e1e8a7a4900001  1        -\n"+
 		"2026-11-30T04:05:57.301Z  TASK_STARTED             q                 echo              01a22aa1819a7000b3e1e8a7a4900001  1        w-1\n"+
 		"2026-11-30T04:05:58.000Z  WORKER_STOPPED           -                 -                 -                                 -        w-1\n",

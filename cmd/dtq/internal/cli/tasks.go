@@ -44,6 +44,24 @@ func (t *taskView) lastError() string {
 
 func (t *taskView) terminal() bool { return t.Status.Terminal() }
 
+// progressText shows a task's progress: a number as a percentage ("40%"),
+// an object as its compact JSON; "" when the handler reported none.
+func progressText(v json.RawMessage) string {
+	c := compactJSON(v)
+	if _, err := strconv.ParseFloat(c, 64); err == nil {
+		return c + "%"
+	}
+	return c
+}
+
+// times is a count of occurrences: "1 time", "2 times".
+func times(n int) string {
+	if n == 1 {
+		return "1 time"
+	}
+	return strconv.Itoa(n) + " times"
+}
+
 // taskFields is the detail view of one task.
 func taskFields(t *taskView) [][2]string {
 	kv := [][2]string{
@@ -53,9 +71,22 @@ func taskFields(t *taskView) [][2]string {
 		{"status", string(t.Status)},
 		{"priority", strconv.Itoa(t.Priority)},
 		{"attempt", t.attempts()},
+	}
+	if p := progressText(t.Progress); p != "" {
+		kv = append(kv, [2]string{"progress", p})
+		if t.ProgressAt != nil {
+			kv = append(kv, [2]string{"progress_at", wireTime(*t.ProgressAt)})
+		}
+	}
+	if t.PreviousAttempts > 0 {
+		// previous_attempts counts DLQ requeues (rounds), not attempts: a
+		// task that ran twice before one requeue has 1.
+		kv = append(kv, [2]string{"requeued", times(t.PreviousAttempts)})
+	}
+	kv = append(kv, [][2]string{
 		{"timeout_ms", itoa(t.TimeoutMS)},
 		{"idempotency_key", optString(t.IdempotencyKey)},
-	}
+	}...)
 	if t.DedupKey != "" {
 		kv = append(kv, [2]string{"dedup_key", t.DedupKey})
 	}
@@ -69,9 +100,6 @@ func taskFields(t *taskView) [][2]string {
 	}
 	if t.CancelRequested {
 		kv = append(kv, [2]string{"cancel_requested", "yes"})
-	}
-	if t.PreviousAttempts > 0 {
-		kv = append(kv, [2]string{"previous_attempts", strconv.Itoa(t.PreviousAttempts)})
 	}
 	kv = append(kv, [2]string{"payload", compactJSON(t.Payload)}, [2]string{"metadata", compactJSON(t.Metadata)})
 	x := t.Execution
@@ -344,9 +372,10 @@ func newTasksGetCmd(r *remote) *cobra.Command {
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "get <task-id>",
-		Short: "Show a task with its result and attempts",
-		Long: "Show a task with its result and attempts. With --wait, wait up to that long\n" +
-			"(at most 60s) for the task to finish; check its status to tell whether it did.",
+		Short: "Show a task with its progress, result and attempts",
+		Long: "Show a task with its progress, result and attempts. With --wait, wait up to\n" +
+			"that long (at most 60s) for the task to finish; check its status to tell\n" +
+			"whether it did.",
 		Example: "  dtq tasks get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60\n  dtq tasks get 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --wait 30s -o json",
 		Args:    cobra.ExactArgs(1),
 	}
@@ -538,10 +567,11 @@ func newTasksWatchCmd(r *remote) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch <task-id>",
 		Short: "Follow a task until it finishes, printing each status change",
-		Long: "Follow a task until it finishes, printing a line whenever its status or\n" +
-			"attempt changes: the time the change was seen, status, attempt, worker and\n" +
-			"last error. It long-polls the task, so a finish is seen at once and other\n" +
-			"changes within --interval. With -o json each line is the task's JSON.",
+		Long: "Follow a task until it finishes, printing a line whenever its status,\n" +
+			"attempt or progress changes: the time the change was seen, status, attempt,\n" +
+			"worker, progress and last error. It long-polls the task, so a finish is seen\n" +
+			"at once and other changes within --interval. With -o json each line is the\n" +
+			"task's JSON.",
 		Example: "  dtq tasks watch 0199d5e8a93c7d2a8f0e4b2c1d3e5f60\n  dtq tasks watch 0199d5e8a93c7d2a8f0e4b2c1d3e5f60 --exit-status && echo done",
 		Args:    cobra.ExactArgs(1),
 	}
@@ -587,7 +617,8 @@ func watchTask(ctx context.Context, s *session, id string, interval time.Duratio
 			}
 			return last, err
 		}
-		if last == nil || t.Status != last.Status || t.Attempt != last.Attempt || t.CancelRequested != last.CancelRequested {
+		if last == nil || t.Status != last.Status || t.Attempt != last.Attempt || t.CancelRequested != last.CancelRequested ||
+			progressText(t.Progress) != progressText(last.Progress) {
 			if err := printWatchLine(s.out, t, body); err != nil {
 				return t, err
 			}
@@ -611,6 +642,9 @@ func printWatchLine(p *printer, t *taskView, body []byte) error {
 	parts := []string{time.Now().UTC().Format(dtqtype.TimeLayout), fmt.Sprintf("%-13s", status), "attempt " + t.attempts()}
 	if w := t.Execution.WorkerID; w != "" {
 		parts = append(parts, "worker "+visible(w))
+	}
+	if pr := progressText(t.Progress); pr != "" {
+		parts = append(parts, "progress "+truncate(cell(pr), 60))
 	}
 	if d := t.Execution.DurationMS; d != nil && t.terminal() {
 		parts = append(parts, itoa(*d)+"ms")

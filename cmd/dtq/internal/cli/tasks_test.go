@@ -32,6 +32,7 @@ func TestTasksSubmitAndGet(t *testing.T) {
 		"--priority", "7", "--max-attempts", "3", "--timeout-ms", "5000", "--delay", "1h", "--ttl", "2h",
 		"--idempotency-key", "order-42")
 	requireAPIError(t, code, stdout, stderr, "IDEMPOTENCY_IN_PROGRESS")
+	require.Contains(t, stderr, "retry later to get its outcome (task "+id+") (request ", "the error names the key's task")
 
 	out = b.ok(t, "tasks", "get", id)
 	golden(t, "tasks_get_pending", out)
