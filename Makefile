@@ -10,8 +10,8 @@ LDFLAGS  := -X github.com/dtq-io/dtq/internal/buildinfo.version=$(VERSION) \
 	-X github.com/dtq-io/dtq/internal/buildinfo.revision=$(REVISION)
 # Every Go module in the tree (docs/architecture.md, "Modules"): the library
 # at the root, the dtq command, the optional dtqprom, dtqotel and dtqoutbox,
-# and bench's tools.
-MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox bench
+# bench's tools, and release's tool (make release).
+MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox bench release
 # bench's tools are vetted but not held to golangci-lint.
 LINT_MODULES := $(filter-out bench,$(MODULES))
 # in_modules runs $(1) in each module of $(2) (default: MODULES), the rest
@@ -19,7 +19,7 @@ LINT_MODULES := $(filter-out bench,$(MODULES))
 in_modules = fail=0; for m in $(or $(2),$(MODULES)); do echo "== $$m"; (cd $$m && $(1)) || fail=1; done; exit $$fail
 
 .DEFAULT_GOAL := help
-.PHONY: help dev test race bench lint build image
+.PHONY: help dev test race bench lint build image release
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-7s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,6 +50,15 @@ build: ## Build bin/dtq (from cmd/dtq, the dtq command's module)
 
 image: ## Build the container image dtq:$(VERSION) from the Dockerfile (needs docker)
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t dtq:$(VERSION) .
+
+# Where make release writes, emptied first. The commit's time stamps the
+# image, so that the same commit gives the same image.
+DIST ?= dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+release: ## Build a release into dist/ (VERSION=v0.x.y): dtq for linux and darwin on amd64 and arm64, the OCI image without Docker, SHA256SUMS (docs/install.md)
+	rm -rf $(DIST)
+	cd release && $(GO) run . -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -out $(abspath $(DIST)) -go $(GO)
 
 .PHONY: screenshots
 screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)
