@@ -52,13 +52,15 @@ image: ## Build the container image dtq:$(VERSION) from the Dockerfile (needs do
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t dtq:$(VERSION) .
 
 # Where make release writes, emptied first. The commit's time stamps the
-# image, so that the same commit gives the same image.
+# image, so that the same commit gives the same image. RELEASE_FLAGS adds
+# the tool's flags (cd release && go run . -help), such as -certs=/abs/ca.pem.
 DIST ?= dist
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+RELEASE_FLAGS ?=
 
 release: ## Build a release into dist/ (VERSION=v0.x.y): dtq for linux and darwin on amd64 and arm64, the OCI image without Docker, SHA256SUMS (docs/install.md)
 	rm -rf $(DIST)
-	cd release && $(GO) run . -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -out $(abspath $(DIST)) -go $(GO)
+	cd release && $(GO) run . -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -out $(abspath $(DIST)) -go $(GO) $(RELEASE_FLAGS)
 
 .PHONY: screenshots
 screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)
