@@ -13,12 +13,13 @@ import (
 // Inspector reads tasks and queues. It never changes state; it is safe for
 // concurrent use.
 type Inspector struct {
-	rdb *rdb.RDB
+	rdb   *rdb.RDB
+	clock func() time.Time // the deployment's Clock
 }
 
 // Inspector returns an Inspector reading d.
 func (d *Deployment) Inspector() *Inspector {
-	return &Inspector{rdb: d.storage()}
+	return &Inspector{rdb: d.storage(), clock: d.dep.clock}
 }
 
 // GetTask returns the task with its result and attempt history, or

@@ -270,3 +270,31 @@ func (t *QueueTotals) Add(s QueueSize) {
 		t.Paused++
 	}
 }
+
+// QueueScaling is a queue's autoscaling signal (docs/autoscaling.md): the
+// workers it wants and what that was computed from.
+type QueueScaling struct {
+	Queue string `json:"queue"`
+	// DesiredWorkers is ⌈(ArrivalRate × service time + Ready × service
+	// time / drain) / PerWorkerConcurrency⌉, at least 1 while a task is
+	// ready, held, running or due within a minute, or the queue did
+	// anything within the idle time.
+	DesiredWorkers int64 `json:"desired_workers"`
+	Ready          int64 `json:"ready"`
+	// Held counts the tasks a concurrency key holds back, and on a paused
+	// queue its ready tasks too.
+	Held    int64 `json:"held"`
+	Running int64 `json:"running"`
+	// DueSoon counts the delayed and retrying tasks due within a minute.
+	DueSoon int64 `json:"due_soon"`
+	// ArrivalRate is the tasks created due now per second over the last
+	// half minute.
+	ArrivalRate float64 `json:"arrival_rate"`
+	// ServiceTimeMeanMS is the mean run time of the attempts that ended in
+	// the last five minutes (0 when none did).
+	ServiceTimeMeanMS float64 `json:"service_time_mean_ms"`
+	// OldestReadyAgeMS is how long the oldest ready task has waited (0 when
+	// none waits).
+	OldestReadyAgeMS     int64 `json:"oldest_ready_age_ms"`
+	PerWorkerConcurrency int   `json:"per_worker_concurrency"`
+}

@@ -33,7 +33,7 @@ func (r *RDB) ingestCall(queue string, now time.Time, opt IngestOptions, tasks [
 	}
 	keys := &ingestKeys{
 		Depth: k.Depth(queue), Schedule: k.Schedule(queue), Expiry: k.Expiry(queue), Recent: k.Recent(queue),
-		Events: k.Events(queue), Tasks: make([]string, len(tasks)), Number: k.QueueNum(queue),
+		Events: k.Events(queue), Tasks: make([]string, len(tasks)), Number: k.QueueNum(queue), Stats: k.Stats(queue, now.Unix()/60),
 	}
 	args := &ingestArgs{
 		Now: now.UnixMilli(), MaxDepth: opt.MaxDepth, EventsMaxLen: opt.EventsMaxLen, RecentCap: opt.RecentCap,

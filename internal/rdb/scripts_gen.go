@@ -1205,6 +1205,7 @@ type ingestKeys struct {
 	Events    string   // event stream
 	Tasks     []string // per task its hash (a task without an idempotency key is fenced by the marker its deletion at once leaves, this key with ":ended" appended: Keys.TaskEnded)
 	Number    string   // the queue's number key (Keys.QueueNum), which every id of the call must carry
+	Stats     string   // this minute's stats hash, where the tasks created due now are counted by five-second slot of the minute (fields a0..a11): the arrival rate an autoscaler reads
 	FairOn    string   // fair flag (set while the queue has key queues)
 	FairState string   // fair state hash
 	FairKeys  string   // fair keys ZSET
@@ -1248,10 +1249,13 @@ func ingestBuild(k *ingestKeys, a *ingestArgs) ([]string, []any, error) {
 	if k.Number == "" {
 		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS number is empty")
 	}
-	keys := make([]string, 0, 10+len(k.Tasks))
+	if k.Stats == "" {
+		return nil, nil, fmt.Errorf("lua/ingest.lua: KEYS stats is empty")
+	}
+	keys := make([]string, 0, 11+len(k.Tasks))
 	keys = append(keys, k.Depth, k.Schedule, k.Expiry, k.Recent, k.Events)
 	keys = append(keys, k.Tasks...)
-	keys = append(keys, k.Number)
+	keys = append(keys, k.Number, k.Stats)
 	for _, x := range [...]string{k.FairOn, k.FairState, k.FairKeys, k.Wake} {
 		if x == "" {
 			break

@@ -628,6 +628,38 @@ export type MinuteStats = {
 /** Counts per power-of-two bucket: lt_1ms holds 0 ms, lt_<2^k>ms holds [2^(k-1), 2^k) ms. Only buckets with counts appear. */
 export type LatencyBuckets = { [key: string]: number };
 
+export type QueueScaling = {
+  queue: QueueName;
+  /**
+   * The workers the queue wants (see the operation's description).
+   * @minimum 0
+   */
+  desired_workers: number;
+  /** Tasks a worker could claim now. */
+  ready: number;
+  /** Tasks a concurrency key holds back, and on a paused queue its ready tasks too. */
+  held: number;
+  /** Tasks leased to a worker. */
+  running: number;
+  /** Delayed and retrying tasks due within a minute (or overdue). */
+  due_soon: number;
+  /** Tasks created due now, per second, over the last 30 seconds. */
+  arrival_rate: number;
+  /** Mean run time of the attempts that ended in the last five minutes; 0 when none did. */
+  service_time_mean_ms: number;
+  /** How long the oldest ready task has waited (by the Redis server's clock); 0 when none waits. */
+  oldest_ready_age_ms: number;
+  /**
+   * The mean concurrency of the live workers serving the queue, or the concurrency parameter (default 16) when none does.
+   * @minimum 1
+   */
+  per_worker_concurrency: number;
+};
+
+export type ScalingResponse = {
+  items: Array<QueueScaling>;
+};
+
 export type StatsResponse = {
   items: Array<MinuteStats>;
 };

@@ -33,13 +33,16 @@
 --   ":ended" appended: Keys.TaskEnded)
 -- KEYS[6 + 1*n] number: the queue's number key (Keys.QueueNum), which every
 --   id of the call must carry
+-- KEYS[7 + 1*n] stats: this minute's stats hash, where the tasks created
+--   due now are counted by five-second slot of the minute (fields a0..a11):
+--   the arrival rate an autoscaler reads
 --
 -- Then, in a call for a queue the caller saw with key queues (the fair
 -- keys):
--- KEYS[7 + 1*n] fair_on?: fair flag (set while the queue has key queues)
--- KEYS[8 + 1*n] fair_state?: fair state hash
--- KEYS[9 + 1*n] fair_keys?: fair keys ZSET
--- KEYS[10 + 1*n] wake?: wake stream
+-- KEYS[8 + 1*n] fair_on?: fair flag (set while the queue has key queues)
+-- KEYS[9 + 1*n] fair_state?: fair state hash
+-- KEYS[10 + 1*n] fair_keys?: fair keys ZSET
+-- KEYS[11 + 1*n] wake?: wake stream
 --
 -- Band streams are the stream prefix and the priority (same slot): naming
 -- all ten as keys made every call carry ten keys it mostly does not use.
@@ -170,10 +173,10 @@ local depth_s = '0'
 if n > 0 then
   local got
   if fair_call then
-    got = redis.call('MGET', KEYS[6 + n], KEYS[1], KEYS[7 + n])
+    got = redis.call('MGET', KEYS[6 + n], KEYS[1], KEYS[8 + n])
     if got[3] then
       local act, kq = string.match(A[12], '^([^\t]*)\t(.*)$')
-      F = {state = KEYS[8 + n], keys = KEYS[9 + n], act_prefix = act, kq_prefix = kq, vt = {}}
+      F = {state = KEYS[9 + n], keys = KEYS[10 + n], act_prefix = act, kq_prefix = kq, vt = {}}
     end
   else
     got = redis.call('MGET', KEYS[6 + n], KEYS[1])
@@ -198,6 +201,7 @@ end
 local replies = {}
 local depth, max_depth = nil, nil -- as numbers, once a call creates a second task
 local created = 0
+local arrived = 0 -- created tasks due now (not delayed, not waiting)
 local recent = nil -- the listing index entries, in a call of several tasks
 local fair_band = nil -- set when a task of this call entered a key queue
 local hset_args = nil -- the task hash's fields, when a task has optional ones
@@ -636,6 +640,7 @@ for i = 1, n do
       recent[#recent + 1] = string.sub(id, 1, 28)
     end
     created = created + 1
+    if not delayed and not park then arrived = arrived + 1 end
 
     if park then
       if create_events then
@@ -666,8 +671,17 @@ if recent then
   end
   redis.call('INCRBY', KEYS[1], created == 1 and '1' or tostring(created))
 end
+-- Arrivals by five-second slot of the minute: an autoscaler's rate over
+-- the last half minute needs a finer grain than the minute. The hash
+-- lives as long as the minute's other counters.
+if arrived > 0 then
+  local slot = 'a' .. string.format('%d', math.floor((tonumber(now) % 60000) / 5000))
+  if redis.call('HINCRBY', KEYS[7 + n], slot, arrived) == arrived then
+    redis.call('EXPIRE', KEYS[7 + n], 7200)
+  end
+end
 if fair_band then
-  redis.call('XADD', KEYS[10 + n], 'MAXLEN', '1', '*', 'w', '1')
+  redis.call('XADD', KEYS[11 + n], 'MAXLEN', '1', '*', 'w', '1')
 end
 if n == 1 then return replies[1] end
 return replies

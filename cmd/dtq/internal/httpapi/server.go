@@ -260,6 +260,8 @@ func (s *Server) routeTable() []route {
 		{http.MethodGet, "/api/v1/queues/{queue}/limits", RoleReader, s.getLimits, scopePath},
 		{http.MethodPut, "/api/v1/queues/{queue}/limits", RoleAdmin, s.putLimits, scopePath},
 		{http.MethodDelete, "/api/v1/queues/{queue}/limits", RoleAdmin, s.deleteLimits, scopePath},
+		{http.MethodGet, "/api/v1/queues/{queue}/scaling", RoleReader, s.queueScaling, scopePath},
+		{http.MethodGet, "/api/v1/scaling", RoleReader, s.scaling, scopeQueueList},
 
 		{http.MethodGet, "/api/v1/dlq", RoleReader, s.listDLQ, scopeQuery},
 		{http.MethodGet, "/api/v1/dlq/{task_id}", RoleReader, s.getDLQEntry, scopeTaskID},
