@@ -116,6 +116,11 @@ var (
 		"Deduplicated submissions by mode: collapsed into their key's task (drop, throttle, debounce), or queued tasks a newer submission cancelled (replace, keep_last).",
 		[]string{"queue", "mode"}, nil)
 
+	descDesired = prometheus.NewDesc("dtq_queue_desired_workers",
+		"Workers the queue wants (docs/autoscaling.md), with the signal's defaults: drain 60s, idle 300s, 16 slots a worker unless its live workers say.",
+		[]string{"queue"}, nil)
+	descOldestReady = prometheus.NewDesc("dtq_queue_oldest_ready_age_seconds", "How long the queue's oldest ready task has waited; 0 when none waits.", []string{"queue"}, nil)
+
 	descQueues        = prometheus.NewDesc("dtq_queues_registered", "Queues in the registry.", nil, nil)
 	descQueuesOmitted = prometheus.NewDesc("dtq_metrics_queues_omitted", "Registered queues without per-queue gauges here (beyond DTQ_METRICS_MAX_QUEUES).", nil, nil)
 	descSumDepth      = prometheus.NewDesc("dtq_all_queues_depth", "Live tasks over all queues.", nil, nil)
@@ -137,7 +142,7 @@ type queueCollector struct {
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDepth, descReady, descPending, descScheduled, descDLQ, descPaused, descWorkers, descUp,
 		descQueues, descQueuesOmitted, descSumDepth, descSumRunning, descSumScheduled, descSumDLQ, descSumPaused,
-		descRetained, descMemUsed, descMemMax, descSumRetained, descDedup} {
+		descRetained, descMemUsed, descMemMax, descSumRetained, descDedup, descDesired, descOldestReady} {
 		ch <- d
 	}
 }
@@ -184,6 +189,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descDedup, prometheus.CounterValue, float64(n), q.Name, mode)
 		}
 	}
+	c.scaling(ctx, listed, gauge)
 	workers, err := allWorkers(ctx, c.in)
 	if err == nil {
 		live := 0
@@ -193,6 +199,26 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		gauge(descWorkers, float64(live))
+	}
+}
+
+// scaling exports the autoscaling signal of the listed queues, as many at
+// a time as one Inspector.Scaling call reads. A batch that fails (a queue
+// deleted since it was listed) goes without these gauges this scrape.
+func (c *queueCollector) scaling(ctx context.Context, listed []*dtqtype.QueueInfo, gauge func(*prometheus.Desc, float64, ...string)) {
+	for batch := range slices.Chunk(listed, dtq.MaxScalingQueues) {
+		names := make([]string, len(batch))
+		for i, q := range batch {
+			names[i] = q.Name
+		}
+		sigs, err := c.in.Scaling(ctx, names, nil)
+		if err != nil {
+			continue
+		}
+		for _, sg := range sigs {
+			gauge(descDesired, float64(sg.DesiredWorkers), sg.Queue)
+			gauge(descOldestReady, float64(sg.OldestReadyAgeMS)/1000, sg.Queue)
+		}
 	}
 }
 

@@ -76,6 +76,13 @@ func TestScalingAPI(t *testing.T) {
 	require.EqualValues(t, 1, page.Items[0].DesiredWorkers)
 	require.Equal(t, "empty", page.Items[1].Queue)
 
+	// The same signal on the metrics page, at the defaults.
+	metrics := string(b.do(t, http.MethodGet, "/metrics", "").body)
+	require.Contains(t, metrics, "\ndtq_queue_desired_workers{queue=\"web\"} 1\n")
+	require.Contains(t, metrics, "\ndtq_queue_desired_workers{queue=\"empty\"} 0\n")
+	require.Contains(t, metrics, "\ndtq_queue_oldest_ready_age_seconds{queue=\"web\"} ")
+	require.Contains(t, metrics, "\ndtq_queue_oldest_ready_age_seconds{queue=\"empty\"} 0\n")
+
 	for _, tc := range []struct {
 		path, field string
 	}{
