@@ -31,7 +31,7 @@ func newQueuesCmd(e *env) *cobra.Command {
 		newPauseCmd(r, queues, "pause", "Stop delivering a queue's tasks (admin)",
 			"Stop delivering a queue's tasks; submissions are still accepted. Any valid\nname may be paused, even one not used yet."),
 		newPauseCmd(r, queues, "resume", "Deliver a paused queue's tasks again (admin)", ""),
-		newQueuesPurgeCmd(r), newQueuesRecountCmd(r), newQueuesLimitsCmd(r))
+		newQueuesPurgeCmd(r), newQueuesRecountCmd(r), newQueuesLimitsCmd(r), newQueuesScalingCmd(r))
 	return cmd
 }
 
