@@ -10,8 +10,8 @@ LDFLAGS  := -X github.com/dtq-io/dtq/internal/buildinfo.version=$(VERSION) \
 	-X github.com/dtq-io/dtq/internal/buildinfo.revision=$(REVISION)
 # Every Go module in the tree (docs/architecture.md, "Modules"): the library
 # at the root, the dtq command, the optional dtqprom, dtqotel and dtqoutbox,
-# bench's tools, and release's tool (make release).
-MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox bench release
+# bench's tools, release's tool (make release) and the Helm chart's tests.
+MODULES := . cmd/dtq dtqprom dtqotel dtqoutbox bench release deploy/helm
 # bench's tools are vetted but not held to golangci-lint.
 LINT_MODULES := $(filter-out bench,$(MODULES))
 # in_modules runs $(1) in each module of $(2) (default: MODULES), the rest
