@@ -642,9 +642,9 @@ func checkScaledObject(t *testing.T, m *manifests, w want) {
 				t.Errorf("TriggerAuthentication %s: %+v, want %+v", ta.Name, ta.Spec.SecretTargetRef, want)
 			}
 		case "prometheus":
-			want := fmt.Sprintf(`max(dtq_queue_desired_workers{queue="%s"})`, w.kedaQueues[0])
+			want := fmt.Sprintf(`max(dtq_queue_desired_workers{queue=%q})`, w.kedaQueues[0])
 			if len(w.kedaQueues) > 1 {
-				want = fmt.Sprintf(`sum(max by (queue) (dtq_queue_desired_workers{queue=~"%s"}))`, strings.Join(w.kedaQueues, "|"))
+				want = fmt.Sprintf(`sum(max by (queue) (dtq_queue_desired_workers{queue=~%q}))`, strings.Join(w.kedaQueues, "|"))
 			}
 			if md["query"] != want || md["threshold"] != "1" || md["serverAddress"] == "" {
 				t.Errorf("prometheus trigger %v, want the query %s and threshold 1", md, want)
@@ -668,7 +668,7 @@ func TestDefaultValues(t *testing.T) {
 	// No keys given: the chart makes an admin key and a reader key.
 	s := m.secrets[release+"-secrets"].StringData
 	keys := regexp.MustCompile(`^admin:admin:[A-Za-z0-9]{40},reader:metrics:([A-Za-z0-9]{40})$`).FindStringSubmatch(s["api-keys"])
-	if keys == nil || keys[1] != s["reader-key"] {
+	if len(keys) != 2 || keys[1] != s["reader-key"] {
 		t.Errorf("made keys %q, reader key %q", s["api-keys"], s["reader-key"])
 	}
 	if !strings.Contains(m.notes, "get secret "+release+"-secrets") {

@@ -1,7 +1,7 @@
 {{/*
-The parts both Deployments share: include "dtq.commonEnv" . gives the
-environment from the Secret; include "dtq.podCommon" (list . .Values.api)
-the scheduling settings.
+The parts both Deployments share: "dtq.redisEnv" the Redis URL from the
+Secret, "dtq.extraEnv" a map of settings as env entries, and "dtq.podCommon"
+(list . .Values.api) the pod's security context and scheduling settings.
 */}}
 {{- define "dtq.redisEnv" -}}
 - name: DTQ_REDIS_URL
