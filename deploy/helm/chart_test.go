@@ -772,6 +772,8 @@ func TestRefusals(t *testing.T) {
 		{"keys without a reader key", map[string]any{"secret": map[string]any{"apiKeys": "admin:ops:s3cret"}}, "secret.readerKey: set it"},
 		{"a reader key not among the keys", map[string]any{"secret": map[string]any{"apiKeys": "admin:ops:s3cret", "readerKey": "other"}}, "secret.readerKey is not the secret of a key"},
 		{"no Redis", map[string]any{"secret": map[string]any{"redisUrl": ""}}, "secret.redisUrl: the Redis URL"},
+		{"a misspelt value", map[string]any{"keda": map[string]any{"enable": true}}, "additional properties 'enable' not allowed"},
+		{"a port out of range", map[string]any{"api": map[string]any{"port": 80800}}, "at '/api/port'"},
 		{"an unknown trigger", map[string]any{"keda": map[string]any{"enabled": true, "trigger": "cpu"}}, `keda.trigger: "cpu" is neither`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
