@@ -139,10 +139,10 @@ func (r *RDB) SettleIngest(ctx context.Context, queue string, now time.Time, opt
 
 // ingestPerCall is the most tasks one ingest call carries, so that no call
 // sends more than MaxCallArgs arguments: EVALSHA, its hash and the key
-// count, ten keys and twelve values, then per task its key and at most 20
-// values (ten, and the values of every optional field). A longer batch
+// count, eleven keys and twelve values, then per task its key and at most
+// 20 values (ten, and the values of every optional field). A longer batch
 // goes in several calls; each task is atomic on its own either way.
-const ingestPerCall = (MaxCallArgs - 3 - 10 - 12) / 21
+const ingestPerCall = (MaxCallArgs - 3 - 11 - 12) / 21
 
 func (r *RDB) ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask, settle bool) ([]IngestResult, error) {
 	if len(tasks) <= ingestPerCall {
