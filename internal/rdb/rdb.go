@@ -658,6 +658,11 @@ func ScriptHash(name string) string {
 // out, so that a new queue never takes a number existing task ids carry.
 // The highest number is restored first: from then on the registry's
 // sequence is past every number in use, even while the rest is restored.
+//
+// A server that refuses SCAN (managed services deny it) cannot be searched:
+// the registry is taken as new, which it is on a new deployment. A registry
+// lost there is not rebuilt, so keep persistence on where SCAN is refused
+// (docs/compatibility.md).
 func (r *RDB) restoreRegistry(ctx context.Context) error {
 	n, err := r.c.HExists(ctx, r.keys.Queues(), "#seq").Result()
 	if err != nil || n {
@@ -690,6 +695,9 @@ func (r *RDB) restoreRegistry(ctx context.Context) error {
 		return it.Err()
 	}
 	if err := r.eachMaster(ctx, scan); err != nil {
+		if refused(err) {
+			return nil
+		}
 		return err
 	}
 	slices.SortFunc(found, func(a, b entry) int { return b.num - a.num })
@@ -717,3 +725,14 @@ func zMember(z redis.Z) string {
 // IsOOM reports whether err is Redis refusing a write at its maxmemory
 // (an OOM error reply): nothing was written, and the caller may retry later.
 func IsOOM(err error) bool { return redis.IsOOMError(err) }
+
+// refused reports whether err is the server refusing a command, as an ACL
+// (NOPERM) or a managed service that renamed or removed it (unknown
+// command) does.
+func refused(err error) bool {
+	if redis.HasErrorPrefix(err, "NOPERM") {
+		return true
+	}
+	_, isRedis := errors.AsType[redis.Error](err)
+	return isRedis && strings.HasPrefix(err.Error(), "ERR unknown command")
+}

@@ -334,3 +334,25 @@ func TestPackedValuesRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"n", "-42", "0.25"}, got)
 }
+
+// TestRefused: an ACL's refusal and a removed command are refusals; other
+// errors are not.
+func TestRefused(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	ctx := context.Background()
+	require.False(t, refused(nil))
+	require.False(t, refused(context.Canceled))
+	unknown := s.Client.Do(ctx, "NOSUCHCOMMAND").Err()
+	require.True(t, refused(unknown), "%v", unknown)
+	wrongType := s.Client.Do(ctx, "INCR", s.Prefix+":x", "extra").Err()
+	require.False(t, refused(wrongType), "%v", wrongType)
+	srv, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	require.NoError(t, srv.Client(t).Do(ctx, "ACL", "SETUSER", "u", "on", ">pw", "~*", "+@all", "-scan").Err())
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "u", Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	denied := c.Scan(ctx, 0, "*", 10).Err()
+	require.True(t, refused(denied), "%v", denied)
+}

@@ -1,0 +1,131 @@
+package dtq_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/redistest"
+)
+
+// managedDenied are the commands managed Redis services commonly refuse
+// (docs/compatibility.md, "Managed services").
+const managedDenied = "-config -keys -scan -debug -flushall -flushdb -script|flush -client|kill -shutdown -monitor"
+
+// TestRestrictedRedisUser: dtq runs its whole cycle — ready check, single,
+// keyed and batch submissions, a workflow, a worker finishing and failing
+// tasks, the dead-letter queue, listings — as an ACL user denied
+// the commands managed services refuse, and as one also denied INFO.
+func TestRestrictedRedisUser(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, rules string
+	}{
+		{"managed", managedDenied},
+		{"no INFO either", managedDenied + " -info"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			srv, err := redistest.Start()
+			require.NoError(t, err)
+			t.Cleanup(srv.Stop)
+			admin := srv.Client(t)
+			require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "dtq", "on", ">secret", "~*", "&*", "+@all"},
+				splitRules(tc.rules)...)...).Err())
+			rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "dtq", Password: "secret"})
+			t.Cleanup(func() { _ = rc.Close() })
+			err = rc.ConfigGet(ctx, "maxmemory-policy").Err()
+			require.ErrorContains(t, err, "NOPERM", "the user is restricted")
+
+			d, err := dtq.Open(rc, nil)
+			require.NoError(t, err)
+			require.NoError(t, d.Inspector().Ready(ctx), "ready: what cannot be read is not held against the server")
+			client, err := d.NewClient(nil)
+			require.NoError(t, err)
+
+			var ids []string
+			ok, err := client.Submit(ctx, dtq.Submission{Queue: "q", Type: "ok", Payload: map[string]any{}, IdempotencyKey: "k1"})
+			require.NoError(t, err)
+			ids = append(ids, ok.TaskID)
+			bad, err := client.Submit(ctx, dtq.Submission{Queue: "q", Type: "bad", Payload: map[string]any{}, MaxAttempts: 1})
+			require.NoError(t, err)
+			batch := make([]dtq.Submission, 300) // more than one ingest call
+			for i := range batch {
+				batch[i] = dtq.Submission{Queue: "q", Type: "ok", Payload: map[string]any{"i": i}, ConcurrencyKey: fmt.Sprint("c", i%7)}
+			}
+			items, err := client.SubmitBatch(ctx, batch)
+			require.NoError(t, err)
+			for _, it := range items {
+				require.NoError(t, it.Err)
+				ids = append(ids, it.Result.TaskID)
+			}
+			wf, err := client.SubmitWorkflow(ctx, dtq.Workflow{Nodes: []dtq.Node{
+				{Ref: "a", Submission: dtq.Submission{Queue: "q", Type: "ok", Payload: map[string]any{}}},
+				{Ref: "b", Deps: []string{"a"}, Submission: dtq.Submission{Queue: "q2", Type: "ok", Payload: map[string]any{}}},
+			}})
+			require.NoError(t, err)
+
+			w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"q": 1, "q2": 1}, Concurrency: 8,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			require.NoError(t, err)
+			w.HandleFunc("ok", func(context.Context, *dtq.Task) (any, error) { return "done", nil })
+			w.HandleFunc("bad", func(context.Context, *dtq.Task) (any, error) { return nil, fmt.Errorf("no") })
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(runCtx) }()
+			t.Cleanup(func() {
+				stop()
+				require.NoError(t, <-done)
+			})
+
+			in := d.Inspector()
+			for _, id := range ids {
+				task, err := in.WaitTask(ctx, id, 30*time.Second)
+				require.NoError(t, err)
+				require.Equal(t, dtqtype.StatusSucceeded, task.Status, id)
+			}
+			task, err := in.WaitTask(ctx, bad.TaskID, 30*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, dtqtype.StatusDeadLettered, task.Status)
+			info, err := in.WaitWorkflow(ctx, wf.WorkflowID, 30*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, dtqtype.WorkflowSucceeded, info.Status)
+
+			again, err := client.Submit(ctx, dtq.Submission{Queue: "q", Type: "ok", Payload: map[string]any{}, IdempotencyKey: "k1"})
+			require.NoError(t, err)
+			require.True(t, again.Duplicate, "replayed")
+			list, err := in.ListTasks(ctx, &dtq.TaskListParams{Queue: "q", Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, list.Items, 10)
+			_, err = in.GetQueue(ctx, "q")
+			require.NoError(t, err)
+			dlq, err := in.ListDLQ(ctx, &dtq.DLQListParams{Queue: "q"})
+			require.NoError(t, err)
+			require.Len(t, dlq.Items, 1)
+		})
+	}
+}
+
+// splitRules turns "a b c" into ACL SETUSER arguments.
+func splitRules(s string) []any {
+	var out []any
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ' ' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
