@@ -110,6 +110,15 @@ func (i *Inspector) Ready(ctx context.Context) error {
 	return readinessError(i.rdb.Ready(ctx))
 }
 
+// ReadyChecks is Ready, and also names the checks it could not make
+// ("redis_version", "maxmemory_policy") because the server refuses or
+// hides what they read, as managed services do with INFO and CONFIG: those
+// are not held against it (docs/compatibility.md).
+func (i *Inspector) ReadyChecks(ctx context.Context) (unknown []string, err error) {
+	unknown, err = i.rdb.ReadyChecks(ctx)
+	return unknown, readinessError(err)
+}
+
 // readinessError turns a failed storage readiness check into a
 // *ReadinessError; other errors and nil are returned as they are.
 func readinessError(err error) error {

@@ -33,41 +33,57 @@ func (e *ReadyError) Unwrap() error { return e.Err }
 // noeviction, since an evicted task is silent data loss. A failure is a
 // *ReadyError.
 func (r *RDB) Ready(ctx context.Context) error {
+	_, err := r.ReadyChecks(ctx)
+	return err
+}
+
+// ReadyChecks is Ready, and also names the checks it could not make
+// (CheckRedisVersion, CheckMaxmemoryPolicy) because the server refuses or
+// hides what they read, as managed services do with INFO and CONFIG: those
+// are not held against it.
+func (r *RDB) ReadyChecks(ctx context.Context) (unknown []string, err error) {
 	if err := r.c.Ping(ctx).Err(); err != nil {
-		return &ReadyError{Check: CheckRedis, Err: fmt.Errorf("redis unreachable: %w", err)}
+		return nil, &ReadyError{Check: CheckRedis, Err: fmt.Errorf("redis unreachable: %w", err)}
 	}
-	if v, err := r.CheckVersion(ctx); err != nil {
+	v, err := r.CheckVersion(ctx)
+	if err != nil {
 		re := &ReadyError{Check: CheckRedisVersion, Err: err}
 		if v == "" {
 			re.Check = CheckRedis // INFO itself failed
 		} else {
 			re.Detail = "found Redis " + v
 		}
-		return re
+		return nil, re
+	}
+	if v == "" {
+		unknown = append(unknown, CheckRedisVersion)
 	}
 	ok, err := r.ScriptsLoaded(ctx)
 	if err != nil {
-		return &ReadyError{Check: CheckScripts, Err: fmt.Errorf("script check: %w", err)}
+		return unknown, &ReadyError{Check: CheckScripts, Err: fmt.Errorf("script check: %w", err)}
 	}
 	if !ok {
 		if err := r.LoadScripts(ctx); err != nil {
-			return &ReadyError{Check: CheckScripts, Err: err}
+			return unknown, &ReadyError{Check: CheckScripts, Err: err}
 		}
 	}
 	policy, err := r.c.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		// Some managed Redis services refuse CONFIG; fall back to INFO.
-		info, ierr := r.c.Info(ctx, "memory").Result()
-		if ierr != nil {
-			return nil //nolint:nilerr // cannot tell: do not fail readiness on a missing command
-		}
-		if v := infoField(info, "maxmemory_policy"); v != "" {
-			policy = map[string]string{"maxmemory-policy": v}
+		policy = nil
+		if info, ierr := r.c.Info(ctx, "memory").Result(); ierr == nil {
+			if v := infoField(info, "maxmemory_policy"); v != "" {
+				policy = map[string]string{"maxmemory-policy": v}
+			}
 		}
 	}
-	if p, found := policy["maxmemory-policy"]; found && p != "noeviction" {
-		return &ReadyError{Check: CheckMaxmemoryPolicy,
+	p, found := policy["maxmemory-policy"]
+	switch {
+	case !found:
+		unknown = append(unknown, CheckMaxmemoryPolicy)
+	case p != "noeviction":
+		return unknown, &ReadyError{Check: CheckMaxmemoryPolicy,
 			Err: fmt.Errorf("redis maxmemory-policy is %q; dtq needs noeviction (an evicted task is lost silently)", p)}
 	}
-	return nil
+	return unknown, nil
 }

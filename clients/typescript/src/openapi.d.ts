@@ -1033,6 +1033,8 @@ export type Health = {
 
 export type Ready = {
   status: "ready";
+  /** The checks that could not be made because Redis refuses or hides what they read (INFO, CONFIG: managed services); readiness does not fail on them. */
+  unknown?: Array<"redis_version" | "maxmemory_policy">;
   /** Present when Redis has no maxmemory set or uses more than 80 % of it, or when DTQ_REPLICA_ACKS is set but a master runs without the append-only file (or it cannot be told: CONFIG and INFO persistence refused) or has fewer connected replicas than the acknowledgements need; readiness does not fail on them. */
   warnings?: Array<string>;
 };

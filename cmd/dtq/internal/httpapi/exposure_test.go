@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
@@ -152,4 +154,35 @@ func TestSubscriberMetrics(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status)
 	require.Contains(t, string(res.body), "\ndtq_api_event_subscribers 3\n")
 	require.Contains(t, string(res.body), "\ndtq_api_event_subscribers_refused_total 7\n")
+}
+
+// TestReadyNamesWhatItCannotCheck: on a server that refuses INFO and
+// CONFIG, as managed services may, /ready is 200 and names the checks it
+// could not make.
+func TestReadyNamesWhatItCannotCheck(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	ctx := context.Background()
+	require.NoError(t, srv.Client(t).Do(ctx, "ACL", "SETUSER", "dtq", "on", ">pw", "~*", "&*", "+@all", "-info", "-config").Err())
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "dtq", Password: "pw"})
+	t.Cleanup(func() { _ = rc.Close() })
+	d := openDeployment(t, rc, "")
+	c, err := d.NewClient(nil)
+	require.NoError(t, err)
+	adm, err := d.NewAdmin(nil)
+	require.NoError(t, err)
+	api, err := New(Config{Client: c, Inspector: d.Inspector(), Admin: adm, WorkerGateway: newWorkerGateway(t, rc, "")})
+	require.NoError(t, err)
+	b := &bundle{ctx: ctx, api: api, srv: newTestServer(t, api)}
+	res := b.do(t, http.MethodGet, "/ready", "")
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	var body struct {
+		Status  string   `json:"status"`
+		Unknown []string `json:"unknown"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &body))
+	require.Equal(t, "ready", body.Status)
+	require.Equal(t, []string{dtq.CheckRedisVersion, dtq.CheckMaxmemoryPolicy}, body.Unknown)
 }

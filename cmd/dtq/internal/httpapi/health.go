@@ -65,7 +65,8 @@ func ReadinessMessage(err error) (check, message string) {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.cfg.Inspector.Ready(ctx); err != nil {
+	unknown, err := s.cfg.Inspector.ReadyChecks(ctx)
+	if err != nil {
 		s.log.WarnContext(r.Context(), "not ready", "request_id", RequestIDFromContext(r.Context()), "err", clean(err.Error()))
 		check, msg := ReadinessMessage(err)
 		s.writeAPIError(w, r, &apiError{status: http.StatusServiceUnavailable, code: codeRedisUnavailable,
@@ -77,6 +78,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	// So are replica acknowledgements that cannot protect a write (no
 	// append-only file, too few replicas): the API still serves.
 	body := map[string]any{"status": "ready"}
+	if len(unknown) > 0 {
+		body["unknown"] = unknown
+	}
 	var warn []string
 	if m, err := s.cfg.Inspector.RedisMemory(ctx); err == nil {
 		warn = append(warn, memoryWarnings(m)...)
