@@ -161,3 +161,30 @@ func TestSingleNodeCluster(t *testing.T) {
 	t.Cleanup(func() { _ = rc.Close() })
 	runCycle(t, rc)
 }
+
+// TestLargestBatchKeepsCallsShort: the largest batch the HTTP API takes
+// (1,000 submissions), each with every optional field, goes to Redis in
+// calls of at most 3,999 arguments (the test client fails a longer one)
+// and creates every task.
+func TestLargestBatchKeepsCallsShort(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	subs := make([]dtq.Submission, 1000)
+	prio := 7
+	for i := range subs {
+		subs[i] = dtq.Submission{Queue: "q", Type: "t", Payload: map[string]any{"i": i}, Priority: &prio,
+			MaxAttempts: 3, Timeout: time.Minute, Delay: time.Hour, ExpiresAt: time.Now().Add(2 * time.Hour),
+			Metadata: map[string]any{"m": i}, IdempotencyKey: fmt.Sprint("idem-", i), ConcurrencyKey: fmt.Sprint("c", i%5),
+			Retention: time.Hour, KeepPayload: true, Dedup: &dtq.Dedup{Key: fmt.Sprint("d", i), Mode: dtq.DedupDrop}}
+	}
+	items, err := b.client.SubmitBatch(b.ctx, subs)
+	require.NoError(t, err)
+	require.Len(t, items, len(subs))
+	seen := map[string]bool{}
+	for i, it := range items {
+		require.NoError(t, it.Err, i)
+		require.False(t, it.Result.Duplicate, i)
+		seen[it.Result.TaskID] = true
+	}
+	require.Len(t, seen, len(subs), "a task each")
+}
