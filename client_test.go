@@ -68,7 +68,7 @@ func (b *bundle) open(t *testing.T, mod func(*dtq.DeploymentConfig)) *dtq.Deploy
 
 func (b *bundle) keyCount(t *testing.T) int {
 	t.Helper()
-	ks, err := redistest.Keys(b.ctx, b.rc, b.prefix)
+	ks, err := redistest.Keys(b.ctx, redistest.Shared(t).AdminClient(t), b.prefix)
 	require.NoError(t, err)
 	return len(ks)
 }

@@ -98,7 +98,7 @@ func requireRefusal(t *testing.T, err error, decoding bool) {
 }
 
 func cleanKeys(t *testing.T, s *redistest.Setup, prefix string) {
-	keys, err := redistest.Keys(t.Context(), s.Client, prefix)
+	keys, err := redistest.Keys(t.Context(), s.Admin, prefix)
 	require.NoError(t, err)
 	if len(keys) > 0 {
 		require.NoError(t, s.Client.Del(t.Context(), keys...).Err())

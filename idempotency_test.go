@@ -420,7 +420,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 		}
 	}
 
-	keys, err := redistest.Keys(b.ctx, b.rc, b.prefix)
+	keys, err := redistest.Keys(b.ctx, redistest.Shared(t).AdminClient(t), b.prefix)
 	require.NoError(t, err)
 	var hashes []string
 	for _, k := range keys {

@@ -19,5 +19,5 @@ func TestMain(m *testing.M) {
 		os.Exit(runChildScheduler())
 	}
 	rdb.StrictScripts() // docs/compatibility.md, "Strict scripts"
-	os.Exit(redistest.Main(m))
+	os.Exit(redistest.Main(m, redistest.Restricted()))
 }

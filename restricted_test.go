@@ -188,3 +188,13 @@ func TestLargestBatchKeepsCallsShort(t *testing.T) {
 	}
 	require.Len(t, seen, len(subs), "a task each")
 }
+
+// TestSuiteRunsAsARestrictedUser: the package's tests talk to Redis as a
+// user denied what managed services refuse (TestMain: redistest.Restricted).
+func TestSuiteRunsAsARestrictedUser(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, cmd := range [][]any{{"CONFIG", "GET", "maxmemory"}, {"KEYS", "*"}, {"SCAN", 0}, {"FLUSHDB"}} {
+		require.ErrorContains(t, s.Client.Do(context.Background(), cmd...).Err(), "NOPERM", "%v", cmd)
+	}
+}

@@ -34,7 +34,7 @@ func TestQueuedTaskHashIsListpack(t *testing.T) {
 	// The test server runs Redis's default hash-max-listpack-value, 64: a
 	// payload in the hash would make it a hashtable.
 	require.Equal(t, map[string]string{"hash-max-listpack-value": "64"},
-		b.c.ConfigGet(b.ctx, "hash-max-listpack-value").Val())
+		b.admin.ConfigGet(b.ctx, "hash-max-listpack-value").Val())
 	enc := b.c.ObjectEncoding(b.ctx, b.keys.Task("q", nt.ID)).Val()
 	require.Equal(t, "listpack", enc)
 	got, err := b.r.GetTask(b.ctx, nt.ID)

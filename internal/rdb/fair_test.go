@@ -430,7 +430,7 @@ func TestFairDeleteQueueRemovesTheKeyQueues(t *testing.T) {
 	require.True(t, res.Deleted, "%+v", res)
 	for _, pattern := range []string{b.keys.FairActivePrefix("q") + "*", b.keys.KeyQueuePrefix("q") + "*",
 		b.keys.FairState("q"), b.keys.FairKeys("q")} {
-		left, err := b.c.Keys(b.ctx, pattern).Result()
+		left, err := b.admin.Keys(b.ctx, pattern).Result()
 		require.NoError(t, err)
 		require.Empty(t, left, pattern)
 	}

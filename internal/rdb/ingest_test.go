@@ -16,12 +16,13 @@ import (
 
 // testRDB is what an ingest test needs.
 type testRDB struct {
-	ctx  context.Context
-	r    *RDB
-	c    *redis.Client
-	keys Keys
-	now  time.Time
-	opt  IngestOptions
+	ctx   context.Context
+	r     *RDB
+	c     *redis.Client
+	admin *redis.Client // the test's own reads that the restricted c may not send (KEYS, SCAN, CONFIG)
+	keys  Keys
+	now   time.Time
+	opt   IngestOptions
 }
 
 func newTestRDB(t *testing.T) *testRDB {
@@ -30,9 +31,19 @@ func newTestRDB(t *testing.T) *testRDB {
 	redistest.CheckSlots(t, s.Client, HashSlot)
 	r := New(s.Client, s.Prefix)
 	return &testRDB{
-		ctx: context.Background(), r: r, c: s.Client, keys: r.Keys(),
+		ctx: context.Background(), r: r, c: s.Client, admin: s.Admin, keys: r.Keys(),
 		now: time.Now(), opt: IngestOptions{MaxDepth: 100, EventsMaxLen: 1000, RecentCap: 1000},
 	}
+}
+
+// newAdminTestRDB is newTestRDB with the RDB on the server's default
+// user, for what needs a command the restricted one is denied: rebuilding
+// a lost queue registry searches the keyspace with SCAN.
+func newAdminTestRDB(t *testing.T) *testRDB {
+	t.Helper()
+	b := newTestRDB(t)
+	b.r, b.c = New(b.admin, b.keys.Prefix()), b.admin
+	return b
 }
 
 // testTask returns a valid queued task; key "" means no idempotency key.

@@ -17,5 +17,5 @@ import (
 // does a command of more than 3,999 arguments.
 func TestMain(m *testing.M) {
 	StrictScripts()
-	os.Exit(redistest.Main(m))
+	os.Exit(redistest.Main(m, redistest.Restricted()))
 }

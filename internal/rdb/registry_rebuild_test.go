@@ -35,7 +35,7 @@ func TestRegistryLostKeepsNumbers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := newTestRDB(t)
+			b := newAdminTestRDB(t)
 			nums := map[string]uint16{}
 			for _, q := range []string{"a", "b"} {
 				n, err := b.r.QueueNumber(b.ctx, q)
@@ -71,7 +71,7 @@ func TestRegistryLostKeepsNumbers(t *testing.T) {
 // under the queue's number now, readable by every process.
 func TestIngestStaleNumberAfterWipe(t *testing.T) {
 	t.Parallel()
-	b := newTestRDB(t)
+	b := newAdminTestRDB(t)
 	nt := b.task(t, "a", "") // caches a -> 1
 	b.wipe(t)
 	other := New(b.c, b.keys.Prefix())
@@ -95,7 +95,7 @@ func TestIngestStaleNumberAfterWipe(t *testing.T) {
 // registry holds now.
 func TestGetTaskRereadsRegistryOnMiss(t *testing.T) {
 	t.Parallel()
-	b := newTestRDB(t)
+	b := newAdminTestRDB(t)
 	_ = b.task(t, "a", "") // b.r caches 1 <-> a
 	b.wipe(t)
 	other := New(b.c, b.keys.Prefix())
@@ -118,7 +118,7 @@ func TestGetTaskRereadsRegistryOnMiss(t *testing.T) {
 // its id at once, by a process that never cached its queue.
 func TestTaskLookupRebuildsALostRegistry(t *testing.T) {
 	t.Parallel()
-	b := newTestRDB(t)
+	b := newAdminTestRDB(t)
 	_ = b.task(t, "a", "")
 	nt := b.task(t, "b", "")
 	b.ingest(t, "b", nt)
@@ -148,7 +148,7 @@ func TestTaskLookupRebuildsALostRegistry(t *testing.T) {
 // hold: after a wipe the number may belong to another queue.
 func TestTaskQueueRereadsAStaleCache(t *testing.T) {
 	t.Parallel()
-	b := newTestRDB(t)
+	b := newAdminTestRDB(t)
 	_ = b.task(t, "a", "") // b.r caches 1 <-> a
 	b.wipe(t)
 	other := New(b.c, b.keys.Prefix())

@@ -356,3 +356,14 @@ func TestRefused(t *testing.T) {
 	denied := c.Scan(ctx, 0, "*", 10).Err()
 	require.True(t, refused(denied), "%v", denied)
 }
+
+// TestSuiteRunsAsARestrictedUser: the package's tests talk to Redis as a
+// user denied what managed services refuse (TestMain: redistest.Restricted),
+// so every script and call they run needs none of it.
+func TestSuiteRunsAsARestrictedUser(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	for _, cmd := range [][]any{{"CONFIG", "GET", "maxmemory"}, {"KEYS", "*"}, {"SCAN", 0}, {"FLUSHDB"}, {"SCRIPT", "FLUSH"}} {
+		require.ErrorContains(t, s.Client.Do(context.Background(), cmd...).Err(), "NOPERM", "%v", cmd)
+	}
+}

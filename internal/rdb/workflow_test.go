@@ -18,7 +18,7 @@ import (
 func (b *testRDB) snapshot(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	iter := b.c.Scan(b.ctx, 0, b.keys.Prefix()+":*", 1000).Iterator()
+	iter := b.admin.Scan(b.ctx, 0, b.keys.Prefix()+":*", 1000).Iterator()
 	for iter.Next(b.ctx) {
 		k := iter.Val()
 		typ, err := b.c.Type(b.ctx, k).Result()

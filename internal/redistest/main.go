@@ -14,8 +14,20 @@ import (
 type Option func(*mainOptions)
 
 type mainOptions struct {
-	after []func()
-	leak  []goleak.Option
+	after      []func()
+	leak       []goleak.Option
+	restricted bool
+}
+
+// restrictShared is Restricted's choice for the process's shared server.
+var restrictShared bool
+
+// Restricted makes the clients of the shared server (Server.Client, and so
+// New's) log in as an ACL user denied the commands managed Redis services
+// refuse (ManagedDenied): the package's tests then show that dtq needs none
+// of them. A test's own set-up uses Setup.Admin or Server.AdminClient.
+func Restricted() Option {
+	return func(o *mainOptions) { o.restricted = true }
 }
 
 // After runs fs, in order, once the tests have run and before the shared
@@ -52,6 +64,7 @@ func Main(m *testing.M, opts ...Option) int {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	restrictShared = o.restricted
 	code := m.Run()
 
 	sharedMu.Lock()
@@ -101,6 +114,12 @@ func Shared(t testing.TB) *Server {
 		s, err := Start()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if restrictShared {
+			if err := s.restrict(); err != nil {
+				s.Stop()
+				t.Fatal(err)
+			}
 		}
 		shared = s
 	}

@@ -18,6 +18,9 @@ import (
 type Setup struct {
 	Server *Server
 	Client *redis.Client
+	// Admin is a client of the server as its default user, for the test's
+	// own set-up and checks (Client may be restricted: see Restricted).
+	Admin  *redis.Client
 	Prefix string
 }
 
@@ -43,12 +46,16 @@ func New(t testing.TB) *Setup {
 func newSetup(t testing.TB, s *Server) *Setup {
 	t.Helper()
 	c := s.Client(t)
+	admin := c
+	if s.user != "" {
+		admin = s.AdminClient(t)
+	}
 	prefix := fmt.Sprintf("t%d", seq.Add(1))
 	s.prefixes.issue(prefix)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		stray, err := s.strayKeys(ctx, c)
+		stray, err := s.strayKeys(ctx, admin)
 		if err != nil {
 			t.Errorf("redistest: key leak check: %v", err)
 		} else if len(stray) > 0 {
@@ -58,12 +65,12 @@ func newSetup(t testing.TB, s *Server) *Setup {
 		}
 		// The keys go before the prefix retires: a key of a retired
 		// prefix that still exists was written after its test ended.
-		if err := deleteUnder(ctx, c, prefix); err != nil {
+		if err := deleteUnder(ctx, admin, prefix); err != nil {
 			t.Errorf("redistest: delete the keys of %s: %v", prefix, err)
 		}
 		s.prefixes.retire(prefix)
 	})
-	return &Setup{Server: s, Client: c, Prefix: prefix}
+	return &Setup{Server: s, Client: c, Admin: admin, Prefix: prefix}
 }
 
 var reserved = struct {

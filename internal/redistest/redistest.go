@@ -32,6 +32,8 @@ type Server struct {
 	alive bool
 
 	prefixes prefixRegistry // the prefixes New handed out on this server
+
+	user, password string // Client's ACL user ("": the default user)
 }
 
 // Running reports whether the server was started and not killed since.
@@ -185,8 +187,38 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 // command of more than MaxArgs arguments on it fails t.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 64})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 64, Username: s.user, Password: s.password})
 	c.AddHook(argLimit{t})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// AdminClient returns a new client of the server as its default user,
+// closed when t ends: for a test's own set-up and checks that use commands
+// a restricted server's Client may not (see Restricted).
+func (s *Server) AdminClient(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 8})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ManagedDenied are the commands managed Redis services commonly refuse,
+// as ACL rules: Restricted's user is denied them (docs/compatibility.md).
+var ManagedDenied = []string{"-config", "-keys", "-scan", "-debug", "-flushall", "-flushdb",
+	"-script|flush", "-client|kill", "-shutdown", "-monitor"}
+
+// restrict makes Client log in as an ACL user denied ManagedDenied.
+func (s *Server) restrict() error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	args := []any{"ACL", "SETUSER", "dtq-test", "on", ">dtq-test", "~*", "&*", "+@all"}
+	for _, r := range ManagedDenied {
+		args = append(args, r)
+	}
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
+		return fmt.Errorf("redistest: create the restricted user: %w", err)
+	}
+	s.user, s.password = "dtq-test", "dtq-test"
+	return nil
 }
