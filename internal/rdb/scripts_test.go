@@ -367,3 +367,22 @@ func TestSuiteRunsAsARestrictedUser(t *testing.T) {
 		require.ErrorContains(t, s.Client.Do(context.Background(), cmd...).Err(), "NOPERM", "%v", cmd)
 	}
 }
+
+// TestStrictScriptsRefuseBlockingCommands: the strict mode fails a script
+// that sends a blocking command, however spelt.
+func TestStrictScriptsRefuseBlockingCommands(t *testing.T) {
+	t.Parallel()
+	s := redistest.New(t)
+	key := s.Prefix + ":b:{q}"
+	for _, body := range []string{
+		"return redis.call('BLPOP', KEYS[1], 1)",
+		"return redis.pcall('brpop', KEYS[1], 1)",
+		"return redis.call('XREAD', 'COUNT', 1, 'block', 10, 'STREAMS', KEYS[1], '$')",
+		"return redis.call('WAIT', 0, 0)",
+	} {
+		text := strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(body)
+		err := redis.NewScript(text).Run(context.Background(), s.Client, []string{key}).Err()
+		require.ErrorContains(t, err, "strict scripts: ", body)
+		require.ErrorContains(t, err, " blocks", body)
+	}
+}

@@ -2,9 +2,11 @@
 -- whose redis.call and redis.pcall are renamed to dk_call and dk_pcall.
 -- Each command's keys (as COMMAND GETKEYS tells them) must be one of the
 -- script's KEYS or carry the hash tag of one, as on a server that refuses
--- undeclared keys, and no command takes more than 3,999 arguments, as
--- some proxies allow; anything else fails the script, naming the key or
--- the count.
+-- undeclared keys, no command takes more than 3,999 arguments, as some
+-- proxies allow, and none blocks (a blocking command in a script does not
+-- wait: it answers at once, which is never what its caller meant);
+-- anything else fails the script, naming the key, the count or the
+-- command.
 local dk_real_call, dk_real_pcall = redis.call, redis.pcall
 local function dk_tag(key)
   local open = string.find(key, '{', 1, true)
@@ -24,7 +26,21 @@ for _, key in ipairs(KEYS) do
     dk_tags[tag] = true
   end
 end
+local dk_blocking = {blpop = true, brpop = true, blmove = true, brpoplpush = true, bzpopmin = true,
+  bzpopmax = true, blmpop = true, bzmpop = true, wait = true, waitaof = true}
 local function dk_check(cmd, ...)
+  local name = string.lower(tostring(cmd))
+  if dk_blocking[name] then
+    error('strict scripts: ' .. tostring(cmd) .. ' blocks')
+  end
+  if name == 'xread' or name == 'xreadgroup' then
+    for i = 1, select('#', ...) do
+      local a = select(i, ...)
+      if type(a) == 'string' and string.upper(a) == 'BLOCK' then
+        error('strict scripts: ' .. tostring(cmd) .. ' BLOCK blocks')
+      end
+    end
+  end
   local n = select('#', ...)
   if n + 1 > 3999 then
     error('strict scripts: ' .. tostring(cmd) .. ' sent with ' .. (n + 1) .. ' arguments, more than 3,999')
