@@ -62,6 +62,15 @@ release: ## Build a release into dist/ (VERSION=v0.x.y): dtq for linux and darwi
 	rm -rf $(DIST)
 	cd release && $(GO) run . -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -out $(abspath $(DIST)) -go $(GO) $(RELEASE_FLAGS)
 
+# test-compat's servers, name=/path/to/server each, space separated.
+SERVERS ?=
+# COMPAT_FLAGS adds go test flags to test-compat's runs (e.g. -race).
+COMPAT_FLAGS ?=
+
+.PHONY: test-compat
+test-compat: ## Run the root, rdb, fault and Cluster suites against each server in SERVERS="name=/path/to/valkey-server ..." (docs/compatibility.md); not part of make test
+	@GO="$(GO)" COMPAT_FLAGS="$(COMPAT_FLAGS)" internal/redistest/compat.sh $(SERVERS)
+
 .PHONY: screenshots
 screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)
 	cd cmd/dtq && $(GO) test ./internal/web -run '^TestScreenshots$$' -count=1 -screenshots

@@ -26,9 +26,9 @@ type Cluster struct {
 // cluster_state:ok with all 16384 slots served and every replica's link to
 // its master is up. Extra args go to every redis-server.
 func StartCluster(masters, replicas int, extra ...string) (*Cluster, error) {
-	cli, err := exec.LookPath("redis-cli")
+	cli, err := CLIBinary()
 	if err != nil {
-		return nil, fmt.Errorf("redistest: redis-cli not found on PATH (it comes with redis-server): %w", err)
+		return nil, err
 	}
 	c := &Cluster{NodeTimeout: 2 * time.Second}
 	args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",

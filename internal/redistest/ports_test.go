@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -26,7 +25,7 @@ func TestDownAddrStaysDown(t *testing.T) {
 	_, err := net.DialTimeout("tcp", addr, time.Second)
 	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "dial %s: %v", addr, err)
 
-	bin, err := exec.LookPath("redis-server")
+	bin, err := ServerBinary()
 	require.NoError(t, err)
 	_, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)

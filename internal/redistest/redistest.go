@@ -1,6 +1,13 @@
 // Package redistest starts private redis-server processes for tests. Tests
 // never touch a Redis someone else uses: each package gets its own server on
 // a free loopback port, and each test its own key prefix on it.
+//
+// The server is redis-server from PATH, and Cluster's tool redis-cli. The
+// environment variable DTQ_TEST_REDIS_SERVER (ServerEnv), an absolute path,
+// picks another server binary instead, such as Valkey's valkey-server; its
+// cli is the -cli beside it (valkey-cli). make test-compat runs the suites
+// this way against each server it is given (docs/compatibility.md). A
+// binary named there that is missing fails the tests with its name.
 package redistest
 
 import (
@@ -43,12 +50,13 @@ func (s *Server) Running() bool {
 	return s.alive
 }
 
-// Start launches redis-server (from PATH) on a free loopback port with its
-// data in a temporary directory. Extra args are passed to redis-server.
+// Start launches redis-server (ServerBinary: from PATH, or ServerEnv's) on a
+// free loopback port with its data in a temporary directory. Extra args are
+// passed to redis-server.
 func Start(extra ...string) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := ServerBinary()
 	if err != nil {
-		return nil, fmt.Errorf("redistest: redis-server not found on PATH (install it, e.g. apt-get install -y redis-server): %w", err)
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "dtq-redistest-")
 	if err != nil {
@@ -84,7 +92,7 @@ func StartSentinel(name, master string, q int) (*Server, error) {
 // StartSentinelAfter is StartSentinel with the master considered down after
 // downAfter without an answer.
 func StartSentinelAfter(name, master string, q int, downAfter time.Duration) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := ServerBinary()
 	if err != nil {
 		return nil, err
 	}
