@@ -1,11 +1,14 @@
 package redistest
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -65,4 +68,30 @@ func TestBinaries(t *testing.T) {
 			require.Equal(t, tt.wantCLI, cli)
 		})
 	}
+}
+
+// The servers the tests start are the binary ServerBinary names (the one
+// DTQ_TEST_REDIS_SERVER picks under make test-compat), as the server itself
+// reports it.
+func TestServerIsServerBinary(t *testing.T) {
+	t.Parallel()
+	want, err := ServerBinary()
+	require.NoError(t, err)
+	c := redis.NewClient(&redis.Options{Addr: Shared(t).Addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "server").Result()
+	require.NoError(t, err)
+	require.Contains(t, info, "executable:"+want+"\r\n")
+	t.Logf("%s: server_name=%s valkey_version=%s redis_version=%s", want,
+		infoValue(info, "server_name"), infoValue(info, "valkey_version"), infoValue(info, "redis_version"))
+}
+
+// infoValue returns field's value in an INFO reply, or "-".
+func infoValue(info, field string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return "-"
 }

@@ -7,8 +7,9 @@
 #
 # Every binary is checked before any test runs: one that is missing or not
 # executable fails the run at once, naming it. Then it prints, per server,
-# its version (<server> --version), each suite's result and duration, and a
-# PASS or FAIL line; it exits non-zero if any suite failed.
+# its version (<server> --version), that the tests start it (redistest's
+# TestServerIsServerBinary), each suite's result and duration, and a PASS or
+# FAIL line; it exits non-zero if any suite failed.
 #
 # GO is the go command (default go); COMPAT_FLAGS adds go test flags (the
 # default is none: no race detector, which make test already runs).
@@ -63,6 +64,16 @@ for i in "${!names[@]}"; do
 	echo "== $name: $bin"
 	echo "   ${versions[$i]}"
 	result=PASS line=""
+	# First, that the tests really start this binary (the server's own
+	# INFO names its executable): a run against another server proves
+	# nothing.
+	echo "-- $name server (go test -count=1 -run '^TestServerIsServerBinary\$' -v ./internal/redistest)"
+	if ! (cd "$root" && DTQ_TEST_REDIS_SERVER=$bin "$GO" test -count=1 -run '^TestServerIsServerBinary$' -v ./internal/redistest); then
+		echo "FAIL $name: the tests do not start $bin: suites not run"
+		summary+=("FAIL $name: server=FAIL")
+		failed=1
+		continue
+	fi
 	for s in "${suites[@]}"; do
 		IFS='|' read -r label dir pkgs <<<"$s"
 		echo "-- $name $label ($dir: go test -count=1 ${flags[*]} $pkgs)"
