@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +18,6 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-// managedDenied are the commands managed Redis services commonly refuse
-// (docs/compatibility.md, "Managed services").
-const managedDenied = "-config -keys -scan -debug -flushall -flushdb -script|flush -client|kill -shutdown -monitor"
-
 // TestRestrictedRedisUser: dtq runs its whole cycle — ready check, single,
 // keyed and batch submissions, a workflow, a worker finishing and failing
 // tasks, the dead-letter queue, listings — as an ACL user denied
@@ -28,11 +25,12 @@ const managedDenied = "-config -keys -scan -debug -flushall -flushdb -script|flu
 func TestRestrictedRedisUser(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name, rules string
-		unknown     []string // the checks ReadyChecks cannot make
+		name    string
+		rules   []string
+		unknown []string // the checks ReadyChecks cannot make
 	}{
-		{"managed", managedDenied, nil}, // the eviction policy from INFO
-		{"no INFO either", managedDenied + " -info", []string{dtq.CheckRedisVersion, dtq.CheckMaxmemoryPolicy}},
+		{"managed", redistest.ManagedDenied, nil}, // the eviction policy from INFO
+		{"no INFO either", append(slices.Clone(redistest.ManagedDenied), "-info"), []string{dtq.CheckRedisVersion, dtq.CheckMaxmemoryPolicy}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -41,8 +39,11 @@ func TestRestrictedRedisUser(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(srv.Stop)
 			admin := srv.Client(t)
-			require.NoError(t, admin.Do(ctx, append([]any{"ACL", "SETUSER", "dtq", "on", ">secret", "~*", "&*", "+@all"},
-				splitRules(tc.rules)...)...).Err())
+			setUser := []any{"ACL", "SETUSER", "dtq", "on", ">secret", "~*", "&*", "+@all"}
+			for _, r := range tc.rules {
+				setUser = append(setUser, r)
+			}
+			require.NoError(t, admin.Do(ctx, setUser...).Err())
 			rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "dtq", Password: "secret"})
 			t.Cleanup(func() { _ = rc.Close() })
 			err = rc.ConfigGet(ctx, "maxmemory-policy").Err()
@@ -125,21 +126,6 @@ func runCycle(t *testing.T, rc redis.UniversalClient) {
 	dlq, err := in.ListDLQ(ctx, &dtq.DLQListParams{Queue: "q"})
 	require.NoError(t, err)
 	require.Len(t, dlq.Items, 1)
-}
-
-// splitRules turns "a b c" into ACL SETUSER arguments.
-func splitRules(s string) []any {
-	var out []any
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ' ' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 // TestSingleNodeCluster: dtq runs its cycle on one node with

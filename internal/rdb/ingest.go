@@ -121,9 +121,10 @@ type IngestOptions struct {
 
 // Ingest creates tasks of one queue with one script call (several past
 // ingestPerCall tasks). Each task is checked and written on its own: one
-// task's refusal does not affect others. The call is safe to send again with the same arguments (go-redis does
-// after a broken connection; so may the caller): a task it already created
-// is answered Created again and nothing more is written.
+// task's refusal does not affect others. The call is safe to send again
+// with the same arguments (go-redis does after a broken connection; so may
+// the caller): a task it already created is answered Created again and
+// nothing more is written.
 func (r *RDB) Ingest(ctx context.Context, queue string, now time.Time, opt IngestOptions, tasks []NewTask) ([]IngestResult, error) {
 	return r.ingest(ctx, queue, now, opt, tasks, false)
 }

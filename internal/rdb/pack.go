@@ -6,7 +6,7 @@ import "strconv"
 // into one script argument: each value as its length, a colon and its
 // bytes, one after the other. However many values a call carries, it sends
 // one argument for them, as some proxies refuse a command of more than
-// 3,999 arguments (docs/compatibility.md); unpack_fields in lua/_util.lua
+// 3,999 arguments (docs/compatibility.md); packed_argv in lua/_util.lua
 // reads them back, byte for byte.
 type packer struct{ b []byte }
 

@@ -47,6 +47,13 @@ func StrictScripts() {
 	}
 }
 
+// strictText is a script's text in the strict-scripts mode: the prelude,
+// then the text with its redis.call and redis.pcall sent through the
+// prelude's checking wrappers.
+func strictText(text string) string {
+	return strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(text)
+}
+
 // loadScripts assembles the scripts of lua/; with strict, each checks
 // its keys and its calls' sizes (StrictScripts).
 func loadScripts(strict bool) (map[string]*redis.Script, map[string][]part) {
@@ -85,7 +92,7 @@ func loadScripts(strict bool) (map[string]*redis.Script, map[string][]part) {
 			panic("rdb: " + err.Error())
 		}
 		if strict {
-			text = strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(text)
+			text = strictText(text)
 			p = append([]part{{file: strictScriptsFile, line: 1, lines: strings.Count(strictScriptsPrelude, "\n")}}, p...)
 		}
 		name := strings.TrimSuffix(e.Name(), ".lua")

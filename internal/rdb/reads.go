@@ -38,6 +38,15 @@ func (r *RDB) QueuesExist(ctx context.Context, queues []string) ([]bool, error) 
 	return out, nil
 }
 
+// bandReady is the ready tasks of band b: the entries its stream holds
+// (claims trim what they deliver, so those are exactly its undelivered
+// ones) and, with key queues, the tasks waiting in its key queues, which
+// the fair state hash fs counts ("n<band>").
+func bandReady(streamLen int64, fs map[string]string, b int) int64 {
+	inKeys, _ := strconv.ParseInt(fs["n"+strconv.Itoa(b)], 10, 64)
+	return streamLen + max(0, inKeys)
+}
+
 // QueueInfo reads one queue's state with one pipeline, from counters and
 // structure sizes (never by scanning tasks), its throughput summing the
 // per-minute counters of the last minutes up to now. LiveWorkers and
@@ -77,8 +86,7 @@ func (r *RDB) QueueInfo(ctx context.Context, queue string, now time.Time, minute
 		if p, err := xpend[b].Result(); err == nil {
 			qi.Pending += p.Count
 		}
-		inKeys, _ := strconv.ParseInt(fs["n"+strconv.Itoa(b)], 10, 64)
-		n := xlen[b].Val() + max(0, inKeys)
+		n := bandReady(xlen[b].Val(), fs, b)
 		qi.Ready["p"+strconv.Itoa(b)] = n
 		qi.ReadyTotal += n
 	}

@@ -105,8 +105,7 @@ func (r *RDB) ScalingSamples(ctx context.Context, queues []string, now time.Time
 		fs := c.fair.Val()
 		oldest := int64(0)
 		for b := range NumBands {
-			inKeys, _ := strconv.ParseInt(fs["n"+strconv.Itoa(b)], 10, 64)
-			s.Ready += c.xlen[b].Val() + max(0, inKeys)
+			s.Ready += bandReady(c.xlen[b].Val(), fs, b)
 			if es := c.first[b].Val(); len(es) > 0 {
 				ms, _, _ := strings.Cut(es[0].ID, "-")
 				if t, err := strconv.ParseInt(ms, 10, 64); err == nil && (oldest == 0 || t < oldest) {

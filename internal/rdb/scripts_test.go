@@ -272,7 +272,7 @@ func TestDeclaredKeysModeRefusesOtherKeys(t *testing.T) {
 		{"a declared key's tag only", "return redis.call('GET', 'y:{" + s.Prefix + ":global}')", "y:{" + s.Prefix + ":global}"},
 	}
 	for _, tc := range cases {
-		text := strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(tc.body)
+		text := strictText(tc.body)
 		err := redis.NewScript(text).Run(ctx, s.Client, keys).Err()
 		if tc.refused == "" {
 			if err != nil {
@@ -286,6 +286,12 @@ func TestDeclaredKeysModeRefusesOtherKeys(t *testing.T) {
 	}
 }
 
+// The test clients' bound on a command's length is the one dtq keeps.
+func TestCallBoundIsTheTestClientsBound(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, MaxCallArgs, redistest.MaxArgs)
+}
+
 // TestStrictScriptsRefuseLongCalls: the strict mode fails a command of more
 // than 3,999 arguments (what some proxies refuse), and lets 3,999 through.
 func TestStrictScriptsRefuseLongCalls(t *testing.T) {
@@ -293,7 +299,7 @@ func TestStrictScriptsRefuseLongCalls(t *testing.T) {
 	s := redistest.New(t)
 	ctx := context.Background()
 	key := s.Prefix + ":long:{q}"
-	text := strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(
+	text := strictText(
 		"local t = {} for i = 1, tonumber(ARGV[1]) do t[i] = i end return redis.call('RPUSH', KEYS[1], unpack(t))")
 	script := redis.NewScript(text)
 	require.NoError(t, script.Run(ctx, s.Client, []string{key}, 3997).Err(), "RPUSH, its key and 3,997 values: 3,999 arguments")
@@ -302,14 +308,14 @@ func TestStrictScriptsRefuseLongCalls(t *testing.T) {
 	require.Contains(t, err.Error(), "strict scripts: RPUSH sent with 4000 arguments, more than 3,999")
 }
 
-// TestPackedValuesRoundTrip: what packer writes, unpack_fields reads back
+// TestPackedValuesRoundTrip: what packer writes, packed_argv reads back
 // byte for byte (colons, digits, NULs, bytes that are no UTF-8, empty
 // values), 10,000 values in one argument.
 func TestPackedValuesRoundTrip(t *testing.T) {
 	t.Parallel()
 	s := redistest.New(t)
 	text, _, err := assemble(loadHelpers(t), "roundtrip.lua",
-		"--! include: unpack_fields\nreturn unpack_fields(ARGV[1], {ARGV[2]})\n")
+		"--! include: packed_argv\nreturn packed_argv()\n")
 	require.NoError(t, err)
 	vals := []string{"", "3:abc", "12", ":", "\x00\xff\xfe", "é", strings.Repeat("x", 70000)}
 	for i := range 10000 {
@@ -323,14 +329,14 @@ func TestPackedValuesRoundTrip(t *testing.T) {
 	for _, v := range vals[4:] {
 		pk.add(v)
 	}
-	got, err := redis.NewScript(text).Run(context.Background(), s.Client, nil, pk.String(), "first").StringSlice()
+	got, err := redis.NewScript(text).Run(context.Background(), s.Client, nil, "first", pk.String()).StringSlice()
 	require.NoError(t, err)
 	require.Equal(t, append([]string{"first"}, vals...), got)
 
 	var nums packer
 	nums.addInt(-42)
 	nums.addFloat(0.25)
-	got, err = redis.NewScript(text).Run(context.Background(), s.Client, nil, nums.String(), "n").StringSlice()
+	got, err = redis.NewScript(text).Run(context.Background(), s.Client, nil, "n", nums.String()).StringSlice()
 	require.NoError(t, err)
 	require.Equal(t, []string{"n", "-42", "0.25"}, got)
 }
@@ -380,7 +386,7 @@ func TestStrictScriptsRefuseBlockingCommands(t *testing.T) {
 		"return redis.call('XREAD', 'COUNT', 1, 'block', 10, 'STREAMS', KEYS[1], '$')",
 		"return redis.call('WAIT', 0, 0)",
 	} {
-		text := strictScriptsPrelude + strings.NewReplacer("redis.call(", "dk_call(", "redis.pcall(", "dk_pcall(").Replace(body)
+		text := strictText(body)
 		err := redis.NewScript(text).Run(context.Background(), s.Client, []string{key}).Err()
 		require.ErrorContains(t, err, "strict scripts: ", body)
 		require.ErrorContains(t, err, " blocks", body)

@@ -9,9 +9,10 @@ import (
 )
 
 // MaxArgs is the most arguments (the command's name included) dtq sends
-// in one command: some proxies in front of managed Redis refuse more
-// (docs/compatibility.md). Every client this package hands out fails its
-// test on a longer command, before sending it.
+// in one command, rdb.MaxCallArgs (this package cannot import rdb, whose
+// tests use it; an rdb test checks the two agree): some proxies in front of
+// managed Redis refuse more (docs/compatibility.md). Every client this
+// package hands out fails its test on a longer command, before sending it.
 const MaxArgs = 3999
 
 // argLimit is the go-redis hook that enforces MaxArgs.

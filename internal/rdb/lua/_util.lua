@@ -36,13 +36,15 @@ local function after_id(id)
   return ms .. '-' .. (tonumber(seq) + 1)
 end
 
--- unpack_fields returns the values of a packed argument (packer in
--- pack.go: each value as its length, a colon and its bytes), in order,
--- appended to into (a new table when nil), so that any number of values
--- travels as one argument.
-local function unpack_fields(s, into)
-  local out, pos, n = into or {}, 1, #s
-  while pos <= n do
+-- packed_argv returns ARGV with its last argument, a packed tail (a
+-- header's "packed" entry: packer in pack.go writes each value as its
+-- length, a colon and its bytes), laid out in its place, byte for byte, so
+-- that any number of values travels as one argument.
+local function packed_argv()
+  local last = #ARGV
+  local out = {unpack(ARGV, 1, last - 1)}
+  local s, pos = ARGV[last], 1
+  while pos <= #s do
     local colon = string.find(s, ':', pos, true)
     local len = tonumber(string.sub(s, pos, colon - 1))
     out[#out + 1] = string.sub(s, colon + 1, colon + len)

@@ -30,14 +30,9 @@
 -- {"ok", per node: ref, task id, definition JSON while the node is still
 -- being written (not yet activated) else ""}.
 --
---! include: unpack_fields, wf_ended, wf_list
+--! include: packed_argv, wf_ended, wf_list
 
--- A is ARGV with the packed tail ARGV[5] laid out in its place.
-local A = {}
-for i = 1, 4 do
-  A[i] = ARGV[i]
-end
-unpack_fields(ARGV[5], A)
+local A = packed_argv() -- ARGV, its packed tail ARGV[5] laid out in its place
 local v = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'nodes')
 if not v[1] then return {'not_found'} end
 if v[2] == '1' then return {'not_running', 'cancelled'} end

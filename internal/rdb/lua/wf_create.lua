@@ -37,14 +37,9 @@
 -- {"created", status} | {"in_progress", id} | {"mismatch", id} |
 -- {"duplicate", id, status} | {"queue_full", queue, depth}.
 --
---! include: unpack_fields
+--! include: packed_argv
 
--- A is ARGV with the packed tail ARGV[12] laid out in its place.
-local A = {}
-for i = 1, 11 do
-  A[i] = ARGV[i]
-end
-unpack_fields(ARGV[12], A)
+local A = packed_argv() -- ARGV, its packed tail ARGV[12] laid out in its place
 local id = A[2]
 if KEYS[4] then
   local raw = redis.call('GET', KEYS[4])

@@ -31,14 +31,9 @@
 -- the inline bound and none is listed (the caller reads them from the releases hash
 -- in chunks), else "0"; each release "ref|kind|task id|queue|detail".
 --
---! include: unpack_fields, wf_decide, wf_resolve, wf_finish, wf_end, wf_release, wf_outcome
+--! include: packed_argv, wf_decide, wf_resolve, wf_finish, wf_end, wf_release, wf_outcome
 
--- A is ARGV with the packed tail ARGV[5] laid out in its place.
-local A = {}
-for i = 1, 4 do
-  A[i] = ARGV[i]
-end
-unpack_fields(ARGV[5], A)
+local A = packed_argv() -- ARGV, its packed tail ARGV[5] laid out in its place
 local x = {w = KEYS[1], n = KEYS[2], r = KEYS[3], d = KEYS[4], p = KEYS[5], now = A[1],
   inline = tonumber(A[3])}
 local v = redis.call('HMGET', KEYS[1], 'status', 'cancel', 'ev_s')

@@ -18,7 +18,7 @@ import (
 //	-- ARGV[6..] ids []string: task ids                 an open tail of values
 //	-- ARGV[6..] leases []{id, attempt int}: pairs      an open tail of items
 //	-- ARGV[6..] nodes packed []{ref, def bytes}: …      a tail sent as ARGV[6]
-//	--   alone (packFields; the script reads it with unpack_fields), however
+//	--   alone (packer; the script reads it with packed_argv), however
 //	--   long: no call sends more than 3,999 arguments
 //	-- KEYS[6 + 2*n] outbox: an entry after a tail of items of 2
 //	-- KEYS[7] fair_on?: optional: sent while set, and only after the
