@@ -1,6 +1,7 @@
 package rdb
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -136,6 +137,21 @@ func (b *testRDB) requireWrittenOnce(t *testing.T, queue string, live, made int,
 	listed, err := b.c.LLen(b.ctx, b.keys.Recent(queue)).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(made), listed, "listing entries")
+	// The arrival counters (the autoscaling signal's) count a task created
+	// due now once, however often its call is sent.
+	arrived := 0
+	for f, v := range b.c.HGetAll(b.ctx, b.keys.Stats(queue, minuteOf(b.now))).Val() {
+		if len(f) > 1 && f[0] == 'a' && f[1] >= '0' && f[1] <= '9' {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err)
+			arrived += n
+		}
+	}
+	if delayed {
+		require.Zero(t, arrived, "arrivals")
+	} else {
+		require.Equal(t, made, arrived, "arrivals")
+	}
 }
 
 // SettleIngest answers a call whose every reply was lost: a task the call
