@@ -40,11 +40,17 @@ var docCommandsNotRun = map[string]string{
 
 // docRaces are the other first lines a transcript command may print
 // (normalized) when dev's worker acts first: a cancelled running task may
-// already have stopped, a requeued or run-now task may already run.
+// already have stopped, a requeued or run-now task may already run (or
+// have run and failed again).
 var docRaces = map[string][]string{
 	"cancel requested for task ID: it is running; its handler is told to stop": {"task ID is cancelled"},
-	"requeued task ID: queued, attempt N/N of round N (requeued N time)":       {"requeued task ID: running, attempt N/N of round N (requeued N time)"},
-	"task ID is due now (queued)":                                              {"task ID is due now (running)"},
+	"requeued task ID: queued, attempt N/N of round N (requeued N time)": {
+		"requeued task ID: running, attempt N/N of round N (requeued N time)",
+		// dev's worker ran the always-failing task again before the read.
+		"requeued task ID: retrying, attempt N/N of round N (requeued N time)",
+		"requeued task ID: dead_lettered, attempt N/N of round N (requeued N time)",
+	},
+	"task ID is due now (queued)": {"task ID is due now (running)"},
 }
 
 // docCommand is one `$ ` command of a transcript and the output shown.
