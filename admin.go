@@ -171,7 +171,19 @@ func (a *Admin) PurgeQueue(ctx context.Context, queue string) (int64, error) {
 	if err := a.knownQueue(ctx, queue); err != nil {
 		return 0, err
 	}
-	return a.rdb.PurgeQueue(ctx, queue, &a.settings, a.clock())
+	parts, err := a.partitionsOf(ctx, queue)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, part := range parts {
+		m, err := a.rdb.PurgeQueue(ctx, part, &a.settings, a.clock())
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // PauseQueue stops delivery from queue (any valid name, even one not used
@@ -180,7 +192,25 @@ func (a *Admin) PauseQueue(ctx context.Context, queue, actor string) (bool, erro
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetPaused(ctx, queue, true, &a.settings, a.clock(), actor)
+	return a.setPaused(ctx, queue, true, actor)
+}
+
+// setPaused pauses or resumes every partition of queue; it reports whether
+// any changed.
+func (a *Admin) setPaused(ctx context.Context, queue string, pause bool, actor string) (bool, error) {
+	parts, err := a.partitionsOf(ctx, queue)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for _, part := range parts {
+		c, err := a.rdb.SetPaused(ctx, part, pause, &a.settings, a.clock(), actor)
+		if err != nil {
+			return changed, err
+		}
+		changed = changed || c
+	}
+	return changed, nil
 }
 
 // ResumeQueue restarts delivery from queue. It reports whether the queue was
@@ -189,22 +219,97 @@ func (a *Admin) ResumeQueue(ctx context.Context, queue, actor string) (bool, err
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetPaused(ctx, queue, false, &a.settings, a.clock(), actor)
+	return a.setPaused(ctx, queue, false, actor)
 }
 
+// MaxPartitions bounds QueueOptions.Partitions.
+const MaxPartitions = rdb.MaxPartitions
+
+// QueueOptions are a queue's settings fixed at creation.
+type QueueOptions struct {
+	// Partitions spreads the queue over this many partitions (1..256),
+	// each on its own hash slot, chosen so that they spread evenly over a
+	// Redis Cluster's masters (docs/partitions.md). 0 leaves an existing
+	// queue as it is and creates a new one with 1.
+	Partitions int
+}
+
+// PartitionsConflictError is returned by CreateQueue for a queue that
+// exists with another number of partitions than asked: a queue's
+// partitions are fixed when it is created. It matches ErrPartitionsConflict.
+type PartitionsConflictError struct {
+	Queue string
+	Has   int // the queue's partitions
+	Asked int
+}
+
+// Error says how many partitions the queue has.
+func (e *PartitionsConflictError) Error() string {
+	return fmt.Sprintf("dtq: queue %s exists with %d partition(s), not %d: partitions are chosen when a queue is created; "+
+		"create a new queue with the partitions wanted, or leave partitions out to keep the queue as it is", e.Queue, e.Has, e.Asked)
+}
+
+// Unwrap returns ErrPartitionsConflict.
+func (e *PartitionsConflictError) Unwrap() error { return ErrPartitionsConflict }
+
 // CreateQueue adds queue to the registry (docs/security.md: under the declared
-// policy only such queues accept tasks). It reports whether the queue is
-// new; creating an existing queue changes nothing. All 65535 numbers in use
-// is a *ValidationError.
-func (a *Admin) CreateQueue(ctx context.Context, queue string) (bool, error) {
+// policy only such queues accept tasks), with opts' partitions (nil: one,
+// or as it is). It reports whether the queue is new; creating an existing
+// queue changes nothing, and asking an existing queue for another number of
+// partitions is a *PartitionsConflictError. All 65535 numbers in use is a
+// *ValidationError.
+func (a *Admin) CreateQueue(ctx context.Context, queue string, opts *QueueOptions) (bool, error) {
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	_, created, err := a.rdb.RegisterQueue(ctx, queue, true)
+	p := 0
+	if opts != nil {
+		p = opts.Partitions
+	}
+	if p < 0 || p > MaxPartitions {
+		return false, invalid("partitions", "must be 1..%d", MaxPartitions)
+	}
+	var created bool
+	var err error
+	if p > 1 {
+		var names []string
+		created, names, err = a.rdb.PartitionQueue(ctx, queue, p)
+		if errors.Is(err, rdb.ErrQueueExists) {
+			return false, &PartitionsConflictError{Queue: queue, Has: 1, Asked: p}
+		}
+		if err == nil && len(names) != p {
+			return false, &PartitionsConflictError{Queue: queue, Has: len(names), Asked: p}
+		}
+	} else {
+		_, created, err = a.rdb.RegisterQueue(ctx, queue, true)
+		if err == nil && p == 1 {
+			parts, perr := a.rdb.Partitions(ctx, queue, false)
+			if perr != nil {
+				return false, perr
+			}
+			if len(parts) != 1 {
+				return false, &PartitionsConflictError{Queue: queue, Has: len(parts), Asked: p}
+			}
+		}
+	}
 	if errors.Is(err, rdb.ErrQueueRegistryFull) {
 		return false, invalid("queue", "all 65535 queue numbers are in use; delete unused queues first")
 	}
 	return created, err
+}
+
+// QueuePartitions returns how many partitions queue has (1 for a queue
+// that is not partitioned); ErrQueueNotFound for a queue the registry does
+// not hold.
+func (a *Admin) QueuePartitions(ctx context.Context, queue string) (int, error) {
+	if !ValidQueueName(queue) {
+		return 0, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	}
+	parts, err := a.rdb.Partitions(ctx, queue, false)
+	if errors.Is(err, rdb.ErrQueueNotRegistered) {
+		return 0, ErrQueueNotFound
+	}
+	return len(parts), err
 }
 
 // QueueNotEmptyError is returned by DeleteQueue for a queue that still
@@ -236,15 +341,30 @@ func (a *Admin) DeleteQueue(ctx context.Context, queue string) error {
 	if !ValidQueueName(queue) {
 		return invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	res, err := a.rdb.DeleteQueue(ctx, queue)
+	parts, err := a.rdb.Partitions(ctx, queue, false)
 	if errors.Is(err, rdb.ErrQueueNotRegistered) {
 		return ErrQueueNotFound
 	}
 	if err != nil {
 		return err
 	}
-	if !res.Deleted {
-		return &QueueNotEmptyError{Queue: queue, What: res.NotEmpty, Count: res.Count}
+	// A partitioned queue goes partition by partition, its own name last:
+	// its map leaves the registry with it, so a deletion stopped by a
+	// partition holding tasks leaves a queue that still names all of them.
+	for i := len(parts) - 1; i >= 0; i-- {
+		res, err := a.rdb.DeleteQueue(ctx, parts[i])
+		if errors.Is(err, rdb.ErrQueueNotRegistered) {
+			if i == 0 {
+				return ErrQueueNotFound
+			}
+			continue // deleted by an earlier call that stopped later
+		}
+		if err != nil {
+			return err
+		}
+		if !res.Deleted {
+			return &QueueNotEmptyError{Queue: queue, What: res.NotEmpty, Count: res.Count}
+		}
 	}
 	return nil
 }
@@ -256,7 +376,19 @@ func (a *Admin) RecountQueue(ctx context.Context, queue string) (int64, int64, e
 	if err := a.knownQueue(ctx, queue); err != nil {
 		return 0, 0, err
 	}
-	return a.rdb.Recount(ctx, queue)
+	parts, err := a.partitionsOf(ctx, queue)
+	if err != nil {
+		return 0, 0, err
+	}
+	var before, after int64
+	for _, part := range parts {
+		o, n, err := a.rdb.Recount(ctx, part)
+		if err != nil {
+			return before, after, err
+		}
+		before, after = before+o, after+n
+	}
+	return before, after, nil
 }
 
 // RequeueOptions are the options of one DLQ requeue.

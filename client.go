@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
@@ -77,8 +78,9 @@ type Client struct {
 	dep deployment
 	lim limits
 
-	batchers groupcommit.PerKey[*pendingSubmit, submitOutcome] // one per queue
+	batchers groupcommit.PerKey[*pendingSubmit, submitOutcome] // one per partition
 	wf       *engine.Engine                                    // submits and fans out workflows
+	spread   atomic.Uint64                                     // round-robin of keyless tasks over partitions (route)
 }
 
 // NewClient returns a Client that stores tasks in d, with the limits of cfg
@@ -148,7 +150,7 @@ func (c *Client) submit(ctx context.Context, s Submission, lim *limits) (*Submit
 	}
 	// The batch's ingest call serves many callers, so it runs under none
 	// of their contexts (see newSubmitBatcher); ctx bounds only the wait.
-	o, err := c.batcher(n.queue).Do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
+	o, err := c.batcher(n.storage).Do(ctx, &pendingSubmit{n: n, task: nt}) //nolint:contextcheck // see above
 	if err != nil {
 		return nil, unknownOutcome(err, n, &nt)
 	}
@@ -198,7 +200,7 @@ func (c *Client) SubmitBatch(ctx context.Context, subs []Submission) ([]BatchIte
 			continue
 		}
 		ns[i], ts[i] = n, nt
-		byQueue[n.queue] = append(byQueue[n.queue], i)
+		byQueue[n.storage] = append(byQueue[n.storage], i)
 	}
 	for queue, idx := range byQueue {
 		for start := 0; start < len(idx); start += maxScriptTasks {
@@ -235,6 +237,7 @@ const ingestResendWindow = 3 * time.Second
 // try is a refusal that wrote nothing, answered at once.
 func (c *Client) ingestSure(ctx context.Context, queue string, now time.Time, tasks []rdb.NewTask) ([]rdb.IngestResult, error) {
 	opt := c.ingestOptions()
+	opt.MaxDepth = c.partitionShare(ctx, queue, opt.MaxDepth)
 	res, err := c.rdb.Ingest(ctx, queue, now, opt, tasks)
 	if err == nil || rdb.IsOOM(err) {
 		return res, err
@@ -291,7 +294,12 @@ func (c *Client) newTask(ctx context.Context, n *normalized, now time.Time) (rdb
 	if c.cfg.DeclaredQueuesOnly {
 		lookup = c.rdb.DeclaredQueueNumber
 	}
-	num, err := lookup(ctx, n.queue)
+	parts, err := c.rdb.Partitions(ctx, n.queue, !c.cfg.DeclaredQueuesOnly)
+	var num uint16
+	if err == nil {
+		n.storage = c.route(n, parts)
+		num, err = lookup(ctx, n.storage)
+	}
 	if errors.Is(err, rdb.ErrQueueNotRegistered) {
 		return rdb.NewTask{}, fmt.Errorf("%w: %q is not a declared queue; an admin creates it with PUT /api/v1/queues/%s", ErrQueueNotFound, n.queue, n.queue)
 	}
@@ -330,24 +338,30 @@ func (c *Client) outcome(ctx context.Context, n *normalized, t *rdb.NewTask, now
 	case rdb.Absent:
 		return nil, fmt.Errorf("dtq: task %s was not created (Redis did not answer in time, nothing was written): %w", t.ID, r.Err)
 	case rdb.QueueFull:
-		return nil, c.queueFull(ctx, n.queue, r.Depth, now)
+		return nil, c.queueFull(ctx, n.storage, r.Depth, c.partitionShare(ctx, n.storage, c.cfg.MaxQueueDepth), now)
 	}
 	return nil, fmt.Errorf("dtq: unexpected ingest outcome %d", r.Outcome)
 }
 
-// queueFull is the answer for a queue at its depth limit.
-func (c *Client) queueFull(ctx context.Context, queue string, depth int64, now time.Time) *QueueFullError {
-	return &QueueFullError{Queue: queue, Depth: depth, Limit: c.cfg.MaxQueueDepth, RetryAfter: c.retryAfter(ctx, queue, depth, now)}
+// queueFull is the answer for a queue, or a partition of one (storage),
+// at its depth limit.
+func (c *Client) queueFull(ctx context.Context, storage string, depth, limit int64, now time.Time) *QueueFullError {
+	queue, k := rdb.PartitionOf(storage)
+	e := &QueueFullError{Queue: queue, Depth: depth, Limit: limit, RetryAfter: c.retryAfter(ctx, storage, depth, limit, now)}
+	if limit != c.cfg.MaxQueueDepth {
+		e.Partition = &k
+	}
+	return e
 }
 
-// retryAfter estimates when a full queue will have room, from the tasks it
-// finished in the last minute; 1s..60s.
-func (c *Client) retryAfter(ctx context.Context, queue string, depth int64, now time.Time) time.Duration {
-	perMin, err := c.rdb.RecentCompletions(ctx, queue, now)
+// retryAfter estimates when a full queue (a partition of one) will have
+// room, from the tasks it finished in the last minute; 1s..60s.
+func (c *Client) retryAfter(ctx context.Context, storage string, depth, limit int64, now time.Time) time.Duration {
+	perMin, err := c.rdb.RecentCompletions(ctx, storage, now)
 	if err != nil || perMin <= 0 {
 		return 60 * time.Second
 	}
-	over := float64(depth-c.cfg.MaxQueueDepth+1) / (float64(perMin) / 60)
+	over := float64(depth-limit+1) / (float64(perMin) / 60)
 	secs := math.Ceil(over)
 	return time.Duration(min(60, max(1, secs))) * time.Second
 }

@@ -102,10 +102,18 @@ type QueueFullError struct {
 	Depth      int64
 	Limit      int64
 	RetryAfter time.Duration // a hint computed from the queue's recent drain rate
+	// Partition is the partition that is full, for a partitioned queue,
+	// whose bound applies per partition: Depth and Limit are then the
+	// partition's (docs/partitions.md).
+	Partition *int
 }
 
-// Error names the queue, its depth and its limit.
+// Error names the queue (and partition), its depth and its limit.
 func (e *QueueFullError) Error() string {
+	if e.Partition != nil {
+		return fmt.Sprintf("dtq: queue %q is full in partition %d (%d of its %d tasks: the queue's bound shared by its partitions)",
+			e.Queue, *e.Partition, e.Depth, e.Limit)
+	}
 	return fmt.Sprintf("dtq: queue %q is full (%d of %d tasks)", e.Queue, e.Depth, e.Limit)
 }
 
@@ -175,6 +183,9 @@ var (
 	// ErrQueueNotEmpty means a queue still holds tasks, so it cannot be
 	// deleted.
 	ErrQueueNotEmpty = errors.New("dtq: queue not empty")
+	// ErrPartitionsConflict: a queue exists with another number of
+	// partitions than asked (see *PartitionsConflictError).
+	ErrPartitionsConflict = errors.New("dtq: queue has other partitions")
 	// ErrWorkerNotFound: no worker with that id heartbeated in the last 24h.
 	ErrWorkerNotFound = errors.New("dtq: worker not found")
 	// ErrDLQEntryNotFound: the task is not in its queue's dead-letter queue.

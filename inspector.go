@@ -40,8 +40,12 @@ func (i *Inspector) WaitTask(ctx context.Context, id string, wait time.Duration)
 	if err != nil || t.Status.Terminal() || wait <= 0 {
 		return t, err
 	}
+	storage, err := i.rdb.TaskQueue(ctx, id) // the partition holding it, for a partitioned queue
+	if err != nil {
+		return nil, err
+	}
 	end, err := poll(ctx, wait, 10*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
-		st, err := i.rdb.TaskStatus(ctx, t.Queue, id)
+		st, err := i.rdb.TaskStatus(ctx, storage, id)
 		return st == "" || st.Terminal(), err
 	})
 	switch {

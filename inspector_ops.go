@@ -34,7 +34,7 @@ func (i *Inspector) GetQueue(ctx context.Context, queue string) (*dtqtype.QueueI
 // queueInfo reads queue's state, counting the live workers among workers
 // that serve it.
 func (i *Inspector) queueInfo(ctx context.Context, q string, workers []*dtqtype.WorkerInfo) (*dtqtype.QueueInfo, error) {
-	qi, err := i.rdb.QueueInfo(ctx, q, time.Now(), throughputWindow)
+	qi, err := i.partitionedInfo(ctx, q)
 	if err != nil {
 		return nil, err
 	}

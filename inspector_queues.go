@@ -7,6 +7,7 @@ import (
 
 	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/cursor"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // ListQueues returns a page of the registered queues by name, each with its
@@ -68,14 +69,47 @@ func (i *Inspector) QueueSizes(ctx context.Context, only []string) ([]dtqtype.Qu
 	if err != nil {
 		return nil, err
 	}
-	return i.rdb.QueueSizes(ctx, names, time.Now())
+	// A partitioned queue's sizes are its partitions' summed.
+	var all []string
+	for _, q := range names {
+		parts, err := i.rdb.Partitions(ctx, q, false)
+		if err != nil {
+			parts = []string{q} // deleted meanwhile: read as it is
+		}
+		all = append(all, parts...)
+	}
+	sizes, err := i.rdb.QueueSizes(ctx, all, time.Now())
+	if err != nil || len(all) == len(names) {
+		return sizes, err
+	}
+	out := make([]dtqtype.QueueSize, 0, len(names))
+	for _, sz := range sizes {
+		if !rdb.IsPartition(sz.Name) {
+			out = append(out, sz)
+			continue
+		}
+		s := &out[len(out)-1] // a partition follows its queue's own entry
+		s.Depth += sz.Depth
+		s.Running += sz.Running
+		s.Scheduled += sz.Scheduled
+		s.Waiting += sz.Waiting
+		s.DLQ += sz.DLQ
+		s.Paused = s.Paused || sz.Paused
+		s.Retained += sz.Retained
+	}
+	return out, nil
 }
 
-// queueNames is the sorted registry, restricted to only when not nil.
+// queueNames is the sorted registry, restricted to only when not nil. A
+// partitioned queue is its name: its partitions are not listed.
 func (i *Inspector) queueNames(ctx context.Context, only []string) ([]string, error) {
 	names, err := i.rdb.Queues(ctx)
-	if err != nil || only == nil {
-		return names, err
+	if err != nil {
+		return nil, err
+	}
+	names = slices.DeleteFunc(names, rdb.IsPartition)
+	if only == nil {
+		return names, nil
 	}
 	keep := make(map[string]bool, len(only))
 	for _, q := range only {

@@ -2,9 +2,11 @@ package dtq
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // Bounds of flow-control limits.
@@ -34,8 +36,59 @@ func (a *Admin) SetLimits(ctx context.Context, queue string, l dtqtype.QueueLimi
 	if err := checkLimits(l); err != nil {
 		return err
 	}
-	_, err := a.rdb.SetLimits(ctx, queue, &l)
-	return err
+	parts, err := a.partitionsOf(ctx, queue)
+	if err != nil {
+		return err
+	}
+	if len(parts) == 1 {
+		_, err = a.rdb.SetLimits(ctx, queue, &l)
+		return err
+	}
+	// A partitioned queue's rate and concurrency are split between its
+	// partitions, so that their sum is the queue's: never exceeded, and
+	// approximate in that one partition's unused share does not go to
+	// another (docs/partitions.md). Per-key limits hold as set: a key's
+	// tasks are all in one partition.
+	p := len(parts)
+	if l.Concurrency > 0 && l.Concurrency < p {
+		return invalid("concurrency", "is below the queue's %d partitions: each partition needs at least 1 (give %d or more)", p, p)
+	}
+	if l.Rate != nil && (l.Rate.Limit < p || (l.Rate.Burst > 0 && l.Rate.Burst < p)) {
+		return invalid("rate", "limit and burst are split between the queue's %d partitions: each needs at least 1 (give %d or more)", p, p)
+	}
+	for k, part := range parts {
+		pl := l
+		pl.Concurrency = shareOf(l.Concurrency, p, k)
+		if l.Rate != nil {
+			r := *l.Rate
+			r.Limit, r.Burst = shareOf(r.Limit, p, k), shareOf(r.Burst, p, k)
+			pl.Rate = &r
+		}
+		if _, err := a.rdb.SetLimits(ctx, part, &pl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shareOf is partition k's share of n split between p partitions: the
+// shares differ by at most 1 and sum to n.
+func shareOf(n, p, k int) int {
+	s := n / p
+	if k < n%p {
+		s++
+	}
+	return s
+}
+
+// partitionsOf is queue's partitions' storage-side names (the queue's own
+// name alone for a queue not partitioned, or not created yet).
+func (a *Admin) partitionsOf(ctx context.Context, queue string) ([]string, error) {
+	parts, err := a.rdb.Partitions(ctx, queue, false)
+	if errors.Is(err, rdb.ErrQueueNotRegistered) {
+		return []string{queue}, nil
+	}
+	return parts, err
 }
 
 // DeleteLimits removes queue's limits; it reports whether there were any.
@@ -43,15 +96,53 @@ func (a *Admin) DeleteLimits(ctx context.Context, queue string) (bool, error) {
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	return a.rdb.SetLimits(ctx, queue, nil)
+	parts, err := a.partitionsOf(ctx, queue)
+	if err != nil {
+		return false, err
+	}
+	had := false
+	for _, part := range parts {
+		h, err := a.rdb.SetLimits(ctx, part, nil)
+		if err != nil {
+			return had, err
+		}
+		had = had || h
+	}
+	return had, nil
 }
 
-// GetLimits returns queue's limits, nil when none are set.
+// GetLimits returns queue's limits, nil when none are set. A partitioned
+// queue's rate and concurrency are the sums of its partitions' shares.
 func (i *Inspector) GetLimits(ctx context.Context, queue string) (*dtqtype.QueueLimits, error) {
 	if !ValidQueueName(queue) {
 		return nil, ErrQueueNotFound
 	}
-	return i.rdb.GetLimits(ctx, queue)
+	parts, err := i.rdb.Partitions(ctx, queue, false)
+	if errors.Is(err, rdb.ErrQueueNotRegistered) {
+		parts, err = []string{queue}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l, err := i.rdb.GetLimits(ctx, queue)
+	if err != nil || l == nil || len(parts) == 1 {
+		return l, err
+	}
+	for _, part := range parts[1:] {
+		pl, err := i.rdb.GetLimits(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		if pl == nil {
+			continue
+		}
+		l.Concurrency += pl.Concurrency
+		if l.Rate != nil && pl.Rate != nil {
+			l.Rate.Limit += pl.Rate.Limit
+			l.Rate.Burst += pl.Rate.Burst
+		}
+	}
+	return l, nil
 }
 
 // checkLimits refuses limits that set nothing or a value out of range.

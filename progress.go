@@ -160,7 +160,7 @@ func newTaskLog(ct *rdb.ClaimedTask, caps rdb.LogCaps, clock func() time.Time, b
 			}
 			return a
 		}})
-	worker := base.WithAttrs([]slog.Attr{slog.String("task_id", ct.ID), slog.String("queue", ct.Queue),
+	worker := base.WithAttrs([]slog.Attr{slog.String("task_id", ct.ID), slog.String("queue", queueOf(ct.Queue)),
 		slog.String("task_type", ct.Type), slog.Int("attempt", ct.Attempt)})
 	tl.logger = slog.New(teeHandler{worker, text})
 	return tl

@@ -164,6 +164,7 @@ type limits struct {
 // normalized is a valid submission with every default applied.
 type normalized struct {
 	queue          string
+	storage        string // the partition of queue the task goes to (Client.route)
 	typ            string
 	payload        []byte
 	priority       int

@@ -178,6 +178,7 @@ type Worker struct {
 	identity     []any          // the heartbeat record's fixed fields
 	redisVersion string
 	started      time.Time
+	atStart      []string // the queues' partitions when Run started (resolvePartitions)
 
 	succeeders groupcommit.PerKey[rdb.Success, error] // per queue: batched success finalizes
 
@@ -277,7 +278,12 @@ func (w *Worker) register(ctx context.Context) error {
 	if err := w.rdb.LoadScripts(ctx); err != nil {
 		return fmt.Errorf("dtq: load scripts: %w", err)
 	}
-	for _, q := range w.queues() {
+	parts, err := w.resolvePartitions(ctx)
+	if err != nil {
+		return fmt.Errorf("dtq: read the queues' partitions: %w", err)
+	}
+	w.atStart = parts
+	for _, q := range parts {
 		// At maxmemory a missing group cannot be made, but a worker that
 		// starts anyway drains the queues it can (claims and acks free
 		// memory); the fetch loop creates the group once memory frees.
@@ -293,7 +299,7 @@ func (w *Worker) register(ctx context.Context) error {
 	// written but Run returning as if it never started, so the worker would
 	// show as starting until its heartbeat expired. Once written, Run goes
 	// through the normal stop, which records the worker as stopped.
-	err := w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.heartbeatRecord("starting"))
+	err = w.rdb.WorkerStart(context.WithoutCancel(ctx), w.cfg.WorkerID, w.started, 3*w.cfg.HeartbeatInterval, w.dep.eventsMaxLen, w.heartbeatRecord("starting"))
 	if errors.Is(err, rdb.ErrDuplicateWorker) {
 		return fmt.Errorf("%w: %s", ErrWorkerIDInUse, w.cfg.WorkerID)
 	}
@@ -358,7 +364,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.dep.clock, Logger: w.cfg.Logger}
 	var fetchers sync.WaitGroup
-	for _, q := range w.queues() {
+	// Each partition of a served queue is served as a queue is: a fetch
+	// loop and its maintenance (docs/partitions.md).
+	serve := func(q string) {
 		fetchers.Go(func() { w.fetchLoop(ctx, hardCtx, q) })
 		// Reclaim starts tasks too, so it must be done before the drain
 		// counts running handlers.
@@ -370,6 +378,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		spawn(ctx, func(c context.Context) { maintenance.RunSweeper(c, mcfg, q) })
 		spawn(ctx, func(c context.Context) { maintenance.RunTidier(c, mcfg, q) })
 	}
+	served := map[string]bool{}
+	for _, q := range w.atStart {
+		served[q] = true
+		serve(q)
+	}
+	// A queue created with partitions after the worker started (it served
+	// the queue's name alone until then) gains its other partitions here.
+	fetchers.Go(func() { w.watchPartitions(ctx, served, serve) })
 	spawn(ctx, func(c context.Context) {
 		w.wf.RunRelays(c, func(context.Context) []string { return w.queues() }, 0)
 	})

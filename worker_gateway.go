@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
@@ -66,6 +67,7 @@ type WorkerGateway struct {
 	cfg      WorkerConfig // the WorkerGatewayConfig, with WorkerConfig's defaults
 	dep      deployment
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
+	spread   atomic.Uint64      // rotates the first partition a claim tries (claimTargets)
 
 	secretMu sync.Mutex
 	secret   []byte // the lease token key: configured, or read from Redis once
@@ -262,7 +264,7 @@ func parseToken(s string) (*leaseToken, error) {
 	b64, mac, _ := strings.Cut(s, ".")
 	body, err := tokenEncoding.DecodeString(b64)
 	var t leaseToken
-	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(t.Queue) || !validWorkerID(t.Worker) ||
+	if err != nil || json.Unmarshal(body, &t) != nil || !ValidQueueName(queueOf(t.Queue)) || !validWorkerID(t.Worker) ||
 		t.Attempt < 1 || t.ID == "" {
 		return nil, invalid("lease_token", "is not a lease token this API issued; pass the lease_token the claim returned")
 	}
@@ -392,14 +394,18 @@ func (g *WorkerGateway) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedT
 	if err := g.writeWorkerRecord(ctx, rdb.RemoteClaim, req.Key, req.WorkerID, req.Lease, req.Queues, nil); err != nil {
 		return nil, err
 	}
-	for _, q := range req.Queues {
+	targets, err := g.claimTargets(ctx, req.Queues)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range targets {
 		g.serviceQueue(q)
 	}
 	deadline := time.Now().Add(req.Wait)
 	var out []*LeasedTask
 	for {
-		waits := make([]func(context.Context, time.Duration), 0, len(req.Queues))
-		for _, q := range req.Queues {
+		waits := make([]func(context.Context, time.Duration), 0, len(targets))
+		for _, q := range targets {
 			if len(out) >= req.Max || ctx.Err() != nil {
 				break
 			}
@@ -431,6 +437,26 @@ func (g *WorkerGateway) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedT
 		if err := g.writeWorkerRecord(context.WithoutCancel(ctx), rdb.RemoteBeat, req.Key, req.WorkerID, req.Lease, nil, ids); err != nil {
 			g.cfg.Logger.Warn("remote worker record update failed", "worker_id", req.WorkerID, "err", err)
 		}
+	}
+	return out, nil
+}
+
+// claimTargets lists the partitions to claim from for queues, in the
+// queues' order; a queue's partitions start at a rotating one, so that no
+// partition is always tried first.
+func (g *WorkerGateway) claimTargets(ctx context.Context, queues []string) ([]string, error) {
+	out := make([]string, 0, len(queues))
+	for _, q := range queues {
+		parts, err := g.rdb.Partitions(ctx, q, false)
+		if errors.Is(err, rdb.ErrQueueNotRegistered) {
+			parts, err = []string{q}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		first := int(g.spread.Add(1) % uint64(len(parts)))
+		out = append(out, parts[first:]...)
+		out = append(out, parts[:first]...)
 	}
 	return out, nil
 }
@@ -496,7 +522,7 @@ func (g *WorkerGateway) waitAny(ctx context.Context, waits []func(context.Contex
 
 func newLeasedTask(ct *rdb.ClaimedTask, worker, claim string, secret []byte, until dtqtype.Time) *LeasedTask {
 	t := &LeasedTask{
-		ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Payload: json.RawMessage(ct.Payload), Attempt: ct.Attempt,
+		ID: ct.ID, Queue: queueOf(ct.Queue), Type: ct.Type, Payload: json.RawMessage(ct.Payload), Attempt: ct.Attempt,
 		MaxAttempts: ct.MaxAttempts, TimeoutMS: ct.TimeoutMS, Priority: ct.Priority,
 		CancelRequested: ct.CancelRequested, LeaseExpiresAt: until, Metadata: json.RawMessage("null"),
 	}

@@ -169,7 +169,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	deadline := time.Now().Add(timeout)
 	tctx, tcancel := context.WithDeadlineCause(hctx, deadline, errTimeout)
 	t := &Task{
-		ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt, MaxAttempts: ct.MaxAttempts,
+		ID: ct.ID, Queue: queueOf(ct.Queue), Type: ct.Type, Attempt: ct.Attempt, MaxAttempts: ct.MaxAttempts,
 		IdempotencyKey: ct.IdempotencyKey, Payload: json.RawMessage(ct.Payload), Metadata: json.RawMessage(ct.Metadata),
 		CreatedAt: time.UnixMilli(ct.CreatedAt).UTC(), Deadline: deadline, WorkerID: w.cfg.WorkerID,
 		WorkflowID: ct.Workflow, Ref: ct.Ref, deps: ct.Deps,
@@ -185,7 +185,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	}
 	w.inflight[key] = r
 	w.mu.Unlock()
-	w.obs.TaskStarted(TaskStart{Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt,
+	w.obs.TaskStarted(TaskStart{Queue: queueOf(ct.Queue), Type: ct.Type, Attempt: ct.Attempt,
 		Waited: time.Since(time.UnixMilli(ct.CreatedAt))})
 	if ct.CancelRequested {
 		r.cancelRequested.Store(true)
@@ -244,7 +244,7 @@ func attemptEnd(ct *rdb.ClaimedTask, herr error, panicked bool, cause error) *at
 // it lands), one metrics call and one log line.
 func (w *Worker) finish(hardCtx context.Context, r *running, res any, herr error, panicked bool, cause error, took time.Duration) {
 	ct := &r.ct
-	log := w.cfg.Logger.With("task_id", ct.ID, "queue", ct.Queue, "task_type", ct.Type, "attempt", ct.Attempt, "duration_ms", took.Milliseconds())
+	log := w.cfg.Logger.With("task_id", ct.ID, "queue", queueOf(ct.Queue), "task_type", ct.Type, "attempt", ct.Attempt, "duration_ms", took.Milliseconds())
 	d := attempt.Decide(attemptEnd(ct, herr, panicked, cause), w.retryPolicy(), mrand.Float64())
 	outcome := d.Outcome
 	if d.Op != attempt.None {
@@ -321,7 +321,7 @@ func (w *Worker) reportOutcome(ct *rdb.ClaimedTask, d *attempt.Decision, outcome
 			log.Warn("task lease lost before finalize; nothing written")
 		}
 	}
-	w.obs.TaskFinished(TaskEnd{ID: ct.ID, Queue: ct.Queue, Type: ct.Type, Attempt: ct.Attempt, Outcome: outcome, Took: took,
+	w.obs.TaskFinished(TaskEnd{ID: ct.ID, Queue: queueOf(ct.Queue), Type: ct.Type, Attempt: ct.Attempt, Outcome: outcome, Took: took,
 		RetryDelay: delay, SinceCreated: time.Since(time.UnixMilli(ct.CreatedAt))})
 }
 
@@ -408,7 +408,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // cancelListener cancels running handlers when a cancel request for their
 // task is published on a served queue's cancel channel.
 func (w *Worker) cancelListener(ctx context.Context) {
-	w.rdb.ListenCancels(ctx, w.queues(), w.cancelRequested)
+	w.rdb.ListenCancels(ctx, w.partitionsAtStart(), w.cancelRequested)
 }
 
 // cancelRequested cancels the running handlers of task id.

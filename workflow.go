@@ -393,7 +393,7 @@ func (c *Client) submitWorkflow(ctx context.Context, nw *rdb.NewWorkflow, now ti
 	}
 	switch cr := sub.Create; cr.Outcome {
 	case rdb.WorkflowQueueFull:
-		return nil, c.queueFull(ctx, cr.Queue, cr.Depth, now)
+		return nil, c.queueFull(ctx, cr.Queue, cr.Depth, c.cfg.MaxQueueDepth, now)
 	case rdb.WorkflowInProgress:
 		return nil, &WorkflowConflictError{Key: nw.IdempotencyKey, WorkflowID: cr.ID, err: ErrIdempotencyInProgress}
 	case rdb.WorkflowMismatch:

@@ -151,7 +151,7 @@ func (c *Client) AddNodes(ctx context.Context, lease NodeLease, nodes ...Node) (
 	}
 	switch res.Outcome {
 	case rdb.WorkflowQueueFull:
-		return nil, c.queueFull(ctx, res.Queue, res.Depth, now)
+		return nil, c.queueFull(ctx, res.Queue, res.Depth, c.cfg.MaxQueueDepth, now)
 	case rdb.AddNotFound:
 		return nil, ErrWorkflowNotFound
 	case rdb.AddNotRunning:

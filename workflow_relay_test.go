@@ -45,7 +45,7 @@ func TestWorkflowRelaysOfManyQueuesHoldFewConnections(t *testing.T) {
 	queues := make([]string, 1000)
 	for i := range queues {
 		queues[i] = fmt.Sprintf("q%04d", i)
-		_, err := admin.CreateQueue(ctx, queues[i])
+		_, err := admin.CreateQueue(ctx, queues[i], nil)
 		require.NoError(t, err)
 	}
 	last := queues[len(queues)-1]

@@ -38,6 +38,19 @@ type QueueInfo struct {
 	// cancelled), since the queue was created; modes with none are left
 	// out.
 	Deduplicated map[string]int64 `json:"deduplicated,omitempty"`
+	// Partitions are the partitions of a partitioned queue (absent for a
+	// queue of one), partition 0 first; the fields above are their sums.
+	Partitions []PartitionInfo `json:"partitions,omitempty"`
+}
+
+// PartitionInfo is one partition of a partitioned queue.
+type PartitionInfo struct {
+	Partition  int   `json:"partition"`
+	Depth      int64 `json:"depth"`
+	ReadyTotal int64 `json:"ready_total"`
+	Running    int64 `json:"running"`
+	Scheduled  int64 `json:"scheduled"`
+	DLQ        int64 `json:"dlq"`
 }
 
 // Throughput summarizes a queue's last few minutes.

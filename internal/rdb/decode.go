@@ -18,7 +18,8 @@ func atoi64(s string) int64 {
 
 // decodeTask turns a task hash (see docs/redis-keys.md) into a TaskInfo.
 // result is the result key's value, nil when absent.
-func decodeTask(queue, id string, h map[string]string, result *string) *dtqtype.TaskInfo {
+func decodeTask(storage, id string, h map[string]string, result *string) *dtqtype.TaskInfo {
+	queue, _ := PartitionOf(storage) // a partition's tasks are its queue's
 	done := unpackDone(id, h)
 	t := &dtqtype.TaskInfo{
 		ID:               id,

@@ -295,7 +295,8 @@ type RDB struct {
 	mu         sync.RWMutex
 	queueNum   map[string]cachedNum
 	numQueue   map[uint16]cachedName
-	restoredAt time.Time // the last rebuild tried on a miss (queueNameFresh)
+	parts      map[string]cachedParts // Partitions
+	restoredAt time.Time              // the last rebuild tried on a miss (queueNameFresh)
 
 	queuesMu   sync.Mutex // Queues' copy of the registry's names
 	queuesList []string
@@ -308,7 +309,8 @@ type RDB struct {
 
 // New returns a Redis layer on c with keys under prefix.
 func New(c redis.UniversalClient, prefix string) *RDB {
-	return &RDB{c: c, keys: NewKeys(prefix), queueNum: map[string]cachedNum{}, numQueue: map[uint16]cachedName{}}
+	return &RDB{c: c, keys: NewKeys(prefix), queueNum: map[string]cachedNum{}, numQueue: map[uint16]cachedName{},
+		parts: map[string]cachedParts{}}
 }
 
 // eachMaster runs fn on every master of a Redis Cluster, concurrently, or
@@ -430,6 +432,9 @@ func (r *RDB) RegisterQueue(ctx context.Context, queue string, register bool) (n
 		if v.Number == 0 {
 			return 0, false, ErrQueueNotRegistered
 		}
+		if err := r.rememberParts(queue, v.Partitions); err != nil {
+			return 0, false, err
+		}
 		n, ok := queueNumber(v.Number)
 		if !ok {
 			return 0, false, fmt.Errorf("register_queue: number %d out of range", v.Number)
@@ -517,6 +522,7 @@ func (r *RDB) remember(queue string, n uint16) {
 // forgetQueue drops queue's cached number, so the next use asks Redis.
 func (r *RDB) forgetQueue(queue string) {
 	r.mu.Lock()
+	delete(r.parts, queue)
 	if c, ok := r.queueNum[queue]; ok {
 		delete(r.queueNum, queue)
 		if cn, ok := r.numQueue[c.n]; ok && cn.q == queue {
@@ -528,6 +534,7 @@ func (r *RDB) forgetQueue(queue string) {
 
 func (r *RDB) forget(queue string, n uint16) {
 	r.mu.Lock()
+	delete(r.parts, queue)
 	delete(r.queueNum, queue)
 	if c, ok := r.numQueue[n]; ok && c.q == queue {
 		delete(r.numQueue, n)

@@ -141,7 +141,7 @@ func (p dlqPos) cursor() string {
 
 func parseDLQCursor(c string) (dlqPos, error) {
 	r := cursor.Read(c, cursor.DLQ)
-	p := dlqPos{at: r.Int(0, maxScoreMillis), queue: r.String(validQueueName), id: r.String(validTaskID)}
+	p := dlqPos{at: r.Int(0, maxScoreMillis), queue: r.String(validStorageName), id: r.String(validTaskID)}
 	return p, r.Err()
 }
 
@@ -198,12 +198,9 @@ func (r *RDB) ListDLQ(ctx context.Context, p *dtqtype.DLQListParams) (*dtqtype.L
 		}
 		from = &pos
 	}
-	queues := []string{p.Queue}
-	if p.Queue == "" {
-		var err error
-		if queues, err = r.Queues(ctx); err != nil {
-			return nil, err
-		}
+	queues, err := r.storageNames(ctx, p.Queue)
+	if err != nil {
+		return nil, err
 	}
 	scan := int64(p.Limit)
 	if p.Type != "" || p.ErrorClass != "" {

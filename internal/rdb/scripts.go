@@ -54,6 +54,7 @@ var (
 	scriptPruneConsumers  = newScript("prune_consumers")
 	scriptPurgeBand       = newScript("purge_band")
 	scriptPurgeKeys       = newScript("purge_keys")
+	scriptPartitionQueue  = newScript("partition_queue")
 	scriptReclaim         = newScript("reclaim")
 	scriptRecount         = newScript("recount")
 	scriptRegisterQueue   = newScript("register_queue")

@@ -1643,6 +1643,67 @@ func (r *RDB) callOpFinish(ctx context.Context, k *opFinishKeys, a *opFinishArgs
 	return opFinishDecode(v)
 }
 
+// partitionQueueKeys are the KEYS of lua/partition_queue.lua.
+type partitionQueueKeys struct {
+	Registry string // queue registry hash
+}
+
+// partitionQueueArgs are the ARGV of lua/partition_queue.lua.
+type partitionQueueArgs struct {
+	Queue string // queue name
+	Map   string // the partition map to write
+}
+
+// partitionQueueReply is the reply of lua/partition_queue.lua.
+type partitionQueueReply struct {
+	Created    int64
+	Partitions string
+}
+
+// partitionQueueBuild lays out the KEYS and ARGV of lua/partition_queue.lua in its header's order.
+func partitionQueueBuild(k *partitionQueueKeys, a *partitionQueueArgs) ([]string, []any, error) {
+	if k.Registry == "" {
+		return nil, nil, fmt.Errorf("lua/partition_queue.lua: KEYS registry is empty")
+	}
+	keys := make([]string, 0, 1)
+	keys = append(keys, k.Registry)
+	args := make([]any, 0, 2)
+	args = append(args, a.Queue, a.Map)
+	return keys, args, nil
+}
+
+// partitionQueueDecode reads a reply of lua/partition_queue.lua, or fails on a reply of another shape.
+func partitionQueueDecode(v any) (partitionQueueReply, error) {
+	var zero partitionQueueReply
+	t, err := replyTuple(v, 2, 2)
+	if err != nil {
+		return zero, fmt.Errorf("lua/partition_queue.lua reply: %w", err)
+	}
+	var rep partitionQueueReply
+	if rep.Created, err = replyInt(t[0]); err != nil {
+		return zero, fmt.Errorf("lua/partition_queue.lua reply, created: %w", err)
+	}
+	if rep.Partitions, err = replyString(t[1]); err != nil {
+		return zero, fmt.Errorf("lua/partition_queue.lua reply, partitions: %w", err)
+	}
+	return rep, nil
+}
+
+// callPartitionQueue runs lua/partition_queue.lua with the KEYS and ARGV in its header's order and
+// decodes its reply, or fails on a reply of another shape.
+func (r *RDB) callPartitionQueue(ctx context.Context, k *partitionQueueKeys, a *partitionQueueArgs) (partitionQueueReply, error) {
+	var zero partitionQueueReply
+	keys, args, err := partitionQueueBuild(k, a)
+	if err != nil {
+		return zero, err
+	}
+	v, err := r.run(ctx, scriptPartitionQueue, keys, args...).Result()
+	if err != nil {
+		return zero, err
+	}
+	return partitionQueueDecode(v)
+}
+
 // pauseKeys are the KEYS of lua/pause.lua.
 type pauseKeys struct {
 	Paused string // paused flag
@@ -2326,6 +2387,7 @@ type registerQueueArgs struct {
 type registerQueueReply struct {
 	Number     int64
 	Registered int64
+	Partitions string
 }
 
 // registerQueueBuild lays out the KEYS and ARGV of lua/register_queue.lua in its header's order.
@@ -2343,7 +2405,7 @@ func registerQueueBuild(k *registerQueueKeys, a *registerQueueArgs) ([]string, [
 // registerQueueDecode reads a reply of lua/register_queue.lua, or fails on a reply of another shape.
 func registerQueueDecode(v any) (registerQueueReply, error) {
 	var zero registerQueueReply
-	t, err := replyTuple(v, 2, 2)
+	t, err := replyTuple(v, 3, 3)
 	if err != nil {
 		return zero, fmt.Errorf("lua/register_queue.lua reply: %w", err)
 	}
@@ -2353,6 +2415,9 @@ func registerQueueDecode(v any) (registerQueueReply, error) {
 	}
 	if rep.Registered, err = replyInt(t[1]); err != nil {
 		return zero, fmt.Errorf("lua/register_queue.lua reply, registered: %w", err)
+	}
+	if rep.Partitions, err = replyString(t[2]); err != nil {
+		return zero, fmt.Errorf("lua/register_queue.lua reply, partitions: %w", err)
 	}
 	return rep, nil
 }

@@ -158,7 +158,7 @@ func TestSlotCheckerCatchesCrossSlotCalls(t *testing.T) {
 
 // globalScripts touch only global keys (no queue tag).
 var globalScripts = map[string]bool{
-	"register_queue": true, "worker_start": true, "worker_beat": true, "remote_beat": true,
+	"register_queue": true, "partition_queue": true, "worker_start": true, "worker_beat": true, "remote_beat": true,
 	"worker_admit": true, "worker_forget": true,
 	"op_claim": true, "op_finish": true, "audit": true, "unregister_queue": true, "lease_secret": true,
 	"schedule_put": true, "schedule_delete": true, "schedule_pause": true, "schedule_record": true,
@@ -352,6 +352,13 @@ func exerciseScripts(t *testing.T, r *RDB) {
 	del, err = r.DeleteQueue(ctx, "emails-empty")
 	require.NoError(t, err)
 	require.True(t, del.Deleted)
+
+	// A partitioned queue's map (its partitions run the per-queue scripts
+	// under their own tags: the root suite's strict mode checks those).
+	pcreated, parts, err := r.PartitionQueue(ctx, "hot", 3)
+	require.NoError(t, err)
+	require.True(t, pcreated)
+	require.Len(t, parts, 3)
 }
 
 // TestEveryScriptStaysInOneSlot runs every script against a fresh server (so
@@ -407,7 +414,7 @@ func TestEveryScriptStaysInOneSlot(t *testing.T) {
 
 	for _, call := range sc.Calls() {
 		switch scriptName(call.Script) {
-		case "register_queue", "unregister_queue":
+		case "register_queue", "unregister_queue", "partition_queue":
 			require.Equal(t, []string{prefix + ":queues"}, call.Keys)
 		case "op_claim", "op_finish":
 			require.Equal(t, []string{prefix + ":op:receipt:1"}, call.Keys)

@@ -145,12 +145,9 @@ func (r *RDB) ListTasks(ctx context.Context, f *dtqtype.TaskListParams) (*dtqtyp
 			return nil, c.Err()
 		}
 	}
-	queues := []string{f.Queue}
-	if f.Queue == "" {
-		var err error
-		if queues, err = r.Queues(ctx); err != nil {
-			return nil, err
-		}
+	queues, err := r.storageNames(ctx, f.Queue)
+	if err != nil {
+		return nil, err
 	}
 	filtered := f.Status != "" || f.Type != ""
 	scan := f.Limit

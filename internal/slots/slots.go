@@ -5,6 +5,7 @@ package slots
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 )
 
@@ -91,27 +92,57 @@ func (s *Pool) Release(n int) {
 	}
 }
 
-// pick chooses the waiting queue that gets freed slots.
+// pick chooses the waiting queue that gets freed slots. Partitions of a
+// queue ("<queue>#<k>...", see rdb.PartitionOf) wait as themselves but
+// share their queue's weight and place: a queue is drawn (by weight, or by
+// order in strict mode), then one of its waiting partitions at random.
 func (s *Pool) pick() string {
 	best, total := "", 0
+	seen := map[string]bool{}
 	for q := range s.waiting {
+		base := queueOf(q)
 		if s.strict {
-			if best == "" || s.order[q] < s.order[best] {
+			if best == "" || s.order[base] < s.order[queueOf(best)] {
 				best = q
 			}
 			continue
 		}
-		total += max(1, s.weights[q])
-	}
-	if s.strict {
-		return best
-	}
-	r := rand.IntN(total)
-	for q := range s.waiting {
-		r -= max(1, s.weights[q])
-		if r < 0 {
-			return q
+		if !seen[base] {
+			seen[base] = true
+			total += max(1, s.weights[base])
 		}
 	}
-	return best
+	if !s.strict {
+		r := rand.IntN(total)
+		for base := range seen {
+			r -= max(1, s.weights[base])
+			if r < 0 {
+				best = base
+				break
+			}
+		}
+	}
+	return s.partitionOf(queueOf(best))
+}
+
+// partitionOf picks one waiting partition (or the queue itself) of queue
+// at random.
+func (s *Pool) partitionOf(queue string) string {
+	var out string
+	n := 0
+	for q := range s.waiting {
+		if queueOf(q) == queue {
+			n++
+			if rand.IntN(n) == 0 {
+				out = q
+			}
+		}
+	}
+	return out
+}
+
+// queueOf is the queue a partition's name belongs to.
+func queueOf(name string) string {
+	base, _, _ := strings.Cut(name, "#")
+	return base
 }

@@ -356,6 +356,12 @@ export type QueueInfo = {
   /** Present (on GET /queues/{queue}) when limits are set. */
   limits?: QueueLimits;
   /**
+   * Present for a partitioned queue: each partition's sizes, partition 0 first; the queue's fields are their sums (docs/partitions.md).
+   * @minItems 2
+   * @maxItems 256
+   */
+  partitions?: Array<PartitionInfo>;
+  /**
    * With fairness, key_rate or key_order set: the keys with the most queued tasks, most first.
    * @maxItems 10
    */
@@ -1015,11 +1021,39 @@ export type Error = {
   request_id: string;
 };
 
-export type ErrorCode = "INVALID_REQUEST" | "INVALID_TASK" | "UNKNOWN_TASK_TYPE" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "DLQ_ENTRY_NOT_FOUND" | "WORKER_NOT_FOUND" | "QUEUE_NOT_FOUND" | "SCHEDULE_NOT_FOUND" | "IDEMPOTENCY_IN_PROGRESS" | "TASK_TERMINAL" | "TASK_CONFLICT" | "QUEUE_NOT_EMPTY" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_MISMATCH" | "QUEUE_FULL" | "INTERNAL_ERROR" | "REDIS_UNAVAILABLE" | "OUTCOME_UNKNOWN" | "TOO_MANY_SUBSCRIBERS" | "TOO_MANY_WORKERS" | "LEASE_LOST" | "WORKER_ID_IN_USE" | "SERVER_BUSY" | "TOO_MANY_WAITS" | "INVALID_WORKFLOW" | "WORKFLOW_NOT_RUNNING" | "PROGRESS_TOO_SOON";
+export type ErrorCode = "INVALID_REQUEST" | "INVALID_TASK" | "UNKNOWN_TASK_TYPE" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "DLQ_ENTRY_NOT_FOUND" | "WORKER_NOT_FOUND" | "QUEUE_NOT_FOUND" | "SCHEDULE_NOT_FOUND" | "IDEMPOTENCY_IN_PROGRESS" | "TASK_TERMINAL" | "TASK_CONFLICT" | "QUEUE_NOT_EMPTY" | "PARTITIONS_CONFLICT" | "PAYLOAD_TOO_LARGE" | "IDEMPOTENCY_KEY_MISMATCH" | "QUEUE_FULL" | "INTERNAL_ERROR" | "REDIS_UNAVAILABLE" | "OUTCOME_UNKNOWN" | "TOO_MANY_SUBSCRIBERS" | "TOO_MANY_WORKERS" | "LEASE_LOST" | "WORKER_ID_IN_USE" | "SERVER_BUSY" | "TOO_MANY_WAITS" | "INVALID_WORKFLOW" | "WORKFLOW_NOT_RUNNING" | "PROGRESS_TOO_SOON";
 
 export type QueueCreated = {
   queue: string;
   created: boolean;
+  /**
+   * The queue's partitions (1 for a queue that is not partitioned).
+   * @minimum 1
+   * @maximum 256
+   */
+  partitions: number;
+};
+
+export type QueueCreate = {
+  /**
+   * Partitions to create the queue with; leave out to keep an existing queue's.
+   * @minimum 1
+   * @maximum 256
+   */
+  partitions?: number;
+};
+
+export type PartitionInfo = {
+  /**
+   * @minimum 0
+   * @maximum 255
+   */
+  partition: number;
+  depth: number;
+  ready_total: number;
+  running: number;
+  scheduled: number;
+  dlq: number;
 };
 
 export type QueueDeleted = {

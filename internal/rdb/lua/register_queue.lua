@@ -20,16 +20,21 @@
 -- ARGV[5] number: the queue's number from its number key, "" when it has
 --   none
 --
--- Returns: {number int, registered int}
+-- Returns: {number int, registered int, partitions string}
 -- registered is 1 when registered or restored by this call, else 0;
--- {0, 0} when the queue is unknown and ARGV[4] is "0"; an error reply when
--- all 65535 numbers are used, or when ARGV[5]'s number names another queue.
+-- partitions is the queue's partition map (field "#p:<name>", written by
+-- partition_queue), "" for a queue of one partition: read in the same call
+-- as the number, so a process never knows a queue's number without its
+-- partitions. {0, 0, ""} when the queue is unknown and ARGV[4] is "0"; an
+-- error reply when all 65535 numbers are used, or when ARGV[5]'s number
+-- names another queue.
 
 local num = redis.call('HGET', KEYS[1], ARGV[1])
+local parts = redis.call('HGET', KEYS[1], '#p:' .. ARGV[1]) or ''
 local want = ARGV[5]
 if want ~= '' then
   if num == want then
-    return {tonumber(num), 0}
+    return {tonumber(num), 0, parts}
   end
   local holder = redis.call('HGET', KEYS[1], '#' .. want)
   if holder and holder ~= ARGV[1] then
@@ -54,13 +59,13 @@ if want ~= '' then
   end
   redis.call('HSET', KEYS[1], ARGV[1], want, '#' .. want, ARGV[1])
   redis.call('HINCRBY', KEYS[1], '#gen', 1)
-  return {tonumber(want), 1}
+  return {tonumber(want), 1, parts}
 end
 if num then
-  return {tonumber(num), 0}
+  return {tonumber(num), 0, parts}
 end
 if ARGV[4] ~= '1' then
-  return {0, 0}
+  return {0, 0, ''}
 end
 local next_num
 local free = redis.call('HGET', KEYS[1], '#free')
@@ -81,4 +86,4 @@ if not next_num then
 end
 redis.call('HSET', KEYS[1], ARGV[1], next_num, '#' .. next_num, ARGV[1])
 redis.call('HINCRBY', KEYS[1], '#gen', 1)
-return {next_num, 1}
+return {next_num, 1, parts}

@@ -9,6 +9,9 @@
 -- ARGV[1] queue: queue name
 -- ARGV[2] now int64: now (epoch ms)
 --
+-- The queue's partition map (field "#p:<name>") goes with it: the caller
+-- deletes a partitioned queue's other partitions first.
+--
 -- Returns: int
 -- the freed number, or 0 when the queue was not registered.
 
@@ -16,7 +19,7 @@ local num = redis.call('HGET', KEYS[1], ARGV[1])
 if not num then
   return 0
 end
-redis.call('HDEL', KEYS[1], ARGV[1], '#' .. num)
+redis.call('HDEL', KEYS[1], ARGV[1], '#' .. num, '#p:' .. ARGV[1])
 local free = redis.call('HGET', KEYS[1], '#free') or ''
 local entry = num .. ':' .. ARGV[2]
 if free == '' then

@@ -119,7 +119,7 @@ func runAPI(ctx context.Context, e *env, p *apiParams) error {
 		return err
 	}
 	for _, q := range cfg.QueuesDeclared {
-		created, err := admin.CreateQueue(checkCtx, q)
+		created, err := admin.CreateQueue(checkCtx, q, nil)
 		if err != nil {
 			return fmt.Errorf("cannot create queue %s of DTQ_QUEUES_DECLARED: %w", q, err)
 		}

@@ -176,25 +176,39 @@ func (r *remote) completeQueues(cmd *cobra.Command, args []string, _ string) ([]
 }
 
 func newQueuesCreateCmd(r *remote) *cobra.Command {
+	var partitions int
 	cmd := &cobra.Command{
-		Use:   "create <queue>",
+		Use:   "create <queue> [--partitions n]",
 		Short: "Add a queue to the registry (admin)",
 		Long: "Add a queue to the registry. Under DTQ_QUEUE_POLICY=declared only such queues\n" +
 			"accept tasks; under the open policy a queue is also created by its first task.\n" +
-			"Creating a queue that exists changes nothing.",
-		Example: "  dtq queues create emails",
+			"Creating a queue that exists changes nothing. --partitions spreads a new queue\n" +
+			"over n partitions (1..256), each on its own hash slot, so that one hot queue\n" +
+			"uses every master of a Redis Cluster (docs/partitions.md); partitions are fixed\n" +
+			"when the queue is created.",
+		Example: "  dtq queues create emails\n  dtq queues create events --partitions 8",
 		Args:    cobra.ExactArgs(1),
 	}
+	cmd.Flags().IntVar(&partitions, "partitions", 0, "create the queue with this many partitions (1..256; default: 1, or as it is)")
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
 		var out struct {
-			Queue   string `json:"queue"`
-			Created bool   `json:"created"`
+			Queue      string `json:"queue"`
+			Created    bool   `json:"created"`
+			Partitions int    `json:"partitions"`
 		}
-		return r.call(cmd, request{method: http.MethodPut, path: queuePath(args[0])}, &out, func(p *printer, _ *apiResponse) error {
-			if !out.Created {
-				return p.textf("queue %s already existed", out.Queue)
+		req := request{method: http.MethodPut, path: queuePath(args[0])}
+		if cmd.Flags().Changed("partitions") {
+			req.body = map[string]int{"partitions": partitions}
+		}
+		return r.call(cmd, req, &out, func(p *printer, _ *apiResponse) error {
+			parts := ""
+			if out.Partitions > 1 {
+				parts = fmt.Sprintf(" (%d partitions)", out.Partitions)
 			}
-			return p.textf("created queue %s", out.Queue)
+			if !out.Created {
+				return p.textf("queue %s already existed%s", out.Queue, parts)
+			}
+			return p.textf("created queue %s%s", out.Queue, parts)
 		})
 	})
 	return cmd

@@ -76,10 +76,14 @@ func TestQueuesCreateDelete(t *testing.T) {
 	require.Equal(t, "queue billing already existed\n", b.ok(t, "queues", "create", "billing"))
 	var created map[string]any
 	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "create", "invoices", "-o", "json")), &created))
-	require.Equal(t, map[string]any{"queue": "invoices", "created": true}, created)
-	require.Equal(t, []string{"billing", "invoices"}, b.queueNames(t))
+	require.Equal(t, map[string]any{"queue": "invoices", "created": true, "partitions": float64(1)}, created)
+	require.Equal(t, "created queue hot (4 partitions)\n", b.ok(t, "queues", "create", "hot", "--partitions", "4"))
+	require.Equal(t, "queue hot already existed (4 partitions)\n", b.ok(t, "queues", "create", "hot"))
+	code, stdout, stderr := b.run(t, "queues", "create", "hot", "--partitions", "2")
+	requireAPIError(t, code, stdout, stderr, "PARTITIONS_CONFLICT")
+	require.Equal(t, []string{"billing", "hot", "invoices"}, b.queueNames(t))
 
-	code, stdout, stderr := b.run(t, "queues", "create", "Not_Valid")
+	code, stdout, stderr = b.run(t, "queues", "create", "Not_Valid")
 	requireAPIError(t, code, stdout, stderr, "INVALID_REQUEST")
 
 	// Delete needs --yes and touches nothing without it.
@@ -87,6 +91,8 @@ func TestQueuesCreateDelete(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Empty(t, stdout)
 	require.Equal(t, "dtq: refusing to delete queue billing without --yes\n", stderr)
+	require.Equal(t, []string{"billing", "hot", "invoices"}, b.queueNames(t))
+	require.Equal(t, "deleted queue hot\n", b.ok(t, "queues", "delete", "hot", "--yes"), "a partitioned queue goes with its partitions")
 	require.Equal(t, []string{"billing", "invoices"}, b.queueNames(t))
 
 	// A queue holding a task is refused; an empty one goes.
@@ -110,7 +116,7 @@ func TestQueuesListFollowsPages(t *testing.T) {
 	b := setupAPI(t)
 	const n = 1005
 	for i := range n {
-		_, err := b.admin.CreateQueue(b.ctx, fmt.Sprintf("q%04d", i))
+		_, err := b.admin.CreateQueue(b.ctx, fmt.Sprintf("q%04d", i), nil)
 		require.NoError(t, err)
 	}
 	var items []map[string]any

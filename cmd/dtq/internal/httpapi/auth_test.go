@@ -136,7 +136,7 @@ func (f *authFixture) samples() map[string]sample {
 		"DELETE /api/v1/queues/{queue}": {method: http.MethodDelete, path: "/api/v1/queues/idle", ok: 200,
 			fresh: func(t *testing.T) string {
 				q := "gone-" + newQueueSuffix()
-				_, err := b.admin.CreateQueue(b.ctx, q)
+				_, err := b.admin.CreateQueue(b.ctx, q, nil)
 				require.NoError(t, err)
 				return "/api/v1/queues/" + q
 			}},

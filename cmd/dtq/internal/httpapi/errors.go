@@ -39,15 +39,17 @@ const (
 	codeLeaseLost        = "LEASE_LOST"
 	codeWorkerIDInUse    = "WORKER_ID_IN_USE"
 	codeQueueNotEmpty    = "QUEUE_NOT_EMPTY"
-	codePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
-	codeIdemKeyMismatch  = "IDEMPOTENCY_KEY_MISMATCH"
-	codeQueueFull        = "QUEUE_FULL"
-	codeTooManyWorkers   = "TOO_MANY_WORKERS"
-	codeInternal         = "INTERNAL_ERROR"
-	codeRedisUnavailable = "REDIS_UNAVAILABLE"
-	codeOutcomeUnknown   = "OUTCOME_UNKNOWN"
-	codeServerBusy       = "SERVER_BUSY"
-	codeTooManyWaits     = "TOO_MANY_WAITS"
+	// A queue asked for other partitions than it has (docs/partitions.md).
+	codePartitionsConflict = "PARTITIONS_CONFLICT"
+	codePayloadTooLarge    = "PAYLOAD_TOO_LARGE"
+	codeIdemKeyMismatch    = "IDEMPOTENCY_KEY_MISMATCH"
+	codeQueueFull          = "QUEUE_FULL"
+	codeTooManyWorkers     = "TOO_MANY_WORKERS"
+	codeInternal           = "INTERNAL_ERROR"
+	codeRedisUnavailable   = "REDIS_UNAVAILABLE"
+	codeOutcomeUnknown     = "OUTCOME_UNKNOWN"
+	codeServerBusy         = "SERVER_BUSY"
+	codeTooManyWaits       = "TOO_MANY_WAITS"
 	// Workflows (docs/http-api.md#workflows).
 	codeInvalidWorkflow    = "INVALID_WORKFLOW"
 	codeWorkflowNotRunning = "WORKFLOW_NOT_RUNNING"
@@ -124,6 +126,7 @@ func classify(err error) *apiError {
 		ou  *dtq.OutcomeUnknownError
 		se  *dtq.TaskStateError
 		qe  *dtq.QueueNotEmptyError
+		pc  *dtq.PartitionsConflictError
 		msg = strings.TrimPrefix(err.Error(), "dtq: ")
 	)
 	var sce *scopeError
@@ -162,11 +165,20 @@ func classify(err error) *apiError {
 			e.status, e.code = http.StatusRequestEntityTooLarge, codePayloadTooLarge
 		}
 		return e
+	case errors.As(err, &pc):
+		return &apiError{status: http.StatusConflict, code: codePartitionsConflict, message: msg,
+			details: map[string]any{"queue": pc.Queue, "partitions": pc.Has}}
 	case errors.As(err, &qf):
-		return &apiError{status: http.StatusTooManyRequests, code: codeQueueFull,
+		e := &apiError{status: http.StatusTooManyRequests, code: codeQueueFull,
 			message:    fmt.Sprintf("queue %q is full (%d of %d live tasks); retry later", qf.Queue, qf.Depth, qf.Limit),
 			details:    map[string]any{"queue": qf.Queue, "depth": qf.Depth, "limit": qf.Limit},
 			retryAfter: max(1, int(math.Ceil(qf.RetryAfter.Seconds())))}
+		if qf.Partition != nil {
+			e.message = fmt.Sprintf("queue %q is full in partition %d (%d of its %d live tasks: the queue's bound is shared by its partitions); retry later",
+				qf.Queue, *qf.Partition, qf.Depth, qf.Limit)
+			e.details["partition"] = *qf.Partition
+		}
+		return e
 	case errors.As(err, &tw):
 		bound := "DTQ_MAX_WORKERS"
 		if tw.Scope == "key" {

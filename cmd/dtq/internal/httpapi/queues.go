@@ -169,25 +169,54 @@ func (s *Server) recountQueue(w http.ResponseWriter, r *http.Request) {
 // createQueue is PUT /api/v1/queues/{queue}: the queue is added to the
 // registry (201), or already was (200). Under the declared policy only such
 // queues accept tasks.
+//
+// The body is optional: {"partitions": P} (1..256) creates the queue with P
+// partitions (docs/partitions.md); an existing queue with other partitions
+// is 409 PARTITIONS_CONFLICT, and a PUT without partitions never changes
+// them.
 func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) {
-	q, err := queueAction(w, r)
+	if _, err := parseQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := queueParam(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	var body struct {
+		Partitions *int `json:"partitions"`
+	}
+	if _, err := decodeActionBody(w, r, &body, `{"partitions": 8}`); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var opts dtq.QueueOptions
+	if body.Partitions != nil {
+		if *body.Partitions < 1 || *body.Partitions > dtq.MaxPartitions {
+			s.writeError(w, r, badRequest("partitions", "partitions: must be 1..%d", dtq.MaxPartitions))
+			return
+		}
+		opts.Partitions = *body.Partitions
+	}
 	ctx, cancel := actionContext(r.Context())
 	defer cancel()
-	created, err := s.cfg.Admin.CreateQueue(ctx, q)
+	created, err := s.cfg.Admin.CreateQueue(ctx, q, &opts)
 	if err != nil {
 		s.writeError(w, r, queryError(err))
 		return
 	}
-	status, detail := http.StatusCreated, ""
+	parts, err := s.cfg.Admin.QueuePartitions(ctx, q)
+	if err != nil {
+		s.writeError(w, r, queryError(err))
+		return
+	}
+	status, detail := http.StatusCreated, fmt.Sprintf("%d partition(s)", parts)
 	if !created {
 		status, detail = http.StatusOK, "already existed"
 	}
 	s.audited(r, "queue.create", q, detail)
-	s.writeJSON(w, r, status, map[string]any{"queue": q, "created": created})
+	s.writeJSON(w, r, status, map[string]any{"queue": q, "created": created, "partitions": parts})
 }
 
 // deleteQueue is DELETE /api/v1/queues/{queue}: an empty queue leaves the

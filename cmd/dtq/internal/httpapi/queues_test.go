@@ -76,7 +76,7 @@ func TestQueuesPage(t *testing.T) {
 	for i := range 7 {
 		q := fmt.Sprintf("page-%02d", i)
 		want = append(want, q)
-		_, err := b.admin.CreateQueue(b.ctx, q)
+		_, err := b.admin.CreateQueue(b.ctx, q, nil)
 		require.NoError(t, err)
 		for range i % 3 {
 			b.submit(t, dtq.Submission{Type: "echo", Queue: q})

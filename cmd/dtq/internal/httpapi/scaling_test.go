@@ -29,9 +29,9 @@ func TestScalingAPI(t *testing.T) {
 	}
 	b.submit(t, dtq.Submission{Type: "echo", Queue: "web", Delay: 30 * time.Second})
 	b.submit(t, dtq.Submission{Type: "echo", Queue: "web", Delay: time.Hour})
-	_, err := b.admin.CreateQueue(b.ctx, "empty")
+	_, err := b.admin.CreateQueue(b.ctx, "empty", nil)
 	require.NoError(t, err)
-	_, err = b.admin.CreateQueue(b.ctx, "served")
+	_, err = b.admin.CreateQueue(b.ctx, "served", nil)
 	require.NoError(t, err)
 	offset.Store(int64(10 * time.Second)) // two slots on: the submissions' slot is whole
 	// The worker beats at the moved clock, so it is live at it.
