@@ -264,9 +264,9 @@ func (r *RDB) storageNames(ctx context.Context, queue string) ([]string, error) 
 	return parts, err
 }
 
-// validStorageName reports whether name is a queue's name or one of its
+// ValidStorageName reports whether name is a queue's name or one of its
 // partitions' ("<queue>#<k>.<salt>").
-func validStorageName(name string) bool {
+func ValidStorageName(name string) bool {
 	q, rest, found := strings.Cut(name, string(partitionSep))
 	if !validQueueName(q) {
 		return false

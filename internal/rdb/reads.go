@@ -141,7 +141,7 @@ func (p dlqPos) cursor() string {
 
 func parseDLQCursor(c string) (dlqPos, error) {
 	r := cursor.Read(c, cursor.DLQ)
-	p := dlqPos{at: r.Int(0, maxScoreMillis), queue: r.String(validStorageName), id: r.String(validTaskID)}
+	p := dlqPos{at: r.Int(0, maxScoreMillis), queue: r.String(ValidStorageName), id: r.String(validTaskID)}
 	return p, r.Err()
 }
 

@@ -9,7 +9,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // MaxCursorLen bounds the encoded cursor a client may send (docs/security.md): a
@@ -70,7 +70,8 @@ func ParseCursor(s string) (*Cursor, error) {
 	}
 	c := &Cursor{start: w.Start, pos: make(map[string]streamID, len(w.Pos)), ord: make(map[string]int64, len(w.Ord))}
 	for q, v := range w.Pos {
-		if q != SysQueue && !dtq.ValidQueueName(q) {
+		if q != SysQueue && !rdb.ValidStorageName(q) { // a queue, or a partition of one
+
 			return nil, fmt.Errorf("%w: bad queue name", ErrBadCursor)
 		}
 		id, err := parseStreamID(v)

@@ -83,7 +83,8 @@ var Types = []string{
 // Attempt are sent as null: queue events have no task, worker events no
 // queue.
 type Envelope struct {
-	// EventID is "<queue>/<stream entry id>" ("_sys/…" for worker events),
+	// EventID is "<queue>/<stream entry id>" ("<queue>#<k>/…" for partition k
+	// of a partitioned queue, "_sys/…" for worker events),
 	// unique across queues.
 	EventID string
 	// TS is when the transition happened (the script's clock).
@@ -198,6 +199,11 @@ func decodeEntry(queue string, m redis.XMessage) (*entry, error) {
 		TaskType: str("task_type"), WorkerID: str("worker_id"), Metadata: json.RawMessage(str("meta"))}
 	if queue != SysQueue {
 		env.Queue = queue
+		if q, k := rdb.PartitionOf(queue); k > 0 {
+			// A partition's events are its queue's; the id names the
+			// partition, so that it stays unique.
+			env.Queue, env.EventID = q, q+"#"+strconv.Itoa(k)+"/"+m.ID
+		}
 	}
 	env.Attempt, _ = strconv.Atoi(str("attempt"))
 	ms, err := strconv.ParseInt(str("ts"), 10, 64)

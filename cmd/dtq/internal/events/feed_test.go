@@ -717,3 +717,59 @@ func TestSinceStartsAtATime(t *testing.T) {
 	_, resp := b.tryOpenSSE(t, "?since=soon", "")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
+
+// TestPartitionedQueueFeed: a queue=hot feed of a queue with 4 partitions
+// delivers its partitions' events, named by the queue, with event ids that
+// name the partition; the cursor holds a position per partition and resumes
+// exactly once.
+func TestPartitionedQueueFeed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	d := openDeployment(t, b.rc, b.keys.Prefix())
+	admin, err := d.NewAdmin(nil)
+	require.NoError(t, err)
+	_, err = admin.CreateQueue(b.ctx, "hot", &dtq.QueueOptions{Partitions: 4})
+	require.NoError(t, err)
+	parts, err := b.rdb.Partitions(b.ctx, "hot", false)
+	require.NoError(t, err)
+	b.waitReaders(t, parts...)
+	c := b.openSSE(t, "?queue=hot", "")
+	c.start(t)
+
+	cl, err := d.NewClient(nil)
+	require.NoError(t, err)
+	submitted := map[string]bool{}
+	for range 8 {
+		res, err := cl.Submit(b.ctx, dtq.Submission{Queue: "hot", Type: "job"})
+		require.NoError(t, err)
+		submitted[res.TaskID] = true
+	}
+	seen := map[string]bool{}
+	partitions := map[string]bool{}
+	var last string
+	for len(seen) < len(submitted) {
+		f := c.nextEvent(t)
+		env := envelopeOf(t, f.data)
+		require.Equal(t, "hot", env["queue"])
+		require.True(t, submitted[env["task_id"].(string)])
+		require.Regexp(t, `^hot(#[1-3])?/\d+-\d+$`, env["event_id"])
+		p, _, _ := strings.Cut(env["event_id"].(string), "/")
+		partitions[p] = true
+		seen[env["task_id"].(string)] = true
+		last = f.id
+	}
+	require.Len(t, partitions, 4, "events of every partition")
+	cur, err := ParseCursor(last)
+	require.NoError(t, err)
+	for _, p := range parts {
+		require.NotEqual(t, idBefore(cur.start), cur.position(p), "a position for partition %s", p)
+	}
+
+	// Resuming from the last cursor delivers the next event only.
+	c.close()
+	res, err := cl.Submit(b.ctx, dtq.Submission{Queue: "hot", Type: "job"})
+	require.NoError(t, err)
+	c = b.openSSE(t, "?queue=hot", last)
+	f := c.nextEvent(t)
+	require.Equal(t, res.TaskID, envelopeOf(t, f.data)["task_id"])
+}

@@ -55,7 +55,8 @@ func (f *Filter) Validate() error {
 // readsQueue reports whether the subscription needs queue's stream at all.
 func (f *Filter) readsQueue(queue string) bool {
 	if len(f.Queues) > 0 {
-		return slices.Contains(f.Queues, queue)
+		q, _ := rdb.PartitionOf(queue) // a partitioned queue's feed is its partitions'
+		return slices.Contains(f.Queues, q)
 	}
 	// Worker events carry no task id.
 	return queue != SysQueue || f.TaskID == ""
