@@ -159,26 +159,38 @@ func TestFaultWorkerPaused(t *testing.T) {
 func pauseChildPastLease(t *testing.T, r *rig) {
 	ctx := context.Background()
 	keys := rdb.NewKeys(r.prefix)
-	// Stop it while it holds a lease (its handlers take 2 s).
+	// Stop it while it holds a lease (its handlers take 2 s), in any
+	// partition of the queue.
 	require.Eventually(t, func() bool {
-		ids, err := r.direct.ZRange(ctx, keys.Lease(queue), 0, -1).Result()
-		require.NoError(t, err)
-		for _, id := range ids {
-			if r.direct.HGet(ctx, keys.Task(queue, id), "worker_id").Val() == "child" {
-				return true
+		for _, part := range r.parts {
+			ids, err := r.direct.ZRange(ctx, keys.Lease(part), 0, -1).Result()
+			require.NoError(t, err)
+			for _, id := range ids {
+				if r.direct.HGet(ctx, keys.Task(part, id), "worker_id").Val() == "child" {
+					return true
+				}
 			}
 		}
 		return false
 	}, 30*time.Second, 10*time.Millisecond, "the child worker never held a lease")
-	start, err := r.direct.XRevRangeN(ctx, keys.Events(queue), "+", "-", 1).Result()
-	require.NoError(t, err)
+	start := map[string]string{}
+	for _, part := range r.parts {
+		last, err := r.direct.XRevRangeN(ctx, keys.Events(part), "+", "-", 1).Result()
+		require.NoError(t, err)
+		start[part] = "-"
+		if len(last) > 0 {
+			start[part] = last[0].ID
+		}
+	}
 	require.NoError(t, r.child.Process.Signal(syscall.SIGSTOP))
 	require.Eventually(t, func() bool {
-		evs, err := r.direct.XRange(ctx, keys.Events(queue), start[0].ID, "+").Result()
-		require.NoError(t, err)
-		for _, e := range evs {
-			if e.Values["type"] == "TASK_LEASE_LOST" {
-				return true
+		for _, part := range r.parts {
+			evs, err := r.direct.XRange(ctx, keys.Events(part), start[part], "+").Result()
+			require.NoError(t, err)
+			for _, e := range evs {
+				if e.Values["type"] == "TASK_LEASE_LOST" {
+					return true
+				}
 			}
 		}
 		return false

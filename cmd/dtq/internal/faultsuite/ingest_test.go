@@ -32,7 +32,9 @@ type ingestRig struct {
 	keys   rdb.Keys
 }
 
-func newIngestRig(t *testing.T) *ingestRig {
+// With partitions, the default queue is created with that many
+// partitions first.
+func newIngestRig(t *testing.T, partitions ...int) *ingestRig {
 	t.Helper()
 	proxy, direct, _ := proxied(t)
 	// The API uses go-redis's defaults, as most users do: a command whose
@@ -46,6 +48,10 @@ func newIngestRig(t *testing.T) *ingestRig {
 	in := dep.Inspector()
 	adm, err := dep.NewAdmin(nil)
 	require.NoError(t, err)
+	for _, p := range partitions {
+		_, err := adm.CreateQueue(t.Context(), dtq.DefaultQueue, &dtq.QueueOptions{Partitions: p})
+		require.NoError(t, err)
+	}
 	gateway, err := dep.NewWorkerGateway(&dtq.WorkerGatewayConfig{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	api, err := httpapi.New(httpapi.Config{Client: c, Inspector: in, Admin: adm, WorkerGateway: gateway, Logger: slog.New(slog.DiscardHandler)})

@@ -238,7 +238,21 @@ func (g *ingestRig) call(hc *http.Client, in opInput) opOutput {
 // effect at any time after its call, or not at all.
 func TestSubmissionsAreLinearizable(t *testing.T) {
 	t.Parallel()
-	g := newIngestRig(t)
+	checkLinearizable(t, newIngestRig(t))
+}
+
+// TestPartitionedSubmissionsAreLinearizable is
+// TestSubmissionsAreLinearizable on a queue of 8 partitions: each key's
+// records and task are in its partition, so the history holds per key as
+// on one.
+func TestPartitionedSubmissionsAreLinearizable(t *testing.T) {
+	t.Parallel()
+	checkLinearizable(t, newIngestRig(t, 8))
+}
+
+// checkLinearizable records and checks the history of
+// TestSubmissionsAreLinearizable against g.
+func checkLinearizable(t *testing.T, g *ingestRig) {
 	const clients, opsEach, keys = 6, 60, 2
 	start := time.Now()
 	var (

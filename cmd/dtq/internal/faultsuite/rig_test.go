@@ -69,6 +69,7 @@ type scenario struct {
 	limits      string        // flow-control limits of the queue (a PUT body), "" = none
 	keys        int           // spread tasks over this many concurrency keys (0 = none)
 	httpWorkers int           // workers using the HTTP worker protocol (with workers: -1 for no Go worker)
+	partitions  int           // create the queue with this many partitions (0 = one)
 	// fault runs the fault while the load goes on and returns when it has
 	// ended.
 	fault func(t *testing.T, r *rig)
@@ -78,6 +79,7 @@ type scenario struct {
 // of it, the API and workers talking through the proxy, and producers.
 type rig struct {
 	sc     scenario
+	parts  []string // the queue's partitions' storage names (the queue alone when not partitioned)
 	srv    *redistest.Server
 	proxy  *faultproxy.Proxy
 	direct *redis.Client // to the server itself: faults and checks
@@ -169,6 +171,14 @@ func newRig(t *testing.T, sc scenario) *rig {
 	r.api = httptest.NewServer(api)
 	t.Cleanup(r.api.Close)
 
+	r.parts = []string{queue}
+	if sc.partitions > 1 {
+		_, err := adm.CreateQueue(t.Context(), queue, &dtq.QueueOptions{Partitions: sc.partitions})
+		require.NoError(t, err)
+		r.parts, err = rdb.New(r.direct, r.prefix).Partitions(t.Context(), queue, false)
+		require.NoError(t, err)
+		require.Len(t, r.parts, sc.partitions)
+	}
 	if sc.limits != "" {
 		req, err := http.NewRequest(http.MethodPut, r.api.URL+"/api/v1/queues/"+queue+"/limits", strings.NewReader(sc.limits))
 		require.NoError(t, err)
@@ -536,13 +546,15 @@ func run(t *testing.T, sc scenario) {
 	// The checks: one terminal event per task, no succeeded-while-held task
 	// ending otherwise, nothing left in the live structures.
 	keys := rdb.NewKeys(r.prefix)
-	evs, err := r.direct.XRange(ctx, keys.Events(queue), "-", "+").Result()
-	require.NoError(t, err)
 	ends := map[string]int{}
-	for _, e := range evs {
-		if typ, _ := e.Values["type"].(string); terminalEvents[typ] {
-			id, _ := e.Values["task_id"].(string)
-			ends[id]++
+	for _, part := range r.parts {
+		evs, err := r.direct.XRange(ctx, keys.Events(part), "-", "+").Result()
+		require.NoError(t, err)
+		for _, e := range evs {
+			if typ, _ := e.Values["type"].(string); terminalEvents[typ] {
+				id, _ := e.Values["task_id"].(string)
+				ends[id]++
+			}
 		}
 	}
 	childRuns, _ := r.direct.HGetAll(ctx, r.prefix+":test:child_runs").Result()
@@ -597,38 +609,44 @@ func run(t *testing.T, sc scenario) {
 	require.Zero(t, twice, "tasks with more than one terminal event")
 	require.Zero(t, internals, "500 answers during the fault")
 	require.Greater(t, len(acked), 20, "too little load to mean anything")
-	require.Zero(t, r.direct.ZCard(ctx, keys.Lease(queue)).Val(), "leases left")
-	require.Equal(t, "0", r.direct.Get(ctx, keys.Depth(queue)).Val(), "depth drifted")
-	// Flow control gave back every slot it took, once.
-	require.Zero(t, r.direct.HLen(ctx, keys.KeyRunning(queue)).Val(), "key slots left taken")
-	require.Contains(t, []string{"", "0"}, r.direct.Get(ctx, keys.Held(queue)).Val(), "held tasks left")
-	// Fair sharing: every key's queue drained, no key left active or
-	// parked, the per-band task counts back to zero.
-	left, err := r.direct.Keys(ctx, keys.KeyQueuePrefix(queue)+"*").Result()
-	require.NoError(t, err)
-	require.Empty(t, left, "key queues left with tasks")
-	for b := range 10 {
-		require.Zero(t, r.direct.ZCard(ctx, keys.FairActive(queue, b)).Val(), "band %d has active keys left", b)
-		require.Contains(t, []string{"", "0"}, r.direct.HGet(ctx, keys.FairState(queue), fmt.Sprintf("n%d", b)).Val(), "band %d counts tasks left", b)
-	}
-	require.Zero(t, r.direct.ZCard(ctx, keys.FairKeys(queue)).Val(), "keys with tasks left")
-	require.Zero(t, r.direct.ZCard(ctx, keys.FairDelay(queue)).Val(), "parked keys left")
-	if strings.Contains(sc.limits, "fairness") {
-		// and the tasks did go through the key queues.
-		seq, _ := r.direct.HGet(ctx, keys.FairState(queue), "seq").Int64()
-		require.Positive(t, seq, "no task went through a key queue")
-		require.Equal(t, int64(1), r.direct.Exists(ctx, keys.FairOn(queue)).Val(), "key queues not on")
-	}
-	// Retention started once per finished task: a finalize sent again
-	// never counts a task twice.
 	finished := map[string]int64{}
-	iter := r.direct.Scan(ctx, 0, keys.TaskPrefix(queue)+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if st := r.direct.HGet(ctx, iter.Val(), "status").Val(); terminal(dtqtype.Status(st)) && st != "dead_lettered" {
-			finished[st]++
+	for _, part := range r.parts {
+		require.Zero(t, r.direct.ZCard(ctx, keys.Lease(part)).Val(), "leases left")
+		if depth := r.direct.Get(ctx, keys.Depth(part)).Val(); depth != "0" {
+			// A partition no task reached has no counter yet.
+			require.True(t, len(r.parts) > 1 && depth == "" && r.direct.Exists(ctx, keys.QueueNum(part)).Val() == 1,
+				"depth drifted: %q in %s", depth, part)
 		}
+		// Flow control gave back every slot it took, once.
+		require.Zero(t, r.direct.HLen(ctx, keys.KeyRunning(part)).Val(), "key slots left taken")
+		require.Contains(t, []string{"", "0"}, r.direct.Get(ctx, keys.Held(part)).Val(), "held tasks left")
+		// Fair sharing: every key's queue drained, no key left active or
+		// parked, the per-band task counts back to zero.
+		left, err := r.direct.Keys(ctx, keys.KeyQueuePrefix(part)+"*").Result()
+		require.NoError(t, err)
+		require.Empty(t, left, "key queues left with tasks")
+		for b := range 10 {
+			require.Zero(t, r.direct.ZCard(ctx, keys.FairActive(part, b)).Val(), "band %d has active keys left", b)
+			require.Contains(t, []string{"", "0"}, r.direct.HGet(ctx, keys.FairState(part), fmt.Sprintf("n%d", b)).Val(), "band %d counts tasks left", b)
+		}
+		require.Zero(t, r.direct.ZCard(ctx, keys.FairKeys(part)).Val(), "keys with tasks left")
+		require.Zero(t, r.direct.ZCard(ctx, keys.FairDelay(part)).Val(), "parked keys left")
+		if strings.Contains(sc.limits, "fairness") {
+			// and the tasks did go through the key queues.
+			seq, _ := r.direct.HGet(ctx, keys.FairState(part), "seq").Int64()
+			require.Positive(t, seq, "no task went through a key queue")
+			require.Equal(t, int64(1), r.direct.Exists(ctx, keys.FairOn(part)).Val(), "key queues not on")
+		}
+		// Retention started once per finished task: a finalize sent again
+		// never counts a task twice.
+		iter := r.direct.Scan(ctx, 0, keys.TaskPrefix(part)+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if st := r.direct.HGet(ctx, iter.Val(), "status").Val(); terminal(dtqtype.Status(st)) && st != "dead_lettered" {
+				finished[st]++
+			}
+		}
+		require.NoError(t, iter.Err())
 	}
-	require.NoError(t, iter.Err())
 	qi, err := r.insp.GetQueue(ctx, queue)
 	require.NoError(t, err)
 	delete(qi.Retained, "dead_lettered") // counted once out of the DLQ; the DLQ holds them here
