@@ -53,6 +53,12 @@ func (n *normalized) reencodedWork() []byte {
 	} else if n.ttlSeconds != 0 {
 		canon["ttl_seconds"] = n.ttlSeconds
 	}
+	if n.concurrencyKey != "" {
+		canon["concurrency_key"] = n.concurrencyKey
+	}
+	if n.dedup != nil {
+		canon["dedup"] = map[string]string{"key": n.dedup.Key, "mode": n.dedup.Mode}
+	}
 	return mustJSON(canon)
 }
 
@@ -66,6 +72,20 @@ func (n *normalized) appendWork(b []byte) ([]byte, bool) {
 		return strconv.AppendInt(b, v, 10)
 	}
 	b = append(b, '{')
+	// The partition key's fields, when given (docs/partitions.md): a
+	// submission without them hashes as it always did.
+	if n.concurrencyKey != "" {
+		b = append(b, `"concurrency_key":`...)
+		b = append(b, mustJSON(n.concurrencyKey)...)
+		b = append(b, ',')
+	}
+	if n.dedup != nil {
+		b = append(b, `"dedup":{"key":`...)
+		b = append(b, mustJSON(n.dedup.Key)...)
+		b = append(b, `,"mode":`...)
+		b = append(b, mustJSON(n.dedup.Mode)...)
+		b = append(b, "},"...)
+	}
 	if n.runAt == 0 {
 		b = num(b, `"delay_ms":`, n.delayMS)
 		b = append(b, ',')

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq/internal/jsonscan"
+	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // workVariants are the shapes of the fields around the payload: delay or
@@ -17,6 +18,33 @@ var workVariants = []normalized{
 	{typ: "t", priority: 0, maxAttempts: 1, timeoutMS: 1, delayMS: 1500, ttlSeconds: 60},
 	{typ: "t", priority: 9, maxAttempts: 25, timeoutMS: 3600000, runAt: 1764000000000, expiresGiven: true, expiresAt: 1765000000000},
 	{typ: "t", priority: 1, maxAttempts: 2, timeoutMS: 5, runAt: 1764000000000, ttlSeconds: 7},
+	// The partition key's fields (docs/partitions.md).
+	{typ: "t", priority: 5, maxAttempts: 5, timeoutMS: 30000, concurrencyKey: `tenant "<a&b>"`},
+	{typ: "t", priority: 5, maxAttempts: 5, timeoutMS: 30000, concurrencyKey: "c", dedup: &rdb.DedupSpec{Key: "d<1>", Mode: "drop"}},
+}
+
+// TestFingerprintCoversThePartitionKey: the concurrency key and the dedup
+// spec are part of the work, so a repeat of an idempotency key with
+// another one is a mismatch on one partition as it is new work on
+// another; a submission without them hashes as before.
+func TestFingerprintCoversThePartitionKey(t *testing.T) {
+	t.Parallel()
+	base := normalized{typ: "t", priority: 5, maxAttempts: 5, timeoutMS: 30000, payload: []byte(`{}`)}
+	require.Equal(t, `{"delay_ms":0,"max_attempts":5,"payload":{},"priority":5,"task_type":"t","timeout_ms":30000}`,
+		string(base.canonicalWork()), "unchanged without the partition key's fields")
+	seen := map[string]bool{base.computeFingerprint(): true}
+	for _, mod := range []func(*normalized){
+		func(n *normalized) { n.concurrencyKey = "a" },
+		func(n *normalized) { n.concurrencyKey = "b" },
+		func(n *normalized) { n.dedup = &rdb.DedupSpec{Key: "a", Mode: "drop"} },
+		func(n *normalized) { n.dedup = &rdb.DedupSpec{Key: "a", Mode: "debounce"} },
+	} {
+		n := base
+		mod(&n)
+		fp := n.computeFingerprint()
+		require.False(t, seen[fp], string(n.canonicalWork()))
+		seen[fp] = true
+	}
 }
 
 func TestCanonicalWorkMatchesReencoding(t *testing.T) {

@@ -41,8 +41,13 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 	wakeID := "0-0"              // the last wake entry seen (see rdb.WaitWake)
 	var lastWake time.Time       // when WaitReady last returned new entries
 	var groupDelay time.Duration // backoff of failing group creations; 0 = none failing
+	// band is the highest priority band the queue (a partition of one) is
+	// known to have ready: among a queue's partitions, a higher band gets
+	// a freed slot first (slots.Pool).
+	band, woke := 0, false // woke: WaitReady just found the queue's first new work
 	for ctx.Err() == nil {
-		n, err := w.slots.Acquire(ctx, queue, w.cfg.Concurrency)
+		n, err := w.slots.Acquire(ctx, queue, w.cfg.Concurrency, band, woke)
+		woke = false
 		if err != nil {
 			return
 		}
@@ -77,7 +82,10 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 				attempt.Sleep(ctx, errDelay)
 			}
 		case len(res.Tasks) > 0 && len(res.LastIDs) == 0:
-			continue // slots ran out first: more may be ready
+			// Slots ran out first: more may be ready, in the band the
+			// claim stopped in (it takes the highest bands first).
+			band = res.Tasks[len(res.Tasks)-1].Priority
+			continue
 		case res.NoGroup:
 			if err := w.rdb.EnsureGroups(bg, queue); err != nil {
 				// At maxmemory this repeats until memory frees: back off,
@@ -93,7 +101,8 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		case res.Paused:
 			attempt.Sleep(ctx, time.Second)
 		case len(res.LastIDs) > 0:
-			if err := w.rdb.WaitReady(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
+			woke = true
+			if band, err = w.rdb.WaitReadyBand(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for tasks failed", "queue", queue, "err", err)
 				attempt.Sleep(ctx, errDelay)
 				break

@@ -190,8 +190,16 @@ func decodeClaimed(queue string, flat []string) ([]ClaimedTask, error) {
 // nothing: the claim script that follows does the delivery. Ingest into
 // key queues writes no band entry, only the wake stream.
 func (r *RDB) WaitReady(ctx context.Context, queue string, lastIDs []string, block time.Duration) error {
+	_, err := r.WaitReadyBand(ctx, queue, lastIDs, block)
+	return err
+}
+
+// WaitReadyBand is WaitReady that also says the highest band with a new
+// entry: 0 when none came, or only the wake stream moved (its band is not
+// known).
+func (r *RDB) WaitReadyBand(ctx context.Context, queue string, lastIDs []string, block time.Duration) (int, error) {
 	if len(lastIDs) != NumBands && len(lastIDs) != NumBands+1 {
-		return nil
+		return 0, nil
 	}
 	streams := make([]string, 0, 2*len(lastIDs))
 	for b := NumBands - 1; b >= 0; b-- {
@@ -201,11 +209,20 @@ func (r *RDB) WaitReady(ctx context.Context, queue string, lastIDs []string, blo
 		streams = append(streams, r.keys.Wake(queue))
 	}
 	streams = append(streams, lastIDs...)
-	err := r.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Err()
+	res, err := r.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
-		return nil
+		return 0, nil
 	}
-	return err
+	band := 0
+	for _, st := range res {
+		for b := NumBands - 1; b > band; b-- {
+			if st.Stream == r.keys.Stream(queue, b) {
+				band = b
+				break
+			}
+		}
+	}
+	return band, err
 }
 
 // WaitWake blocks until the wake stream of queue has an entry after after

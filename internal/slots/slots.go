@@ -20,10 +20,14 @@ type Pool struct {
 	order   map[string]int // queue -> position (strict mode)
 	weights map[string]int
 	waiting map[string]*slotWaiter
+	seq     uint64 // numbers the waiters
 }
 
 type slotWaiter struct {
 	want  int
+	band  int    // the highest priority band its queue is known to have ready
+	seq   uint64 // when it started waiting: the oldest of equal bands goes first
+	woke  bool   // its work just arrived: first among equal bands
 	grant chan int
 }
 
@@ -38,7 +42,13 @@ func NewPool(n int, weights map[string]int, order []string, strict bool) *Pool {
 }
 
 // Acquire waits for at least one slot for queue and takes up to want.
-func (s *Pool) Acquire(ctx context.Context, queue string, want int) (int, error) {
+// band is the highest priority band queue is known to have ready (0 when
+// unknown), and woke says its work has just arrived (it had none): among
+// the waiting partitions of one queue, the highest band goes first, of
+// equal bands one that just woke, then the one waiting longest. A
+// partition with a backlog thus never holds back one whose work just
+// came for more than a turn.
+func (s *Pool) Acquire(ctx context.Context, queue string, want, band int, woke bool) (int, error) {
 	s.mu.Lock()
 	if s.free > 0 && len(s.waiting) == 0 {
 		n := min(s.free, want)
@@ -46,7 +56,8 @@ func (s *Pool) Acquire(ctx context.Context, queue string, want int) (int, error)
 		s.mu.Unlock()
 		return n, nil
 	}
-	w := &slotWaiter{want: want, grant: make(chan int, 1)}
+	s.seq++
+	w := &slotWaiter{want: want, band: band, seq: s.seq, woke: woke, grant: make(chan int, 1)}
 	s.waiting[queue] = w
 	s.mu.Unlock()
 	select {
@@ -95,7 +106,7 @@ func (s *Pool) Release(n int) {
 // pick chooses the waiting queue that gets freed slots. Partitions of a
 // queue ("<queue>#<k>...", see rdb.PartitionOf) wait as themselves but
 // share their queue's weight and place: a queue is drawn (by weight, or by
-// order in strict mode), then one of its waiting partitions at random.
+// order in strict mode), then one of its waiting partitions (partitionOf).
 func (s *Pool) pick() string {
 	best, total := "", 0
 	seen := map[string]bool{}
@@ -125,17 +136,19 @@ func (s *Pool) pick() string {
 	return s.partitionOf(queueOf(best))
 }
 
-// partitionOf picks one waiting partition (or the queue itself) of queue
-// at random.
+// partitionOf picks the waiting partition (or the queue itself) of queue
+// with the highest band ready; among equals one whose work just arrived,
+// then the one waiting longest (see Acquire).
 func (s *Pool) partitionOf(queue string) string {
 	var out string
-	n := 0
-	for q := range s.waiting {
-		if queueOf(q) == queue {
-			n++
-			if rand.IntN(n) == 0 {
-				out = q
-			}
+	var best *slotWaiter
+	for q, w := range s.waiting {
+		if queueOf(q) != queue {
+			continue
+		}
+		if best == nil || w.band > best.band ||
+			(w.band == best.band && (w.woke && !best.woke || w.woke == best.woke && w.seq < best.seq)) {
+			out, best = q, w
 		}
 	}
 	return out
