@@ -72,7 +72,7 @@ func printQueue(p *printer, q *queueView) error {
 		fmt.Fprintf(&bands, " p%d=%d", b, q.Ready[fmt.Sprintf("p%d", b)])
 	}
 	tp := q.Throughput
-	return p.fields([][2]string{
+	fields := [][2]string{
 		{"queue", q.Name},
 		{"state", q.state()},
 		{"depth", itoa(q.Depth)},
@@ -84,7 +84,17 @@ func printQueue(p *printer, q *queueView) error {
 		{"live_workers", strconv.Itoa(q.LiveWorkers)},
 		{"throughput", fmt.Sprintf("last %d min: %d succeeded, %d failed, %d retried, %s/min",
 			tp.WindowMinutes, tp.Succeeded, tp.Failed, tp.Retried, perMinute(tp.PerMinute))},
-	})
+	}
+	if len(q.Partitions) > 0 {
+		// A partitioned queue (docs/partitions.md): the sizes above are
+		// its partitions' sums; each partition's follow.
+		fields = append(fields, [2]string{"partitions", strconv.Itoa(len(q.Partitions))})
+		for _, pi := range q.Partitions {
+			fields = append(fields, [2]string{fmt.Sprintf("  partition %d", pi.Partition),
+				fmt.Sprintf("depth %d, ready %d, running %d, scheduled %d, dlq %d", pi.Depth, pi.ReadyTotal, pi.Running, pi.Scheduled, pi.DLQ)})
+		}
+	}
+	return p.fields(fields)
 }
 
 func newQueuesPurgeCmd(r *remote) *cobra.Command {

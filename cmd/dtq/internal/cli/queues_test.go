@@ -78,6 +78,12 @@ func TestQueuesCreateDelete(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(b.ok(t, "queues", "create", "invoices", "-o", "json")), &created))
 	require.Equal(t, map[string]any{"queue": "invoices", "created": true, "partitions": float64(1)}, created)
 	require.Equal(t, "created queue hot (4 partitions)\n", b.ok(t, "queues", "create", "hot", "--partitions", "4"))
+	for range 4 {
+		b.submit(t, dtq.Submission{Queue: "hot", Type: "echo"})
+	}
+	stats := b.ok(t, "queues", "stats", "hot")
+	require.Contains(t, stats, "partitions")
+	require.Regexp(t, `(?m)^  partition 3:\s+depth 1, ready 1, running 0, scheduled 0, dlq 0$`, stats)
 	require.Equal(t, "queue hot already existed (4 partitions)\n", b.ok(t, "queues", "create", "hot"))
 	code, stdout, stderr := b.run(t, "queues", "create", "hot", "--partitions", "2")
 	requireAPIError(t, code, stdout, stderr, "PARTITIONS_CONFLICT")
@@ -92,6 +98,8 @@ func TestQueuesCreateDelete(t *testing.T) {
 	require.Empty(t, stdout)
 	require.Equal(t, "dtq: refusing to delete queue billing without --yes\n", stderr)
 	require.Equal(t, []string{"billing", "hot", "invoices"}, b.queueNames(t))
+	_, err := b.admin.PurgeQueue(b.ctx, "hot")
+	require.NoError(t, err)
 	require.Equal(t, "deleted queue hot\n", b.ok(t, "queues", "delete", "hot", "--yes"), "a partitioned queue goes with its partitions")
 	require.Equal(t, []string{"billing", "invoices"}, b.queueNames(t))
 
