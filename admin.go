@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -351,8 +352,8 @@ func (a *Admin) DeleteQueue(ctx context.Context, queue string) error {
 	// A partitioned queue goes partition by partition, its own name last:
 	// its map leaves the registry with it, so a deletion stopped by a
 	// partition holding tasks leaves a queue that still names all of them.
-	for i := len(parts) - 1; i >= 0; i-- {
-		res, err := a.rdb.DeleteQueue(ctx, parts[i])
+	for i, part := range slices.Backward(parts) {
+		res, err := a.rdb.DeleteQueue(ctx, part)
 		if errors.Is(err, rdb.ErrQueueNotRegistered) {
 			if i == 0 {
 				return ErrQueueNotFound

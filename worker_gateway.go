@@ -454,7 +454,7 @@ func (g *WorkerGateway) claimTargets(ctx context.Context, queues []string) ([]st
 		if err != nil {
 			return nil, err
 		}
-		first := int(g.spread.Add(1) % uint64(len(parts)))
+		first := g.spread.Add(1) % uint64(len(parts))
 		out = append(out, parts[first:]...)
 		out = append(out, parts[:first]...)
 	}

@@ -36,19 +36,16 @@ var ErrQueueExists = errors.New("queue exists with one partition")
 // PartitionOf returns the queue a storage-side queue name belongs to and
 // its partition number: (name, 0) for a queue's own name.
 func PartitionOf(name string) (queue string, k int) {
-	i := strings.IndexByte(name, partitionSep)
-	if i < 0 {
+	queue, rest, found := strings.Cut(name, string(partitionSep))
+	if !found {
 		return name, 0
 	}
-	rest := name[i+1:]
-	if j := strings.IndexByte(rest, '.'); j >= 0 {
-		rest = rest[:j]
-	}
+	rest, _, _ = strings.Cut(rest, ".")
 	k, err := strconv.Atoi(rest)
 	if err != nil {
-		return name[:i], 0
+		return queue, 0
 	}
-	return name[:i], k
+	return queue, k
 }
 
 // IsPartition reports whether name is partition 1 or higher of a queue
@@ -122,32 +119,27 @@ func (r *RDB) slotMasters(ctx context.Context) (int, func(int) int, error) {
 	if !ok {
 		return 1, func(int) int { return 0 }, nil
 	}
-	ranges, err := cc.ClusterSlots(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	if err != nil {
 		return 0, nil, err
 	}
-	index := map[string]int{}
-	var owner [16384]int16
-	for i := range owner {
-		owner[i] = -1
+	owner := make([]int, 16384) // slot -> index of its master (its shard)
+	masters := 0
+	for _, sh := range shards {
+		if len(sh.Slots) == 0 {
+			continue // a shard without slots takes no partition
+		}
+		for _, rg := range sh.Slots {
+			for s := max(rg.Start, 0); s <= rg.End && s < int64(len(owner)); s++ {
+				owner[s] = masters
+			}
+		}
+		masters++
 	}
-	for _, rg := range ranges {
-		if len(rg.Nodes) == 0 {
-			continue
-		}
-		m, ok := index[rg.Nodes[0].Addr]
-		if !ok {
-			m = len(index)
-			index[rg.Nodes[0].Addr] = m
-		}
-		for s := rg.Start; s <= rg.End && s < len(owner); s++ {
-			owner[s] = int16(m)
-		}
-	}
-	if len(index) == 0 {
+	if masters == 0 {
 		return 1, func(int) int { return 0 }, nil
 	}
-	return len(index), func(slot int) int { return max(int(owner[slot]), 0) }, nil
+	return masters, func(slot int) int { return owner[slot] }, nil
 }
 
 // PartitionQueue creates queue with p (2..MaxPartitions) partitions: it
