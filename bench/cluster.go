@@ -64,16 +64,7 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 		}
 		return nil, nil
 	})
-	cpu := func() map[string]float64 {
-		out := map[string]float64{}
-		for _, s := range c.Masters(ctx) {
-			rc := redis.NewClient(&redis.Options{Addr: s.Addr})
-			out[s.Addr] = readStats(ctx, rc).cpuSec
-			rc.Close()
-		}
-		return out
-	}
-	before := cpu()
+	before := masterCPU(ctx, c)
 	start := time.Now()
 	stop := runWorker(ctx, w)
 	<-allDone
@@ -84,7 +75,7 @@ func clusterE2E(ctx context.Context, n, concurrency, queues int, payload any) re
 		}
 	}
 	el := time.Since(start)
-	after := cpu()
+	after := masterCPU(ctx, c)
 	stop()
 	var total float64
 	addrs := make([]string, 0, len(after))

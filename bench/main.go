@@ -10,6 +10,7 @@
 //	go run . -scenario outbox -n 2000 -rate 200
 //	go run . -scenario dedup -n 50000 -runs 3
 //	go run . -scenario dedup -dedup-case drop-small -producers 1 -n 10000 [-idem]
+//	go run . -scenario partitioned -masters 3 [-rate 2000 -duration 20s]
 package main
 
 import (
@@ -52,23 +53,25 @@ type result struct {
 }
 
 func main() {
-	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e | progress | dedup")
+	scenario := flag.String("scenario", "e2e", "enqueue | batch | e2e | pc | latency | http | qstats | cluster-e2e | memory | outbox | fair-e2e | progress | dedup | partitioned")
 	system := flag.String("system", "dtq", "dtq | asynq")
 	poll := flag.Duration("asynq-poll", 0, "asynq TaskCheckInterval for the latency scenario (0 = asynq's default)")
 	n := flag.Int("n", 50000, "tasks (enqueue, batch, e2e)")
-	producers := flag.Int("producers", 16, "concurrent producers (enqueue)")
+	producers := flag.Int("producers", 16, "concurrent producers (enqueue; partitioned: paced, default 64)")
 	conns := flag.Int("conns", 64, "keep-alive connections (http)")
 	listpackValue := flag.Int("listpack-value", 1024, "redis-server hash-max-listpack-value (dtq's recommended 1024; Redis's default is 64)")
-	concurrency := flag.Int("concurrency", 32, "worker concurrency (e2e, latency)")
-	rate := flag.Int("rate", 2000, "tasks per second (latency)")
-	duration := flag.Duration("duration", 10*time.Second, "run time (latency)")
+	concurrency := flag.Int("concurrency", 32, "worker concurrency (e2e, latency; partitioned: default 64)")
+	rate := flag.Int("rate", 2000, "tasks per second (latency; partitioned: offered to each queue, default 2000)")
+	duration := flag.Duration("duration", 10*time.Second, "run time (latency; partitioned: the measured window of each queue, default 20s)")
+	masters := flag.Int("masters", 3, "Redis Cluster masters, at least 3 (partitioned)")
+	warmup := flag.Duration("warmup", 5*time.Second, "partitioned: run time of each queue before its measured window")
 	payloadSize := flag.Int("payload", 100, "payload bytes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	replicas := flag.Int("replica-acks", 0, "attach this many replicas and make dtq's writes wait for them (DTQ_REPLICA_ACKS)")
 	queues := flag.Int("queues", 3, "queues (cluster-e2e)")
 	retention := flag.Duration("retention", -1, "succeeded retention (memory; -1 = the system's default, 0 = keep nothing)")
 	idem := flag.Bool("idem", false, "an idempotency key per task, asynq: TaskID (enqueue, memory, dedup)")
-	keys := flag.Int("keys", 100, "concurrency keys, round robin (fair-e2e)")
+	keys := flag.Int("keys", 100, "concurrency keys, round robin (fair-e2e; partitioned: drawn uniformly, default 10000)")
 	fair := flag.Bool("fair", true, "set fairness on the queue (fair-e2e)")
 	compareRuns := flag.Int("compare", 0, "run the dtq/asynq comparison, each case this many times (medians), and print the table")
 	wfJoin := flag.Int("workflow-join", 0, "workflow release latency: joins of this many deps (see -rounds, -chains, -cluster)")
@@ -94,6 +97,24 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
+	}
+	submitLinger = *linger
+	if *scenario == "partitioned" {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		r := partitionedRun{masters: *masters, rate: 2000, warmup: *warmup, duration: 20 * time.Second, keys: 10_000,
+			producers: 64, concurrency: 64, listpack: *listpackValue}
+		// Flags set on the command line replace the scenario's defaults.
+		for name, v := range map[string][2]*int{"rate": {&r.rate, rate}, "keys": {&r.keys, keys},
+			"producers": {&r.producers, producers}, "concurrency": {&r.concurrency, concurrency}} {
+			if set[name] {
+				*v[0] = *v[1]
+			}
+		}
+		if set["duration"] {
+			r.duration = *duration
+		}
+		os.Exit(partitionedBench(r))
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -122,7 +143,6 @@ func main() {
 		defer stopReplicas()
 		replicaAcks = *replicas
 	}
-	submitLinger = *linger
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 256})
 	defer rc.Close()
 	ctx := context.Background()
