@@ -112,17 +112,17 @@ func BenchmarkLifecycleScripts(b *testing.B) {
 				b.Fatalf("callgrind_control: %v: %s", err, out)
 			}
 		}
-		info, err := s.Client.Info(ctx, "commandstats").Result()
+		info, err := s.Admin.Info(ctx, "commandstats").Result()
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(evalshaMicros(info)/float64(b.N), name+"-µs/task")
-		if err := s.Client.ConfigResetStat(ctx).Err(); err != nil {
+		if err := s.Admin.ConfigResetStat(ctx).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	now := time.Now()
-	if err := s.Client.ConfigResetStat(ctx).Err(); err != nil {
+	if err := s.Admin.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
