@@ -497,6 +497,11 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 		}
 	} else if !ValidQueueName(f.Queue) {
 		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
+	} else {
+		var err error
+		if queues, err = a.partitionsOf(ctx, f.Queue); err != nil { // a partitioned queue's every partition
+			return nil, err
+		}
 	}
 	// The cursor is where the action stopped: a registry index and an
 	// offset in that queue's dead-letter index.

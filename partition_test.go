@@ -217,3 +217,91 @@ func TestPartitionedQueueIdempotency(t *testing.T) {
 	}
 	require.Greater(t, fresh, 1, "a repeat with another partition key is new work")
 }
+
+// TestPartitionedQueueTaskActions: max_depth applies per partition at the
+// queue's bound shared; actions by task id (run now, cancel) and the DLQ's
+// listing and requeue of a queue reach tasks of every partition.
+func TestPartitionedQueueTaskActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *dtq.ClientConfig) { c.MaxQueueDepth = 8 })
+	admin := b.admin(t)
+	_, err := admin.CreateQueue(b.ctx, "hot", &dtq.QueueOptions{Partitions: 4})
+	require.NoError(t, err)
+	storage := rdb.New(b.rc, b.prefix)
+
+	// max_depth 8 over 4 partitions: 2 a partition; the third task of one
+	// key's partition is refused, naming the partition.
+	for i := range 2 {
+		_, err := b.client.Submit(b.ctx, dtq.Submission{Queue: "hot", Type: "job", ConcurrencyKey: "k", Payload: map[string]any{"i": i}})
+		require.NoError(t, err)
+	}
+	_, err = b.client.Submit(b.ctx, dtq.Submission{Queue: "hot", Type: "job", ConcurrencyKey: "k"})
+	var full *dtq.QueueFullError
+	require.ErrorAs(t, err, &full)
+	require.NotNil(t, full.Partition)
+	require.Equal(t, int64(2), full.Limit)
+	require.Contains(t, full.Error(), fmt.Sprintf("partition %d", *full.Partition))
+	_, err = admin.PurgeQueue(b.ctx, "hot")
+	require.NoError(t, err)
+
+	// Run now and cancel by id, on tasks of partitions 1 and up.
+	moved := 0
+	for i := range 4 {
+		res, err := b.client.Submit(b.ctx, dtq.Submission{Queue: "hot", Type: "job", Delay: time.Hour, Payload: map[string]any{"late": i}})
+		require.NoError(t, err)
+		part, err := storage.TaskQueue(b.ctx, res.TaskID)
+		require.NoError(t, err)
+		if !rdb.IsPartition(part) {
+			continue
+		}
+		ti, err := admin.RunNow(b.ctx, res.TaskID)
+		require.NoError(t, err)
+		require.Equal(t, dtqtype.StatusQueued, ti.Status)
+		cr, err := admin.CancelTask(b.ctx, res.TaskID, "test")
+		require.NoError(t, err)
+		require.Equal(t, dtqtype.StatusCancelled, cr.Task.Status)
+		moved++
+	}
+	require.Positive(t, moved, "round-robin reached a partition past 0")
+
+	// Dead letters of every partition are listed and requeued by queue.
+	var fail atomic.Bool
+	fail.Store(true)
+	w, err := b.d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"hot": 1}, Concurrency: 4,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	w.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) {
+		if fail.Load() {
+			return nil, errors.New("not yet")
+		}
+		return "ok", nil
+	})
+	workertest.Run(t, w)
+	var ids []string
+	for range 4 {
+		res, err := b.client.Submit(b.ctx, dtq.Submission{Queue: "hot", Type: "job", MaxAttempts: 1})
+		require.NoError(t, err)
+		ids = append(ids, res.TaskID)
+	}
+	for _, id := range ids {
+		ti, err := b.insp.WaitTask(b.ctx, id, 20*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, dtqtype.StatusDeadLettered, ti.Status)
+	}
+	page, err := b.insp.ListDLQ(b.ctx, &dtq.DLQListParams{Queue: "hot", Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 2)
+	require.NotEmpty(t, page.NextCursor)
+	next, err := b.insp.ListDLQ(b.ctx, &dtq.DLQListParams{Queue: "hot", Limit: 10, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Len(t, next.Items, 2, "the cursor pages over every partition")
+	fail.Store(false)
+	bulk, err := admin.RequeueDLQMatching(b.ctx, dtq.DLQFilter{Queue: "hot"})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), bulk.Processed)
+	for _, id := range ids {
+		ti, err := b.insp.WaitTask(b.ctx, id, 20*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, dtqtype.StatusSucceeded, ti.Status)
+	}
+}
