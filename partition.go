@@ -196,3 +196,49 @@ func addCounts(to *map[string]int64, from map[string]int64) {
 		(*to)[k] += v
 	}
 }
+
+// partitionedSamples is rdb.ScalingSamples of queues, a partitioned
+// queue's summed over its partitions: one pipeline for all of them.
+func (i *Inspector) partitionedSamples(ctx context.Context, queues []string, now time.Time, lookback int) ([]rdb.ScalingSample, error) {
+	var all []string
+	first := make([]int, len(queues)+1) // queue j's partitions are all[first[j]:first[j+1]]
+	for j, q := range queues {
+		parts, err := i.rdb.Partitions(ctx, q, false)
+		if errors.Is(err, rdb.ErrQueueNotRegistered) {
+			parts, err = []string{q}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		first[j] = len(all)
+		all = append(all, parts...)
+	}
+	first[len(queues)] = len(all)
+	samples, err := i.rdb.ScalingSamples(ctx, all, now, lookback)
+	if err != nil || len(all) == len(queues) {
+		return samples, err
+	}
+	out := make([]rdb.ScalingSample, len(queues))
+	for j := range queues {
+		s := samples[first[j]]
+		for _, p := range samples[first[j]+1 : first[j+1]] {
+			s.Ready += p.Ready
+			s.Held += p.Held
+			s.Running += p.Running
+			s.DueSoon += p.DueSoon
+			s.Paused = s.Paused || p.Paused
+			for k := range s.Arrivals {
+				s.Arrivals[k] += p.Arrivals[k]
+			}
+			s.RunMSSum += p.RunMSSum
+			s.Runs += p.Runs
+			if !p.OldestReady.IsZero() && (s.OldestReady.IsZero() || p.OldestReady.Before(s.OldestReady)) {
+				s.OldestReady = p.OldestReady
+			}
+			s.LastActive = max(s.LastActive, p.LastActive)
+		}
+		s.Queue = queues[j]
+		out[j] = s
+	}
+	return out, nil
+}

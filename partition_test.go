@@ -123,6 +123,10 @@ func TestPartitionedQueueCycle(t *testing.T) {
 	qi, err := b.insp.GetQueue(b.ctx, queue)
 	require.NoError(t, err)
 	require.Equal(t, int64(120), qi.Depth)
+	sc, err := b.insp.Scaling(b.ctx, []string{queue}, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(120), sc[0].Ready, "the autoscaling signal counts every partition")
+	require.Positive(t, sc[0].DesiredWorkers)
 	require.Len(t, qi.Partitions, 4)
 	var sum int64
 	for k, p := range qi.Partitions {

@@ -110,7 +110,7 @@ func (i *Inspector) Scaling(ctx context.Context, queues []string, opt *ScalingOp
 		return nil, err
 	}
 	lookback := int((o.Idle + time.Minute - 1) / time.Minute)
-	samples, err := i.rdb.ScalingSamples(ctx, queues, now, lookback)
+	samples, err := i.partitionedSamples(ctx, queues, now, lookback)
 	if err != nil {
 		return nil, err
 	}
