@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dtq-io/dtq"
+	"github.com/dtq-io/dtq/dtqtype"
 	"github.com/dtq-io/dtq/internal/rdb"
+	"github.com/dtq-io/dtq/internal/redistest"
 	"github.com/dtq-io/dtq/internal/workertest"
 )
 
@@ -198,5 +201,67 @@ func TestPartitionedStarvation(t *testing.T) {
 		t.Logf("STARVATION starts of the busy partition before the other partition's task: %d (bound %d)", further, concurrency)
 		require.LessOrEqual(t, further, concurrency)
 		return
+	}
+}
+
+// TestPartitionedWorkerKeepsItsPool: an idle worker serving a queue of 64
+// partitions blocks a read per partition on connections of its own
+// (rdb.Waiter), never on the pool its claims and finalizes use, so that
+// tasks submitted then run at once instead of queueing for a connection.
+func TestPartitionedWorkerKeepsItsPool(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start() // a server of its own: its blocked clients are the worker's
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	rc := srv.Client(t)
+	d := openPrefix(t, rc, "pool")
+	admin, err := d.NewAdmin(nil)
+	require.NoError(t, err)
+	_, err = admin.CreateQueue(t.Context(), "wide", &dtq.QueueOptions{Partitions: 64})
+	require.NoError(t, err)
+	client, err := d.NewClient(nil)
+	require.NoError(t, err)
+	w, err := d.NewWorker(&dtq.WorkerConfig{Queues: map[string]int{"wide": 1}, Concurrency: 8,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	w.HandleFunc("job", func(ctx context.Context, task *dtq.Task) (any, error) { return nil, nil })
+	workertest.Run(t, w)
+	require.Eventually(t, func() bool {
+		_, blocked := redistest.ClientCounts(t, rc)
+		return blocked >= 64
+	}, 30*time.Second, 10*time.Millisecond, "a blocked read per partition")
+	list, err := rc.ClientList(t.Context()).Result()
+	require.NoError(t, err)
+	blockedWaits, blockedOthers := 0, 0
+	for line := range strings.SplitSeq(strings.TrimSpace(list), "\n") {
+		fields := map[string]string{}
+		for _, f := range strings.Fields(line) {
+			k, v, _ := strings.Cut(f, "=")
+			fields[k] = v
+		}
+		switch {
+		case !strings.Contains(fields["flags"], "b"):
+		case fields["name"] == rdb.WaiterName:
+			blockedWaits++
+		default:
+			blockedOthers++
+		}
+	}
+	require.GreaterOrEqual(t, blockedWaits, 64, "a blocked read per partition, on the waits' connections")
+	// The one other blocked read is the workflow relay's watch, on a
+	// connection of its own.
+	require.LessOrEqual(t, blockedOthers, 1, "blocked reads on the pool the worker's claims and finalizes use")
+
+	var ids []string
+	for range 64 {
+		res, err := client.Submit(t.Context(), dtq.Submission{Queue: "wide", Type: "job"})
+		require.NoError(t, err)
+		ids = append(ids, res.TaskID)
+	}
+	insp := d.Inspector()
+	for _, id := range ids {
+		ti, err := insp.WaitTask(t.Context(), id, 30*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, dtqtype.StatusSucceeded, ti.Status)
 	}
 }

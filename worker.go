@@ -179,6 +179,9 @@ type Worker struct {
 	redisVersion string
 	started      time.Time
 	atStart      []string // the queues' partitions when Run started (resolvePartitions)
+	// waiter serves the idle fetch loops' blocking reads on connections
+	// of its own, one per loop blocked (a loop per partition): Run makes it.
+	waiter *rdb.Waiter
 
 	succeeders groupcommit.PerKey[rdb.Success, error] // per queue: batched success finalizes
 
@@ -363,6 +366,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		loops.Go(func() { f(c) })
 	}
 	mcfg := maintenance.Config{RDB: w.rdb, Settings: &w.settings, Clock: w.dep.clock, Logger: w.cfg.Logger}
+	w.waiter = w.rdb.NewWaiter()
+	defer func() { _ = w.waiter.Close() }()
 	var fetchers sync.WaitGroup
 	// Each partition of a served queue is served as a queue is: a fetch
 	// loop and its maintenance (docs/partitions.md).

@@ -68,6 +68,10 @@ type WorkerGateway struct {
 	dep      deployment
 	settings rdb.WorkerSettings // the reclaimer's; claims copy it per worker
 	spread   atomic.Uint64      // rotates the first partition a claim tries (claimTargets)
+	// waiter serves the waits of claims that found nothing, on
+	// connections of their own: a claim naming a partitioned queue waits
+	// on each partition, which would hold as many of the pool's.
+	waiter *rdb.Waiter
 
 	secretMu sync.Mutex
 	secret   []byte // the lease token key: configured, or read from Redis once
@@ -163,6 +167,7 @@ func (d *Deployment) NewWorkerGateway(cfg *WorkerGatewayConfig) (*WorkerGateway,
 		dep:      d.dep,
 		serviced: map[string]bool{},
 	}
+	g.waiter = g.rdb.NewWaiter()
 	g.rdb.SetWorkerBounds(rdb.WorkerBounds{Max: d.dep.maxWorkers, MaxPerKey: perKey})
 	if rc.LeaseSecret != "" {
 		g.secret = []byte(rc.LeaseSecret)
@@ -492,9 +497,9 @@ func (g *WorkerGateway) claimQueue(ctx context.Context, queue string, s *rdb.Wor
 	case res.Limited && res.Wait > 0:
 		return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, min(d, res.Wait)) }, nil
 	case res.Limited:
-		return nil, func(ctx context.Context, d time.Duration) { _, _ = g.rdb.WaitWake(ctx, queue, "$", d) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { _, _ = g.waiter.Wake(ctx, queue, "$", d) }, nil
 	case len(res.LastIDs) > 0:
-		return nil, func(ctx context.Context, d time.Duration) { _ = g.rdb.WaitReady(ctx, queue, res.LastIDs, d) }, nil
+		return nil, func(ctx context.Context, d time.Duration) { _, _ = g.waiter.ReadyBand(ctx, queue, res.LastIDs, d) }, nil
 	}
 	return nil, func(ctx context.Context, d time.Duration) { attempt.Sleep(ctx, d) }, nil // paused
 }
@@ -785,6 +790,9 @@ func (g *WorkerGateway) retryPolicy() attempt.Policy {
 	return attempt.Policy{Base: g.cfg.RetryBaseDelay, Max: g.cfg.RetryMaxDelay, Jitter: g.cfg.RetryJitter}
 }
 
-// Close waits for the background waits of claims that returned; call it
-// after the HTTP server stopped.
-func (g *WorkerGateway) Close() { g.waiters.Wait() }
+// Close waits for the background waits of claims that returned and closes
+// their connections; call it after the HTTP server stopped.
+func (g *WorkerGateway) Close() {
+	g.waiters.Wait()
+	_ = g.waiter.Close()
+}

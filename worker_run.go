@@ -77,7 +77,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			w.obs.Throttled(queue, res.Reason, 1)
 			if res.Wait > 0 {
 				attempt.Sleep(ctx, min(res.Wait, idleBlock))
-			} else if wakeID, err = w.rdb.WaitWake(ctx, queue, wakeID, idleBlock); err != nil && ctx.Err() == nil {
+			} else if wakeID, err = w.waiter.Wake(ctx, queue, wakeID, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for a running task to finish failed", "queue", queue, "err", err)
 				attempt.Sleep(ctx, errDelay)
 			}
@@ -102,7 +102,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			attempt.Sleep(ctx, time.Second)
 		case len(res.LastIDs) > 0:
 			woke = true
-			if band, err = w.rdb.WaitReadyBand(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
+			if band, err = w.waiter.ReadyBand(ctx, queue, res.LastIDs, idleBlock); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn("wait for tasks failed", "queue", queue, "err", err)
 				attempt.Sleep(ctx, errDelay)
 				break

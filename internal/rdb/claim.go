@@ -198,6 +198,10 @@ func (r *RDB) WaitReady(ctx context.Context, queue string, lastIDs []string, blo
 // entry: 0 when none came, or only the wake stream moved (its band is not
 // known).
 func (r *RDB) WaitReadyBand(ctx context.Context, queue string, lastIDs []string, block time.Duration) (int, error) {
+	return r.waitReadyBand(ctx, r.c, queue, lastIDs, block)
+}
+
+func (r *RDB) waitReadyBand(ctx context.Context, c redis.UniversalClient, queue string, lastIDs []string, block time.Duration) (int, error) {
 	if len(lastIDs) != NumBands && len(lastIDs) != NumBands+1 {
 		return 0, nil
 	}
@@ -209,7 +213,7 @@ func (r *RDB) WaitReadyBand(ctx context.Context, queue string, lastIDs []string,
 		streams = append(streams, r.keys.Wake(queue))
 	}
 	streams = append(streams, lastIDs...)
-	res, err := r.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Result()
+	res, err := c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -230,7 +234,11 @@ func (r *RDB) WaitReadyBand(ctx context.Context, queue string, lastIDs []string,
 // claim), or block passes. It returns the newest entry id seen, to pass as
 // after next time; start with "0-0".
 func (r *RDB) WaitWake(ctx context.Context, queue, after string, block time.Duration) (string, error) {
-	res, err := r.c.XRead(ctx, &redis.XReadArgs{Streams: []string{r.keys.Wake(queue), after}, Count: 1, Block: block}).Result()
+	return r.waitWake(ctx, r.c, queue, after, block)
+}
+
+func (r *RDB) waitWake(ctx context.Context, c redis.UniversalClient, queue, after string, block time.Duration) (string, error) {
+	res, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{r.keys.Wake(queue), after}, Count: 1, Block: block}).Result()
 	if errors.Is(err, redis.Nil) {
 		return after, nil
 	}
