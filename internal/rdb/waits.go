@@ -12,6 +12,9 @@ import (
 // loop blocked at once (a partition of a served queue each).
 const maxWaitConns = 1024
 
+// A Waiter keeps its idle connections (MaxIdleConns 0: no bound) for the
+// next waits, rather than dialling one per wait.
+
 // WaiterName is the client name of a Waiter's connections (CLIENT LIST
 // shows which blocked connections are workers' waits).
 const WaiterName = "dtq-wait"
@@ -34,14 +37,14 @@ func (r *RDB) NewWaiter() *Waiter {
 	switch c := r.c.(type) {
 	case *redis.Client:
 		opt := *c.Options()
-		opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.ClientName = maxWaitConns, 0, 4, WaiterName
+		opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.ClientName = maxWaitConns, 0, 0, WaiterName
 		opt.PushNotificationProcessor = nil
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		opt.ClientSideCache, opt.ClientSideCacheConfig = nil, nil
 		w.c = redis.NewClient(&opt)
 	case *redis.ClusterClient:
 		opt := *c.Options()
-		opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.ClientName = maxWaitConns, 0, 4, WaiterName
+		opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns, opt.ClientName = maxWaitConns, 0, 0, WaiterName
 		opt.PushNotificationProcessor = nil
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		w.c = redis.NewClusterClient(&opt)
