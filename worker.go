@@ -211,6 +211,8 @@ type running struct {
 	returned atomic.Bool
 	// log buffers the attempt's progress and log lines (progress.go).
 	log *taskLog
+	// lease cancels the handler when its lease runs out unrenewed.
+	lease *leaseWatch
 }
 
 // Causes with which a handler's context is cancelled.

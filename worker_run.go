@@ -53,7 +53,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 		}
 		// The claim runs to completion even during shutdown: tasks it claims
 		// are started (and then drained), never dropped.
-		now, nonce := w.dep.clock(), attempt.NewNonce()
+		now, nonce, leasedAt := w.dep.clock(), attempt.NewNonce(), time.Now()
 		res, err := attempt.Resend(ctx, w.cfg.VisibilityTimeout/2, func() (*rdb.ClaimResult, error) {
 			return w.rdb.Claim(bg, queue, &w.settings, n, now, nonce)
 		})
@@ -65,7 +65,7 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 			continue
 		}
 		errDelay = 50 * time.Millisecond
-		w.slots.Release(n - w.startAll(hardCtx, res.Tasks))
+		w.slots.Release(n - w.startAll(hardCtx, res.Tasks, leasedAt))
 		if res.Held > 0 {
 			w.obs.Throttled(queue, "key_concurrency", res.Held)
 		}
@@ -120,19 +120,26 @@ func (w *Worker) fetchLoop(ctx, hardCtx context.Context, queue string) {
 // allow; it runs about once per heartbeat interval (see maintenance.Run).
 func (w *Worker) reclaimStep(hardCtx context.Context, queue string) func(context.Context) (maintenance.Result, error) {
 	return attempt.Reclaim{RDB: w.rdb, Queue: queue, Settings: &w.settings, Clock: w.dep.clock, Logger: w.cfg.Logger,
-		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: reclaimRunner{w}}.StepUnder(hardCtx)
+		Every: w.cfg.HeartbeatInterval, Window: w.cfg.VisibilityTimeout / 2, Runner: &reclaimRunner{w: w}}.StepUnder(hardCtx)
 }
 
 // reclaimRunner lends the worker's slots and handlers to its reclaim step.
+// The step calls Acquire just before its reclaim call and Start after it,
+// one step at a time: acquired is when the leases it takes began at the
+// latest.
 type reclaimRunner struct {
-	w *Worker
+	w        *Worker
+	acquired time.Time
 }
 
-func (r reclaimRunner) Acquire() int                        { return r.w.slots.TryAcquire(r.w.cfg.Concurrency) }
-func (r reclaimRunner) Release(n int)                       { r.w.slots.Release(n) }
-func (r reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.runningLeases(queue) }
-func (r reclaimRunner) Start(ctx context.Context, tasks []rdb.ClaimedTask) int {
-	return r.w.startAll(ctx, tasks)
+func (r *reclaimRunner) Acquire() int {
+	r.acquired = time.Now()
+	return r.w.slots.TryAcquire(r.w.cfg.Concurrency)
+}
+func (r *reclaimRunner) Release(n int)                       { r.w.slots.Release(n) }
+func (r *reclaimRunner) Running(queue string) []rdb.LeaseRef { return r.w.runningLeases(queue) }
+func (r *reclaimRunner) Start(ctx context.Context, tasks []rdb.ClaimedTask) int {
+	return r.w.startAll(ctx, tasks, r.acquired)
 }
 
 // runKey names one attempt in flight. The task id alone is not enough: a
@@ -156,22 +163,23 @@ func (w *Worker) runningLeases(queue string) []rdb.LeaseRef {
 	return out
 }
 
-// startAll starts the claimed tasks and returns how many it started (each
-// holds one slot until its handler returns).
-func (w *Worker) startAll(hardCtx context.Context, tasks []rdb.ClaimedTask) int {
+// startAll starts the claimed tasks, whose leases began at leasedAt (or
+// later), and returns how many it started (each holds one slot until its
+// handler returns).
+func (w *Worker) startAll(hardCtx context.Context, tasks []rdb.ClaimedTask, leasedAt time.Time) int {
 	n := 0
 	for _, ct := range tasks {
-		if w.start(hardCtx, ct) {
+		if w.start(hardCtx, ct, leasedAt) {
 			n++
 		}
 	}
 	return n
 }
 
-// start runs one claimed task in its own goroutine. It reports false, and
-// starts nothing, when this process already runs that attempt (a claim
-// answered twice).
-func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
+// start runs one claimed task, leased at leasedAt, in its own goroutine.
+// It reports false, and starts nothing, when this process already runs that
+// attempt (a claim answered twice).
+func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask, leasedAt time.Time) bool {
 	key := runKey{ct.ID, ct.Attempt}
 	timeout := time.Duration(ct.TimeoutMS) * time.Millisecond
 	hctx, cancel := context.WithCancelCause(hardCtx)
@@ -185,9 +193,11 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 	}
 	r := &running{task: t, ct: ct, cancel: cancel,
 		log: newTaskLog(&ct, w.cfg.taskLogCaps(), w.dep.clock, w.cfg.Logger.Handler())}
+	r.lease = newLeaseWatch(leasedAt, w.cfg.VisibilityTimeout, func() { cancel(ErrLeaseLost) })
 	w.mu.Lock()
 	if _, dup := w.inflight[key]; dup {
 		w.mu.Unlock()
+		r.lease.stop()
 		tcancel()
 		cancel(nil)
 		return false
@@ -204,6 +214,7 @@ func (w *Worker) start(hardCtx context.Context, ct rdb.ClaimedTask) bool {
 		began := time.Now()
 		res, panicked, err := w.invoke(context.WithValue(w.handlerContext(tctx, &ct), progressKey{}, r.log), t)
 		took, cause := time.Since(began), context.Cause(tctx)
+		r.lease.stop()
 		r.returned.Store(true)
 		tcancel()
 		cancel(nil)
@@ -369,7 +380,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {
-	now := w.dep.clock()
+	now, sent := w.dep.clock(), time.Now()
 	byQueue := map[string][]*running{}
 	w.mu.Lock()
 	for _, r := range w.inflight {
@@ -389,6 +400,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		for i, s := range st {
 			switch s {
 			case rdb.Renewed:
+				rs[i].lease.renewed(sent)
 			case rdb.LeaseLost:
 				rs[i].cancel(ErrLeaseLost)
 			case rdb.CancelRequested:
