@@ -300,7 +300,7 @@ func TestAPICutOffMidSubmit(t *testing.T) {
 	w.waitLoad(30)
 	w.fault("cut api1 off from every Redis and Sentinel host")
 	w.net.partition([]string{"api1"}, []string{"r1", "r2", "r3", "s1", "s2", "s3"})
-	time.Sleep(6 * time.Second) // the cut's length: calls in flight and new ones
+	time.Sleep(20 * time.Second) // longer than the API waits for Redis: it answers during the cut
 	w.net.heal()
 	w.healed()
 	time.Sleep(3 * time.Second)

@@ -446,7 +446,7 @@ func (w *world) startClients(n int, seed uint64) {
 	for i := range n {
 		w.clientsDone.Add(1)
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
-		hc := &http.Client{Timeout: 8 * time.Second}
+		hc := &http.Client{Timeout: 30 * time.Second}
 		go w.client(i, apis[i%len(apis)], rng, hc)
 	}
 	w.t.Cleanup(func() { w.stopClients(); w.clientsDone.Wait() })
