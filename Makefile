@@ -71,6 +71,11 @@ COMPAT_FLAGS ?=
 test-compat: ## Run the root, rdb, fault and Cluster suites against each server in SERVERS="name=/path/to/valkey-server ..." (docs/compatibility.md); not part of make test
 	@GO="$(GO)" COMPAT_FLAGS="$(COMPAT_FLAGS)" internal/redistest/compat.sh $(SERVERS)
 
+.PHONY: test-partitions
+test-partitions: ## Run the network-fault suite alone, its random scenario for 10 minutes (needs root, iproute2, nftables; docs/reliability.md)
+	@log=$$(mktemp); cd cmd/dtq && $(GO) test -race -count=1 -timeout 40m -v ./internal/partitionsuite -partitions.random=10m >$$log 2>&1; \
+	status=$$?; grep -E '^(scenario|--- |FAIL|ok)|seed=' $$log; [ $$status -eq 0 ] || echo "full output: $$log"; exit $$status
+
 .PHONY: screenshots
 screenshots: ## Regenerate the dashboard screenshots in docs/img (needs chromium and redis-server)
 	cd cmd/dtq && $(GO) test ./internal/web -run '^TestScreenshots$$' -count=1 -screenshots

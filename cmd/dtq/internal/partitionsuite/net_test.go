@@ -136,6 +136,7 @@ type network struct {
 	mu      sync.Mutex
 	dropIn  map[string]map[string]bool // host -> source IPs its input drops
 	dropOut map[string]map[string]bool // host -> destination IPs its output drops
+	loss    map[string]int             // host -> % of its packets dropped at random
 }
 
 // host is one network namespace with one address.
@@ -164,7 +165,7 @@ func newNetwork(t *testing.T) *network {
 	pid := os.Getpid()
 	n := &network{t: t, id: fmt.Sprintf("%s%d%c", namePrefix, pid, 'a'+k%26),
 		subnet: fmt.Sprintf("10.%d.%d", 100+pid/250%100, (pid+k)%250), hosts: map[string]*host{},
-		dropIn: map[string]map[string]bool{}, dropOut: map[string]map[string]bool{}}
+		dropIn: map[string]map[string]bool{}, dropOut: map[string]map[string]bool{}, loss: map[string]int{}}
 	n.bridge = n.id + "b"
 	t.Cleanup(n.remove)
 	run(t, "ip", "link", "add", n.bridge, "type", "bridge")
@@ -219,7 +220,7 @@ func (n *network) apply(name string) {
 	}
 	var b bytes.Buffer
 	b.WriteString("flush ruleset\n")
-	if len(n.dropIn[name])+len(n.dropOut[name]) > 0 {
+	if len(n.dropIn[name])+len(n.dropOut[name]) > 0 || n.loss[name] > 0 {
 		b.WriteString("table inet " + namePrefix + " {\n")
 		b.WriteString("  chain in {\n    type filter hook input priority 0;\n")
 		if len(n.dropIn[name]) > 0 {
@@ -228,6 +229,9 @@ func (n *network) apply(name string) {
 		b.WriteString("  }\n  chain out {\n    type filter hook output priority 0;\n")
 		if len(n.dropOut[name]) > 0 {
 			fmt.Fprintf(&b, "    ip daddr { %s } drop\n", set(n.dropOut[name]))
+		}
+		if n.loss[name] > 0 {
+			fmt.Fprintf(&b, "    numgen random mod 100 < %d drop\n", n.loss[name])
 		}
 		b.WriteString("  }\n}\n")
 	}
@@ -272,20 +276,41 @@ func (n *network) heal() {
 	for _, name := range n.order {
 		if len(n.dropIn[name])+len(n.dropOut[name]) > 0 {
 			n.dropIn[name], n.dropOut[name] = nil, nil
-			n.apply(name)
+			n.apply(name) // keeps a degrade's loss until restore
 		}
 	}
 }
 
-// netem delays (and drops a share of) every packet host name sends; ""
-// removes it.
-func (n *network) netem(name string, spec ...string) {
+// degrade makes the link of host name slow and lossy: tc netem's delay
+// and loss where the kernel has sch_netem; else a token bucket (tc tbf: a
+// slow link whose queue delays packets up to delay) and nft dropping loss
+// % of its packets at random. It returns which of the two it used.
+func (n *network) degrade(name string, delay time.Duration, loss int) string {
 	h := n.h(name)
-	if len(spec) == 0 {
-		_ = exec.Command("ip", "netns", "exec", h.ns, "tc", "qdisc", "del", "dev", "eth0", "root").Run()
-		return
+	ms := strconv.Itoa(int(delay.Milliseconds())) + "ms"
+	if exec.Command("ip", "netns", "exec", h.ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "netem",
+		"delay", ms, "loss", strconv.Itoa(loss)+"%").Run() == nil {
+		return "netem"
 	}
-	run(n.t, "ip", append([]string{"netns", "exec", h.ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "netem"}, spec...)...)
+	run(n.t, "ip", "netns", "exec", h.ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
+		"rate", "1mbit", "burst", "16kbit", "latency", ms)
+	n.mu.Lock()
+	n.loss[name] = loss
+	n.apply(name)
+	n.mu.Unlock()
+	return "tbf+nft-loss (no sch_netem in this kernel)"
+}
+
+// restore removes what degrade did to host name.
+func (n *network) restore(name string) {
+	h := n.h(name)
+	_ = exec.Command("ip", "netns", "exec", h.ns, "tc", "qdisc", "del", "dev", "eth0", "root").Run()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.loss[name] > 0 {
+		n.loss[name] = 0
+		n.apply(name)
+	}
 }
 
 func uniq(lists ...[]string) []string {

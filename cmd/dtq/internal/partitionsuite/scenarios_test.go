@@ -340,6 +340,7 @@ func TestRandomFaults(t *testing.T) {
 	redisHosts := []string{"r1", "r2", "r3"}
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
 	hold := func() time.Duration { return time.Duration(2000+rng.IntN(4000)) * time.Millisecond }
+	linkFault := "none injected"
 	for time.Now().Before(end) {
 		began := time.Now()
 		blind := false
@@ -372,13 +373,13 @@ func TestRandomFaults(t *testing.T) {
 			time.Sleep(hold())
 		case 4:
 			h := pick(w.net.order)
-			delay := 20 + rng.IntN(200)
+			delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
 			loss := rng.IntN(20)
-			w.fault(fmt.Sprintf("netem on %s: delay %dms loss %d%%", h, delay, loss))
-			w.net.netem(h, "delay", fmt.Sprintf("%dms", delay), "loss", fmt.Sprintf("%d%%", loss))
+			linkFault = w.net.degrade(h, delay, loss)
+			w.fault(fmt.Sprintf("%s on %s: delay %s loss %d%%", linkFault, h, delay, loss))
 			blind = strings.HasPrefix(h, "r") || strings.HasPrefix(h, "s")
 			time.Sleep(hold())
-			w.net.netem(h)
+			w.net.restore(h)
 		case 5:
 			h := pick([]string{"w1", "w2"})
 			p := hold() + visibility
@@ -407,7 +408,7 @@ func TestRandomFaults(t *testing.T) {
 		w.healed()
 		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond) // calm between faults
 	}
-	w.check(fmt.Sprintf(" seed=%d", seed))
+	w.check(fmt.Sprintf(" seed=%d link_faults=%s", seed, strings.ReplaceAll(linkFault, " ", "_")))
 }
 
 func otherThan(s []string, x string) []string {
