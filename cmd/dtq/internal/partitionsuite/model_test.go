@@ -42,6 +42,7 @@ type opInput struct {
 	key  string
 	fp   int    // submit: which payload
 	id   string // cancel, read: the task
+	api  string // the API host it went through (not part of the model)
 }
 
 // outcome is what an operation was told.

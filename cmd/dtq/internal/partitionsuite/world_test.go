@@ -310,7 +310,7 @@ func (w *world) client(cid int, api string, rng *rand.Rand, hc *http.Client) {
 		// Clients go through the keys at about the same pace, so a new key
 		// is submitted by several at once; each key sees a few dozen calls.
 		key := fmt.Sprintf("%s-k%d", w.name, i/4+rng.IntN(2))
-		in := opInput{kind: opSubmit, key: key}
+		in := opInput{kind: opSubmit, key: key, api: api}
 		if rng.IntN(20) == 0 {
 			in.fp = 1 // the same key with other work
 		}
@@ -320,9 +320,9 @@ func (w *world) client(cid int, api string, rng *rand.Rand, hc *http.Client) {
 		if id != "" {
 			switch rng.IntN(10) {
 			case 0:
-				in = opInput{kind: opCancel, key: key, id: id}
+				in = opInput{kind: opCancel, key: key, id: id, api: api}
 			case 1, 2, 3:
-				in = opInput{kind: opRead, key: key, id: id}
+				in = opInput{kind: opRead, key: key, id: id, api: api}
 			}
 		}
 		call := time.Now().UnixNano()
@@ -754,4 +754,28 @@ func (w *world) logTimeline(history []porcupine.Operation) {
 	for s := range last + 1 {
 		w.t.Logf("t=%ds %v", s, bySec[s])
 	}
+}
+
+// callsThrough summarizes the calls through API host api that were made
+// between from and to: how many, how many it answered before to and with
+// what, and the longest.
+func (w *world) callsThrough(api string, from, to time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, answered := 0, map[string]int{}
+	var longest time.Duration
+	for _, op := range w.history {
+		in, o := op.Input.(opInput), op.Output.(opOutput)
+		if in.api != api || op.Call < from.UnixNano() || op.Call > to.UnixNano() {
+			continue
+		}
+		n++
+		if op.Return != math.MaxInt64 {
+			longest = max(longest, time.Duration(op.Return-op.Call))
+			if op.Return <= to.UnixNano() {
+				answered[outcomeNames[o.out]]++
+			}
+		}
+	}
+	return fmt.Sprintf("calls=%d answered_during=%v longest=%s", n, answered, longest.Round(10*time.Millisecond))
 }
