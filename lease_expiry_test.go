@@ -50,7 +50,13 @@ func TestHandlerCancelledWhenRenewalsStop(t *testing.T) {
 			ctx, stop := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
-			t.Cleanup(func() { tc.heal(proxy); stop(); <-done })
+			t.Cleanup(func() {
+				tc.heal(proxy)
+				stop()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			})
 			_, err = b.client.Submit(b.ctx, dtq.Submission{Type: "job", Queue: "lease", Timeout: time.Hour})
 			require.NoError(t, err)
 			<-started

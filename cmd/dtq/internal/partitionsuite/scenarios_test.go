@@ -267,7 +267,7 @@ func TestWorkerCutOffPastLease(t *testing.T) {
 	w.net.heal()
 	w.healed()
 	time.Sleep(2 * time.Second)
-	f := w.check(fmt.Sprintf(" cut_handler=%s cut_handler_ended_after=%s rerun_started_after=%s",
+	w.check(fmt.Sprintf(" cut_handler=%s cut_handler_ended_after=%s rerun_started_after=%s",
 		cancelled.cause, time.Duration(cancelled.end-began.UnixNano()).Round(10*time.Millisecond),
 		time.Duration(rerun.start-began.UnixNano()).Round(10*time.Millisecond)))
 	if cancelled.cause != "lease_lost" {
@@ -283,7 +283,6 @@ func TestWorkerCutOffPastLease(t *testing.T) {
 	if !strings.Contains(string(ti.Result), `"worker":"w2"`) {
 		t.Errorf("the long task's result is %s, want w2's", ti.Result)
 	}
-	_ = f
 }
 
 // TestAPICutOffMidSubmit: an API server is cut off from Redis while its

@@ -58,23 +58,22 @@ type world struct {
 	obs  redis.UniversalClient
 	insp *dtq.Inspector
 
-	mu           sync.Mutex
-	history      []porcupine.Operation
-	start        time.Time
-	blind        []span            // spans when a read may come from an isolated master
-	killed       map[string][]int64 // worker -> unix ns of each kill
-	paused       map[string][]span  // worker -> its pauses
-	faults       int
-	lastHeal     time.Time
-	acked        map[string]string // key -> task id an answer acknowledged
-	seen         map[string]string // task id -> key, any answer naming it
-	byKey        map[string]string // key -> the last task id a submit answer named
-	unexpected   []string
-	answers      map[string]int
-	clientsDone  sync.WaitGroup
-	stopClients  context.CancelFunc
-	clientCtx    context.Context
-	extraRunsFor map[string]bool // tasks made long (the worker-cut scenario)
+	mu          sync.Mutex
+	history     []porcupine.Operation
+	start       time.Time
+	blind       []span             // spans when a read may come from an isolated master
+	killed      map[string][]int64 // worker -> unix ns of each kill
+	paused      map[string][]span  // worker -> its pauses
+	faults      int
+	lastHeal    time.Time
+	acked       map[string]string // key -> task id an answer acknowledged
+	seen        map[string]string // task id -> key, any answer naming it
+	byKey       map[string]string // key -> the last task id a submit answer named
+	unexpected  []string
+	answers     map[string]int
+	clientsDone sync.WaitGroup
+	stopClients context.CancelFunc
+	clientCtx   context.Context
 }
 
 const (
@@ -90,7 +89,7 @@ func newWorld(t *testing.T, name, kind string) *world {
 	w := &world{t: t, name: name, kind: kind, net: newNetwork(t), dir: t.TempDir(), prefix: "p", acks: 1,
 		redis: map[string]*redisNode{}, apis: map[string]*proc{}, workers: map[string]*proc{},
 		killed: map[string][]int64{}, paused: map[string][]span{}, acked: map[string]string{}, seen: map[string]string{}, byKey: map[string]string{},
-		answers: map[string]int{}, start: time.Now(), extraRunsFor: map[string]bool{}}
+		answers: map[string]int{}, start: time.Now()}
 	if err := os.Chmod(w.dir, 0o755); err != nil { // children run as root too; kept simple
 		t.Fatal(err)
 	}
@@ -365,11 +364,6 @@ func (w *world) call(hc *http.Client, base string, in opInput) opOutput {
 	switch in.kind {
 	case opSubmit:
 		ms := workMS(in.key, in.fp)
-		w.mu.Lock()
-		if w.extraRunsFor[in.key] {
-			ms = 20_000
-		}
-		w.mu.Unlock()
 		body, _ := json.Marshal(map[string]any{"task_type": taskType, "queue": queue, "payload": workPayload{Key: in.key, MS: ms}})
 		req, _ = http.NewRequest(http.MethodPost, base+"/api/v1/tasks", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -510,7 +504,7 @@ func (w *world) runs() []handlerRun {
 // figures are one run's results, printed on one line.
 type figures struct {
 	ops, submits, acked, lost, stuck, unread, overlaps, pausedOverlaps, lateWrites, runs, leaseLostCancels, reclaimed int
-	linearizable                                                                                                   string
+	linearizable                                                                                                      string
 }
 
 // check stops the load, waits for rest (visibility + cluster-node-timeout +
@@ -657,6 +651,16 @@ func (w *world) check(extra string) figures {
 			f.submits++
 		}
 	}
+	perKey := map[string]int{}
+	maxPerKey := 0
+	for _, op := range history {
+		k := op.Input.(opInput).key
+		perKey[k]++
+		maxPerKey = max(maxPerKey, perKey[k])
+	}
+	if maxPerKey > 200 {
+		t.Errorf("a key has %d operations: the check per key is bounded at 200", maxPerKey)
+	}
 	res, vis := porcupine.CheckOperationsVerbose(submissionModel.ToModel(), history, 60*time.Second)
 	f.linearizable = map[porcupine.CheckResult]string{porcupine.Ok: "ok", porcupine.Illegal: "ILLEGAL", porcupine.Unknown: "TIMEOUT"}[res]
 	if res != porcupine.Ok {
@@ -667,8 +671,8 @@ func (w *world) check(extra string) figures {
 		w.logIllegalKey(history)
 	}
 
-	line := fmt.Sprintf("scenario %s: ops=%d submits=%d acked=%d lost=%d stuck=%d unread=%d linearizable=%s overlaps=%d paused_overlaps=%d late_writes=%d handler_runs=%d tasks_run_twice=%d lease_lost_cancels=%d faults=%d%s answers=%s",
-		w.name, f.ops, f.submits, f.acked, f.lost, f.stuck, f.unread, f.linearizable, f.overlaps, f.pausedOverlaps, f.lateWrites,
+	line := fmt.Sprintf("scenario %s: ops=%d keys=%d max_ops_per_key=%d submits=%d acked=%d lost=%d stuck=%d unread=%d linearizable=%s overlaps=%d paused_overlaps=%d late_writes=%d handler_runs=%d tasks_run_twice=%d lease_lost_cancels=%d faults=%d%s answers=%s",
+		w.name, f.ops, len(perKey), maxPerKey, f.submits, f.acked, f.lost, f.stuck, f.unread, f.linearizable, f.overlaps, f.pausedOverlaps, f.lateWrites,
 		f.runs, f.reclaimed, f.leaseLostCancels, w.faults, extra, answers)
 	fmt.Println(line)
 	t.Log(line)
