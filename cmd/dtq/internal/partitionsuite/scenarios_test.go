@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -309,10 +311,12 @@ func TestAPICutOffMidSubmit(t *testing.T) {
 }
 
 // TestRandomFaults injects faults chosen at random (seeded; the seed is
-// printed) one after another on a Sentinel deployment: partitions of the
-// master, of a worker, of an API server, one-way partitions, latency and
-// loss, pauses and kills of workers and replicas, for -partitions.random
-// (2 minutes by default).
+// printed) one after another, for -partitions.random (2 minutes by
+// default): half the time on a Sentinel deployment, half on a Cluster.
+// The faults: a master cut off from its replicas (and Sentinels), a
+// worker or an API server cut off from Redis, one-way partitions between
+// any two hosts, slow and lossy links, pauses and kills of workers and
+// kills of replicas.
 func TestRandomFaults(t *testing.T) {
 	d := *randomFor
 	if v := os.Getenv("DTQ_PARTITIONS_RANDOM"); v != "" {
@@ -329,8 +333,18 @@ func TestRandomFaults(t *testing.T) {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
 	t.Logf("TestRandomFaults seed=%d duration=%s (rerun with -partitions.seed=%d)", seed, d, seed)
+	t.Run("sentinel", func(t *testing.T) {
+		randomFaults(sentinelWorld(t, "random-sentinel"), seed, d/2)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		randomFaults(clusterWorld(t, "random-cluster"), seed+1, d/2)
+	})
+}
+
+// randomFaults runs w's load and injects random faults for d.
+func randomFaults(w *world, seed uint64, d time.Duration) {
+	t := w.t
 	rng := rand.New(rand.NewPCG(seed, 47))
-	w := sentinelWorld(t, "random")
 	w.startAPI("api1")
 	w.startAPI("api2")
 	w.startWorker("w1")
@@ -338,30 +352,59 @@ func TestRandomFaults(t *testing.T) {
 	w.startClients(clients, seed)
 	w.waitLoad(20)
 	end := time.Now().Add(d)
-	redisHosts := []string{"r1", "r2", "r3"}
+	redisHosts := slices.Sorted(maps.Keys(w.redis))
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
 	hold := func() time.Duration { return time.Duration(2000+rng.IntN(4000)) * time.Millisecond }
+	// What a worker or API server is cut off from: every Redis host and
+	// Sentinel.
+	backends := append(slices.Clone(redisHosts), w.sentinelHosts()...)
+	if w.kind == "cluster" {
+		backends = redisHosts
+	}
+	withRole := func(r string) []string {
+		var out []string
+		for _, h := range redisHosts {
+			if role(w.redis[h].addr) == r {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	stable := func() {
+		if w.kind == "cluster" {
+			eventually(t, 90*time.Second, "the cluster never healed", w.clusterHealthy)
+			return
+		}
+		w.sentinelStable(90 * time.Second)
+	}
 	linkFault := "none injected"
 	for time.Now().Before(end) {
 		began := time.Now()
 		blind := false
 		switch rng.IntN(8) {
 		case 0:
-			m := w.hostOf(w.agreedMaster())
-			cut := append(w.sentinelHosts(), otherThan(redisHosts, m)...)
-			w.fault("isolate master " + m + " from its replicas and Sentinels")
-			w.net.partition([]string{m}, cut)
+			if w.kind == "cluster" {
+				m := pick(withRole("master"))
+				minority := []string{m, pick([]string{"api1", "api2"}), pick([]string{"w1", "w2"})}
+				w.fault("isolate Cluster master " + m + " with " + strings.Join(minority[1:], ","))
+				w.net.partition(minority, w.net.others(minority...))
+				time.Sleep(hold() + clusterNodeTimeout + 2*time.Second)
+			} else {
+				m := w.hostOf(w.agreedMaster())
+				w.fault("isolate master " + m + " from its replicas and Sentinels")
+				w.net.partition([]string{m}, append(w.sentinelHosts(), otherThan(redisHosts, m)...))
+				time.Sleep(hold() + 3*time.Second)
+			}
 			blind = true
-			time.Sleep(hold() + 3*time.Second)
 		case 1:
 			h := pick([]string{"w1", "w2"})
 			w.fault("cut " + h + " off from Redis")
-			w.net.partition([]string{h}, append(redisHosts, w.sentinelHosts()...))
+			w.net.partition([]string{h}, backends)
 			time.Sleep(hold() + visibility)
 		case 2:
 			h := pick([]string{"api1", "api2"})
 			w.fault("cut " + h + " off from Redis")
-			w.net.partition([]string{h}, append(redisHosts, w.sentinelHosts()...))
+			w.net.partition([]string{h}, backends)
 			time.Sleep(hold())
 		case 3:
 			from, to := pick(w.net.order), pick(w.net.order)
@@ -378,7 +421,7 @@ func TestRandomFaults(t *testing.T) {
 			loss := rng.IntN(20)
 			linkFault = w.net.degrade(h, delay, loss)
 			w.fault(fmt.Sprintf("%s on %s: delay %s loss %d%%", linkFault, h, delay, loss))
-			blind = strings.HasPrefix(h, "r") || strings.HasPrefix(h, "s")
+			blind = slices.Contains(backends, h)
 			time.Sleep(hold())
 			w.net.restore(h)
 		case 5:
@@ -393,8 +436,7 @@ func TestRandomFaults(t *testing.T) {
 			time.Sleep(hold())
 			w.workers[h].start(t)
 		case 7:
-			m := w.agreedMaster()
-			h := pick(otherThan(redisHosts, w.hostOf(m)))
+			h := pick(withRole("slave"))
 			w.fault("kill and restart replica " + h)
 			w.redis[h].kill()
 			time.Sleep(hold())
@@ -402,7 +444,7 @@ func TestRandomFaults(t *testing.T) {
 			waitAnswer(t, w.redis[h].addr)
 		}
 		w.net.heal()
-		w.sentinelStable(90 * time.Second)
+		stable()
 		if blind {
 			w.blindFor(began, time.Now().Add(time.Second))
 		}
