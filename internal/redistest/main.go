@@ -17,6 +17,7 @@ type mainOptions struct {
 	after      []func()
 	leak       []goleak.Option
 	restricted bool
+	hostNet    int // 0: no lock; 1: shared; 2: exclusive (HostNetwork)
 }
 
 // restrictShared is Restricted's choice for the process's shared server.
@@ -36,6 +37,22 @@ func Restricted() Option {
 // whatever the tests' outcome.
 func After(fs ...func()) Option {
 	return func(o *mainOptions) { o.after = append(o.after, fs...) }
+}
+
+// HostNetwork holds a lock on the host's network interfaces for the whole
+// run of the package's tests, across test processes (go test runs
+// packages at once): exclusive for tests that change the interfaces
+// (network namespaces joined by a bridge), shared for tests whose client
+// aborts its requests when they change (Chromium answers
+// ERR_NETWORK_CHANGED). So the two kinds never run at once; each waits
+// for the other, and the wait counts toward its package's test timeout.
+func HostNetwork(exclusive bool) Option {
+	return func(o *mainOptions) {
+		o.hostNet = 1
+		if exclusive {
+			o.hostNet = 2
+		}
+	}
 }
 
 // GoleakOptions passes opts (goleak.IgnoreTopFunction …) to the goroutine
@@ -65,6 +82,14 @@ func Main(m *testing.M, opts ...Option) int {
 		opt(&o)
 	}
 	restrictShared = o.restricted
+	if o.hostNet > 0 {
+		release, err := lockHostNetwork(o.hostNet == 2)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "redistest: host network lock:", err)
+			return 1
+		}
+		defer release()
+	}
 	code := m.Run()
 
 	sharedMu.Lock()

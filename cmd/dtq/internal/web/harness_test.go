@@ -26,7 +26,12 @@ import (
 	"github.com/dtq-io/dtq/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m, redistest.After(closeBrowser))) }
+// The browser aborts page loads when the host's network interfaces change,
+// as the partition suite's network namespaces do: HostNetwork keeps the
+// two packages from running at once.
+func TestMain(m *testing.M) {
+	os.Exit(redistest.Main(m, redistest.After(closeBrowser), redistest.HostNetwork(false)))
+}
 
 // chromiumPath is Debian's Chromium, which CI installs.
 const chromiumPath = "/usr/bin/chromium"
