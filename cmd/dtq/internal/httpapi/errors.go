@@ -309,6 +309,15 @@ func redisUnavailable(err error) bool {
 		redis.IsNoReplicasError(err):
 		return true
 	}
+	// The same states by their reply's first word, however the reply came
+	// (a script's error, a wrapped reply), and a slot still moving between
+	// masters (a failover, a resharding) after go-redis followed its
+	// redirections: the slot map settles.
+	for _, prefix := range []string{"MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN", "LOADING", "READONLY", "MASTERDOWN"} {
+		if redis.HasErrorPrefix(err, prefix+" ") {
+			return true
+		}
+	}
 	return false
 }
 
