@@ -489,19 +489,18 @@ func (a *Admin) PurgeDLQMatching(ctx context.Context, f DLQFilter) (*dtqtype.Bul
 }
 
 func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.BulkResult, error) {
-	queues := []string{f.Queue}
-	if f.Queue == "" {
-		var err error
-		if queues, err = a.rdb.Queues(ctx); err != nil {
-			return nil, err
-		}
-	} else if !ValidQueueName(f.Queue) {
+	var queues []string
+	var err error
+	switch {
+	case f.Queue == "":
+		queues, err = a.rdb.Queues(ctx)
+	case !ValidQueueName(f.Queue):
 		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
-	} else {
-		var err error
-		if queues, err = a.partitionsOf(ctx, f.Queue); err != nil { // a partitioned queue's every partition
-			return nil, err
-		}
+	default:
+		queues, err = a.partitionsOf(ctx, f.Queue) // a partitioned queue's every partition
+	}
+	if err != nil {
+		return nil, err
 	}
 	// The cursor is where the action stopped: a registry index and an
 	// offset in that queue's dead-letter index.

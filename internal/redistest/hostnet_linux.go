@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,7 +20,7 @@ func lockHostNetwork(exclusive bool) (release func(), err error) {
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
+		if !errors.Is(err, syscall.EINTR) {
 			break
 		}
 	}
