@@ -172,7 +172,7 @@ func (a *Admin) PurgeQueue(ctx context.Context, queue string) (int64, error) {
 	if err := a.knownQueue(ctx, queue); err != nil {
 		return 0, err
 	}
-	parts, err := a.partitionsOf(ctx, queue)
+	parts, err := a.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +199,7 @@ func (a *Admin) PauseQueue(ctx context.Context, queue, actor string) (bool, erro
 // setPaused pauses or resumes every partition of queue; it reports whether
 // any changed.
 func (a *Admin) setPaused(ctx context.Context, queue string, pause bool, actor string) (bool, error) {
-	parts, err := a.partitionsOf(ctx, queue)
+	parts, err := a.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return false, err
 	}
@@ -377,7 +377,7 @@ func (a *Admin) RecountQueue(ctx context.Context, queue string) (int64, int64, e
 	if err := a.knownQueue(ctx, queue); err != nil {
 		return 0, 0, err
 	}
-	parts, err := a.partitionsOf(ctx, queue)
+	parts, err := a.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -497,7 +497,7 @@ func (a *Admin) bulk(ctx context.Context, action string, f DLQFilter) (*dtqtype.
 	case !ValidQueueName(f.Queue):
 		return nil, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	default:
-		queues, err = a.partitionsOf(ctx, f.Queue) // a partitioned queue's every partition
+		queues, err = a.rdb.PartitionsOf(ctx, f.Queue) // a partitioned queue's every partition
 	}
 	if err != nil {
 		return nil, err

@@ -2,11 +2,9 @@ package dtq
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/dtq-io/dtq/dtqtype"
-	"github.com/dtq-io/dtq/internal/rdb"
 )
 
 // Bounds of flow-control limits.
@@ -36,7 +34,7 @@ func (a *Admin) SetLimits(ctx context.Context, queue string, l dtqtype.QueueLimi
 	if err := checkLimits(l); err != nil {
 		return err
 	}
-	parts, err := a.partitionsOf(ctx, queue)
+	parts, err := a.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return err
 	}
@@ -81,22 +79,12 @@ func shareOf(n, p, k int) int {
 	return s
 }
 
-// partitionsOf is queue's partitions' storage-side names (the queue's own
-// name alone for a queue not partitioned, or not created yet).
-func (a *Admin) partitionsOf(ctx context.Context, queue string) ([]string, error) {
-	parts, err := a.rdb.Partitions(ctx, queue, false)
-	if errors.Is(err, rdb.ErrQueueNotRegistered) {
-		return []string{queue}, nil
-	}
-	return parts, err
-}
-
 // DeleteLimits removes queue's limits; it reports whether there were any.
 func (a *Admin) DeleteLimits(ctx context.Context, queue string) (bool, error) {
 	if !ValidQueueName(queue) {
 		return false, invalid("queue", "must match ^[a-z0-9][a-z0-9_-]{0,63}$")
 	}
-	parts, err := a.partitionsOf(ctx, queue)
+	parts, err := a.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return false, err
 	}
@@ -117,10 +105,7 @@ func (i *Inspector) GetLimits(ctx context.Context, queue string) (*dtqtype.Queue
 	if !ValidQueueName(queue) {
 		return nil, ErrQueueNotFound
 	}
-	parts, err := i.rdb.Partitions(ctx, queue, false)
-	if errors.Is(err, rdb.ErrQueueNotRegistered) {
-		parts, err = []string{queue}, nil
-	}
+	parts, err := i.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return nil, err
 	}

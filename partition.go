@@ -3,7 +3,6 @@ package dtq
 import (
 	"cmp"
 	"context"
-	"errors"
 	"hash/fnv"
 	"slices"
 	"time"
@@ -85,10 +84,7 @@ func queueOf(storage string) string {
 func (w *Worker) resolvePartitions(ctx context.Context) ([]string, error) {
 	var out []string
 	for _, q := range w.queues() {
-		parts, err := w.rdb.Partitions(ctx, q, false)
-		if errors.Is(err, rdb.ErrQueueNotRegistered) {
-			parts, err = []string{q}, nil
-		}
+		parts, err := w.rdb.PartitionsOf(ctx, q)
 		if err != nil {
 			return nil, err
 		}
@@ -133,12 +129,12 @@ func (w *Worker) watchPartitions(ctx context.Context, served map[string]bool, se
 // partitioned queue, with each partition's sizes.
 func (i *Inspector) partitionedInfo(ctx context.Context, queue string) (*dtqtype.QueueInfo, error) {
 	now := time.Now()
-	parts, err := i.rdb.Partitions(ctx, queue, false)
-	if errors.Is(err, rdb.ErrQueueNotRegistered) || (err == nil && len(parts) == 1) {
-		return i.rdb.QueueInfo(ctx, queue, now, throughputWindow)
-	}
+	parts, err := i.rdb.PartitionsOf(ctx, queue)
 	if err != nil {
 		return nil, err
+	}
+	if len(parts) == 1 {
+		return i.rdb.QueueInfo(ctx, queue, now, throughputWindow)
 	}
 	var sum *dtqtype.QueueInfo
 	var keys []dtqtype.KeyBacklog
@@ -203,10 +199,7 @@ func (i *Inspector) partitionedSamples(ctx context.Context, queues []string, now
 	var all []string
 	first := make([]int, len(queues)+1) // queue j's partitions are all[first[j]:first[j+1]]
 	for j, q := range queues {
-		parts, err := i.rdb.Partitions(ctx, q, false)
-		if errors.Is(err, rdb.ErrQueueNotRegistered) {
-			parts, err = []string{q}, nil
-		}
+		parts, err := i.rdb.PartitionsOf(ctx, q)
 		if err != nil {
 			return nil, err
 		}

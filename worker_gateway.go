@@ -452,10 +452,7 @@ func (g *WorkerGateway) Claim(ctx context.Context, req ClaimRequest) ([]*LeasedT
 func (g *WorkerGateway) claimTargets(ctx context.Context, queues []string) ([]string, error) {
 	out := make([]string, 0, len(queues))
 	for _, q := range queues {
-		parts, err := g.rdb.Partitions(ctx, q, false)
-		if errors.Is(err, rdb.ErrQueueNotRegistered) {
-			parts, err = []string{q}, nil
-		}
+		parts, err := g.rdb.PartitionsOf(ctx, q)
 		if err != nil {
 			return nil, err
 		}

@@ -243,17 +243,24 @@ func (r *RDB) rememberParts(queue, m string) error {
 	return nil
 }
 
+// PartitionsOf is Partitions without registering: a queue the registry
+// does not hold (not created yet, or deleted) is its own name alone, as
+// the readers and actions that name it then see it.
+func (r *RDB) PartitionsOf(ctx context.Context, queue string) ([]string, error) {
+	parts, err := r.Partitions(ctx, queue, false)
+	if errors.Is(err, ErrQueueNotRegistered) {
+		return []string{queue}, nil
+	}
+	return parts, err
+}
+
 // storageNames is what a listing of queue reads: its partitions, or with
 // queue "" every registered queue and partition.
 func (r *RDB) storageNames(ctx context.Context, queue string) ([]string, error) {
 	if queue == "" {
 		return r.Queues(ctx)
 	}
-	parts, err := r.Partitions(ctx, queue, false)
-	if errors.Is(err, ErrQueueNotRegistered) {
-		return []string{queue}, nil
-	}
-	return parts, err
+	return r.PartitionsOf(ctx, queue)
 }
 
 // ValidStorageName reports whether name is a queue's name or one of its
