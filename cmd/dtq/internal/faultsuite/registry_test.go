@@ -197,3 +197,58 @@ func TestCreateQueueUnderLostReplies(t *testing.T) {
 	}
 	g.proxy.CutAfter(nil, 0)
 }
+
+// TestCreatePartitionedQueueUnderLostReplies creates partitioned queues
+// while the reply of the map's script (partition_queue) or of a partition's
+// registration is lost once each (go-redis sends it again): the call that
+// made a queue is told 201 with its partitions, a second create 200, and
+// every partition holds one number of its own, the same in the registry
+// and in its number key.
+func TestCreatePartitionedQueueUnderLostReplies(t *testing.T) {
+	t.Parallel()
+	g := newIngestRig(t)
+	put := func(q string) (int, bool, int) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, g.url+"/api/v1/queues/"+q, bytes.NewReader([]byte(`{"partitions": 4}`)))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out struct {
+			Created    bool `json:"created"`
+			Partitions int  `json:"partitions"`
+		}
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		return res.StatusCode, out.Created, out.Partitions
+	}
+	scripts := [][]byte{[]byte(rdb.ScriptHash("partition_queue")), []byte(rdb.ScriptHash("register_queue"))}
+	r := rdb.New(g.direct, g.keys.Prefix())
+	numbers := map[string]string{}
+	for i := range 6 {
+		q := "hot-" + strconv.Itoa(i)
+		before := g.proxy.Cuts()
+		g.proxy.CutAfter(scripts[i%2], 1)
+		status, created, parts := put(q)
+		require.Equal(t, before+1, g.proxy.Cuts(), "a reply of %s's creation was lost", q)
+		require.Equal(t, http.StatusCreated, status, q)
+		require.True(t, created, q)
+		require.Equal(t, 4, parts, q)
+		status, created, parts = put(q)
+		require.Equal(t, http.StatusOK, status, q)
+		require.False(t, created, q)
+		require.Equal(t, 4, parts, q)
+		names, err := r.Partitions(t.Context(), q, false)
+		require.NoError(t, err)
+		require.Len(t, names, 4)
+		for _, n := range names {
+			inRegistry, err := g.direct.HGet(t.Context(), g.keys.Queues(), n).Result()
+			require.NoError(t, err, n)
+			own, err := g.direct.Get(t.Context(), g.keys.QueueNum(n)).Result()
+			require.NoError(t, err, n)
+			require.Equal(t, inRegistry, own, "partition %s: registry and number key disagree", n)
+			require.NotContains(t, numbers, own, "two partitions share number %s", own)
+			numbers[own] = n
+		}
+	}
+	g.proxy.CutAfter(nil, 0)
+}
